@@ -1,0 +1,57 @@
+//===- OnnxImporter.h - ONNX to the graph dialect ---------------*- C++ -*-===//
+//
+// Reads an ONNX model (binary protobuf, optionally with external data, or
+// ONNX's textual syntax) and builds one `func.func @main` of graph-dialect
+// ops with fully static shapes. Every failure is one line naming what is
+// wrong; the importer never crashes on bad input.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_FRONTEND_ONNXIMPORTER_H
+#define STRATA_FRONTEND_ONNXIMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Error.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace strata::frontend {
+
+/// The ONNX default-domain opsets the importer understands.
+inline constexpr int64_t kMinOpset = 13;
+inline constexpr int64_t kMaxOpset = 18;
+
+struct ImportOptions {
+  /// Static shapes for graph inputs, by name (`--input-shape name=8x64`).
+  llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
+  /// Replaces a dynamic first dimension of every graph input (`--batch`).
+  std::optional<int64_t> batch;
+};
+
+/// Imports the model at `path`: binary ONNX, or ONNX text when the file name
+/// ends in `.onnxtxt`. External data is read relative to the model's folder,
+/// one tensor at a time and only for the tensors the graph needs as
+/// constants.
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+importOnnxFile(mlir::MLIRContext &context, llvm::StringRef path,
+               const ImportOptions &options = {});
+
+/// Imports a model written in ONNX's textual syntax.
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+importOnnxText(mlir::MLIRContext &context, llvm::StringRef text,
+               const ImportOptions &options = {});
+
+/// The ONNX op types (default domain) the importer handles, sorted.
+std::vector<std::string> getSupportedOnnxOps();
+
+/// Parses `name=8x64` (as given to --input-shape) into `options`.
+llvm::Error parseInputShapeFlag(llvm::StringRef flag, ImportOptions &options);
+
+} // namespace strata::frontend
+
+#endif // STRATA_FRONTEND_ONNXIMPORTER_H

@@ -1,0 +1,536 @@
+//===- ShapeOps.cpp - Handlers for shape and data-movement ONNX ops -------===//
+//
+// Shapes are static, so Shape/Size become constants and every shape operand
+// (Reshape's target, Slice's bounds, Unsqueeze's axes, ...) must fold to a
+// constant; one that does not is reported with the node's name.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../NodeImporter.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Error.h"
+
+using namespace mlir;
+using llvm::Expected;
+using namespace strata;
+using namespace strata::frontend;
+namespace g = strata::graph;
+
+namespace {
+
+int64_t product(ArrayRef<int64_t> dims) {
+  int64_t p = 1;
+  for (int64_t d : dims)
+    p *= d;
+  return p;
+}
+
+/// Normalizes a possibly negative axis; fails the node if out of range.
+FailureOr<int64_t> normalizeAxis(NodeImporter &n, int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank) {
+    (void)n.fail("axis " + std::to_string(axis) + " is out of range for rank " +
+                 std::to_string(rank));
+    return failure();
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+LogicalResult setReshaped(NodeImporter &n, Value x, ArrayRef<int64_t> shape) {
+  FailureOr<Value> result = n.reshape(x, shape);
+  if (failed(result))
+    return failure();
+  n.setOutput(0, *result);
+  return success();
+}
+
+LogicalResult importReshape(NodeImporter &n) {
+  Value x = n.getInput(0);
+  ArrayRef<int64_t> in = n.getInputType(0).getShape();
+  FailureOr<SmallVector<int64_t>> target =
+      n.getConstantInts(1, "the target shape");
+  if (failed(target))
+    return failure();
+  bool allowZero = n.getAttrInt("allowzero", 0) != 0;
+  SmallVector<int64_t> shape;
+  int inferred = -1;
+  for (auto [i, d] : llvm::enumerate(*target)) {
+    if (d == 0 && !allowZero) {
+      if (i >= in.size())
+        return n.fail("target dim " + std::to_string(i) +
+                      " copies an input dim that does not exist");
+      shape.push_back(in[i]);
+    } else if (d == -1) {
+      if (inferred >= 0)
+        return n.fail("target shape has more than one -1");
+      inferred = i;
+      shape.push_back(1);
+    } else if (d < 0) {
+      return n.fail("target dim " + std::to_string(d) + " is negative");
+    } else {
+      shape.push_back(d);
+    }
+  }
+  int64_t total = product(in);
+  if (inferred >= 0) {
+    int64_t known = product(shape);
+    if (known == 0 || total % known != 0)
+      return n.fail("cannot infer the -1 dim of the target shape");
+    shape[inferred] = total / known;
+  }
+  if (product(shape) != total)
+    return n.fail("target shape does not hold the input's " +
+                  std::to_string(total) + " elements");
+  return setReshaped(n, x, shape);
+}
+
+LogicalResult importFlatten(NodeImporter &n) {
+  ArrayRef<int64_t> in = n.getInputType(0).getShape();
+  int64_t rank = in.size();
+  int64_t axis = n.getAttrInt("axis", 1);
+  if (axis < -rank || axis > rank)
+    return n.fail("axis out of range");
+  if (axis < 0)
+    axis += rank;
+  return setReshaped(n, n.getInput(0),
+                     {product(in.take_front(axis)), product(in.drop_front(axis))});
+}
+
+/// The axes of Squeeze/Unsqueeze: an input from opset 13 on.
+FailureOr<SmallVector<int64_t>> getAxes(NodeImporter &n, unsigned inputIndex) {
+  if (n.hasInput(inputIndex))
+    return n.getConstantInts(inputIndex, "axes");
+  return n.getAttrInts("axes");
+}
+
+LogicalResult importUnsqueeze(NodeImporter &n) {
+  ArrayRef<int64_t> in = n.getInputType(0).getShape();
+  FailureOr<SmallVector<int64_t>> axes = getAxes(n, 1);
+  if (failed(axes))
+    return failure();
+  int64_t rank = in.size() + axes->size();
+  SmallVector<bool> inserted(rank, false);
+  for (int64_t axis : *axes) {
+    FailureOr<int64_t> a = normalizeAxis(n, axis, rank);
+    if (failed(a))
+      return failure();
+    inserted[*a] = true;
+  }
+  SmallVector<int64_t> shape;
+  size_t next = 0;
+  for (int64_t d = 0; d < rank; ++d)
+    shape.push_back(inserted[d] ? 1 : in[next++]);
+  return setReshaped(n, n.getInput(0), shape);
+}
+
+LogicalResult importSqueeze(NodeImporter &n) {
+  ArrayRef<int64_t> in = n.getInputType(0).getShape();
+  FailureOr<SmallVector<int64_t>> axes = getAxes(n, 1);
+  if (failed(axes))
+    return failure();
+  SmallVector<bool> removed(in.size(), false);
+  if (axes->empty()) {
+    for (auto [d, size] : llvm::enumerate(in))
+      removed[d] = size == 1;
+  }
+  for (int64_t axis : *axes) {
+    FailureOr<int64_t> a = normalizeAxis(n, axis, in.size());
+    if (failed(a))
+      return failure();
+    if (in[*a] != 1)
+      return n.fail("cannot squeeze dim " + std::to_string(*a) + " of size " +
+                    std::to_string(in[*a]));
+    removed[*a] = true;
+  }
+  SmallVector<int64_t> shape;
+  for (auto [d, size] : llvm::enumerate(in))
+    if (!removed[d])
+      shape.push_back(size);
+  return setReshaped(n, n.getInput(0), shape);
+}
+
+LogicalResult importTranspose(NodeImporter &n) {
+  int64_t rank = n.getInputType(0).getRank();
+  SmallVector<int64_t> perm = n.getAttrInts("perm");
+  if (perm.empty())
+    for (int64_t d = rank - 1; d >= 0; --d)
+      perm.push_back(d);
+  FailureOr<Value> result =
+      n.create<g::TransposeOp>({n.getInput(0)}, {n.i64ArrayAttr("perm", perm)});
+  if (failed(result))
+    return failure();
+  n.setOutput(0, *result);
+  return success();
+}
+
+LogicalResult importConcat(NodeImporter &n) {
+  SmallVector<Value> inputs;
+  for (unsigned i = 0; i < n.getNumInputs(); ++i)
+    inputs.push_back(n.getInput(i));
+  int64_t rank = cast<RankedTensorType>(inputs.front().getType()).getRank();
+  FailureOr<int64_t> axis = normalizeAxis(n, n.getAttrInt("axis", 0), rank);
+  if (failed(axis))
+    return failure();
+  FailureOr<Value> result =
+      n.create<g::ConcatOp>(inputs, {n.i64Attr("axis", *axis)});
+  if (failed(result))
+    return failure();
+  n.setOutput(0, *result);
+  return success();
+}
+
+LogicalResult importSplit(NodeImporter &n) {
+  RankedTensorType type = n.getInputType(0);
+  FailureOr<int64_t> axis =
+      normalizeAxis(n, n.getAttrInt("axis", 0), type.getRank());
+  if (failed(axis))
+    return failure();
+  int64_t dim = type.getDimSize(*axis);
+  SmallVector<int64_t> sizes;
+  if (n.hasInput(1)) {
+    FailureOr<SmallVector<int64_t>> split = n.getConstantInts(1, "split");
+    if (failed(split))
+      return failure();
+    sizes = *split;
+  } else if (n.hasAttr("split")) {
+    sizes = n.getAttrInts("split");
+  } else {
+    int64_t parts = n.getAttrInt("num_outputs", n.getNumOutputs());
+    int64_t chunk = (dim + parts - 1) / parts;
+    for (int64_t start = 0; start < dim; start += chunk)
+      sizes.push_back(std::min(chunk, dim - start));
+  }
+  if (sizes.size() != n.getNumOutputs())
+    return n.fail("split sizes do not match the number of outputs");
+  SmallVector<Type> types;
+  for (int64_t size : sizes) {
+    SmallVector<int64_t> shape(type.getShape());
+    shape[*axis] = size;
+    types.push_back(type.clone(shape));
+  }
+  FailureOr<SmallVector<Value>> results = n.createMulti<g::SplitOp>(
+      types, {n.getInput(0)}, {n.i64Attr("axis", *axis)});
+  if (failed(results))
+    return failure();
+  for (auto [i, v] : llvm::enumerate(*results))
+    n.setOutput(i, v);
+  return success();
+}
+
+LogicalResult importSlice(NodeImporter &n) {
+  RankedTensorType type = n.getInputType(0);
+  int64_t rank = type.getRank();
+  FailureOr<SmallVector<int64_t>> starts = n.getConstantInts(1, "starts");
+  FailureOr<SmallVector<int64_t>> ends = n.getConstantInts(2, "ends");
+  if (failed(starts) || failed(ends))
+    return failure();
+  SmallVector<int64_t> axes, steps;
+  if (n.hasInput(3)) {
+    FailureOr<SmallVector<int64_t>> a = n.getConstantInts(3, "axes");
+    if (failed(a))
+      return failure();
+    axes = *a;
+  } else {
+    axes = llvm::to_vector(llvm::seq<int64_t>(0, starts->size()));
+  }
+  if (n.hasInput(4)) {
+    FailureOr<SmallVector<int64_t>> s = n.getConstantInts(4, "steps");
+    if (failed(s))
+      return failure();
+    steps = *s;
+  } else {
+    steps.assign(starts->size(), 1);
+  }
+  if (ends->size() != starts->size() || axes.size() != starts->size() ||
+      steps.size() != starts->size())
+    return n.fail("starts, ends, axes and steps differ in length");
+
+  SmallVector<int64_t> offsets(rank, 0), sizes(type.getShape()),
+      strides(rank, 1);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    FailureOr<int64_t> axis = normalizeAxis(n, axes[i], rank);
+    if (failed(axis))
+      return failure();
+    int64_t dim = type.getDimSize(*axis), step = steps[i];
+    if (step == 0)
+      return n.fail("slice step is 0");
+    int64_t start = (*starts)[i], end = (*ends)[i];
+    if (start < 0)
+      start += dim;
+    if (end < 0 && end > std::numeric_limits<int64_t>::min() / 2)
+      end += dim;
+    int64_t size;
+    if (step > 0) {
+      start = std::clamp<int64_t>(start, 0, dim);
+      end = std::clamp<int64_t>(end, 0, dim);
+      size = end > start ? (end - start + step - 1) / step : 0;
+    } else {
+      start = std::clamp<int64_t>(start, 0, dim - 1);
+      end = std::clamp<int64_t>(end, -1, dim - 1);
+      size = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+    }
+    if (size == 0)
+      return n.fail("slice of dim " + std::to_string(*axis) + " is empty");
+    offsets[*axis] = start;
+    sizes[*axis] = size;
+    strides[*axis] = step;
+  }
+  FailureOr<Value> result = n.create<g::SliceOp>(
+      {n.getInput(0)}, {n.i64ArrayAttr("offsets", offsets),
+                        n.i64ArrayAttr("sizes", sizes),
+                        n.i64ArrayAttr("strides", strides)});
+  if (failed(result))
+    return failure();
+  n.setOutput(0, *result);
+  return success();
+}
+
+LogicalResult importExpand(NodeImporter &n) {
+  RankedTensorType type = n.getInputType(0);
+  FailureOr<SmallVector<int64_t>> shape = n.getConstantInts(1, "the shape");
+  if (failed(shape))
+    return failure();
+  std::optional<SmallVector<int64_t>> result =
+      g::broadcastShapes(type.getShape(), *shape);
+  if (!result)
+    return n.fail("input does not broadcast to the requested shape");
+  FailureOr<Value> expanded =
+      n.createTyped<g::BroadcastToOp>(type.clone(*result), n.getInput(0));
+  if (failed(expanded))
+    return failure();
+  n.setOutput(0, *expanded);
+  return success();
+}
+
+LogicalResult importShape(NodeImporter &n) {
+  ArrayRef<int64_t> shape = n.getInputType(0).getShape();
+  int64_t rank = shape.size();
+  int64_t start = n.getAttrInt("start", 0), end = n.getAttrInt("end", rank);
+  if (start < 0)
+    start += rank;
+  if (end < 0)
+    end += rank;
+  start = std::clamp<int64_t>(start, 0, rank);
+  end = std::clamp<int64_t>(end, start, rank);
+  SmallVector<int64_t> dims(shape.begin() + start, shape.begin() + end);
+  auto type = RankedTensorType::get({static_cast<int64_t>(dims.size())},
+                                    n.getBuilder().getI64Type());
+  n.setOutput(0, n.constant(DenseElementsAttr::get(type, ArrayRef(dims))));
+  return success();
+}
+
+LogicalResult importSize(NodeImporter &n) {
+  auto type = RankedTensorType::get({}, n.getBuilder().getI64Type());
+  n.setOutput(0, n.constant(DenseElementsAttr::get(
+                     type, product(n.getInputType(0).getShape()))));
+  return success();
+}
+
+/// The `value` tensor attribute of Constant / ConstantOfShape.
+FailureOr<DenseElementsAttr> readTensorAttr(NodeImporter &n,
+                                            const onnx::TensorProto &tensor) {
+  Type element = getElementType(n.getContext(), tensor.data_type());
+  if (!element) {
+    (void)n.fail("unsupported tensor element type");
+    return failure();
+  }
+  SmallVector<int64_t> shape(tensor.dims().begin(), tensor.dims().end());
+  Expected<DenseElementsAttr> attr =
+      readTensor(tensor, RankedTensorType::get(shape, element), ".");
+  if (!attr) {
+    (void)n.fail(llvm::toString(attr.takeError()));
+    return failure();
+  }
+  return *attr;
+}
+
+LogicalResult importConstant(NodeImporter &n) {
+  Builder &b = n.getBuilder();
+  DenseElementsAttr value;
+  if (const onnx::AttributeProto *attr = n.findAttr("value")) {
+    FailureOr<DenseElementsAttr> tensor = readTensorAttr(n, attr->t());
+    if (failed(tensor))
+      return failure();
+    value = *tensor;
+  } else if (const onnx::AttributeProto *attr = n.findAttr("value_float")) {
+    value = DenseElementsAttr::get(RankedTensorType::get({}, b.getF32Type()),
+                                   attr->f());
+  } else if (const onnx::AttributeProto *attr = n.findAttr("value_int")) {
+    value = DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()),
+                                   static_cast<int64_t>(attr->i()));
+  } else if (const onnx::AttributeProto *attr = n.findAttr("value_floats")) {
+    SmallVector<float> floats(attr->floats().begin(), attr->floats().end());
+    value = DenseElementsAttr::get(
+        RankedTensorType::get({static_cast<int64_t>(floats.size())},
+                              b.getF32Type()),
+        ArrayRef(floats));
+  } else if (const onnx::AttributeProto *attr = n.findAttr("value_ints")) {
+    SmallVector<int64_t> ints(attr->ints().begin(), attr->ints().end());
+    value = DenseElementsAttr::get(
+        RankedTensorType::get({static_cast<int64_t>(ints.size())},
+                              b.getI64Type()),
+        ArrayRef(ints));
+  } else {
+    return n.fail("Constant without a supported value attribute");
+  }
+  n.setOutput(0, n.constant(value));
+  return success();
+}
+
+LogicalResult importConstantOfShape(NodeImporter &n) {
+  FailureOr<SmallVector<int64_t>> shape = n.getConstantInts(0, "the shape");
+  if (failed(shape))
+    return failure();
+  DenseElementsAttr fill = DenseElementsAttr::get(
+      RankedTensorType::get({1}, n.getBuilder().getF32Type()), 0.0f);
+  if (const onnx::AttributeProto *attr = n.findAttr("value")) {
+    FailureOr<DenseElementsAttr> tensor = readTensorAttr(n, attr->t());
+    if (failed(tensor))
+      return failure();
+    fill = *tensor;
+  }
+  auto type = RankedTensorType::get(*shape, fill.getElementType());
+  n.setOutput(0, n.constant(DenseElementsAttr::get(
+                     type, *fill.getValues<Attribute>().begin())));
+  return success();
+}
+
+LogicalResult importRange(NodeImporter &n) {
+  DenseElementsAttr start = n.getConstantInput(0), limit = n.getConstantInput(1),
+                    delta = n.getConstantInput(2);
+  if (!start || !limit || !delta)
+    return n.fail("start, limit and delta must be compile-time scalars");
+  Type element = start.getElementType();
+  auto s = n.getConstantScalar(0, "start"), l = n.getConstantScalar(1, "limit"),
+       d = n.getConstantScalar(2, "delta");
+  if (failed(s) || failed(l) || failed(d) || *d == 0)
+    return n.fail("Range needs a non-zero delta");
+  int64_t count = std::max<int64_t>(
+      static_cast<int64_t>(std::ceil((*l - *s) / *d)), 0);
+  auto type = RankedTensorType::get({count}, element);
+  if (isa<FloatType>(element)) {
+    SmallVector<APFloat> values;
+    for (int64_t i = 0; i < count; ++i) {
+      APFloat v(*s + i * *d);
+      bool lost;
+      v.convert(cast<FloatType>(element).getFloatSemantics(),
+                APFloat::rmNearestTiesToEven, &lost);
+      values.push_back(v);
+    }
+    n.setOutput(0, n.constant(DenseElementsAttr::get(type, values)));
+    return success();
+  }
+  SmallVector<APInt> values;
+  for (int64_t i = 0; i < count; ++i)
+    values.push_back(APInt(element.getIntOrFloatBitWidth(),
+                           static_cast<uint64_t>(static_cast<int64_t>(*s) +
+                                                 i * static_cast<int64_t>(*d)),
+                           true));
+  n.setOutput(0, n.constant(DenseElementsAttr::get(type, values)));
+  return success();
+}
+
+LogicalResult importTrilu(NodeImporter &n) {
+  int64_t k = 0;
+  if (n.hasInput(1)) {
+    FailureOr<double> kValue = n.getConstantScalar(1, "k");
+    if (failed(kValue))
+      return failure();
+    k = static_cast<int64_t>(*kValue);
+  }
+  Value x = n.getInput(0);
+  FailureOr<Value> result = n.createTyped<g::TriluOp>(
+      x.getType(), x,
+      {n.boolAttr("upper", n.getAttrInt("upper", 1) != 0), n.i64Attr("k", k)});
+  if (failed(result))
+    return failure();
+  n.setOutput(0, *result);
+  return success();
+}
+
+/// ReduceSum takes axes as an input from opset 13, the others from 18.
+template <typename OpTy>
+LogicalResult importReduce(NodeImporter &n, int64_t axesInputSince) {
+  int64_t rank = n.getInputType(0).getRank();
+  SmallVector<int64_t> axes;
+  if (n.getOpset() >= axesInputSince) {
+    if (n.hasInput(1)) {
+      FailureOr<SmallVector<int64_t>> a = n.getConstantInts(1, "axes");
+      if (failed(a))
+        return failure();
+      axes = *a;
+    }
+  } else {
+    axes = n.getAttrInts("axes");
+  }
+  if (axes.empty()) {
+    if (n.getAttrInt("noop_with_empty_axes", 0)) {
+      n.setOutput(0, n.getInput(0));
+      return success();
+    }
+    axes = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  }
+  for (int64_t &axis : axes) {
+    FailureOr<int64_t> a = normalizeAxis(n, axis, rank);
+    if (failed(a))
+      return failure();
+    axis = *a;
+  }
+  llvm::sort(axes);
+  FailureOr<Value> result = n.create<OpTy>(
+      {n.getInput(0)}, {n.i64ArrayAttr("axes", axes),
+                        n.boolAttr("keepdims", n.getAttrInt("keepdims", 1) != 0)});
+  if (failed(result))
+    return failure();
+  n.setOutput(0, *result);
+  return success();
+}
+
+LogicalResult importGather(NodeImporter &n) {
+  RankedTensorType type = n.getInputType(0);
+  FailureOr<int64_t> axis =
+      normalizeAxis(n, n.getAttrInt("axis", 0), type.getRank());
+  if (failed(axis))
+    return failure();
+  FailureOr<Value> result;
+  // A parameter table indexed on rows is an embedding.
+  if (*axis == 0 && type.getRank() == 2 && n.isParameter(0))
+    result = n.create<g::EmbeddingOp>({n.getInput(0), n.getInput(1)});
+  else
+    result = n.create<g::GatherOp>({n.getInput(0), n.getInput(1)},
+                                   {n.i64Attr("axis", *axis)});
+  if (failed(result))
+    return failure();
+  n.setOutput(0, *result);
+  return success();
+}
+
+} // namespace
+
+void strata::frontend::registerShapeHandlers(OpHandlerTable &table) {
+  table["Reshape"] = importReshape;
+  table["Flatten"] = importFlatten;
+  table["Unsqueeze"] = importUnsqueeze;
+  table["Squeeze"] = importSqueeze;
+  table["Transpose"] = importTranspose;
+  table["Concat"] = importConcat;
+  table["Split"] = importSplit;
+  table["Slice"] = importSlice;
+  table["Expand"] = importExpand;
+  table["Shape"] = importShape;
+  table["Size"] = importSize;
+  table["Constant"] = importConstant;
+  table["ConstantOfShape"] = importConstantOfShape;
+  table["Range"] = importRange;
+  table["Trilu"] = importTrilu;
+  table["Gather"] = importGather;
+  table["ReduceSum"] = [](NodeImporter &n) {
+    return importReduce<g::ReduceSumOp>(n, 13);
+  };
+  table["ReduceMean"] = [](NodeImporter &n) {
+    return importReduce<g::ReduceMeanOp>(n, 18);
+  };
+  table["ReduceMax"] = [](NodeImporter &n) {
+    return importReduce<g::ReduceMaxOp>(n, 18);
+  };
+}

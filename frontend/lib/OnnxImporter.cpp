@@ -1,0 +1,965 @@
+//===- OnnxImporter.cpp - ONNX to the graph dialect -----------------------===//
+//
+// The import runs in stages, each of which can reject the model with one
+// line: parse (binary or text), opset, unsupported ops (all listed at once),
+// ONNX's checker, static input shapes, ONNX shape inference, then one handler
+// per node. Initializers become parameters when gradients can flow from them
+// to an output, buffers when they are batch-norm statistics, and constants
+// otherwise (so masks and shape tables fold away).
+//
+// This library is compiled with exceptions: protobuf and ONNX throw. Nothing
+// thrown crosses importOnnxFile/importOnnxText.
+//
+//===----------------------------------------------------------------------===//
+
+#include "strata/Frontend/OnnxImporter.h"
+
+#include "NodeImporter.h"
+
+#include "strata/Dialect/Graph/IR/GraphOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/BitVector.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include "onnx/checker.h"
+#include "onnx/defs/parser.h"
+#include "onnx/defs/schema.h"
+#include "onnx/shape_inference/implementation.h"
+
+#include <fstream>
+
+using namespace mlir;
+using namespace strata;
+using namespace strata::frontend;
+using llvm::Error;
+using llvm::Expected;
+
+namespace strata::frontend {
+
+/// One import of one model.
+class ModelImporter {
+public:
+  ModelImporter(MLIRContext &context, onnx::ModelProto &model,
+                std::string baseDir, std::string modelPath,
+                const ImportOptions &options)
+      : context(context), builder(&context), model(model),
+        baseDir(std::move(baseDir)), modelPath(std::move(modelPath)),
+        options(options) {}
+
+  Expected<OwningOpRef<ModuleOp>> run();
+
+  // Used by NodeImporter.
+  Value lookup(StringRef name);
+  DenseElementsAttr lookupConstant(StringRef name);
+  bool isParameter(StringRef name) const { return parameterNames.contains(name); }
+  bool isUsed(StringRef name) const { return usedNames.contains(name); }
+  void define(StringRef name, Value value) { values[name] = value; }
+  void setNodeError(std::string message) {
+    if (nodeError.empty())
+      nodeError = std::move(message);
+  }
+
+private:
+  Error fail(const Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   message.str());
+  }
+  Error checkOpsetAndOps();
+  Error runChecker();
+  Error resolveInputShapes();
+  Error runShapeInference();
+  void classifyInitializers();
+  Error importNode(const onnx::NodeProto &node, int64_t opset);
+  Error checkAgainstOnnxShapes(const onnx::NodeProto &node);
+  Expected<RankedTensorType> convertValueType(const onnx::ValueInfoProto &info);
+
+  MLIRContext &context;
+  OpBuilder builder;
+  onnx::ModelProto &model;
+  std::string baseDir, modelPath;
+  const ImportOptions &options;
+  int64_t opset = 0;
+
+  llvm::StringMap<Value> values;
+  llvm::StringMap<const onnx::TensorProto *> initializers;
+  llvm::StringMap<DenseElementsAttr> constantCache;
+  llvm::StringSet<> parameterNames, bufferNames, usedNames;
+  /// Static shapes of graph inputs after --input-shape / --batch.
+  llvm::StringMap<RankedTensorType> inputTypes;
+  /// Fully static shapes ONNX shape inference found, by value name.
+  llvm::StringMap<SmallVector<int64_t>> onnxShapes;
+  /// Buffers whose updated value the step returns (batch-norm statistics).
+  llvm::MapVector<StringRef, Value> bufferUpdates;
+  std::string nodeError;
+  friend class NodeImporter;
+};
+
+} // namespace strata::frontend
+
+//===----------------------------------------------------------------------===//
+// Tensors and types
+//===----------------------------------------------------------------------===//
+
+Type strata::frontend::getElementType(MLIRContext *context, int32_t onnxType) {
+  Builder b(context);
+  switch (onnxType) {
+  case onnx::TensorProto::FLOAT:
+    return b.getF32Type();
+  case onnx::TensorProto::DOUBLE:
+    return b.getF64Type();
+  case onnx::TensorProto::FLOAT16:
+    return b.getF16Type();
+  case onnx::TensorProto::BFLOAT16:
+    return b.getBF16Type();
+  case onnx::TensorProto::INT8:
+    return b.getIntegerType(8);
+  case onnx::TensorProto::INT16:
+    return b.getIntegerType(16);
+  case onnx::TensorProto::INT32:
+    return b.getI32Type();
+  case onnx::TensorProto::INT64:
+    return b.getI64Type();
+  case onnx::TensorProto::BOOL:
+    return b.getI1Type();
+  default:
+    return nullptr;
+  }
+}
+
+static const char *dataTypeName(int32_t onnxType) {
+  return onnx::TensorProto::DataType_IsValid(onnxType)
+             ? onnx::TensorProto::DataType_Name(
+                   static_cast<onnx::TensorProto::DataType>(onnxType))
+                   .c_str()
+             : "unknown";
+}
+
+Expected<DenseElementsAttr>
+strata::frontend::readTensor(const onnx::TensorProto &tensor,
+                             RankedTensorType type, StringRef baseDir) {
+  auto fail = [&](const Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "tensor '" + tensor.name() + "': " + message);
+  };
+  int64_t count = type.getNumElements();
+  Type element = type.getElementType();
+  unsigned width = element.isInteger(1) ? 8 : element.getIntOrFloatBitWidth();
+  size_t bytes = static_cast<size_t>(count) * width / 8;
+
+  std::string raw;
+  if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const auto &entry : tensor.external_data()) {
+      if (entry.key() == "location")
+        location = entry.value();
+      else if (entry.key() == "offset")
+        offset = std::stoll(entry.value());
+      else if (entry.key() == "length")
+        length = std::stoll(entry.value());
+    }
+    if (location.empty())
+      return fail("external data without a location");
+    SmallString<256> path(baseDir);
+    llvm::sys::path::append(path, location);
+    std::ifstream file(path.str().str(), std::ios::binary);
+    if (!file)
+      return fail("cannot open external data file '" + path.str() + "'");
+    if (length >= 0 && static_cast<size_t>(length) != bytes)
+      return fail(llvm::formatv("external data length {0} does not match {1} "
+                                "bytes of {2} elements",
+                                length, bytes, count)
+                      .str());
+    raw.resize(bytes);
+    file.seekg(offset);
+    if (!file.read(raw.data(), bytes))
+      return fail(llvm::formatv("external data file '{0}' ends before offset "
+                                "{1} + {2} bytes",
+                                path, offset, bytes)
+                      .str());
+  } else if (tensor.has_raw_data()) {
+    raw = tensor.raw_data();
+    if (raw.size() != bytes)
+      return fail(llvm::formatv("raw data has {0} bytes, expected {1}",
+                                raw.size(), bytes)
+                      .str());
+  }
+
+  if (!raw.empty() || count == 0) {
+    if (element.isInteger(1)) {
+      SmallVector<bool> flags;
+      for (char c : raw)
+        flags.push_back(c != 0);
+      return DenseElementsAttr::get(type, ArrayRef<bool>(flags));
+    }
+    bool detectedSplat = false;
+    ArrayRef<char> buffer(raw.data(), raw.size());
+    if (!DenseElementsAttr::isValidRawBuffer(type, buffer, detectedSplat))
+      return fail("raw data does not fit the tensor type");
+    return DenseElementsAttr::getFromRawBuffer(type, buffer);
+  }
+
+  // Typed fields.
+  switch (tensor.data_type()) {
+  case onnx::TensorProto::FLOAT:
+    if (tensor.float_data_size() == count)
+      return DenseElementsAttr::get(
+          type, ArrayRef<float>(tensor.float_data().data(), count));
+    break;
+  case onnx::TensorProto::DOUBLE:
+    if (tensor.double_data_size() == count)
+      return DenseElementsAttr::get(
+          type, ArrayRef<double>(tensor.double_data().data(), count));
+    break;
+  case onnx::TensorProto::INT64:
+    if (tensor.int64_data_size() == count)
+      return DenseElementsAttr::get(
+          type, ArrayRef<int64_t>(tensor.int64_data().data(), count));
+    break;
+  case onnx::TensorProto::INT32:
+  case onnx::TensorProto::INT16:
+  case onnx::TensorProto::INT8:
+  case onnx::TensorProto::BOOL:
+    if (tensor.int32_data_size() == count) {
+      SmallVector<APInt> ints;
+      for (int32_t v : tensor.int32_data())
+        ints.push_back(APInt(width == 8 && element.isInteger(1) ? 1 : width,
+                             static_cast<uint64_t>(static_cast<int64_t>(v)),
+                             /*isSigned=*/true));
+      return DenseElementsAttr::get(type, ints);
+    }
+    break;
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16:
+    if (tensor.int32_data_size() == count) {
+      SmallVector<APFloat> floats;
+      auto &semantics = cast<FloatType>(element).getFloatSemantics();
+      for (int32_t v : tensor.int32_data())
+        floats.push_back(APFloat(semantics, APInt(16, static_cast<uint16_t>(v))));
+      return DenseElementsAttr::get(type, floats);
+    }
+    break;
+  default:
+    break;
+  }
+  return fail(llvm::formatv("has no data for its {0} elements of {1}", count,
+                            dataTypeName(tensor.data_type()))
+                  .str());
+}
+
+static RankedTensorType tensorTypeOf(MLIRContext *context,
+                                     const onnx::TensorProto &tensor) {
+  Type element = getElementType(context, tensor.data_type());
+  if (!element)
+    return nullptr;
+  SmallVector<int64_t> shape(tensor.dims().begin(), tensor.dims().end());
+  return RankedTensorType::get(shape, element);
+}
+
+//===----------------------------------------------------------------------===//
+// NodeImporter
+//===----------------------------------------------------------------------===//
+
+Value NodeImporter::getInput(unsigned i) {
+  return hasInput(i) ? model.lookup(node.input(i)) : Value();
+}
+
+DenseElementsAttr NodeImporter::getConstantInput(unsigned i) {
+  if (!hasInput(i))
+    return nullptr;
+  if (DenseElementsAttr attr = model.lookupConstant(node.input(i)))
+    return attr;
+  DenseElementsAttr attr;
+  Value value = getInput(i);
+  if (value && matchPattern(value, m_Constant(&attr)))
+    return attr;
+  return nullptr;
+}
+
+FailureOr<SmallVector<int64_t>>
+NodeImporter::getConstantInts(unsigned i, StringRef what) {
+  DenseElementsAttr attr = getConstantInput(i);
+  if (!attr || !isa<IntegerType>(attr.getElementType())) {
+    (void)fail(Twine(what) + " must be a compile-time integer tensor");
+    return failure();
+  }
+  SmallVector<int64_t> ints;
+  for (const APInt &v : attr.getValues<APInt>())
+    ints.push_back(v.getSExtValue());
+  return ints;
+}
+
+FailureOr<double> NodeImporter::getConstantScalar(unsigned i, StringRef what) {
+  DenseElementsAttr attr = getConstantInput(i);
+  if (!attr || attr.getNumElements() != 1) {
+    (void)fail(Twine(what) + " must be a compile-time scalar");
+    return failure();
+  }
+  if (isa<FloatType>(attr.getElementType()))
+    return (*attr.getValues<APFloat>().begin()).convertToDouble();
+  return static_cast<double>((*attr.getValues<APInt>().begin()).getSExtValue());
+}
+
+bool NodeImporter::isParameter(unsigned i) {
+  return hasInput(i) && model.isParameter(node.input(i));
+}
+
+bool NodeImporter::isOutputUsed(unsigned i) const {
+  return i < static_cast<unsigned>(node.output_size()) &&
+         !node.output(i).empty() && model.isUsed(node.output(i));
+}
+
+void NodeImporter::setOutput(unsigned i, Value value) {
+  if (i < static_cast<unsigned>(node.output_size()) && !node.output(i).empty())
+    model.define(node.output(i), value);
+}
+
+const onnx::AttributeProto *NodeImporter::findAttr(StringRef name) const {
+  for (const auto &attr : node.attribute())
+    if (attr.name() == name)
+      return &attr;
+  return nullptr;
+}
+
+int64_t NodeImporter::getAttrInt(StringRef name, int64_t defaultValue) const {
+  const onnx::AttributeProto *attr = findAttr(name);
+  return attr ? attr->i() : defaultValue;
+}
+
+double NodeImporter::getAttrFloat(StringRef name, double defaultValue) const {
+  const onnx::AttributeProto *attr = findAttr(name);
+  return attr ? attr->f() : defaultValue;
+}
+
+std::string NodeImporter::getAttrString(StringRef name,
+                                        StringRef defaultValue) const {
+  const onnx::AttributeProto *attr = findAttr(name);
+  return attr ? attr->s() : defaultValue.str();
+}
+
+SmallVector<int64_t> NodeImporter::getAttrInts(StringRef name) const {
+  const onnx::AttributeProto *attr = findAttr(name);
+  if (!attr)
+    return {};
+  return SmallVector<int64_t>(attr->ints().begin(), attr->ints().end());
+}
+
+LogicalResult NodeImporter::fail(const Twine &message) {
+  model.setNodeError(message.str());
+  return failure();
+}
+
+FailureOr<SmallVector<Value>> NodeImporter::finishOp(Operation *op) {
+  if (failed(mlir::verify(op, /*verifyRecursively=*/false))) {
+    op->erase();
+    return failure();
+  }
+  SmallVector<Value> results;
+  if (succeeded(builder.tryFold(op, results)) && !results.empty()) {
+    op->erase();
+    return results;
+  }
+  return SmallVector<Value>(op->getResults());
+}
+
+FailureOr<Value> NodeImporter::reshape(Value value, ArrayRef<int64_t> shape) {
+  auto type = cast<RankedTensorType>(value.getType());
+  return createTyped<graph::ReshapeOp>(type.clone(shape), value);
+}
+
+Value NodeImporter::constant(DenseElementsAttr value) {
+  return builder.create<graph::ConstantOp>(loc, value);
+}
+
+Value NodeImporter::scalarLike(Value like, double value) {
+  Type element = getElementTypeOrSelf(like.getType());
+  auto type = RankedTensorType::get({}, element);
+  if (auto floatType = dyn_cast<FloatType>(element)) {
+    APFloat v(value);
+    bool lost;
+    v.convert(floatType.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+    return constant(DenseElementsAttr::get(type, v));
+  }
+  return constant(DenseElementsAttr::get(
+      type, APInt(element.getIntOrFloatBitWidth(),
+                  static_cast<uint64_t>(static_cast<int64_t>(value)), true)));
+}
+
+void NodeImporter::setBufferUpdate(unsigned i, Value value) {
+  if (hasInput(i) && model.bufferNames.contains(node.input(i)))
+    model.bufferUpdates[node.input(i)] = value;
+}
+
+//===----------------------------------------------------------------------===//
+// ModelImporter
+//===----------------------------------------------------------------------===//
+
+Value ModelImporter::lookup(StringRef name) {
+  auto it = values.find(name);
+  if (it != values.end())
+    return it->second;
+  if (DenseElementsAttr attr = lookupConstant(name)) {
+    Value value = builder.create<graph::ConstantOp>(
+        NameLoc::get(builder.getStringAttr(name)), attr);
+    values[name] = value;
+    return value;
+  }
+  return nullptr;
+}
+
+DenseElementsAttr ModelImporter::lookupConstant(StringRef name) {
+  auto cached = constantCache.find(name);
+  if (cached != constantCache.end())
+    return cached->second;
+  auto it = initializers.find(name);
+  if (it == initializers.end() || parameterNames.contains(name) ||
+      bufferNames.contains(name))
+    return nullptr;
+  RankedTensorType type = tensorTypeOf(&context, *it->second);
+  if (!type)
+    return nullptr;
+  Expected<DenseElementsAttr> attr = readTensor(*it->second, type, baseDir);
+  if (!attr) {
+    setNodeError(llvm::toString(attr.takeError()));
+    return nullptr;
+  }
+  constantCache[name] = *attr;
+  return *attr;
+}
+
+Error ModelImporter::checkOpsetAndOps() {
+  bool found = false;
+  for (const auto &entry : model.opset_import()) {
+    if (entry.domain().empty() || entry.domain() == "ai.onnx") {
+      opset = entry.version();
+      found = true;
+    }
+  }
+  if (!found)
+    return fail("model imports no default-domain ONNX opset");
+  if (opset < kMinOpset || opset > kMaxOpset)
+    return fail(llvm::formatv("opset {0} is outside the supported range "
+                              "{1}..{2}; re-export with opset_version={3}",
+                              opset, kMinOpset, kMaxOpset, 17));
+
+  const OpHandlerTable &table = getOpHandlerTable();
+  SmallVector<std::string> unsupported;
+  for (const auto &node : model.graph().node()) {
+    bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
+    if (defaultDomain && table.contains(node.op_type()))
+      continue;
+    std::string type = defaultDomain ? node.op_type()
+                                     : node.domain() + "::" + node.op_type();
+    std::string name = node.name().empty()
+                           ? (node.output_size() ? node.output(0) : "?")
+                           : node.name();
+    unsupported.push_back(type + " (node '" + name + "')");
+  }
+  if (!unsupported.empty())
+    return fail(llvm::formatv("unsupported ONNX ops ({0}): {1}",
+                              unsupported.size(),
+                              llvm::join(unsupported, ", ")));
+  return Error::success();
+}
+
+Error ModelImporter::runChecker() {
+  try {
+    if (!modelPath.empty())
+      onnx::checker::check_model(modelPath);
+    else
+      onnx::checker::check_model(model);
+  } catch (const std::exception &e) {
+    std::string message = e.what();
+    // ONNX's messages span lines; keep the first that says something.
+    std::string first = message.substr(0, message.find('\n'));
+    return fail("ONNX checker rejected the model: " + first);
+  }
+  return Error::success();
+}
+
+Expected<RankedTensorType>
+ModelImporter::convertValueType(const onnx::ValueInfoProto &info) {
+  if (!info.type().has_tensor_type())
+    return fail("graph input '" + info.name() + "' is not a tensor");
+  const auto &tensorType = info.type().tensor_type();
+  Type element = getElementType(&context, tensorType.elem_type());
+  if (!element)
+    return fail(llvm::formatv("graph input '{0}' has unsupported element type "
+                              "{1}",
+                              info.name(), dataTypeName(tensorType.elem_type())));
+  auto override = options.inputShapes.find(info.name());
+  if (override != options.inputShapes.end()) {
+    if (tensorType.has_shape() &&
+        tensorType.shape().dim_size() !=
+            static_cast<int>(override->second.size()))
+      return fail(llvm::formatv("--input-shape {0} gives rank {1}, but the "
+                                "model's input has rank {2}",
+                                info.name(), override->second.size(),
+                                tensorType.shape().dim_size()));
+    return RankedTensorType::get(override->second, element);
+  }
+  if (!tensorType.has_shape())
+    return fail("graph input '" + info.name() +
+                "' has no shape; give one with --input-shape " + info.name() +
+                "=DxD...");
+  SmallVector<int64_t> shape;
+  std::vector<std::string> suggestion;
+  int dynamicDim = -1;
+  std::string dynamicName;
+  for (int d = 0; d < tensorType.shape().dim_size(); ++d) {
+    const auto &dim = tensorType.shape().dim(d);
+    if (dim.has_dim_value() && dim.dim_value() > 0) {
+      shape.push_back(dim.dim_value());
+      suggestion.push_back(std::to_string(dim.dim_value()));
+      continue;
+    }
+    if (d == 0 && options.batch) {
+      shape.push_back(*options.batch);
+      suggestion.push_back(std::to_string(*options.batch));
+      continue;
+    }
+    if (dynamicDim < 0) {
+      dynamicDim = d;
+      dynamicName = dim.has_dim_param() ? dim.dim_param() : "?";
+    }
+    suggestion.push_back("N");
+    shape.push_back(ShapedType::kDynamic);
+  }
+  if (dynamicDim >= 0)
+    return fail(llvm::formatv(
+        "input '{0}' has dynamic dimension {1} ('{2}'); make it static with "
+        "--input-shape {0}={3}{4}",
+        info.name(), dynamicDim, dynamicName, llvm::join(suggestion, "x"),
+        dynamicDim == 0 ? " or --batch N" : ""));
+  return RankedTensorType::get(shape, element);
+}
+
+Error ModelImporter::resolveInputShapes() {
+  for (const auto &entry : options.inputShapes) {
+    bool found = false;
+    for (const auto &input : model.graph().input())
+      found |= input.name() == entry.first();
+    if (!found)
+      return fail("--input-shape names '" + entry.first().str() +
+                  "', which is not an input of the model");
+  }
+  for (const auto &input : model.graph().input()) {
+    if (initializers.contains(input.name()))
+      continue;
+    Expected<RankedTensorType> type = convertValueType(input);
+    if (!type)
+      return type.takeError();
+    inputTypes[input.name()] = *type;
+  }
+  return Error::success();
+}
+
+Error ModelImporter::runShapeInference() {
+  // Infer on a copy whose inputs carry the resolved static shapes.
+  onnx::ModelProto copy = model;
+  copy.mutable_graph()->clear_value_info();
+  for (auto &input : *copy.mutable_graph()->mutable_input()) {
+    auto it = inputTypes.find(input.name());
+    if (it == inputTypes.end())
+      continue;
+    auto *shape = input.mutable_type()->mutable_tensor_type()->mutable_shape();
+    shape->clear_dim();
+    for (int64_t d : it->second.getShape())
+      shape->add_dim()->set_dim_value(d);
+  }
+  try {
+    onnx::ShapeInferenceOptions inferenceOptions(/*check_type_val=*/true,
+                                                 /*strict_mode_val=*/0,
+                                                 /*data_prop_val=*/true);
+    onnx::shape_inference::InferShapes(copy, onnx::OpSchemaRegistry::Instance(),
+                                       inferenceOptions);
+  } catch (const std::exception &e) {
+    std::string message = e.what();
+    return fail("ONNX shape inference rejected the model: " +
+                message.substr(0, message.find('\n')));
+  }
+  auto record = [&](const onnx::ValueInfoProto &info) {
+    if (!info.type().has_tensor_type() ||
+        !info.type().tensor_type().has_shape())
+      return;
+    SmallVector<int64_t> shape;
+    for (const auto &dim : info.type().tensor_type().shape().dim()) {
+      if (!dim.has_dim_value())
+        return;
+      shape.push_back(dim.dim_value());
+    }
+    onnxShapes[info.name()] = shape;
+  };
+  for (const auto &info : copy.graph().value_info())
+    record(info);
+  return Error::success();
+}
+
+/// Inputs through which no gradient flows, per op type; every output of a
+/// comparison or shape op is non-differentiable.
+static bool isDifferentiableEdge(const onnx::NodeProto &node, int input) {
+  StringRef type = node.op_type();
+  if (llvm::is_contained({"Shape", "Size", "Equal", "Less", "Greater",
+                          "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or",
+                          "ConstantOfShape", "Range", "ArgMax", "ArgMin"},
+                         type))
+    return false;
+  if (llvm::is_contained({"Reshape", "Expand", "Unsqueeze", "Squeeze", "Split",
+                          "Tile", "Trilu", "Dropout", "ReduceSum",
+                          "ReduceMean", "ReduceMax", "Pad"},
+                         type))
+    return input == 0;
+  if (type == "Slice")
+    return input == 0;
+  if (type == "Gather")
+    return input == 0;
+  if (type == "Where")
+    return input != 0;
+  if (type == "BatchNormalization")
+    return input < 3;
+  if (type == "SoftmaxCrossEntropyLoss")
+    return input != 1;
+  if (type == "Clip")
+    return input == 0;
+  return true;
+}
+
+void ModelImporter::classifyInitializers() {
+  const auto &graph = model.graph();
+  SmallVector<StringRef> floatInits;
+  llvm::StringMap<unsigned> index;
+  for (const auto &init : graph.initializer()) {
+    initializers[init.name()] = &init;
+    Type element = getElementType(&context, init.data_type());
+    if (element && isa<FloatType>(element)) {
+      index[init.name()] = floatInits.size();
+      floatInits.push_back(init.name());
+    }
+  }
+  for (const auto &node : graph.node())
+    for (const auto &input : node.input())
+      usedNames.insert(input);
+  for (const auto &output : graph.output())
+    usedNames.insert(output.name());
+
+  // Batch-norm statistics are state the step updates.
+  for (const auto &node : graph.node())
+    if (node.op_type() == "BatchNormalization")
+      for (int i = 3; i < std::min(node.input_size(), 5); ++i)
+        if (initializers.contains(node.input(i)))
+          bufferNames.insert(node.input(i));
+
+  // Forward propagation of "depends differentiably on initializer k".
+  llvm::StringMap<llvm::BitVector> reach;
+  for (auto [k, name] : llvm::enumerate(floatInits)) {
+    llvm::BitVector bits(floatInits.size());
+    bits.set(k);
+    reach[name] = bits;
+  }
+  for (const auto &node : graph.node()) {
+    llvm::BitVector bits(floatInits.size());
+    for (int i = 0; i < node.input_size(); ++i) {
+      auto it = reach.find(node.input(i));
+      if (it != reach.end() && isDifferentiableEdge(node, i))
+        bits |= it->second;
+    }
+    if (bits.none())
+      continue;
+    for (const auto &output : node.output())
+      reach[output] = bits;
+  }
+  llvm::BitVector trainable(floatInits.size());
+  for (const auto &output : graph.output()) {
+    auto it = reach.find(output.name());
+    if (it != reach.end())
+      trainable |= it->second;
+  }
+  for (unsigned k : trainable.set_bits())
+    if (!bufferNames.contains(floatInits[k]))
+      parameterNames.insert(floatInits[k]);
+}
+
+Error ModelImporter::checkAgainstOnnxShapes(const onnx::NodeProto &node) {
+  for (const auto &output : node.output()) {
+    if (output.empty())
+      continue;
+    auto expected = onnxShapes.find(output);
+    auto it = values.find(output);
+    if (expected == onnxShapes.end() || it == values.end())
+      continue;
+    auto type = cast<RankedTensorType>(it->second.getType());
+    if (type.getShape() != ArrayRef<int64_t>(expected->second)) {
+      std::string ours, theirs;
+      for (int64_t d : type.getShape())
+        ours += (ours.empty() ? "" : "x") + std::to_string(d);
+      for (int64_t d : expected->second)
+        theirs += (theirs.empty() ? "" : "x") + std::to_string(d);
+      return fail(llvm::formatv("node '{0}' ({1}): imported shape [{2}] of "
+                                "'{3}' differs from ONNX shape inference [{4}]",
+                                node.name(), node.op_type(), ours, output,
+                                theirs));
+    }
+  }
+  return Error::success();
+}
+
+Error ModelImporter::importNode(const onnx::NodeProto &node, int64_t opset) {
+  const OpHandler &handler = getOpHandlerTable().find(node.op_type())->second;
+  std::string name = node.name().empty()
+                         ? (node.output_size() ? node.output(0) : "?")
+                         : node.name();
+  for (const auto &input : node.input())
+    if (!input.empty() && !lookup(input)) {
+      if (!nodeError.empty())
+        return fail("node '" + name + "' (" + node.op_type() + "): " +
+                    nodeError);
+      return fail("node '" + name + "' (" + node.op_type() +
+                  ") reads '" + input + "', which nothing defines");
+    }
+  Location loc = NameLoc::get(builder.getStringAttr(name));
+  NodeImporter importer(*this, node, builder, loc, opset);
+
+  std::string diagnostic;
+  ScopedDiagnosticHandler handler_(&context, [&](Diagnostic &diag) {
+    if (diagnostic.empty() && diag.getSeverity() == DiagnosticSeverity::Error)
+      diagnostic = diag.str();
+    return success();
+  });
+  if (failed(handler(importer)) || !nodeError.empty() || !diagnostic.empty()) {
+    std::string why = !nodeError.empty() ? nodeError
+                      : !diagnostic.empty()
+                          ? diagnostic
+                          : std::string("could not be imported");
+    return fail("node '" + name + "' (" + node.op_type() + "): " + why);
+  }
+  for (int i = 0; i < node.output_size(); ++i)
+    if (!node.output(i).empty() && !values.contains(node.output(i)) &&
+        usedNames.contains(node.output(i)))
+      return fail("node '" + name + "' (" + node.op_type() + "): output " +
+                  std::to_string(i) + " is not supported");
+  return checkAgainstOnnxShapes(node);
+}
+
+Expected<OwningOpRef<ModuleOp>> ModelImporter::run() {
+  if (!model.has_graph())
+    return fail("model has no graph");
+  if (Error e = checkOpsetAndOps())
+    return std::move(e);
+  if (Error e = runChecker())
+    return std::move(e);
+  classifyInitializers();
+  if (Error e = resolveInputShapes())
+    return std::move(e);
+  if (Error e = runShapeInference())
+    return std::move(e);
+
+  const auto &graph = model.graph();
+  Location moduleLoc = modelPath.empty()
+                           ? builder.getUnknownLoc()
+                           : FileLineColLoc::get(&context, modelPath, 0, 0);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(moduleLoc);
+  if (!graph.name().empty())
+    (*module)->setAttr("graph.model", builder.getStringAttr(graph.name()));
+
+  // Arguments: graph inputs, then parameters, then buffers.
+  SmallVector<Type> argTypes;
+  SmallVector<std::pair<std::string, StringRef>> argInfo; // name, role
+  for (const auto &input : graph.input()) {
+    auto it = inputTypes.find(input.name());
+    if (it == inputTypes.end())
+      continue;
+    argTypes.push_back(it->second);
+    argInfo.push_back({input.name(), "input"});
+  }
+  auto addInitArgs = [&](const llvm::StringSet<> &names, StringRef role) -> Error {
+    for (const auto &init : graph.initializer()) {
+      if (!names.contains(init.name()))
+        continue;
+      RankedTensorType type = tensorTypeOf(&context, init);
+      if (!type)
+        return fail(llvm::formatv("initializer '{0}' has unsupported element "
+                                  "type {1}",
+                                  init.name(), dataTypeName(init.data_type())));
+      argTypes.push_back(type);
+      argInfo.push_back({init.name(), role});
+    }
+    return Error::success();
+  };
+  if (Error e = addInitArgs(parameterNames, "parameter"))
+    return std::move(e);
+  if (Error e = addInitArgs(bufferNames, "buffer"))
+    return std::move(e);
+
+  builder.setInsertionPointToEnd(module->getBody());
+  auto func = builder.create<func::FuncOp>(
+      module->getLoc(), "main", builder.getFunctionType(argTypes, {}));
+  Block *entry = func.addEntryBlock();
+  for (auto [i, info] : llvm::enumerate(argInfo)) {
+    func.setArgAttr(i, graph::kNameAttrName, builder.getStringAttr(info.first));
+    func.setArgAttr(i, graph::kRoleAttrName, builder.getStringAttr(info.second));
+    values[info.first] = entry->getArgument(i);
+  }
+  builder.setInsertionPointToEnd(entry);
+
+  for (const auto &node : graph.node())
+    if (Error e = importNode(node, opset))
+      return std::move(e);
+
+  // Results: graph outputs, then updated buffers.
+  SmallVector<Value> results;
+  SmallVector<Attribute> outputNames;
+  for (const auto &output : graph.output()) {
+    Value value = lookup(output.name());
+    if (!value)
+      return fail("graph output '" + output.name() + "' is never defined");
+    results.push_back(value);
+    outputNames.push_back(builder.getStringAttr(output.name()));
+  }
+  SmallVector<std::pair<StringRef, Value>> updates(bufferUpdates.begin(),
+                                                   bufferUpdates.end());
+  for (auto &[name, value] : updates)
+    results.push_back(value);
+  builder.create<func::ReturnOp>(func.getLoc(), results);
+  func.setFunctionType(
+      builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
+  func->setAttr(graph::kOutputNamesAttrName, builder.getArrayAttr(outputNames));
+  for (auto [i, update] : llvm::enumerate(updates)) {
+    unsigned index = graph.output_size() + i;
+    func.setResultAttr(index, graph::kNameAttrName,
+                       builder.getStringAttr(update.first));
+    func.setResultAttr(index, graph::kRoleAttrName,
+                       builder.getStringAttr("buffer"));
+  }
+  for (unsigned i = 0; i < static_cast<unsigned>(graph.output_size()); ++i) {
+    func.setResultAttr(i, graph::kNameAttrName, outputNames[i]);
+    func.setResultAttr(i, graph::kRoleAttrName, builder.getStringAttr("output"));
+  }
+
+  std::string diagnostic;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+    if (diagnostic.empty())
+      diagnostic = diag.str();
+    return success();
+  });
+  if (failed(mlir::verify(*module)))
+    return fail("internal error: imported IR does not verify: " + diagnostic);
+  return std::move(module);
+}
+
+//===----------------------------------------------------------------------===//
+// Entry points
+//===----------------------------------------------------------------------===//
+
+static Expected<OwningOpRef<ModuleOp>>
+importModel(MLIRContext &context, onnx::ModelProto &model, std::string baseDir,
+            std::string path, const ImportOptions &options) {
+  context.loadDialect<func::FuncDialect, graph::GraphDialect>();
+  try {
+    ModelImporter importer(context, model, std::move(baseDir), std::move(path),
+                           options);
+    return importer.run();
+  } catch (const std::exception &e) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   std::string("import failed: ") + e.what());
+  }
+}
+
+Expected<OwningOpRef<ModuleOp>>
+strata::frontend::importOnnxText(MLIRContext &context, StringRef text,
+                                 const ImportOptions &options) {
+  onnx::ModelProto model;
+  try {
+    std::string copy = text.str();
+    onnx::OnnxParser parser(copy.c_str());
+    auto status = parser.Parse(model);
+    if (!status.IsOK()) {
+      std::string message = status.ErrorMessage();
+      std::replace(message.begin(), message.end(), '\n', ' ');
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "cannot parse ONNX text: " + message);
+    }
+  } catch (const std::exception &e) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   std::string("cannot parse ONNX text: ") +
+                                       e.what());
+  }
+  return importModel(context, model, ".", "", options);
+}
+
+Expected<OwningOpRef<ModuleOp>>
+strata::frontend::importOnnxFile(MLIRContext &context, StringRef path,
+                                 const ImportOptions &options) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return llvm::createStringError(buffer.getError(), "cannot read '" + path +
+                                                          "': " +
+                                                          buffer.getError().message());
+  if (path.ends_with(".onnxtxt"))
+    return importOnnxText(context, (*buffer)->getBuffer(), options);
+  onnx::ModelProto model;
+  StringRef bytes = (*buffer)->getBuffer();
+  if (bytes.empty() || !model.ParseFromArray(bytes.data(), bytes.size()) ||
+      !model.has_graph())
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "'" + path + "' is not a valid ONNX model (truncated or not ONNX "
+                     "protobuf)");
+  buffer->reset();
+  SmallString<256> dir(path);
+  llvm::sys::path::remove_filename(dir);
+  if (dir.empty())
+    dir = ".";
+  return importModel(context, model, dir.str().str(), path.str(), options);
+}
+
+std::vector<std::string> strata::frontend::getSupportedOnnxOps() {
+  std::vector<std::string> ops;
+  for (const auto &entry : getOpHandlerTable())
+    ops.push_back(entry.first().str());
+  std::sort(ops.begin(), ops.end());
+  return ops;
+}
+
+const OpHandlerTable &strata::frontend::getOpHandlerTable() {
+  static const OpHandlerTable table = [] {
+    OpHandlerTable t;
+    registerElementwiseHandlers(t);
+    registerShapeHandlers(t);
+    registerNeuralNetHandlers(t);
+    return t;
+  }();
+  return table;
+}
+
+Error strata::frontend::parseInputShapeFlag(StringRef flag,
+                                            ImportOptions &options) {
+  auto [name, dims] = flag.rsplit('=');
+  if (name.empty() || dims.empty())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "--input-shape expects NAME=D0xD1x..., got '" +
+                                       flag + "'");
+  SmallVector<int64_t> shape;
+  SmallVector<StringRef> parts;
+  dims.split(parts, 'x');
+  for (StringRef part : parts) {
+    int64_t d;
+    if (part.getAsInteger(10, d) || d <= 0)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "--input-shape " + flag +
+                                         ": dimensions must be positive "
+                                         "integers separated by 'x'");
+    shape.push_back(d);
+  }
+  options.inputShapes[name] = shape;
+  return Error::success();
+}

@@ -1,0 +1,28 @@
+//===- GraphDialect.h - The graph dialect -----------------------*- C++ -*-===//
+//
+// Declares the graph dialect: tensor ops of a training step with value
+// semantics on static shapes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_DIALECT_GRAPH_IR_GRAPHDIALECT_H
+#define STRATA_DIALECT_GRAPH_IR_GRAPHDIALECT_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Dialect.h"
+
+#include "strata/Dialect/Graph/IR/GraphOpsDialect.h.inc"
+
+namespace strata::graph {
+
+/// Argument and function attribute names shared by the importer and passes.
+/// `graph.role` is one of "parameter", "buffer" or "input"; `graph.name` is
+/// the ONNX initializer or graph input the argument came from.
+inline constexpr llvm::StringLiteral kRoleAttrName = "graph.role";
+inline constexpr llvm::StringLiteral kNameAttrName = "graph.name";
+/// Function attribute: the ONNX names of the results, in order.
+inline constexpr llvm::StringLiteral kOutputNamesAttrName = "graph.outputs";
+
+} // namespace strata::graph
+
+#endif // STRATA_DIALECT_GRAPH_IR_GRAPHDIALECT_H

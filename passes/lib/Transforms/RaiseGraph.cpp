@@ -1,0 +1,441 @@
+//===- RaiseGraph.cpp - Recognise composite patterns as single ops --------===//
+//
+// The exporter decomposes nn.Linear, nn.GELU and attention into chains of
+// primitive ops. The passes after import (autodiff, partition, schedule) and
+// the kernels want them whole, so this pass rebuilds them. Every rewrite is
+// exact: a chain that only resembles a pattern is left alone.
+//
+//===----------------------------------------------------------------------===//
+
+#include "strata/Dialect/Graph/IR/GraphOps.h"
+#include "strata/Transforms/Passes.h"
+
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include <cmath>
+#include <limits>
+
+namespace strata {
+#define GEN_PASS_DEF_RAISEGRAPHPASS
+#include "strata/Transforms/Passes.h.inc"
+} // namespace strata
+
+using namespace mlir;
+using namespace strata;
+using namespace strata::graph;
+
+namespace {
+
+/// The value of a splat float or integer constant.
+std::optional<double> getSplatValue(Value value) {
+  DenseElementsAttr attr;
+  if (!value || !matchPattern(value, m_Constant(&attr)) || !attr.isSplat())
+    return std::nullopt;
+  if (auto floats = dyn_cast<DenseFPElementsAttr>(attr))
+    return floats.getSplatValue<APFloat>().convertToDouble();
+  if (auto ints = dyn_cast<DenseIntElementsAttr>(attr))
+    return static_cast<double>(ints.getSplatValue<APInt>().getSExtValue());
+  return std::nullopt;
+}
+
+/// True if `value` is a splat constant within float32 rounding of `expected`.
+bool isSplatNear(Value value, double expected) {
+  std::optional<double> v = getSplatValue(value);
+  return v && std::abs(*v - expected) <= 1e-6 * std::max(1.0, std::abs(expected));
+}
+
+/// The single user of `value` if it is an op of type OpTy.
+template <typename OpTy>
+OpTy getSingleUser(Value value) {
+  if (!value.hasOneUse())
+    return nullptr;
+  return dyn_cast<OpTy>(*value.getUsers().begin());
+}
+
+/// The operand of binary `op` other than `value`.
+Value otherOperand(Operation *op, Value value) {
+  return op->getOperand(0) == value ? op->getOperand(1) : op->getOperand(0);
+}
+
+//===----------------------------------------------------------------------===//
+// Linear
+//===----------------------------------------------------------------------===//
+
+/// matmul(x, W) with rank-2 W -> linear(x, W); a transpose of W becomes
+/// `transpose_weight`.
+struct MatmulToLinear : public OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(MatmulOp op,
+                                PatternRewriter &rewriter) const override {
+    auto weightType = cast<RankedTensorType>(op.getRhs().getType());
+    if (weightType.getRank() != 2)
+      return failure();
+    Value weight = op.getRhs();
+    bool transposed = false;
+    if (auto transpose = weight.getDefiningOp<TransposeOp>()) {
+      weight = transpose.getInput();
+      transposed = true;
+    }
+    rewriter.replaceOpWithNewOp<LinearOp>(op, op.getType(), op.getLhs(), weight,
+                                          /*bias=*/Value(), transposed);
+    return success();
+  }
+};
+
+/// add(linear(x, W), b) with rank-1 b of the output width -> linear(x, W, b).
+struct FoldBiasIntoLinear : public OpRewritePattern<AddOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AddOp op,
+                                PatternRewriter &rewriter) const override {
+    for (int i = 0; i < 2; ++i) {
+      auto linear = op->getOperand(i).getDefiningOp<LinearOp>();
+      Value bias = op->getOperand(1 - i);
+      if (!linear || linear.getBias() || !linear->hasOneUse() ||
+          linear.getType() != op.getType())
+        continue;
+      auto biasType = cast<RankedTensorType>(bias.getType());
+      if (biasType.getRank() != 1 ||
+          biasType.getDimSize(0) != op.getType().getShape().back())
+        continue;
+      rewriter.replaceOpWithNewOp<LinearOp>(
+          op, op.getType(), linear.getInput(), linear.getWeight(), bias,
+          linear.getTransposeWeight());
+      return success();
+    }
+    return failure();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// GELU
+//===----------------------------------------------------------------------===//
+
+/// Given `inner` = 1 + f(x), finds the op computing 0.5 * x * inner in any
+/// association and returns it.
+Operation *findHalfXTimes(Value inner, Value x) {
+  auto first = getSingleUser<MulOp>(inner);
+  if (!first)
+    return nullptr;
+  Value other = otherOperand(first, inner);
+  // (0.5 * x) * inner
+  if (auto halfX = other.getDefiningOp<MulOp>()) {
+    Value rest = otherOperand(halfX, x);
+    if ((halfX.getLhs() == x || halfX.getRhs() == x) && isSplatNear(rest, 0.5))
+      return first;
+  }
+  auto second = getSingleUser<MulOp>(first.getResult());
+  if (!second)
+    return nullptr;
+  Value last = otherOperand(second, first.getResult());
+  if ((other == x && isSplatNear(last, 0.5)) ||
+      (isSplatNear(other, 0.5) && last == x))
+    return second;
+  return nullptr;
+}
+
+/// Returns `x` when `value` is x / sqrt(2) or x * (1 / sqrt(2)).
+Value matchDivBySqrt2(Value value) {
+  if (auto div = value.getDefiningOp<DivOp>())
+    if (isSplatNear(div.getRhs(), M_SQRT2))
+      return div.getLhs();
+  if (auto mul = value.getDefiningOp<MulOp>())
+    for (int i = 0; i < 2; ++i)
+      if (isSplatNear(mul->getOperand(1 - i), M_SQRT1_2))
+        return mul->getOperand(i);
+  return nullptr;
+}
+
+/// Returns the operand `v` of `1 + v` (either order), else null.
+Value matchOnePlus(AddOp add, Value v) {
+  Value other = otherOperand(add, v);
+  return isSplatNear(other, 1.0) ? v : Value();
+}
+
+/// 0.5 * x * (1 + erf(x / sqrt(2))) -> gelu(x).
+struct ErfToGelu : public OpRewritePattern<ErfOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(ErfOp erf,
+                                PatternRewriter &rewriter) const override {
+    Value x = matchDivBySqrt2(erf.getInput());
+    auto add = getSingleUser<AddOp>(erf.getResult());
+    if (!x || !add || !matchOnePlus(add, erf.getResult()))
+      return failure();
+    Operation *root = findHalfXTimes(add.getResult(), x);
+    if (!root || root->getResult(0).getType() != x.getType())
+      return failure();
+    rewriter.replaceOpWithNewOp<GeluOp>(root, x, "none");
+    return success();
+  }
+};
+
+/// Returns x when `value` is x + 0.044715 * x^3 (x^3 as pow(x, 3)).
+Value matchCubicTerm(Value value) {
+  auto add = value.getDefiningOp<AddOp>();
+  if (!add)
+    return nullptr;
+  for (int i = 0; i < 2; ++i) {
+    Value x = add->getOperand(i);
+    auto mul = add->getOperand(1 - i).getDefiningOp<MulOp>();
+    if (!mul)
+      continue;
+    for (int j = 0; j < 2; ++j) {
+      auto pow = mul->getOperand(j).getDefiningOp<PowOp>();
+      if (pow && pow.getLhs() == x && isSplatNear(pow.getRhs(), 3.0) &&
+          isSplatNear(mul->getOperand(1 - j), 0.044715))
+        return x;
+    }
+  }
+  return nullptr;
+}
+
+/// 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))) -> gelu(x, tanh).
+struct TanhToGelu : public OpRewritePattern<TanhOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(TanhOp tanh,
+                                PatternRewriter &rewriter) const override {
+    auto scaled = tanh.getInput().getDefiningOp<MulOp>();
+    if (!scaled)
+      return failure();
+    const double kSqrt2OverPi = std::sqrt(2.0 / M_PI);
+    Value x;
+    for (int i = 0; i < 2 && !x; ++i)
+      if (isSplatNear(scaled->getOperand(1 - i), kSqrt2OverPi))
+        x = matchCubicTerm(scaled->getOperand(i));
+    auto add = getSingleUser<AddOp>(tanh.getResult());
+    if (!x || !add || !matchOnePlus(add, tanh.getResult()))
+      return failure();
+    Operation *root = findHalfXTimes(add.getResult(), x);
+    if (!root || root->getResult(0).getType() != x.getType())
+      return failure();
+    rewriter.replaceOpWithNewOp<GeluOp>(root, x, "tanh");
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+/// What a constant mask of the scores means.
+enum class MaskKind { NotConstant, Causal, Other };
+
+/// Classifies a constant "masked" predicate over [..., S, T]: `isMasked`
+/// tells, for a flat index, whether that score is hidden.
+MaskKind classifyMask(ArrayRef<int64_t> shape,
+                      llvm::function_ref<bool(int64_t)> isMasked) {
+  if (shape.size() < 2)
+    return MaskKind::Other;
+  int64_t s = shape[shape.size() - 2], t = shape.back();
+  int64_t total = 1;
+  for (int64_t d : shape)
+    total *= d;
+  for (int64_t flat = 0; flat < total; ++flat) {
+    int64_t j = flat % t, i = (flat / t) % s;
+    if (isMasked(flat) != (j > i))
+      return MaskKind::Other;
+  }
+  return MaskKind::Causal;
+}
+
+struct SoftmaxToAttention : public OpRewritePattern<SoftmaxOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(SoftmaxOp softmax,
+                                PatternRewriter &rewriter) const override {
+    auto scoresType = cast<RankedTensorType>(softmax.getType());
+    int64_t rank = scoresType.getRank();
+    if (rank < 2 || softmax.getAxisAttr().getInt() != rank - 1)
+      return failure();
+
+    // Forward: [dropout] then probs @ v.
+    Value probs = softmax.getResult();
+    double dropoutRatio = 0.0;
+    if (auto dropout = getSingleUser<DropoutOp>(probs)) {
+      if (!dropout.getMask().use_empty())
+        return failure();
+      dropoutRatio = dropout.getRatioAttr().getValueAsDouble();
+      probs = dropout.getOutput();
+    }
+    auto output = getSingleUser<MatmulOp>(probs);
+    if (!output || output.getLhs() != probs)
+      return failure();
+    Value v = output.getRhs();
+
+    // Backward: masks, then scale, then q @ k^T.
+    Value scores = softmax.getInput();
+    Value mask;
+    DenseElementsAttr additiveMask; // a mask to materialize on success
+    SmallVector<int64_t> maskShape;
+    bool causal = false;
+    if (auto where = scores.getDefiningOp<WhereOp>()) {
+      // masked_fill(cond, -inf) or where(keep, scores, -inf).
+      DenseElementsAttr cond;
+      if (!matchPattern(where.getCondition(), m_Constant(&cond)))
+        return failure();
+      bool maskWhereTrue;
+      Value kept;
+      auto isNegInf = [](Value v) {
+        std::optional<double> c = getSplatValue(v);
+        return c && std::isinf(*c) && *c < 0;
+      };
+      if (isNegInf(where.getLhs())) {
+        maskWhereTrue = true;
+        kept = where.getRhs();
+      } else if (isNegInf(where.getRhs())) {
+        maskWhereTrue = false;
+        kept = where.getLhs();
+      } else {
+        return failure();
+      }
+      if (kept.getType() != scores.getType())
+        return failure();
+      SmallVector<bool> values(cond.getValues<bool>());
+      auto condShape = cond.getType().getShape();
+      auto masked = [&](int64_t flat) {
+        return values[cond.isSplat() ? 0 : flat] == maskWhereTrue;
+      };
+      if (classifyMask(condShape, masked) == MaskKind::Causal) {
+        causal = true;
+      } else {
+        // An additive 0 / -inf mask of the condition's shape.
+        auto elementType = cast<FloatType>(scoresType.getElementType());
+        APFloat negInf = APFloat::getInf(elementType.getFloatSemantics(), true);
+        APFloat zero = APFloat::getZero(elementType.getFloatSemantics());
+        SmallVector<APFloat> additive;
+        int64_t total = cond.getType().getNumElements();
+        for (int64_t flat = 0; flat < total; ++flat)
+          additive.push_back(masked(flat) ? negInf : zero);
+        additiveMask = DenseElementsAttr::get(
+            RankedTensorType::get(condShape, elementType), additive);
+        maskShape.assign(condShape.begin(), condShape.end());
+      }
+      scores = kept;
+    } else if (auto add = scores.getDefiningOp<AddOp>()) {
+      // scores + additive mask: the mask is the operand that does not lead
+      // back to the q @ k^T product.
+      for (int i = 0; i < 2 && !mask; ++i) {
+        Value candidate = add->getOperand(i);
+        if (candidate.getType() != scores.getType())
+          continue;
+        Operation *def = candidate.getDefiningOp();
+        if (def && isa<MatmulOp, MulOp, DivOp>(def)) {
+          mask = add->getOperand(1 - i);
+          scores = candidate;
+        }
+      }
+      if (!mask)
+        return failure();
+      DenseElementsAttr constMask;
+      if (matchPattern(mask, m_Constant(&constMask)) &&
+          isa<FloatType>(constMask.getElementType())) {
+        SmallVector<APFloat> values(constMask.getValues<APFloat>());
+        auto masked = [&](int64_t flat) {
+          const APFloat &v = values[constMask.isSplat() ? 0 : flat];
+          return v.isInfinity() && v.isNegative();
+        };
+        bool zeroElsewhere = llvm::all_of(values, [](const APFloat &v) {
+          return v.isZero() || (v.isInfinity() && v.isNegative());
+        });
+        if (zeroElsewhere &&
+            classifyMask(constMask.getType().getShape(), masked) ==
+                MaskKind::Causal) {
+          causal = true;
+          mask = nullptr;
+        }
+      }
+    }
+
+    double scale = 1.0;
+    auto takeScale = [&](Value &value) {
+      if (auto mul = value.getDefiningOp<MulOp>()) {
+        for (int i = 0; i < 2; ++i)
+          if (std::optional<double> c = getSplatValue(mul->getOperand(1 - i));
+              c && mul->getOperand(i).getType() == value.getType()) {
+            scale *= *c;
+            value = mul->getOperand(i);
+            return;
+          }
+      }
+      if (auto div = value.getDefiningOp<DivOp>())
+        if (std::optional<double> c = getSplatValue(div.getRhs());
+            c && *c != 0 && div.getLhs().getType() == value.getType()) {
+          scale /= *c;
+          value = div.getLhs();
+        }
+    };
+    takeScale(scores);
+    auto product = scores.getDefiningOp<MatmulOp>();
+    if (!product)
+      return failure();
+    Value q = product.getLhs();
+    takeScale(q);
+    Value keyT = product.getRhs();
+
+    auto qType = cast<RankedTensorType>(q.getType());
+    auto kTType = cast<RankedTensorType>(keyT.getType());
+    auto vType = cast<RankedTensorType>(v.getType());
+    if (qType.getRank() != rank || kTType.getRank() != rank ||
+        vType.getRank() != rank)
+      return failure();
+    // Attention takes unbroadcast batch dims; check every shape before
+    // touching the IR.
+    ArrayRef<int64_t> qs = qType.getShape(), kts = kTType.getShape(),
+                      vs = vType.getShape();
+    if (kts.drop_back(2) != qs.drop_back(2) ||
+        vs.drop_back(2) != qs.drop_back(2) || kts[rank - 2] != qs.back() ||
+        kts.back() != vs[rank - 2])
+      return failure();
+    SmallVector<int64_t> outShape(qs.drop_back());
+    outShape.push_back(vs.back());
+    if (output.getType().getShape() != ArrayRef<int64_t>(outShape))
+      return failure();
+    if (mask)
+      maskShape.assign(cast<RankedTensorType>(mask.getType()).getShape().begin(),
+                       cast<RankedTensorType>(mask.getType()).getShape().end());
+    if (mask || additiveMask) {
+      auto b = broadcastShapes(maskShape, scoresType.getShape());
+      if (!b || ArrayRef<int64_t>(*b) != scoresType.getShape())
+        return failure();
+    }
+
+    Location loc = softmax.getLoc();
+    if (additiveMask)
+      mask = rewriter.create<ConstantOp>(loc, additiveMask);
+    SmallVector<int64_t> swapLast = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+    std::swap(swapLast[rank - 1], swapLast[rank - 2]);
+    Value key = rewriter.create<TransposeOp>(loc, keyT, swapLast);
+    rewriter.replaceOpWithNewOp<AttentionOp>(
+        output, output.getType(), q, key, v, mask,
+        rewriter.getF64FloatAttr(scale), rewriter.getBoolAttr(causal),
+        rewriter.getF64FloatAttr(dropoutRatio));
+    return success();
+  }
+};
+
+struct RaiseGraphPass
+    : public strata::impl::RaiseGraphPassBase<RaiseGraphPass> {
+  using RaiseGraphPassBase::RaiseGraphPassBase;
+
+  void runOnOperation() override {
+    MLIRContext *context = &getContext();
+    // Attention first: its q @ k^T would otherwise look like a linear layer.
+    if (fuseAttention) {
+      RewritePatternSet patterns(context);
+      patterns.add<SoftmaxToAttention>(context);
+      TransposeOp::getCanonicalizationPatterns(patterns, context);
+      if (failed(applyPatternsAndFoldGreedily(getOperation(),
+                                              std::move(patterns))))
+        return signalPassFailure();
+    }
+    RewritePatternSet patterns(context);
+    patterns.add<MatmulToLinear, FoldBiasIntoLinear, ErfToGelu, TanhToGelu>(
+        context);
+    ReshapeOp::getCanonicalizationPatterns(patterns, context);
+    TransposeOp::getCanonicalizationPatterns(patterns, context);
+    if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace

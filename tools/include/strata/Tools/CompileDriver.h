@@ -1,0 +1,27 @@
+//===- CompileDriver.h - strata-compile -------------------------*- C++ -*-===//
+
+#ifndef STRATA_TOOLS_COMPILEDRIVER_H
+#define STRATA_TOOLS_COMPILEDRIVER_H
+
+#include "strata/Frontend/OnnxImporter.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/Error.h"
+
+namespace strata {
+
+/// Imports `path` and runs the graph pipeline on it: what
+/// `strata-compile --emit=graph` prints.
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+importGraph(mlir::MLIRContext &context, llvm::StringRef path,
+            const frontend::ImportOptions &options, bool fuseAttention = true);
+
+/// The whole of strata-compile: parses the command line, imports the model,
+/// runs the pipeline up to `--emit`, and prints or writes the result.
+/// Returns the process exit code; every error is one line on stderr.
+int compileMain(int argc, char **argv);
+
+} // namespace strata
+
+#endif // STRATA_TOOLS_COMPILEDRIVER_H
