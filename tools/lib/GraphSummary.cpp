@@ -53,12 +53,12 @@ void strata::printGraphSummary(ModuleOp module, llvm::raw_ostream &os) {
     }
     for (const Arg &a : byRole["input"])
       os << "  input   " << a.name << " : " << typeString(a.type) << "\n";
-    auto outputNames = func->getAttrOfType<ArrayAttr>(graph::kOutputNamesAttrName);
     for (auto [i, type] : llvm::enumerate(func.getResultTypes())) {
-      std::string name = outputNames && i < outputNames.size()
-                             ? cast<StringAttr>(outputNames[i]).str()
-                             : "(state)";
-      os << "  output  " << name << " : " << typeString(type) << "\n";
+      auto name = func.getResultAttrOfType<StringAttr>(i, graph::kNameAttrName);
+      auto role = func.getResultAttrOfType<StringAttr>(i, graph::kRoleAttrName);
+      bool isState = role && role.getValue() == "buffer";
+      os << (isState ? "  state   " : "  output  ")
+         << (name ? name.str() : "?") << " : " << typeString(type) << "\n";
     }
     for (StringRef role : {"parameter", "buffer"}) {
       const auto &args = byRole[role.str()];

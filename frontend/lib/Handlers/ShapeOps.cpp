@@ -505,6 +505,53 @@ LogicalResult importGather(NodeImporter &n) {
   return success();
 }
 
+LogicalResult importPad(NodeImporter &n) {
+  int64_t rank = n.getInputType(0).getRank();
+  FailureOr<SmallVector<int64_t>> pads = n.getConstantInts(1, "pads");
+  if (failed(pads))
+    return failure();
+  SmallVector<int64_t> axes;
+  if (n.hasInput(3)) {
+    FailureOr<SmallVector<int64_t>> a = n.getConstantInts(3, "axes");
+    if (failed(a))
+      return failure();
+    axes = *a;
+  } else {
+    axes = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  }
+  if (pads->size() != 2 * axes.size())
+    return n.fail("pads needs two entries per padded axis");
+  SmallVector<int64_t> full(2 * rank, 0);
+  for (auto [i, axis] : llvm::enumerate(axes)) {
+    FailureOr<int64_t> a = normalizeAxis(n, axis, rank);
+    if (failed(a))
+      return failure();
+    full[*a] = (*pads)[i];
+    full[*a + rank] = (*pads)[i + axes.size()];
+  }
+  if (llvm::any_of(full, [](int64_t p) { return p < 0; }))
+    return n.fail("negative pads (cropping) are not supported");
+  double value = 0.0;
+  if (n.hasInput(2)) {
+    FailureOr<double> v = n.getConstantScalar(2, "constant_value");
+    if (failed(v))
+      return failure();
+    value = *v;
+  }
+  std::string mode = n.getAttrString("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    return n.fail("pad mode '" + mode + "' is not supported");
+  FailureOr<Value> result = n.create<g::PadOp>(
+      {n.getInput(0)},
+      {n.i64ArrayAttr("pads", full),
+       n.attr("mode", n.getBuilder().getStringAttr(mode)),
+       n.f64Attr("value", value)});
+  if (failed(result))
+    return failure();
+  n.setOutput(0, *result);
+  return success();
+}
+
 } // namespace
 
 void strata::frontend::registerShapeHandlers(OpHandlerTable &table) {
@@ -523,6 +570,7 @@ void strata::frontend::registerShapeHandlers(OpHandlerTable &table) {
   table["ConstantOfShape"] = importConstantOfShape;
   table["Range"] = importRange;
   table["Trilu"] = importTrilu;
+  table["Pad"] = importPad;
   table["Gather"] = importGather;
   table["ReduceSum"] = [](NodeImporter &n) {
     return importReduce<g::ReduceSumOp>(n, 13);

@@ -251,7 +251,8 @@ struct SoftmaxToAttention : public OpRewritePattern<SoftmaxOp> {
     // Forward: [dropout] then probs @ v.
     Value probs = softmax.getResult();
     double dropoutRatio = 0.0;
-    if (auto dropout = getSingleUser<DropoutOp>(probs)) {
+    DropoutOp dropout = getSingleUser<DropoutOp>(probs);
+    if (dropout) {
       if (!dropout.getMask().use_empty())
         return failure();
       dropoutRatio = dropout.getRatioAttr().getValueAsDouble();
@@ -409,6 +410,10 @@ struct SoftmaxToAttention : public OpRewritePattern<SoftmaxOp> {
         output, output.getType(), q, key, v, mask,
         rewriter.getF64FloatAttr(scale), rewriter.getBoolAttr(causal),
         rewriter.getF64FloatAttr(dropoutRatio));
+    // Dropout is not Pure (it draws a mask), so it would keep the unfused
+    // chain alive; its draw now happens inside the attention.
+    if (dropout)
+      rewriter.eraseOp(dropout);
     return success();
   }
 };

@@ -41,7 +41,8 @@ llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 importOnnxFile(mlir::MLIRContext &context, llvm::StringRef path,
                const ImportOptions &options = {});
 
-/// Imports a model written in ONNX's textual syntax.
+/// Imports a model written in ONNX's textual syntax. Whole lines starting
+/// with `//` are comments (ONNX's own parser has none).
 llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 importOnnxText(mlir::MLIRContext &context, llvm::StringRef text,
                const ImportOptions &options = {});

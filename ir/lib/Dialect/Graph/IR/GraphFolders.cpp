@@ -568,3 +568,9 @@ OpFoldResult TriluOp::fold(FoldAdaptor adaptor) {
   }
   return remapElements(in, getType(), map);
 }
+
+OpFoldResult PadOp::fold(FoldAdaptor adaptor) {
+  if (llvm::all_of(getPads(), [](int64_t p) { return p == 0; }))
+    return getInput();
+  return {};
+}

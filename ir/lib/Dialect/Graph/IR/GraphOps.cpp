@@ -552,6 +552,33 @@ LogicalResult SplitOp::verify() {
   return success();
 }
 
+LogicalResult PadOp::inferReturnTypes(MLIRContext *context,
+                                      std::optional<Location> location,
+                                      Adaptor adaptor,
+                                      SmallVectorImpl<Type> &inferred) {
+  auto input = cast<RankedTensorType>(adaptor.getInput().getType());
+  ArrayRef<int64_t> pads = adaptor.getPads();
+  int64_t rank = input.getRank();
+  if (static_cast<int64_t>(pads.size()) != 2 * rank)
+    return emitOptionalError(location, "pads needs two entries per dim");
+  StringRef mode = adaptor.getMode();
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    return emitOptionalError(location,
+                             "mode must be \"constant\", \"reflect\" or \"edge\"");
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t begin = pads[d], end = pads[d + rank], dim = input.getDimSize(d);
+    if (begin < 0 || end < 0)
+      return emitOptionalError(location, "pads must be >= 0");
+    if (mode == "reflect" && (begin >= dim || end >= dim))
+      return emitOptionalError(location, "reflect pads must be smaller than "
+                                         "the dim");
+    shape.push_back(dim + begin + end);
+  }
+  inferred.push_back(RankedTensorType::get(shape, input.getElementType()));
+  return success();
+}
+
 LogicalResult TriluOp::verify() {
   if (getInput().getType().getRank() < 2)
     return emitOpError("input must have rank >= 2");

@@ -556,6 +556,24 @@ def Graph_SplitOp : Graph_Op<"split", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Graph_PadOp : Graph_Op<"pad", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Pad every dim with a constant, by reflection or by the edge";
+  let description = [{
+    `pads` holds the begin pads of every dim, then the end pads (ONNX order).
+    `mode` is "constant" (fill with `value`), "reflect" (mirror without the
+    edge) or "edge" (repeat the edge).
+    ```mlir
+    %y = graph.pad %x {mode = "constant", pads = array<i64: 0, 0, 1, 1, 0, 0, 1, 1>, value = 0.0 : f64} : (tensor<2x3x4x4xf32>) -> tensor<2x3x6x6xf32>
+    ```
+  }];
+  let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$pads,
+                       DefaultValuedStrAttr<StrAttr, "constant">:$mode,
+                       DefaultValuedAttr<F64Attr, "0.0">:$value);
+  let results = (outs Graph_Tensor:$output);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
 def Graph_TriluOp : Graph_Op<"trilu", [Pure, SameOperandsAndResultType]> {
   let summary = "Keep the upper or lower triangle of the last two dims";
   let description = [{

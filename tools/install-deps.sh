@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Strata builds and tests with, when missing.
+# Quick and silent when everything is there. Needs root (or sudo) to install.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build ccache lld g++ python3
+  libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools
+  libonnx-dev libprotobuf-dev protobuf-compiler
+  libopenmpi-dev openmpi-bin libopenblas-dev
+  libgtest-dev
+)
+# `tools/install-deps.sh --models` adds what models/ needs to re-export.
+if [[ "${1:-}" == "--models" ]]; then
+  packages+=(python3-torch python3-onnx python3-numpy python3-torchvision)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+echo "install-deps: installing ${missing[*]}"
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root to install: ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
