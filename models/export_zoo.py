@@ -18,12 +18,14 @@ DIR/zoo_summary.json.
 import argparse
 import collections
 import json
+import math
 import os
 import sys
 import traceback
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 import onnx
 
@@ -115,6 +117,48 @@ class ActivationsNet(nn.Module):
 # --------------------------------------------------------------------------
 
 
+class PositionalEncodingNet(nn.Module):
+    """A sinusoidal table computed in forward (Sin/Cos/ScatterND on constants)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(32, 8)
+
+    def forward(self, x):
+        t = x.size(1)
+        pos = torch.arange(t).float().unsqueeze(1)
+        div = torch.exp(torch.arange(0, 32, 2).float() * (-math.log(10000.0) / 32))
+        pe = torch.zeros(t, 32)
+        pe[:, 0::2] = torch.sin(pos * div)
+        pe[:, 1::2] = torch.cos(pos * div)
+        return self.lin(x + pe)
+
+
+class StatsNet(nn.Module):
+    """mean / var / rsqrt / F.normalize (ReduceMean, ReduceL2, Clip, Expand)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(16, 16)
+
+    def forward(self, x):
+        y = self.lin(x)
+        m = y.mean(dim=-1, keepdim=True)
+        v = y.var(dim=-1, keepdim=True, unbiased=False)
+        return F.normalize((y - m) * torch.rsqrt(v + 1e-5), dim=-1)
+
+
+class WithLossNet(nn.Module):
+    """A model that ends in its own loss (SoftmaxCrossEntropyLoss)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(16, 4)
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.lin(x), y)
+
+
 def _image():
     return (torch.randn(2, 3, 224, 224, generator=torch.Generator().manual_seed(1)),)
 
@@ -170,6 +214,44 @@ def zoo():
         ("lstm", LSTMNet, lambda: (torch.randn(2, 8, 16, generator=g()),)),
         ("embedding_activations", ActivationsNet,
          lambda: (torch.randint(0, 100, (2, 16), generator=g()),)),
+        ("groupnorm_prelu_selu_mish", lambda: nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.GroupNorm(2, 8), nn.PReLU(),
+            nn.Conv2d(8, 8, 3, stride=2), nn.SELU(), nn.Mish(),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 3)),
+         lambda: (torch.randn(2, 3, 16, 16, generator=g()),)),
+        ("gelu_tanh_mlp", lambda: nn.Sequential(
+            nn.Linear(16, 32), nn.GELU(approximate="tanh"), nn.Linear(32, 16),
+            nn.Tanh(), nn.Softmax(dim=1)),
+         lambda: (torch.randn(4, 16, generator=g()),)),
+        ("hardtanh_relu6_silu", lambda: nn.Sequential(
+            nn.Linear(8, 8), nn.Hardtanh(), nn.ReLU6(), nn.SiLU(),
+            nn.Linear(8, 2), nn.Sigmoid()),
+         lambda: (torch.randn(3, 8, generator=g()),)),
+        ("bn1d_mlp", lambda: nn.Sequential(
+            nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Dropout(0.2),
+            nn.Linear(16, 2)),
+         lambda: (torch.randn(4, 8, generator=g()),)),
+        ("positional_encoding", PositionalEncodingNet,
+         lambda: (torch.randn(2, 10, 32, generator=g()),)),
+        ("stats_normalize", StatsNet,
+         lambda: (torch.randn(4, 16, generator=g()),)),
+        ("with_loss", WithLossNet,
+         lambda: (torch.randn(8, 16, generator=g()),
+                  torch.randint(0, 4, (8,), generator=g()))),
+        ("transformer_full", lambda: nn.Transformer(
+            d_model=32, nhead=4, num_encoder_layers=1, num_decoder_layers=1,
+            dim_feedforward=64, batch_first=True),
+         lambda: (torch.randn(2, 6, 32, generator=g()),
+                  torch.randn(2, 5, 32, generator=g()))),
+        # Expected to be reported as unsupported by the importer.
+        ("conv_transpose", lambda: nn.ConvTranspose2d(3, 4, 2, stride=2),
+         lambda: (torch.randn(1, 3, 8, 8, generator=g()),)),
+        ("gru", lambda: nn.GRU(8, 8, batch_first=True),
+         lambda: (torch.randn(2, 5, 8, generator=g()),)),
+        ("instance_norm_upsample", lambda: nn.Sequential(
+            nn.Conv2d(3, 4, 3), nn.InstanceNorm2d(4, affine=True), nn.ReLU(),
+            nn.Upsample(scale_factor=2)),
+         lambda: (torch.randn(1, 3, 8, 8, generator=g()),)),
     ]
     return entries
 

@@ -610,12 +610,14 @@ static bool isDifferentiableEdge(const onnx::NodeProto &node, int input) {
   StringRef type = node.op_type();
   if (llvm::is_contained({"Shape", "Size", "Equal", "Less", "Greater",
                           "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or",
-                          "ConstantOfShape", "Range", "ArgMax", "ArgMin"},
+                          "ConstantOfShape", "Range", "ArgMax", "ArgMin",
+                          "ScatterND"},
                          type))
     return false;
   if (llvm::is_contained({"Reshape", "Expand", "Unsqueeze", "Squeeze", "Split",
                           "Tile", "Trilu", "Dropout", "ReduceSum",
-                          "ReduceMean", "ReduceMax", "Pad"},
+                          "ReduceMean", "ReduceMax", "ReduceMin", "ReduceL2",
+                          "Pad"},
                          type))
     return input == 0;
   if (type == "Slice")

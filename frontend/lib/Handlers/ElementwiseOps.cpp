@@ -161,6 +161,38 @@ LogicalResult importClip(NodeImporter &n) {
   return success();
 }
 
+/// PRelu(x, slope) = x < 0 ? slope * x : x.
+LogicalResult importPRelu(NodeImporter &n) {
+  Value x = n.getInput(0), slope = n.getInput(1);
+  FailureOr<Value> negative = n.create<g::LessOp>({x, n.scalarLike(x, 0.0)});
+  FailureOr<Value> scaled = n.create<g::MulOp>({x, slope});
+  if (failed(negative) || failed(scaled))
+    return failure();
+  FailureOr<Value> result = n.create<g::WhereOp>({*negative, *scaled, x});
+  if (failed(result))
+    return failure();
+  if (result->getType() != x.getType())
+    return n.fail("slope does not broadcast to the input");
+  n.setOutput(0, *result);
+  return success();
+}
+
+/// Selu(x) = gamma * elu(x, alpha).
+LogicalResult importSelu(NodeImporter &n) {
+  Value x = n.getInput(0);
+  FailureOr<Value> elu = n.createTyped<g::EluOp>(
+      x.getType(), x,
+      {n.f64Attr("alpha", n.getAttrFloat("alpha", 1.67326319217681884765625))});
+  if (failed(elu))
+    return failure();
+  FailureOr<Value> result = n.create<g::MulOp>(
+      {*elu, n.scalarLike(x, n.getAttrFloat("gamma", 1.05070102214813232421875))});
+  if (failed(result))
+    return failure();
+  n.setOutput(0, *result);
+  return success();
+}
+
 } // namespace
 
 void strata::frontend::registerElementwiseHandlers(OpHandlerTable &table) {
@@ -192,6 +224,10 @@ void strata::frontend::registerElementwiseHandlers(OpHandlerTable &table) {
   table["Softplus"] = importUnary<g::SoftplusOp>;
   table["HardSwish"] = importUnary<g::HardSwishOp>;
   table["Not"] = importUnary<g::NotOp>;
+  table["Sin"] = importUnary<g::SinOp>;
+  table["Cos"] = importUnary<g::CosOp>;
+  table["PRelu"] = importPRelu;
+  table["Selu"] = importSelu;
   table["LeakyRelu"] = [](NodeImporter &n) {
     return importUnaryWithAttrs<g::LeakyReluOp>(n, {{"alpha", 0.01}});
   };

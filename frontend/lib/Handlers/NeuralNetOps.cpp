@@ -130,6 +130,50 @@ LogicalResult importBatchNorm(NodeImporter &n) {
   return success();
 }
 
+/// InstanceNormalization: per sample and channel over the spatial dims,
+/// y = (x - mean) / sqrt(var + epsilon) * scale[c] + bias[c].
+LogicalResult importInstanceNorm(NodeImporter &n) {
+  Value x = n.getInput(0);
+  RankedTensorType type = n.getInputType(0);
+  int64_t rank = type.getRank();
+  if (rank < 3)
+    return n.fail("input must have rank >= 3");
+  SmallVector<NamedAttribute> reduce{
+      n.i64ArrayAttr("axes", llvm::to_vector(llvm::seq<int64_t>(2, rank))),
+      n.boolAttr("keepdims", true)};
+  // Per-channel operands as [C, 1, ...] to broadcast over the spatial dims.
+  SmallVector<int64_t> channelShape(rank - 1, 1);
+  channelShape[0] = type.getDimSize(1);
+  FailureOr<Value> mean = n.create<g::ReduceMeanOp>({x}, reduce);
+  if (failed(mean))
+    return failure();
+  FailureOr<Value> centered = n.create<g::SubOp>({x, *mean});
+  if (failed(centered))
+    return failure();
+  FailureOr<Value> squared = n.create<g::MulOp>({*centered, *centered});
+  if (failed(squared))
+    return failure();
+  FailureOr<Value> var = n.create<g::ReduceMeanOp>({*squared}, reduce);
+  if (failed(var))
+    return failure();
+  FailureOr<Value> shifted = n.create<g::AddOp>(
+      {*var, n.scalarLike(x, n.getAttrFloat("epsilon", 1e-5))});
+  if (failed(shifted))
+    return failure();
+  FailureOr<Value> std = n.createTyped<g::SqrtOp>(shifted->getType(), *shifted);
+  if (failed(std))
+    return failure();
+  FailureOr<Value> normalized = n.create<g::DivOp>({*centered, *std});
+  FailureOr<Value> scale = n.reshape(n.getInput(1), channelShape);
+  FailureOr<Value> bias = n.reshape(n.getInput(2), channelShape);
+  if (failed(normalized) || failed(scale) || failed(bias))
+    return failure();
+  FailureOr<Value> scaled = n.create<g::MulOp>({*normalized, *scale});
+  if (failed(scaled))
+    return failure();
+  return setResult(n, n.create<g::AddOp>({*scaled, *bias}));
+}
+
 template <typename OpTy>
 LogicalResult importSoftmax(NodeImporter &n) {
   RankedTensorType type = n.getInputType(0);
@@ -313,6 +357,7 @@ void strata::frontend::registerNeuralNetHandlers(OpHandlerTable &table) {
   table["Gemm"] = importGemm;
   table["LayerNormalization"] = importLayerNorm;
   table["BatchNormalization"] = importBatchNorm;
+  table["InstanceNormalization"] = importInstanceNorm;
   table["Softmax"] = importSoftmax<g::SoftmaxOp>;
   table["LogSoftmax"] = importSoftmax<g::LogSoftmaxOp>;
   table["Dropout"] = importDropout;

@@ -269,8 +269,6 @@ LogicalResult importSlice(NodeImporter &n) {
       end = std::clamp<int64_t>(end, -1, dim - 1);
       size = start > end ? (start - end + (-step) - 1) / (-step) : 0;
     }
-    if (size == 0)
-      return n.fail("slice of dim " + std::to_string(*axis) + " is empty");
     offsets[*axis] = start;
     sizes[*axis] = size;
     strides[*axis] = step;
@@ -448,9 +446,11 @@ LogicalResult importTrilu(NodeImporter &n) {
   return success();
 }
 
-/// ReduceSum takes axes as an input from opset 13, the others from 18.
-template <typename OpTy>
-LogicalResult importReduce(NodeImporter &n, int64_t axesInputSince) {
+/// The sorted, normalized axes of a Reduce* node; ReduceSum takes them as an
+/// input from opset 13, the others from 18. Empty means "leave the input
+/// alone" (noop_with_empty_axes).
+FailureOr<SmallVector<int64_t>> getReduceAxes(NodeImporter &n,
+                                              int64_t axesInputSince) {
   int64_t rank = n.getInputType(0).getRank();
   SmallVector<int64_t> axes;
   if (n.getOpset() >= axesInputSince) {
@@ -464,10 +464,8 @@ LogicalResult importReduce(NodeImporter &n, int64_t axesInputSince) {
     axes = n.getAttrInts("axes");
   }
   if (axes.empty()) {
-    if (n.getAttrInt("noop_with_empty_axes", 0)) {
-      n.setOutput(0, n.getInput(0));
-      return success();
-    }
+    if (n.getAttrInt("noop_with_empty_axes", 0))
+      return axes;
     axes = llvm::to_vector(llvm::seq<int64_t>(0, rank));
   }
   for (int64_t &axis : axes) {
@@ -477,13 +475,122 @@ LogicalResult importReduce(NodeImporter &n, int64_t axesInputSince) {
     axis = *a;
   }
   llvm::sort(axes);
-  FailureOr<Value> result = n.create<OpTy>(
-      {n.getInput(0)}, {n.i64ArrayAttr("axes", axes),
-                        n.boolAttr("keepdims", n.getAttrInt("keepdims", 1) != 0)});
+  return axes;
+}
+
+template <typename OpTy>
+FailureOr<Value> buildReduce(NodeImporter &n, Value x, ArrayRef<int64_t> axes) {
+  return n.create<OpTy>({x}, {n.i64ArrayAttr("axes", axes),
+                              n.boolAttr("keepdims",
+                                         n.getAttrInt("keepdims", 1) != 0)});
+}
+
+template <typename OpTy>
+LogicalResult importReduce(NodeImporter &n, int64_t axesInputSince) {
+  FailureOr<SmallVector<int64_t>> axes = getReduceAxes(n, axesInputSince);
+  if (failed(axes))
+    return failure();
+  if (axes->empty()) {
+    n.setOutput(0, n.getInput(0));
+    return success();
+  }
+  FailureOr<Value> result = buildReduce<OpTy>(n, n.getInput(0), *axes);
   if (failed(result))
     return failure();
   n.setOutput(0, *result);
   return success();
+}
+
+/// ReduceL2 = sqrt(sum(x * x)); ReduceMin = -max(-x).
+LogicalResult importReduceL2(NodeImporter &n) {
+  FailureOr<SmallVector<int64_t>> axes = getReduceAxes(n, 18);
+  if (failed(axes))
+    return failure();
+  Value x = n.getInput(0);
+  FailureOr<Value> squared = n.create<g::MulOp>({x, x});
+  if (failed(squared))
+    return failure();
+  Value sum = *squared;
+  if (!axes->empty()) {
+    FailureOr<Value> reduced = buildReduce<g::ReduceSumOp>(n, sum, *axes);
+    if (failed(reduced))
+      return failure();
+    sum = *reduced;
+  }
+  FailureOr<Value> result = n.createTyped<g::SqrtOp>(sum.getType(), sum);
+  if (failed(result))
+    return failure();
+  n.setOutput(0, *result);
+  return success();
+}
+
+LogicalResult importReduceMin(NodeImporter &n) {
+  FailureOr<SmallVector<int64_t>> axes = getReduceAxes(n, 18);
+  if (failed(axes))
+    return failure();
+  Value x = n.getInput(0);
+  if (axes->empty()) {
+    n.setOutput(0, x);
+    return success();
+  }
+  FailureOr<Value> negated = n.createTyped<g::NegOp>(x.getType(), x);
+  if (failed(negated))
+    return failure();
+  FailureOr<Value> max = buildReduce<g::ReduceMaxOp>(n, *negated, *axes);
+  if (failed(max))
+    return failure();
+  FailureOr<Value> result = n.createTyped<g::NegOp>(max->getType(), *max);
+  if (failed(result))
+    return failure();
+  n.setOutput(0, *result);
+  return success();
+}
+
+/// ScatterND of compile-time tensors (exporters write position tables with
+/// it); it folds, so it never reaches the passes.
+LogicalResult importScatterND(NodeImporter &n) {
+  DenseElementsAttr data = n.getConstantInput(0),
+                    indices = n.getConstantInput(1),
+                    updates = n.getConstantInput(2);
+  if (!data || !indices || !updates)
+    return n.fail("ScatterND is supported on compile-time tensors only");
+  if (n.getAttrString("reduction", "none") != "none")
+    return n.fail("ScatterND reductions are not supported");
+  ArrayRef<int64_t> shape = data.getType().getShape();
+  ArrayRef<int64_t> indexShape = indices.getType().getShape();
+  int64_t k = indexShape.back();
+  if (k > static_cast<int64_t>(shape.size()))
+    return n.fail("index depth exceeds the data rank");
+  int64_t slice = product(shape.drop_front(k));
+  int64_t count = product(indexShape.drop_back());
+  SmallVector<int64_t> idx;
+  for (const APInt &v : indices.getValues<APInt>())
+    idx.push_back(v.getSExtValue());
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  auto scatter = [&](auto tag) -> LogicalResult {
+    using T = decltype(tag);
+    SmallVector<T> out(data.getValues<T>()), upd(updates.getValues<T>());
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t offset = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        int64_t v = idx[i * k + j];
+        if (v < 0)
+          v += shape[j];
+        if (v < 0 || v >= shape[j])
+          return n.fail("ScatterND index out of range");
+        offset += v * strides[j];
+      }
+      for (int64_t e = 0; e < slice; ++e)
+        out[offset + e] = upd[i * slice + e];
+    }
+    n.setOutput(0, n.constant(DenseElementsAttr::get(data.getType(), out)));
+    return success();
+  };
+  if (auto f = dyn_cast<FloatType>(data.getElementType()))
+    return scatter(APFloat::getZero(f.getFloatSemantics()));
+  return scatter(APInt());
 }
 
 LogicalResult importGather(NodeImporter &n) {
@@ -581,4 +688,7 @@ void strata::frontend::registerShapeHandlers(OpHandlerTable &table) {
   table["ReduceMax"] = [](NodeImporter &n) {
     return importReduce<g::ReduceMaxOp>(n, 18);
   };
+  table["ReduceMin"] = importReduceMin;
+  table["ReduceL2"] = importReduceL2;
+  table["ScatterND"] = importScatterND;
 }

@@ -170,7 +170,22 @@ struct ErfToGelu : public OpRewritePattern<ErfOp> {
   }
 };
 
-/// Returns x when `value` is x + 0.044715 * x^3 (x^3 as pow(x, 3)).
+/// True if `value` is x^3: pow(x, 3), x * (x * x) or (x * x) * x.
+bool isCubeOf(Value value, Value x) {
+  if (auto pow = value.getDefiningOp<PowOp>())
+    return pow.getLhs() == x && isSplatNear(pow.getRhs(), 3.0);
+  auto mul = value.getDefiningOp<MulOp>();
+  if (!mul)
+    return false;
+  auto isSquare = [&](Value v) {
+    auto sq = v.getDefiningOp<MulOp>();
+    return sq && sq.getLhs() == x && sq.getRhs() == x;
+  };
+  return (mul.getLhs() == x && isSquare(mul.getRhs())) ||
+         (mul.getRhs() == x && isSquare(mul.getLhs()));
+}
+
+/// Returns x when `value` is x + 0.044715 * x^3.
 Value matchCubicTerm(Value value) {
   auto add = value.getDefiningOp<AddOp>();
   if (!add)
@@ -180,12 +195,10 @@ Value matchCubicTerm(Value value) {
     auto mul = add->getOperand(1 - i).getDefiningOp<MulOp>();
     if (!mul)
       continue;
-    for (int j = 0; j < 2; ++j) {
-      auto pow = mul->getOperand(j).getDefiningOp<PowOp>();
-      if (pow && pow.getLhs() == x && isSplatNear(pow.getRhs(), 3.0) &&
+    for (int j = 0; j < 2; ++j)
+      if (isCubeOf(mul->getOperand(j), x) &&
           isSplatNear(mul->getOperand(1 - j), 0.044715))
         return x;
-    }
   }
   return nullptr;
 }

@@ -351,6 +351,21 @@ OpFoldResult SqrtOp::fold(FoldAdaptor adaptor) {
                         [](double x) { return std::sqrt(x); });
 }
 
+OpFoldResult SinOp::fold(FoldAdaptor adaptor) {
+  return foldFloatUnary(adaptor.getInput(), getType(),
+                        [](double x) { return std::sin(x); });
+}
+
+OpFoldResult CosOp::fold(FoldAdaptor adaptor) {
+  return foldFloatUnary(adaptor.getInput(), getType(),
+                        [](double x) { return std::cos(x); });
+}
+
+OpFoldResult ExpOp::fold(FoldAdaptor adaptor) {
+  return foldFloatUnary(adaptor.getInput(), getType(),
+                        [](double x) { return std::exp(x); });
+}
+
 OpFoldResult ReciprocalOp::fold(FoldAdaptor adaptor) {
   DenseElementsAttr in = getDense(adaptor.getInput());
   if (!in)

@@ -62,6 +62,7 @@ def Graph_AbsOp : Graph_UnaryOp<"abs", Graph_Tensor> {
   let description = [{ `%y = graph.abs %x : tensor<4xf32>` }];
 }
 def Graph_ExpOp : Graph_UnaryOp<"exp"> {
+  let hasFolder = 1;
   let summary = "Elementwise e^x";
   let description = [{ `%y = graph.exp %x : tensor<4xf32>` }];
 }
@@ -86,6 +87,16 @@ def Graph_TanhOp : Graph_UnaryOp<"tanh"> {
 def Graph_ErfOp : Graph_UnaryOp<"erf"> {
   let summary = "Elementwise Gauss error function";
   let description = [{ `%y = graph.erf %x : tensor<4xf32>` }];
+}
+def Graph_SinOp : Graph_UnaryOp<"sin"> {
+  let summary = "Elementwise sine";
+  let description = [{ `%y = graph.sin %x : tensor<4xf32>` }];
+  let hasFolder = 1;
+}
+def Graph_CosOp : Graph_UnaryOp<"cos"> {
+  let summary = "Elementwise cosine";
+  let description = [{ `%y = graph.cos %x : tensor<4xf32>` }];
+  let hasFolder = 1;
 }
 def Graph_ReluOp : Graph_UnaryOp<"relu"> {
   let summary = "Elementwise max(x, 0)";
