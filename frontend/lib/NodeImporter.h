@@ -69,6 +69,13 @@ public:
   unsigned getNumOutputs() const { return node.output_size(); }
   bool isOutputUsed(unsigned i) const;
   void setOutput(unsigned i, mlir::Value value);
+  /// Sets output 0 from a builder result; the usual last line of a handler.
+  mlir::LogicalResult setResult(mlir::FailureOr<mlir::Value> result) {
+    if (mlir::failed(result))
+      return mlir::failure();
+    setOutput(0, *result);
+    return mlir::success();
+  }
   /// Records that the step returns `value` as the new state of input `i`
   /// when that input is a buffer (batch-norm running statistics).
   void setBufferUpdate(unsigned i, mlir::Value value);

@@ -11,11 +11,7 @@ namespace {
 
 template <typename OpTy>
 LogicalResult importBinary(NodeImporter &n) {
-  FailureOr<Value> result = n.create<OpTy>({n.getInput(0), n.getInput(1)});
-  if (failed(result))
-    return failure();
-  n.setOutput(0, *result);
-  return success();
+  return n.setResult(n.create<OpTy>({n.getInput(0), n.getInput(1)}));
 }
 
 /// Max, Min, Sum: variadic, folded pairwise left to right.
@@ -35,11 +31,7 @@ LogicalResult importVariadic(NodeImporter &n) {
 template <typename OpTy>
 LogicalResult importUnary(NodeImporter &n) {
   Value x = n.getInput(0);
-  FailureOr<Value> result = n.createTyped<OpTy>(x.getType(), x);
-  if (failed(result))
-    return failure();
-  n.setOutput(0, *result);
-  return success();
+  return n.setResult(n.createTyped<OpTy>(x.getType(), x));
 }
 
 /// LessOrEqual / GreaterOrEqual as the negation of the strict opposite.
@@ -49,11 +41,7 @@ LogicalResult importNegatedCompare(NodeImporter &n) {
       n.create<StrictOpposite>({n.getInput(0), n.getInput(1)});
   if (failed(strict))
     return failure();
-  FailureOr<Value> result = n.createTyped<g::NotOp>(strict->getType(), *strict);
-  if (failed(result))
-    return failure();
-  n.setOutput(0, *result);
-  return success();
+  return n.setResult(n.createTyped<g::NotOp>(strict->getType(), *strict));
 }
 
 LogicalResult importPow(NodeImporter &n) {
@@ -66,11 +54,7 @@ LogicalResult importPow(NodeImporter &n) {
       return failure();
     exponent = *cast;
   }
-  FailureOr<Value> result = n.create<g::PowOp>({base, exponent});
-  if (failed(result))
-    return failure();
-  n.setOutput(0, *result);
-  return success();
+  return n.setResult(n.create<g::PowOp>({base, exponent}));
 }
 
 LogicalResult importCast(NodeImporter &n) {
@@ -79,23 +63,13 @@ LogicalResult importCast(NodeImporter &n) {
   if (!element)
     return n.fail("unsupported target type " +
                   std::to_string(n.getAttrInt("to", 0)));
-  FailureOr<Value> result = n.createTyped<g::CastOp>(
-      cast<RankedTensorType>(x.getType()).clone(element), x);
-  if (failed(result))
-    return failure();
-  n.setOutput(0, *result);
-  return success();
+  return n.setResult(n.createTyped<g::CastOp>( cast<RankedTensorType>(x.getType()).clone(element), x));
 }
 
 LogicalResult importCastLike(NodeImporter &n) {
   Value x = n.getInput(0);
   Type element = getElementTypeOrSelf(n.getInput(1).getType());
-  FailureOr<Value> result = n.createTyped<g::CastOp>(
-      cast<RankedTensorType>(x.getType()).clone(element), x);
-  if (failed(result))
-    return failure();
-  n.setOutput(0, *result);
-  return success();
+  return n.setResult(n.createTyped<g::CastOp>( cast<RankedTensorType>(x.getType()).clone(element), x));
 }
 
 LogicalResult importIdentity(NodeImporter &n) {
@@ -104,12 +78,7 @@ LogicalResult importIdentity(NodeImporter &n) {
 }
 
 LogicalResult importWhere(NodeImporter &n) {
-  FailureOr<Value> result =
-      n.create<g::WhereOp>({n.getInput(0), n.getInput(1), n.getInput(2)});
-  if (failed(result))
-    return failure();
-  n.setOutput(0, *result);
-  return success();
+  return n.setResult(n.create<g::WhereOp>({n.getInput(0), n.getInput(1), n.getInput(2)}));
 }
 
 /// A unary op carrying float attributes read from the node.
@@ -120,11 +89,7 @@ LogicalResult importUnaryWithAttrs(
   for (auto [name, defaultValue] : attrsAndDefaults)
     attrs.push_back(n.f64Attr(name, n.getAttrFloat(name, defaultValue)));
   Value x = n.getInput(0);
-  FailureOr<Value> result = n.createTyped<OpTy>(x.getType(), x, attrs);
-  if (failed(result))
-    return failure();
-  n.setOutput(0, *result);
-  return success();
+  return n.setResult(n.createTyped<OpTy>(x.getType(), x, attrs));
 }
 
 LogicalResult importClip(NodeImporter &n) {
@@ -185,12 +150,7 @@ LogicalResult importSelu(NodeImporter &n) {
       {n.f64Attr("alpha", n.getAttrFloat("alpha", 1.67326319217681884765625))});
   if (failed(elu))
     return failure();
-  FailureOr<Value> result = n.create<g::MulOp>(
-      {*elu, n.scalarLike(x, n.getAttrFloat("gamma", 1.05070102214813232421875))});
-  if (failed(result))
-    return failure();
-  n.setOutput(0, *result);
-  return success();
+  return n.setResult(n.create<g::MulOp>( {*elu, n.scalarLike(x, n.getAttrFloat("gamma", 1.05070102214813232421875))}));
 }
 
 } // namespace

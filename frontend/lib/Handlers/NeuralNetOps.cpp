@@ -9,13 +9,6 @@ namespace g = strata::graph;
 
 namespace {
 
-LogicalResult setResult(NodeImporter &n, FailureOr<Value> result) {
-  if (failed(result))
-    return failure();
-  n.setOutput(0, *result);
-  return success();
-}
-
 LogicalResult importMatMul(NodeImporter &n) {
   Value a = n.getInput(0), b = n.getInput(1);
   auto aType = cast<RankedTensorType>(a.getType());
@@ -44,9 +37,9 @@ LogicalResult importMatMul(NodeImporter &n) {
       shape.erase(shape.end() - 1);
     if (vecA)
       shape.erase(shape.end() - (vecB ? 1 : 2));
-    return setResult(n, n.reshape(*product, shape));
+    return n.setResult(n.reshape(*product, shape));
   }
-  return setResult(n, product);
+  return n.setResult(product);
 }
 
 LogicalResult importGemm(NodeImporter &n) {
@@ -90,7 +83,7 @@ LogicalResult importGemm(NodeImporter &n) {
     }
     y = n.create<g::AddOp>({*y, addend});
   }
-  return setResult(n, y);
+  return n.setResult(y);
 }
 
 LogicalResult importLayerNorm(NodeImporter &n) {
@@ -103,7 +96,7 @@ LogicalResult importLayerNorm(NodeImporter &n) {
   SmallVector<Value> operands{n.getInput(0), n.getInput(1)};
   if (n.hasInput(2))
     operands.push_back(n.getInput(2));
-  return setResult(n, n.create<g::LayerNormOp>(
+  return n.setResult(n.create<g::LayerNormOp>(
                           operands, {n.i64Attr("axis", axis),
                                      n.f64Attr("epsilon",
                                                n.getAttrFloat("epsilon", 1e-5))}));
@@ -171,7 +164,7 @@ LogicalResult importInstanceNorm(NodeImporter &n) {
   FailureOr<Value> scaled = n.create<g::MulOp>({*normalized, *scale});
   if (failed(scaled))
     return failure();
-  return setResult(n, n.create<g::AddOp>({*scaled, *bias}));
+  return n.setResult(n.create<g::AddOp>({*scaled, *bias}));
 }
 
 template <typename OpTy>
@@ -180,7 +173,7 @@ LogicalResult importSoftmax(NodeImporter &n) {
   int64_t axis = n.getAttrInt("axis", -1);
   if (axis < 0)
     axis += type.getRank();
-  return setResult(n, n.createTyped<OpTy>(type, n.getInput(0),
+  return n.setResult(n.createTyped<OpTy>(type, n.getInput(0),
                                           {n.i64Attr("axis", axis)}));
 }
 
@@ -277,8 +270,7 @@ LogicalResult importConv(NodeImporter &n) {
   SmallVector<Value> operands{n.getInput(0), n.getInput(1)};
   if (n.hasInput(2))
     operands.push_back(n.getInput(2));
-  return setResult(
-      n, n.create<g::ConvOp>(operands, {n.i64ArrayAttr("strides", strides),
+  return n.setResult(n.create<g::ConvOp>(operands, {n.i64ArrayAttr("strides", strides),
                                         n.i64ArrayAttr("pads", *pads),
                                         n.i64ArrayAttr("dilations", dilations),
                                         n.i64Attr("groups",
@@ -314,7 +306,7 @@ LogicalResult importPool(NodeImporter &n) {
     attrs.push_back(n.boolAttr("count_include_pad",
                                n.getAttrInt("count_include_pad", 0) != 0));
   }
-  return setResult(n, n.create<OpTy>({n.getInput(0)}, attrs));
+  return n.setResult(n.create<OpTy>({n.getInput(0)}, attrs));
 }
 
 template <typename OpTy>
@@ -322,7 +314,7 @@ LogicalResult importGlobalPool(NodeImporter &n) {
   int64_t rank = n.getInputType(0).getRank();
   if (rank < 3)
     return n.fail("input must have rank >= 3");
-  return setResult(n, n.create<OpTy>(
+  return n.setResult(n.create<OpTy>(
                           {n.getInput(0)},
                           {n.i64ArrayAttr("axes", llvm::to_vector(llvm::seq<int64_t>(2, rank))),
                            n.boolAttr("keepdims", true)}));
@@ -337,7 +329,7 @@ LogicalResult importSoftmaxCrossEntropy(NodeImporter &n) {
       n.getBuilder().getStringAttr(n.getAttrString("reduction", "mean")))};
   if (n.hasAttr("ignore_index"))
     attrs.push_back(n.i64Attr("ignore_index", n.getAttrInt("ignore_index", 0)));
-  if (failed(setResult(n, n.create<g::CrossEntropyOp>(operands, attrs))))
+  if (failed(n.setResult(n.create<g::CrossEntropyOp>(operands, attrs))))
     return failure();
   if (n.isOutputUsed(1)) {
     Value scores = n.getInput(0);

@@ -37,11 +37,7 @@ FailureOr<int64_t> normalizeAxis(NodeImporter &n, int64_t axis, int64_t rank) {
 }
 
 LogicalResult setReshaped(NodeImporter &n, Value x, ArrayRef<int64_t> shape) {
-  FailureOr<Value> result = n.reshape(x, shape);
-  if (failed(result))
-    return failure();
-  n.setOutput(0, *result);
-  return success();
+  return n.setResult(n.reshape(x, shape));
 }
 
 LogicalResult importReshape(NodeImporter &n) {
@@ -155,12 +151,7 @@ LogicalResult importTranspose(NodeImporter &n) {
   if (perm.empty())
     for (int64_t d = rank - 1; d >= 0; --d)
       perm.push_back(d);
-  FailureOr<Value> result =
-      n.create<g::TransposeOp>({n.getInput(0)}, {n.i64ArrayAttr("perm", perm)});
-  if (failed(result))
-    return failure();
-  n.setOutput(0, *result);
-  return success();
+  return n.setResult(n.create<g::TransposeOp>({n.getInput(0)}, {n.i64ArrayAttr("perm", perm)}));
 }
 
 LogicalResult importConcat(NodeImporter &n) {
@@ -171,12 +162,7 @@ LogicalResult importConcat(NodeImporter &n) {
   FailureOr<int64_t> axis = normalizeAxis(n, n.getAttrInt("axis", 0), rank);
   if (failed(axis))
     return failure();
-  FailureOr<Value> result =
-      n.create<g::ConcatOp>(inputs, {n.i64Attr("axis", *axis)});
-  if (failed(result))
-    return failure();
-  n.setOutput(0, *result);
-  return success();
+  return n.setResult(n.create<g::ConcatOp>(inputs, {n.i64Attr("axis", *axis)}));
 }
 
 LogicalResult importSplit(NodeImporter &n) {
@@ -273,14 +259,7 @@ LogicalResult importSlice(NodeImporter &n) {
     sizes[*axis] = size;
     strides[*axis] = step;
   }
-  FailureOr<Value> result = n.create<g::SliceOp>(
-      {n.getInput(0)}, {n.i64ArrayAttr("offsets", offsets),
-                        n.i64ArrayAttr("sizes", sizes),
-                        n.i64ArrayAttr("strides", strides)});
-  if (failed(result))
-    return failure();
-  n.setOutput(0, *result);
-  return success();
+  return n.setResult(n.create<g::SliceOp>( {n.getInput(0)}, {n.i64ArrayAttr("offsets", offsets), n.i64ArrayAttr("sizes", sizes), n.i64ArrayAttr("strides", strides)}));
 }
 
 LogicalResult importExpand(NodeImporter &n) {
@@ -292,12 +271,7 @@ LogicalResult importExpand(NodeImporter &n) {
       g::broadcastShapes(type.getShape(), *shape);
   if (!result)
     return n.fail("input does not broadcast to the requested shape");
-  FailureOr<Value> expanded =
-      n.createTyped<g::BroadcastToOp>(type.clone(*result), n.getInput(0));
-  if (failed(expanded))
-    return failure();
-  n.setOutput(0, *expanded);
-  return success();
+  return n.setResult(n.createTyped<g::BroadcastToOp>(type.clone(*result), n.getInput(0)));
 }
 
 LogicalResult importShape(NodeImporter &n) {
@@ -437,13 +411,7 @@ LogicalResult importTrilu(NodeImporter &n) {
     k = static_cast<int64_t>(*kValue);
   }
   Value x = n.getInput(0);
-  FailureOr<Value> result = n.createTyped<g::TriluOp>(
-      x.getType(), x,
-      {n.boolAttr("upper", n.getAttrInt("upper", 1) != 0), n.i64Attr("k", k)});
-  if (failed(result))
-    return failure();
-  n.setOutput(0, *result);
-  return success();
+  return n.setResult(n.createTyped<g::TriluOp>( x.getType(), x, {n.boolAttr("upper", n.getAttrInt("upper", 1) != 0), n.i64Attr("k", k)}));
 }
 
 /// The sorted, normalized axes of a Reduce* node; ReduceSum takes them as an
@@ -494,11 +462,7 @@ LogicalResult importReduce(NodeImporter &n, int64_t axesInputSince) {
     n.setOutput(0, n.getInput(0));
     return success();
   }
-  FailureOr<Value> result = buildReduce<OpTy>(n, n.getInput(0), *axes);
-  if (failed(result))
-    return failure();
-  n.setOutput(0, *result);
-  return success();
+  return n.setResult(buildReduce<OpTy>(n, n.getInput(0), *axes));
 }
 
 /// ReduceL2 = sqrt(sum(x * x)); ReduceMin = -max(-x).
@@ -517,11 +481,7 @@ LogicalResult importReduceL2(NodeImporter &n) {
       return failure();
     sum = *reduced;
   }
-  FailureOr<Value> result = n.createTyped<g::SqrtOp>(sum.getType(), sum);
-  if (failed(result))
-    return failure();
-  n.setOutput(0, *result);
-  return success();
+  return n.setResult(n.createTyped<g::SqrtOp>(sum.getType(), sum));
 }
 
 LogicalResult importReduceMin(NodeImporter &n) {
@@ -539,11 +499,7 @@ LogicalResult importReduceMin(NodeImporter &n) {
   FailureOr<Value> max = buildReduce<g::ReduceMaxOp>(n, *negated, *axes);
   if (failed(max))
     return failure();
-  FailureOr<Value> result = n.createTyped<g::NegOp>(max->getType(), *max);
-  if (failed(result))
-    return failure();
-  n.setOutput(0, *result);
-  return success();
+  return n.setResult(n.createTyped<g::NegOp>(max->getType(), *max));
 }
 
 /// ScatterND of compile-time tensors (exporters write position tables with
@@ -648,15 +604,7 @@ LogicalResult importPad(NodeImporter &n) {
   std::string mode = n.getAttrString("mode", "constant");
   if (mode != "constant" && mode != "reflect" && mode != "edge")
     return n.fail("pad mode '" + mode + "' is not supported");
-  FailureOr<Value> result = n.create<g::PadOp>(
-      {n.getInput(0)},
-      {n.i64ArrayAttr("pads", full),
-       n.attr("mode", n.getBuilder().getStringAttr(mode)),
-       n.f64Attr("value", value)});
-  if (failed(result))
-    return failure();
-  n.setOutput(0, *result);
-  return success();
+  return n.setResult(n.create<g::PadOp>( {n.getInput(0)}, {n.i64ArrayAttr("pads", full), n.attr("mode", n.getBuilder().getStringAttr(mode)), n.f64Attr("value", value)}));
 }
 
 } // namespace
