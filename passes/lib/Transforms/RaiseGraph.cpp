@@ -252,6 +252,27 @@ MaskKind classifyMask(ArrayRef<int64_t> shape,
   return MaskKind::Causal;
 }
 
+/// Fills of masked_fill / where at or below this act as -inf (see above).
+constexpr double kMaskFillThreshold = -1e9;
+
+/// True if every row (last dim) of a mask over [..., S, T] keeps a score.
+bool everyRowKeepsOne(ArrayRef<int64_t> shape,
+                      llvm::function_ref<bool(int64_t)> isMasked) {
+  if (shape.empty())
+    return !isMasked(0);
+  int64_t t = shape.back(), total = 1;
+  for (int64_t d : shape)
+    total *= d;
+  for (int64_t row = 0; row < total / std::max<int64_t>(t, 1); ++row) {
+    bool kept = false;
+    for (int64_t j = 0; j < t && !kept; ++j)
+      kept = !isMasked(row * t + j);
+    if (!kept)
+      return false;
+  }
+  return true;
+}
+
 struct SoftmaxToAttention : public OpRewritePattern<SoftmaxOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(SoftmaxOp softmax,
@@ -289,14 +310,21 @@ struct SoftmaxToAttention : public OpRewritePattern<SoftmaxOp> {
         return failure();
       bool maskWhereTrue;
       Value kept;
-      auto isNegInf = [](Value v) {
+      // -inf, or a fill so negative (torch.finfo(dtype).min, -1e9) that its
+      // exponent underflows to exactly 0 next to any kept score; the latter
+      // only while every row keeps a score (checked below).
+      bool finiteFill = false;
+      auto isMaskFill = [&](Value v) {
         std::optional<double> c = getSplatValue(v);
-        return c && std::isinf(*c) && *c < 0;
+        if (!c || *c > kMaskFillThreshold)
+          return false;
+        finiteFill = !std::isinf(*c);
+        return true;
       };
-      if (isNegInf(where.getLhs())) {
+      if (isMaskFill(where.getLhs())) {
         maskWhereTrue = true;
         kept = where.getRhs();
-      } else if (isNegInf(where.getRhs())) {
+      } else if (isMaskFill(where.getRhs())) {
         maskWhereTrue = false;
         kept = where.getLhs();
       } else {
@@ -309,6 +337,8 @@ struct SoftmaxToAttention : public OpRewritePattern<SoftmaxOp> {
       auto masked = [&](int64_t flat) {
         return values[cond.isSplat() ? 0 : flat] == maskWhereTrue;
       };
+      if (finiteFill && !everyRowKeepsOne(condShape, masked))
+        return failure();
       if (classifyMask(condShape, masked) == MaskKind::Causal) {
         causal = true;
       } else {

@@ -25,7 +25,9 @@ def RaiseGraphPass : Pass<"strata-raise-graph", "::mlir::func::FuncOp"> {
       and the tanh form into `gelu {approximate = "tanh"}`;
     - `softmax(q @ k^T * scale (+ mask | masked_fill(-inf))) [dropout] @ v`
       into `attention`, with `causal = true` when the mask is the constant
-      causal mask.
+      causal mask. A finite fill of at most -1e9 (torch.finfo(dtype).min)
+      counts as -inf when every row keeps at least one score: its exponent
+      then underflows to exactly 0, as -inf's does.
 
     Before:
     ```mlir
