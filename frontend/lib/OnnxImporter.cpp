@@ -564,9 +564,47 @@ Error ModelImporter::resolveInputShapes() {
 }
 
 Error ModelImporter::runShapeInference() {
-  // Infer on a copy whose inputs carry the resolved static shapes.
-  onnx::ModelProto copy = model;
+  // Infer on a copy whose inputs carry the resolved static shapes. Large
+  // initializers travel as typed inputs without data, so an inline model is
+  // not held twice; small ones keep their values for data propagation.
+  constexpr int64_t kPropagatedElements = 4096;
+  auto isLarge = [](const onnx::TensorProto &init) {
+    int64_t elements = 1;
+    for (int64_t d : init.dims())
+      elements *= d;
+    return elements > kPropagatedElements;
+  };
+  // Swap the large payloads out of the model around the copy (O(1) each).
+  std::vector<std::string> payloads;
+  for (auto &init : *model.mutable_graph()->mutable_initializer())
+    if (isLarge(init))
+      payloads.emplace_back().swap(*init.mutable_raw_data());
+  onnx::ModelProto copy;
+  copy.CopyFrom(model);
+  size_t next = 0;
+  for (auto &init : *model.mutable_graph()->mutable_initializer())
+    if (isLarge(init))
+      payloads[next++].swap(*init.mutable_raw_data());
+
   copy.mutable_graph()->clear_value_info();
+  auto *inits = copy.mutable_graph()->mutable_initializer();
+  for (int i = inits->size() - 1; i >= 0; --i) {
+    const onnx::TensorProto &init = inits->Get(i);
+    if (!isLarge(init))
+      continue;
+    bool listed = false;
+    for (const auto &input : copy.graph().input())
+      listed |= input.name() == init.name();
+    if (!listed) {
+      auto *input = copy.mutable_graph()->add_input();
+      input->set_name(init.name());
+      auto *tensorType = input->mutable_type()->mutable_tensor_type();
+      tensorType->set_elem_type(init.data_type());
+      for (int64_t d : init.dims())
+        tensorType->mutable_shape()->add_dim()->set_dim_value(d);
+    }
+    inits->DeleteSubrange(i, 1);
+  }
   for (auto &input : *copy.mutable_graph()->mutable_input()) {
     auto it = inputTypes.find(input.name());
     if (it == inputTypes.end())
@@ -610,12 +648,11 @@ static bool isDifferentiableEdge(const onnx::NodeProto &node, int input) {
   StringRef type = node.op_type();
   if (llvm::is_contained({"Shape", "Size", "Equal", "Less", "Greater",
                           "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or",
-                          "ConstantOfShape", "Range", "ArgMax", "ArgMin",
-                          "ScatterND"},
+                          "ConstantOfShape", "Range", "ScatterND"},
                          type))
     return false;
   if (llvm::is_contained({"Reshape", "Expand", "Unsqueeze", "Squeeze", "Split",
-                          "Tile", "Trilu", "Dropout", "ReduceSum",
+                          "Trilu", "Dropout", "ReduceSum", "CastLike",
                           "ReduceMean", "ReduceMax", "ReduceMin", "ReduceL2",
                           "Pad"},
                          type))

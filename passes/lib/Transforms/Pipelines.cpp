@@ -15,6 +15,9 @@ using namespace mlir;
 void strata::buildGraphPipeline(OpPassManager &pm,
                                 const GraphPipelineOptions &options) {
   pm.addPass(createCanonicalizerPass());
+  // Patterns match on value identity (the x of GELU, the x - mean of a
+  // LayerNorm), so common subexpressions are merged first.
+  pm.addPass(createCSEPass());
   RaiseGraphPassOptions raise;
   raise.fuseAttention = options.fuseAttention;
   pm.addNestedPass<func::FuncOp>(createRaiseGraphPass(raise));

@@ -228,6 +228,116 @@ struct TanhToGelu : public OpRewritePattern<TanhOp> {
 };
 
 //===----------------------------------------------------------------------===//
+// LayerNorm
+//===----------------------------------------------------------------------===//
+
+/// True if `axes` are the trailing dims [rank - k, rank).
+bool areTrailingAxes(ArrayRef<int64_t> axes, int64_t rank) {
+  if (axes.empty())
+    return false;
+  for (auto [i, axis] : llvm::enumerate(axes))
+    if (axis != rank - static_cast<int64_t>(axes.size()) + static_cast<int64_t>(i))
+      return false;
+  return true;
+}
+
+/// (x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) [* scale] [+ bias] over
+/// trailing axes -> layer_norm(x, scale, bias). Also with the reciprocal
+/// square root multiplied in. A missing scale becomes a constant of ones.
+struct DecomposedLayerNorm : public OpRewritePattern<SqrtOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(SqrtOp sqrt,
+                                PatternRewriter &rewriter) const override {
+    auto shifted = sqrt.getInput().getDefiningOp<AddOp>();
+    if (!shifted)
+      return failure();
+    Value var;
+    std::optional<double> eps;
+    for (int i = 0; i < 2 && !eps; ++i)
+      if ((eps = getSplatValue(shifted->getOperand(1 - i))))
+        var = shifted->getOperand(i);
+    auto varMean = var ? var.getDefiningOp<ReduceMeanOp>() : nullptr;
+    if (!eps || *eps < 0 || !varMean || !varMean.getKeepdims())
+      return failure();
+    Value squared = varMean.getInput();
+    Value centered;
+    if (auto mul = squared.getDefiningOp<MulOp>()) {
+      if (mul.getLhs() == mul.getRhs())
+        centered = mul.getLhs();
+    } else if (auto pow = squared.getDefiningOp<PowOp>()) {
+      if (isSplatNear(pow.getRhs(), 2.0))
+        centered = pow.getLhs();
+    }
+    auto sub = centered ? centered.getDefiningOp<SubOp>() : nullptr;
+    auto mean = sub ? sub.getRhs().getDefiningOp<ReduceMeanOp>() : nullptr;
+    if (!mean || mean.getInput() != sub.getLhs() || !mean.getKeepdims() ||
+        mean.getAxes() != varMean.getAxes())
+      return failure();
+    Value x = sub.getLhs();
+    auto xType = cast<RankedTensorType>(x.getType());
+    if (centered.getType() != xType ||
+        !areTrailingAxes(mean.getAxes(), xType.getRank()))
+      return failure();
+
+    // centered / sqrt, or centered * reciprocal(sqrt).
+    Operation *normalized = nullptr;
+    for (Operation *user : sqrt->getUsers()) {
+      if (auto div = dyn_cast<DivOp>(user);
+          div && div.getLhs() == centered && div.getRhs() == sqrt.getResult())
+        normalized = div;
+      // reciprocal(sqrt) or 1 / sqrt, multiplied in.
+      Value inverse;
+      if (auto rec = dyn_cast<ReciprocalOp>(user))
+        inverse = rec.getResult();
+      if (auto div = dyn_cast<DivOp>(user);
+          div && div.getRhs() == sqrt.getResult() &&
+          isSplatNear(div.getLhs(), 1.0))
+        inverse = div.getResult();
+      if (inverse)
+        for (Operation *inverseUser : inverse.getUsers())
+          if (auto mul = dyn_cast<MulOp>(inverseUser);
+              mul && otherOperand(mul, inverse) == centered)
+            normalized = mul;
+    }
+    if (!normalized || normalized->getResult(0).getType() != xType)
+      return failure();
+
+    int64_t axis = mean.getAxes().front();
+    ArrayRef<int64_t> paramShape = xType.getShape().drop_front(axis);
+    auto isParamShaped = [&](Value v) {
+      return cast<RankedTensorType>(v.getType()).getShape() == paramShape;
+    };
+    Operation *root = normalized;
+    Value scale, bias;
+    if (auto mul = getSingleUser<MulOp>(root->getResult(0))) {
+      Value other = otherOperand(mul, root->getResult(0));
+      if (isParamShaped(other) && mul.getType() == xType) {
+        scale = other;
+        root = mul;
+      }
+    }
+    if (auto add = getSingleUser<AddOp>(root->getResult(0))) {
+      Value other = otherOperand(add, root->getResult(0));
+      if (isParamShaped(other) && add.getType() == xType) {
+        bias = other;
+        root = add;
+      }
+    }
+    Location loc = root->getLoc();
+    if (!scale) {
+      auto type = RankedTensorType::get(paramShape, xType.getElementType());
+      scale = rewriter.create<ConstantOp>(
+          loc, DenseElementsAttr::get(
+                   type, rewriter.getFloatAttr(xType.getElementType(), 1.0)));
+    }
+    rewriter.replaceOpWithNewOp<LayerNormOp>(
+        root, xType, x, scale, bias, rewriter.getI64IntegerAttr(axis),
+        rewriter.getF64FloatAttr(*eps));
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
 // Attention
 //===----------------------------------------------------------------------===//
 
@@ -477,8 +587,8 @@ struct RaiseGraphPass
         return signalPassFailure();
     }
     RewritePatternSet patterns(context);
-    patterns.add<MatmulToLinear, FoldBiasIntoLinear, ErfToGelu, TanhToGelu>(
-        context);
+    patterns.add<MatmulToLinear, FoldBiasIntoLinear, ErfToGelu, TanhToGelu,
+                 DecomposedLayerNorm>(context);
     ReshapeOp::getCanonicalizationPatterns(patterns, context);
     TransposeOp::getCanonicalizationPatterns(patterns, context);
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))

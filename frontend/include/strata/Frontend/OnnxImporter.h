@@ -22,9 +22,11 @@
 
 namespace strata::frontend {
 
-/// The ONNX default-domain opsets the importer understands.
+/// The ONNX default-domain opsets the importer understands: from the one
+/// where axes became inputs to the newest that Debian's ONNX 1.12 (its
+/// checker and shape inference) knows.
 inline constexpr int64_t kMinOpset = 13;
-inline constexpr int64_t kMaxOpset = 18;
+inline constexpr int64_t kMaxOpset = 17;
 
 struct ImportOptions {
   /// Static shapes for graph inputs, by name (`--input-shape name=8x64`).

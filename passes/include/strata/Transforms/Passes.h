@@ -21,8 +21,8 @@ struct GraphPipelineOptions
 };
 
 /// The cleanup run on every imported module, in order: canonicalize (folds
-/// what the importer left), raise patterns into single ops, canonicalize and
-/// CSE. `strata-compile --emit=graph` prints its result;
+/// what the importer left), CSE, raise patterns into single ops, canonicalize
+/// and CSE. `strata-compile --emit=graph` prints its result;
 /// `strata-opt --strata-graph-pipeline` runs the same sequence.
 void buildGraphPipeline(mlir::OpPassManager &pm,
                         const GraphPipelineOptions &options);

@@ -15,7 +15,7 @@ include "mlir/Pass/PassBase.td"
 //===----------------------------------------------------------------------===//
 
 def RaiseGraphPass : Pass<"strata-raise-graph", "::mlir::func::FuncOp"> {
-  let summary = "Recognise linear, GELU and attention patterns as single ops";
+  let summary = "Recognise linear, GELU, LayerNorm and attention as single ops";
   let description = [{
     Exporters decompose the modules a user wrote; the passes after import
     want them whole. This pass rewrites:
@@ -23,6 +23,9 @@ def RaiseGraphPass : Pass<"strata-raise-graph", "::mlir::func::FuncOp"> {
       `add` of a rank-1 bias and a `transpose` of the weight;
     - `0.5 * x * (1 + erf(x / sqrt(2)))` into `gelu {approximate = "none"}`
       and the tanh form into `gelu {approximate = "tanh"}`;
+    - a hand-written layer norm, `(x - mean(x)) / sqrt(var(x) + eps)
+      [* scale] [+ bias]` over trailing axes (also with a reciprocal square
+      root), into `layer_norm`;
     - `softmax(q @ k^T * scale (+ mask | masked_fill(-inf))) [dropout] @ v`
       into `attention`, with `causal = true` when the mask is the constant
       causal mask. A finite fill of at most -1e9 (torch.finfo(dtype).min)

@@ -34,9 +34,10 @@ class Graph_Op<string mnemonic, list<Trait> traits = []>
 // Type constraints
 //===----------------------------------------------------------------------===//
 
-def Graph_FloatTensor : RankedTensorOf<[AnyFloat]>;
-def Graph_IntTensor : RankedTensorOf<[AnySignlessInteger]>;
-def Graph_BoolTensor : RankedTensorOf<[I1]>;
-def Graph_Tensor : RankedTensorOf<[AnyType]>;
+// Every shape is static: the importer resolves each dimension or fails.
+def Graph_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
+def Graph_IntTensor : StaticShapeTensorOf<[AnySignlessInteger]>;
+def Graph_BoolTensor : StaticShapeTensorOf<[I1]>;
+def Graph_Tensor : StaticShapeTensorOf<[AnyType]>;
 
 #endif // STRATA_DIALECT_GRAPH_IR_GRAPHBASE_TD

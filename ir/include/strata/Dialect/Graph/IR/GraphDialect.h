@@ -15,9 +15,11 @@
 
 namespace strata::graph {
 
-/// Argument and function attribute names shared by the importer and passes.
-/// `graph.role` is one of "parameter", "buffer" or "input"; `graph.name` is
-/// the ONNX initializer or graph input the argument came from.
+/// Argument and result attribute names shared by the importer and passes.
+/// On arguments `graph.role` is "input", "parameter" or "buffer"; on results
+/// it is "output" or "buffer" (a buffer's new value). `graph.name` is the
+/// ONNX graph input, initializer or output the value stands for. The module
+/// carries the ONNX graph's name as `graph.model`.
 inline constexpr llvm::StringLiteral kRoleAttrName = "graph.role";
 inline constexpr llvm::StringLiteral kNameAttrName = "graph.name";
 /// Function attribute: the ONNX names of the results, in order.
