@@ -13,3 +13,4 @@ config.test_exec_root = os.path.join(config.strata_obj_root, "tests", "lit")
 config.environment["PATH"] = os.pathsep.join(
     [config.strata_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
 config.substitutions.append(("%models", os.path.join(config.strata_src_root, "models")))
+config.substitutions.append(("%strata_src", config.strata_src_root))
