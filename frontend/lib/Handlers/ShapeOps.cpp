@@ -110,6 +110,8 @@ LogicalResult importUnsqueeze(NodeImporter &n) {
     FailureOr<int64_t> a = normalizeAxis(n, axis, rank);
     if (failed(a))
       return failure();
+    if (inserted[*a])
+      return n.fail("axis " + std::to_string(axis) + " repeats");
     inserted[*a] = true;
   }
   SmallVector<int64_t> shape;

@@ -344,11 +344,13 @@ struct DecomposedLayerNorm : public OpRewritePattern<SqrtOp> {
 /// What a constant mask of the scores means.
 enum class MaskKind { NotConstant, Causal, Other };
 
-/// Classifies a constant "masked" predicate over [..., S, T]: `isMasked`
-/// tells, for a flat index, whether that score is hidden.
-MaskKind classifyMask(ArrayRef<int64_t> shape,
+/// Classifies a constant "masked" predicate of `shape` that broadcasts to the
+/// scores `scores` = [..., S, T]: `isMasked` tells, for a flat index, whether
+/// that score is hidden. Causal needs the mask to span [S, T] itself.
+MaskKind classifyMask(ArrayRef<int64_t> shape, ArrayRef<int64_t> scores,
                       llvm::function_ref<bool(int64_t)> isMasked) {
-  if (shape.size() < 2)
+  if (shape.size() < 2 || scores.size() < 2 ||
+      shape.take_back(2) != scores.take_back(2))
     return MaskKind::Other;
   int64_t s = shape[shape.size() - 2], t = shape.back();
   int64_t total = 1;
@@ -449,7 +451,8 @@ struct SoftmaxToAttention : public OpRewritePattern<SoftmaxOp> {
       };
       if (finiteFill && !everyRowKeepsOne(condShape, masked))
         return failure();
-      if (classifyMask(condShape, masked) == MaskKind::Causal) {
+      if (classifyMask(condShape, scoresType.getShape(), masked) ==
+          MaskKind::Causal) {
         causal = true;
       } else {
         // An additive 0 / -inf mask of the condition's shape.
@@ -492,8 +495,8 @@ struct SoftmaxToAttention : public OpRewritePattern<SoftmaxOp> {
           return v.isZero() || (v.isInfinity() && v.isNegative());
         });
         if (zeroElsewhere &&
-            classifyMask(constMask.getType().getShape(), masked) ==
-                MaskKind::Causal) {
+            classifyMask(constMask.getType().getShape(), scoresType.getShape(),
+                         masked) == MaskKind::Causal) {
           causal = true;
           mask = nullptr;
         }

@@ -61,6 +61,8 @@ SmallVector<int64_t> broadcastIndexMap(ArrayRef<int64_t> inShape,
 /// (or zero where map[i] < 0).
 DenseElementsAttr remapElements(DenseElementsAttr in, RankedTensorType type,
                                 ArrayRef<int64_t> map) {
+  if (map.empty())
+    return DenseElementsAttr::get(type, ArrayRef<Attribute>());
   if (in.isSplat() && llvm::all_of(map, [](int64_t i) { return i >= 0; }))
     return in.resizeSplat(type);
   if (auto floatType = dyn_cast<FloatType>(in.getElementType())) {
@@ -96,6 +98,8 @@ Attribute foldElementwise(ArrayRef<DenseElementsAttr> operands,
                           RankedTensorType type, Fn compute) {
   if (type.getNumElements() > kMaxFoldElements)
     return {};
+  if (type.getNumElements() == 0)
+    return DenseElementsAttr::get(type, ArrayRef<Attribute>());
   SmallVector<SmallVector<T>> values;
   SmallVector<SmallVector<int64_t>> maps;
   for (DenseElementsAttr operand : operands) {
@@ -299,6 +303,8 @@ OpFoldResult WhereOp::fold(FoldAdaptor adaptor) {
   RankedTensorType type = getType();
   if (type.getNumElements() > kMaxFoldElements)
     return {};
+  if (type.getNumElements() == 0)
+    return DenseElementsAttr::get(type, ArrayRef<Attribute>());
   SmallVector<bool> c(cond.getValues<bool>());
   SmallVector<int64_t> condMap =
       broadcastIndexMap(cond.getType().getShape(), type.getShape());

@@ -76,15 +76,6 @@ LogicalResult strata::graph::inferBroadcastResultType(
   return success();
 }
 
-/// Normalizes `axis` into [0, rank) or fails.
-static FailureOr<int64_t> normalizeAxis(std::optional<Location> location,
-                                        int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
-    return emitOptionalError(location, "axis ", axis,
-                             " is out of range for rank ", rank);
-  return axis < 0 ? axis + rank : axis;
-}
-
 //===----------------------------------------------------------------------===//
 // ConstantOp
 //===----------------------------------------------------------------------===//
@@ -239,6 +230,8 @@ LogicalResult BatchNormOp::inferReturnTypes(MLIRContext *context,
   double momentum = adaptor.getMomentumAttr().getValueAsDouble();
   if (momentum < 0 || momentum > 1)
     return emitOptionalError(location, "momentum must be in [0, 1]");
+  if (adaptor.getEpsilonAttr().getValueAsDouble() < 0)
+    return emitOptionalError(location, "epsilon must be >= 0");
   auto stat = RankedTensorType::get({channels}, input.getElementType());
   inferred.append({input, stat, stat});
   return success();
