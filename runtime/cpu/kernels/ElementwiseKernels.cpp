@@ -1,0 +1,291 @@
+//===- ElementwiseKernels.cpp - Elementwise ops on the CPU ----------------===//
+//
+// graph.neg ... graph.where: unary math, binary arithmetic and comparisons
+// with numpy broadcasting, select and cast. Float math is evaluated in the
+// element type except where PyTorch's own CPU kernel evaluates in a wider
+// one; the formulas follow PyTorch's (softplus threshold, GELU forms, NaN
+// propagation of max/min).
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuKernels.h"
+#include "kernels/KernelUtils.h"
+
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+namespace strata::runtime::cpu {
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Unary
+//===----------------------------------------------------------------------===//
+
+/// Registers a float unary op whose formula gets the element and the attrs.
+template <typename Formula>
+void addFloatUnary(KernelRegistry &r, std::string op, Formula formula) {
+  r.add(op, [op, formula](KernelContext &ctx) -> Status {
+    if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+      return s;
+    const TensorView &x = ctx.inputs[0];
+    TensorView &y = ctx.outputs[0];
+    return dispatchFloat(x.dtype, op, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      const T *in = x.as<T>();
+      T *out = y.as<T>();
+      for (int64_t i = 0, n = x.numel(); i < n; ++i)
+        out[i] = formula(in[i], ctx.attrs);
+      return Status::ok();
+    });
+  });
+}
+
+template <typename T> T geluExact(T x) {
+  return x * T(0.5) * (T(1) + std::erf(x * T(M_SQRT1_2)));
+}
+
+template <typename T> T geluTanh(T x) {
+  const T kBeta = T(M_SQRT2 * M_2_SQRTPI * 0.5); // sqrt(2 / pi)
+  const T kKappa = T(0.044715);
+  T inner = kBeta * (x + kKappa * x * x * x);
+  return T(0.5) * x * (T(1) + std::tanh(inner));
+}
+
+void registerUnary(KernelRegistry &r) {
+  using A = const KernelAttrs &;
+  addFloatUnary(r, "graph.exp", [](auto x, A) { return std::exp(x); });
+  addFloatUnary(r, "graph.log", [](auto x, A) { return std::log(x); });
+  addFloatUnary(r, "graph.sqrt", [](auto x, A) { return std::sqrt(x); });
+  addFloatUnary(r, "graph.reciprocal", [](auto x, A) {
+    return decltype(x)(1) / x;
+  });
+  addFloatUnary(r, "graph.tanh", [](auto x, A) { return std::tanh(x); });
+  addFloatUnary(r, "graph.erf", [](auto x, A) { return std::erf(x); });
+  addFloatUnary(r, "graph.sin", [](auto x, A) { return std::sin(x); });
+  addFloatUnary(r, "graph.cos", [](auto x, A) { return std::cos(x); });
+  addFloatUnary(r, "graph.relu", [](auto x, A) {
+    // NaN stays NaN, as in PyTorch.
+    return x > 0 || x != x ? x : decltype(x)(0);
+  });
+  addFloatUnary(r, "graph.sigmoid", [](auto x, A) {
+    using T = decltype(x);
+    return T(1) / (T(1) + std::exp(-x));
+  });
+  addFloatUnary(r, "graph.softplus", [](auto x, A) {
+    // PyTorch: beta 1, threshold 20 (linear above).
+    using T = decltype(x);
+    return x > T(20) ? x : std::log1p(std::exp(x));
+  });
+  addFloatUnary(r, "graph.gelu", [](auto x, A attrs) {
+    return attrs.getString("approximate", "none") == "tanh" ? geluTanh(x)
+                                                             : geluExact(x);
+  });
+  addFloatUnary(r, "graph.leaky_relu", [](auto x, A attrs) {
+    using T = decltype(x);
+    return x > 0 ? x : x * T(attrs.getFloat("alpha", 0.01));
+  });
+  addFloatUnary(r, "graph.elu", [](auto x, A attrs) {
+    using T = decltype(x);
+    return x > 0 ? x : T(attrs.getFloat("alpha", 1.0)) * std::expm1(x);
+  });
+  addFloatUnary(r, "graph.hard_sigmoid", [](auto x, A attrs) {
+    using T = decltype(x);
+    T v = T(attrs.getFloat("alpha", 0.2)) * x + T(attrs.getFloat("beta", 0.5));
+    return std::min(std::max(v, T(0)), T(1));
+  });
+  addFloatUnary(r, "graph.hard_swish", [](auto x, A) {
+    using T = decltype(x);
+    return x * std::min(std::max(x + T(3), T(0)), T(6)) / T(6);
+  });
+  addFloatUnary(r, "graph.clip", [](auto x, A attrs) {
+    using T = decltype(x);
+    if (x != x)
+      return x;
+    if (attrs.has("min"))
+      x = std::max(x, T(attrs.getFloat("min")));
+    if (attrs.has("max"))
+      x = std::min(x, T(attrs.getFloat("max")));
+    return x;
+  });
+
+  // neg and abs also take integers.
+  for (std::string op : {"graph.neg", "graph.abs"}) {
+    bool isNeg = op == "graph.neg";
+    r.add(op, [op, isNeg](KernelContext &ctx) -> Status {
+      if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+        return s;
+      const TensorView &x = ctx.inputs[0];
+      return dispatchAll(x.dtype, op, [&](auto tag) -> Status {
+        using T = decltype(tag);
+        const T *in = x.as<T>();
+        T *out = ctx.outputs[0].as<T>();
+        for (int64_t i = 0, n = x.numel(); i < n; ++i)
+          out[i] = isNeg ? T(-in[i]) : (in[i] < 0 ? T(-in[i]) : in[i]);
+        return Status::ok();
+      });
+    });
+  }
+  r.add("graph.not", [](KernelContext &ctx) -> Status {
+    if (Status s = checkArity(ctx, "graph.not", 1, 1, 1); !s)
+      return s;
+    const uint8_t *in = ctx.inputs[0].as<uint8_t>();
+    uint8_t *out = ctx.outputs[0].as<uint8_t>();
+    for (int64_t i = 0, n = ctx.inputs[0].numel(); i < n; ++i)
+      out[i] = in[i] ? 0 : 1;
+    return Status::ok();
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Cast
+//===----------------------------------------------------------------------===//
+
+template <typename To, typename From> To castElement(From v) {
+  if constexpr (std::is_same_v<To, uint8_t>) // i1
+    return v != From(0) ? 1 : 0;
+  else
+    return static_cast<To>(v); // float -> int truncates toward zero
+}
+
+Status castKernel(KernelContext &ctx) {
+  if (Status s = checkArity(ctx, "graph.cast", 1, 1, 1); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0];
+  TensorView &y = ctx.outputs[0];
+  return dispatchAll(x.dtype, "graph.cast", [&](auto fromTag) -> Status {
+    using From = decltype(fromTag);
+    return dispatchAll(y.dtype, "graph.cast", [&](auto toTag) -> Status {
+      using To = decltype(toTag);
+      const From *in = x.as<From>();
+      To *out = y.as<To>();
+      for (int64_t i = 0, n = x.numel(); i < n; ++i)
+        out[i] = castElement<To>(in[i]);
+      return Status::ok();
+    });
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Binary with broadcasting
+//===----------------------------------------------------------------------===//
+
+/// Applies `fn(a, b)` over the broadcast of inputs 0 and 1 into output 0;
+/// the output element type is `Out` (the input type, or uint8_t for i1).
+template <typename In, typename Out, typename Fn>
+void broadcastBinary(const TensorView &a, const TensorView &b, TensorView &y,
+                     Fn fn) {
+  const In *pa = a.as<In>();
+  const In *pb = b.as<In>();
+  Out *out = y.as<Out>();
+  int64_t n = y.numel();
+  if (sameShape(a, y) && sameShape(b, y)) {
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = fn(pa[i], pb[i]);
+  } else if (sameShape(a, y) && b.numel() == 1) {
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = fn(pa[i], pb[0]);
+  } else {
+    std::vector<int64_t> ma = broadcastIndexMap(a.shape, y.shape);
+    std::vector<int64_t> mb = broadcastIndexMap(b.shape, y.shape);
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = fn(pa[ma[i]], pb[mb[i]]);
+  }
+}
+
+template <typename Fn>
+void addArithmetic(KernelRegistry &r, std::string op, bool floatOnly, Fn fn) {
+  r.add(op, [op, floatOnly, fn](KernelContext &ctx) -> Status {
+    if (Status s = checkArity(ctx, op, 2, 2, 1); !s)
+      return s;
+    const TensorView &a = ctx.inputs[0];
+    auto body = [&](auto tag) -> Status {
+      using T = decltype(tag);
+      broadcastBinary<T, T>(a, ctx.inputs[1], ctx.outputs[0], fn);
+      return Status::ok();
+    };
+    return floatOnly ? dispatchFloat(a.dtype, op, body)
+                     : dispatchAll(a.dtype, op, body);
+  });
+}
+
+template <typename Fn>
+void addComparison(KernelRegistry &r, std::string op, Fn fn) {
+  r.add(op, [op, fn](KernelContext &ctx) -> Status {
+    if (Status s = checkArity(ctx, op, 2, 2, 1); !s)
+      return s;
+    return dispatchAll(ctx.inputs[0].dtype, op, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      broadcastBinary<T, uint8_t>(ctx.inputs[0], ctx.inputs[1], ctx.outputs[0],
+                                  [&](T a, T b) -> uint8_t {
+                                    return fn(a, b) ? 1 : 0;
+                                  });
+      return Status::ok();
+    });
+  });
+}
+
+template <typename T> T nanMax(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>)
+    if (a != a || b != b)
+      return std::numeric_limits<T>::quiet_NaN();
+  return a > b ? a : b;
+}
+
+template <typename T> T nanMin(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>)
+    if (a != a || b != b)
+      return std::numeric_limits<T>::quiet_NaN();
+  return a < b ? a : b;
+}
+
+template <typename T> T divide(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>)
+    return a / b;
+  else
+    return b == 0 ? T(0) : T(a / b); // truncation, as the folder does
+}
+
+void registerBinary(KernelRegistry &r) {
+  addArithmetic(r, "graph.add", false, [](auto a, auto b) { return decltype(a)(a + b); });
+  addArithmetic(r, "graph.sub", false, [](auto a, auto b) { return decltype(a)(a - b); });
+  addArithmetic(r, "graph.mul", false, [](auto a, auto b) { return decltype(a)(a * b); });
+  addArithmetic(r, "graph.div", false, [](auto a, auto b) { return divide(a, b); });
+  addArithmetic(r, "graph.pow", true, [](auto a, auto b) { return std::pow(a, b); });
+  addArithmetic(r, "graph.max", false, [](auto a, auto b) { return nanMax(a, b); });
+  addArithmetic(r, "graph.min", false, [](auto a, auto b) { return nanMin(a, b); });
+  addArithmetic(r, "graph.and", false, [](auto a, auto b) { return decltype(a)(a && b); });
+  addArithmetic(r, "graph.or", false, [](auto a, auto b) { return decltype(a)(a || b); });
+  addComparison(r, "graph.equal", [](auto a, auto b) { return a == b; });
+  addComparison(r, "graph.less", [](auto a, auto b) { return a < b; });
+  addComparison(r, "graph.greater", [](auto a, auto b) { return a > b; });
+
+  r.add("graph.where", [](KernelContext &ctx) -> Status {
+    if (Status s = checkArity(ctx, "graph.where", 3, 3, 1); !s)
+      return s;
+    const TensorView &c = ctx.inputs[0], &a = ctx.inputs[1], &b = ctx.inputs[2];
+    TensorView &y = ctx.outputs[0];
+    std::vector<int64_t> mc = broadcastIndexMap(c.shape, y.shape);
+    std::vector<int64_t> ma = broadcastIndexMap(a.shape, y.shape);
+    std::vector<int64_t> mb = broadcastIndexMap(b.shape, y.shape);
+    const uint8_t *pc = c.as<uint8_t>();
+    return dispatchAll(a.dtype, "graph.where", [&](auto tag) -> Status {
+      using T = decltype(tag);
+      const T *pa = a.as<T>(), *pb = b.as<T>();
+      T *out = y.as<T>();
+      for (int64_t i = 0, n = y.numel(); i < n; ++i)
+        out[i] = pc[mc[i]] ? pa[ma[i]] : pb[mb[i]];
+      return Status::ok();
+    });
+  });
+}
+
+} // namespace
+
+void registerElementwiseKernels(KernelRegistry &registry) {
+  registerUnary(registry);
+  registerBinary(registry);
+  registry.add("graph.cast", castKernel);
+}
+
+} // namespace strata::runtime::cpu

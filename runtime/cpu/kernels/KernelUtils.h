@@ -1,0 +1,102 @@
+//===- KernelUtils.h - Shared helpers of the CPU kernels --------*- C++ -*-===//
+//
+// Private to runtime/cpu: element-type dispatch, arity checks and numpy
+// broadcasting. Float kernels are instantiated for float and double (double
+// serves gradient checks by finite differences); i1 is stored as uint8_t.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_RUNTIME_CPU_KERNELUTILS_H
+#define STRATA_RUNTIME_CPU_KERNELUTILS_H
+
+#include "strata/Runtime/Kernel.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace strata::runtime::cpu {
+
+/// Calls fn(T{}) with T the C++ type of float dtype `t` (f32, f64).
+template <typename Fn>
+Status dispatchFloat(DType t, std::string_view op, Fn &&fn) {
+  switch (t) {
+  case DType::F32:
+    return fn(float{});
+  case DType::F64:
+    return fn(double{});
+  default:
+    return Status::error(std::string(op) + ": element type " +
+                         std::string(name(t)) + " is not supported");
+  }
+}
+
+/// Calls fn(T{}) for every storable dtype (i1 as uint8_t).
+template <typename Fn>
+Status dispatchAll(DType t, std::string_view op, Fn &&fn) {
+  switch (t) {
+  case DType::F32: return fn(float{});
+  case DType::F64: return fn(double{});
+  case DType::I64: return fn(int64_t{});
+  case DType::I32: return fn(int32_t{});
+  case DType::I16: return fn(int16_t{});
+  case DType::I8: return fn(int8_t{});
+  case DType::I1: return fn(uint8_t{});
+  default:
+    return Status::error(std::string(op) + ": element type " +
+                         std::string(name(t)) + " is not supported");
+  }
+}
+
+/// Checks the number of inputs (within [minIn, maxIn]) and outputs.
+inline Status checkArity(const KernelContext &ctx, std::string_view op,
+                         size_t minIn, size_t maxIn, size_t outs) {
+  if (ctx.inputs.size() < minIn || ctx.inputs.size() > maxIn ||
+      ctx.outputs.size() != outs)
+    return Status::error(std::string(op) + ": expected " +
+                         std::to_string(minIn) +
+                         (minIn == maxIn ? "" : ".." + std::to_string(maxIn)) +
+                         " inputs and " + std::to_string(outs) +
+                         " outputs, got " + std::to_string(ctx.inputs.size()) +
+                         " and " + std::to_string(ctx.outputs.size()));
+  return Status::ok();
+}
+
+/// For every flat index of `out`, the flat index of `in` it reads under numpy
+/// broadcasting (`in` right-aligned against `out`).
+inline std::vector<int64_t> broadcastIndexMap(const std::vector<int64_t> &in,
+                                              const std::vector<int64_t> &out) {
+  int64_t total = 1;
+  for (int64_t d : out)
+    total *= d;
+  std::vector<int64_t> map(total);
+  std::vector<int64_t> inStrides = rowMajorStrides(in);
+  size_t offset = out.size() - in.size();
+  // Odometer over the output coordinates.
+  std::vector<int64_t> coord(out.size(), 0);
+  int64_t src = 0;
+  for (int64_t flat = 0; flat < total; ++flat) {
+    map[flat] = src;
+    for (int64_t d = static_cast<int64_t>(out.size()) - 1; d >= 0; --d) {
+      bool broadcast = d < static_cast<int64_t>(offset) || in[d - offset] == 1;
+      int64_t step = broadcast ? 0 : inStrides[d - offset];
+      if (++coord[d] < out[d]) {
+        src += step;
+        break;
+      }
+      src -= step * (out[d] - 1);
+      coord[d] = 0;
+    }
+  }
+  return map;
+}
+
+/// True if `in` has the shape of `out` (no broadcasting needed).
+inline bool sameShape(const TensorView &a, const TensorView &b) {
+  return a.shape == b.shape;
+}
+
+} // namespace strata::runtime::cpu
+
+#endif // STRATA_RUNTIME_CPU_KERNELUTILS_H

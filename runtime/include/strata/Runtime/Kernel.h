@@ -1,0 +1,104 @@
+//===- Kernel.h - Kernels and their registry --------------------*- C++ -*-===//
+//
+// A kernel computes one graph-dialect op (or gradient op) on tensor views.
+// Kernels are registered by the op's name ("graph.linear"); an instruction in
+// the artifact names the op, its operand and result tensors and its
+// attributes, so codegen can serialize any op without a per-op case.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_RUNTIME_KERNEL_H
+#define STRATA_RUNTIME_KERNEL_H
+
+#include "strata/Runtime/Tensor.h"
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace strata::runtime {
+
+/// Success, or one line saying what is wrong.
+class Status {
+public:
+  static Status ok() { return Status(); }
+  static Status error(std::string message) { return Status(std::move(message)); }
+  bool isOk() const { return !message_.has_value(); }
+  explicit operator bool() const { return isOk(); }
+  const std::string &message() const {
+    static const std::string empty;
+    return message_ ? *message_ : empty;
+  }
+
+private:
+  Status() = default;
+  explicit Status(std::string m) : message_(std::move(m)) {}
+  std::optional<std::string> message_;
+};
+
+/// An op attribute as codegen writes it: integers (i64 attrs and bools),
+/// floats (f64 attrs), strings, and integer lists (DenseI64ArrayAttr).
+using AttrValue = std::variant<int64_t, double, std::string, std::vector<int64_t>>;
+
+class KernelAttrs {
+public:
+  void set(std::string name, AttrValue value) {
+    values_[std::move(name)] = std::move(value);
+  }
+  bool has(std::string_view name) const { return find(name) != nullptr; }
+  int64_t getInt(std::string_view name, int64_t defaultValue = 0) const;
+  bool getBool(std::string_view name, bool defaultValue = false) const {
+    return getInt(name, defaultValue ? 1 : 0) != 0;
+  }
+  double getFloat(std::string_view name, double defaultValue = 0.0) const;
+  std::string getString(std::string_view name,
+                        std::string_view defaultValue = "") const;
+  std::vector<int64_t> getInts(std::string_view name) const;
+
+private:
+  const AttrValue *find(std::string_view name) const;
+  std::map<std::string, AttrValue, std::less<>> values_;
+};
+
+/// Everything a kernel sees of one instruction. An absent optional operand
+/// (a linear without bias) is simply not in `inputs`.
+struct KernelContext {
+  std::span<const TensorView> inputs;
+  std::span<TensorView> outputs;
+  const KernelAttrs &attrs;
+  /// Seed of this instruction's random stream (dropout); codegen derives it
+  /// from the run's seed, the step and the instruction, so a replay draws
+  /// the same masks.
+  uint64_t seed = 0;
+};
+
+using KernelFn = std::function<Status(KernelContext &)>;
+
+/// Kernels by op name, one registry per backend.
+class KernelRegistry {
+public:
+  void add(std::string opName, KernelFn fn) {
+    kernels_[std::move(opName)] = std::move(fn);
+  }
+  const KernelFn *lookup(std::string_view opName) const {
+    auto it = kernels_.find(opName);
+    return it == kernels_.end() ? nullptr : &it->second;
+  }
+  std::vector<std::string> names() const;
+
+private:
+  std::map<std::string, KernelFn, std::less<>> kernels_;
+};
+
+/// The CPU backend's kernels, built once.
+const KernelRegistry &getCpuKernels();
+
+} // namespace strata::runtime
+
+#endif // STRATA_RUNTIME_KERNEL_H

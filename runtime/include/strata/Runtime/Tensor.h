@@ -1,0 +1,39 @@
+//===- Tensor.h - Non-owning views of runtime tensors -----------*- C++ -*-===//
+
+#ifndef STRATA_RUNTIME_TENSOR_H
+#define STRATA_RUNTIME_TENSOR_H
+
+#include "strata/Runtime/DType.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata::runtime {
+
+/// A dense, row-major tensor somewhere in memory the runtime owns. Kernels
+/// read inputs and write outputs through views; they never allocate.
+struct TensorView {
+  void *data = nullptr;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+
+  int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  }
+  size_t bytes() const { return static_cast<size_t>(numel()) * byteWidth(dtype); }
+  template <typename T> T *as() const { return static_cast<T *>(data); }
+  /// "f32[8x64]"
+  std::string describe() const;
+};
+
+/// Row-major strides (in elements) of `shape`.
+std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape);
+
+} // namespace strata::runtime
+
+#endif // STRATA_RUNTIME_TENSOR_H
