@@ -35,6 +35,7 @@
 #include "onnx/defs/schema.h"
 #include "onnx/shape_inference/implementation.h"
 
+#include <cstring>
 #include <fstream>
 
 using namespace mlir;
@@ -145,17 +146,42 @@ static const char *dataTypeName(int32_t onnxType) {
              : "unknown";
 }
 
-Expected<DenseElementsAttr>
-strata::frontend::readTensor(const onnx::TensorProto &tensor,
-                             RankedTensorType type, StringRef baseDir) {
+/// The raw little-endian bytes of `tensor` (i1 as one byte per element),
+/// from raw_data, external data under `baseDir`, or the typed fields.
+static Expected<std::string> readTensorBytes(const onnx::TensorProto &tensor,
+                                             StringRef baseDir) {
   auto fail = [&](const Twine &message) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "tensor '" + tensor.name() + "': " + message);
   };
-  int64_t count = type.getNumElements();
-  Type element = type.getElementType();
-  unsigned width = element.isInteger(1) ? 8 : element.getIntOrFloatBitWidth();
-  size_t bytes = static_cast<size_t>(count) * width / 8;
+  int64_t count = 1;
+  for (int64_t d : tensor.dims())
+    count *= d;
+  size_t width;
+  switch (tensor.data_type()) {
+  case onnx::TensorProto::DOUBLE:
+  case onnx::TensorProto::INT64:
+    width = 8;
+    break;
+  case onnx::TensorProto::FLOAT:
+  case onnx::TensorProto::INT32:
+    width = 4;
+    break;
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16:
+  case onnx::TensorProto::INT16:
+    width = 2;
+    break;
+  case onnx::TensorProto::INT8:
+  case onnx::TensorProto::BOOL:
+    width = 1;
+    break;
+  default:
+    return fail(llvm::formatv("unsupported element type {0}",
+                              dataTypeName(tensor.data_type()))
+                    .str());
+  }
+  size_t bytes = static_cast<size_t>(count) * width;
 
   std::string raw;
   if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
@@ -196,66 +222,70 @@ strata::frontend::readTensor(const onnx::TensorProto &tensor,
                       .str());
   }
 
-  if (!raw.empty() || count == 0) {
-    if (element.isInteger(1)) {
-      SmallVector<bool> flags;
-      for (char c : raw)
-        flags.push_back(c != 0);
-      return DenseElementsAttr::get(type, ArrayRef<bool>(flags));
-    }
-    bool detectedSplat = false;
-    ArrayRef<char> buffer(raw.data(), raw.size());
-    if (!DenseElementsAttr::isValidRawBuffer(type, buffer, detectedSplat))
-      return fail("raw data does not fit the tensor type");
-    return DenseElementsAttr::getFromRawBuffer(type, buffer);
-  }
+  if (!raw.empty() || count == 0)
+    return raw;
 
-  // Typed fields.
+  // Typed fields, widened or narrowed to the element's bytes.
+  auto fromValues = [&](auto values, auto convert) -> Expected<std::string> {
+    if (values.size() != count)
+      return fail(llvm::formatv("has {0} values for {1} elements",
+                                values.size(), count)
+                      .str());
+    std::string out(bytes, '\0');
+    for (int64_t i = 0; i < count; ++i)
+      convert(values.Get(i), out.data() + i * width);
+    return out;
+  };
+  auto copyAs = [&](auto tag) {
+    return [](auto v, char *dst) {
+      auto narrowed = static_cast<decltype(tag)>(v);
+      std::memcpy(dst, &narrowed, sizeof(narrowed));
+    };
+  };
   switch (tensor.data_type()) {
   case onnx::TensorProto::FLOAT:
-    if (tensor.float_data_size() == count)
-      return DenseElementsAttr::get(
-          type, ArrayRef<float>(tensor.float_data().data(), count));
-    break;
+    return fromValues(tensor.float_data(), copyAs(float{}));
   case onnx::TensorProto::DOUBLE:
-    if (tensor.double_data_size() == count)
-      return DenseElementsAttr::get(
-          type, ArrayRef<double>(tensor.double_data().data(), count));
-    break;
+    return fromValues(tensor.double_data(), copyAs(double{}));
   case onnx::TensorProto::INT64:
-    if (tensor.int64_data_size() == count)
-      return DenseElementsAttr::get(
-          type, ArrayRef<int64_t>(tensor.int64_data().data(), count));
-    break;
+    return fromValues(tensor.int64_data(), copyAs(int64_t{}));
   case onnx::TensorProto::INT32:
+    return fromValues(tensor.int32_data(), copyAs(int32_t{}));
   case onnx::TensorProto::INT16:
-  case onnx::TensorProto::INT8:
-  case onnx::TensorProto::BOOL:
-    if (tensor.int32_data_size() == count) {
-      SmallVector<APInt> ints;
-      for (int32_t v : tensor.int32_data())
-        ints.push_back(APInt(width == 8 && element.isInteger(1) ? 1 : width,
-                             static_cast<uint64_t>(static_cast<int64_t>(v)),
-                             /*isSigned=*/true));
-      return DenseElementsAttr::get(type, ints);
-    }
-    break;
   case onnx::TensorProto::FLOAT16:
   case onnx::TensorProto::BFLOAT16:
-    if (tensor.int32_data_size() == count) {
-      SmallVector<APFloat> floats;
-      auto &semantics = cast<FloatType>(element).getFloatSemantics();
-      for (int32_t v : tensor.int32_data())
-        floats.push_back(APFloat(semantics, APInt(16, static_cast<uint16_t>(v))));
-      return DenseElementsAttr::get(type, floats);
-    }
-    break;
+    // 16-bit values travel as int32 bit patterns.
+    return fromValues(tensor.int32_data(), copyAs(uint16_t{}));
+  case onnx::TensorProto::INT8:
+    return fromValues(tensor.int32_data(), copyAs(int8_t{}));
+  case onnx::TensorProto::BOOL:
+    return fromValues(tensor.int32_data(), [](int32_t v, char *dst) {
+      *dst = v != 0 ? 1 : 0;
+    });
   default:
-    break;
+    return fail("has no data");
   }
-  return fail(llvm::formatv("has no data for its {0} elements of {1}", count,
-                            dataTypeName(tensor.data_type()))
-                  .str());
+}
+
+Expected<DenseElementsAttr>
+strata::frontend::readTensor(const onnx::TensorProto &tensor,
+                             RankedTensorType type, StringRef baseDir) {
+  Expected<std::string> raw = readTensorBytes(tensor, baseDir);
+  if (!raw)
+    return raw.takeError();
+  if (type.getElementType().isInteger(1)) {
+    SmallVector<bool> flags;
+    for (char c : *raw)
+      flags.push_back(c != 0);
+    return DenseElementsAttr::get(type, ArrayRef<bool>(flags));
+  }
+  bool detectedSplat = false;
+  ArrayRef<char> buffer(raw->data(), raw->size());
+  if (!DenseElementsAttr::isValidRawBuffer(type, buffer, detectedSplat))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "tensor '" + tensor.name() +
+                                       "': raw data does not fit its type");
+  return DenseElementsAttr::getFromRawBuffer(type, buffer);
 }
 
 static RankedTensorType tensorTypeOf(MLIRContext *context,
@@ -952,10 +982,8 @@ importModel(MLIRContext &context, onnx::ModelProto &model, std::string baseDir,
   }
 }
 
-Expected<OwningOpRef<ModuleOp>>
-strata::frontend::importOnnxText(MLIRContext &context, StringRef text,
-                                 const ImportOptions &options) {
-  onnx::ModelProto model;
+/// Parses ONNX text into `model`.
+static Error parseOnnxText(StringRef text, onnx::ModelProto &model) {
   try {
     // ONNX's parser (1.12) has no comments; blank whole-line `//` comments
     // (lit RUN/CHECK lines) and keep the line numbers.
@@ -980,21 +1008,24 @@ strata::frontend::importOnnxText(MLIRContext &context, StringRef text,
                                    std::string("cannot parse ONNX text: ") +
                                        e.what());
   }
-  return importModel(context, model, ".", "", options);
+  return Error::success();
 }
 
-Expected<OwningOpRef<ModuleOp>>
-strata::frontend::importOnnxFile(MLIRContext &context, StringRef path,
-                                 const ImportOptions &options) {
+/// Reads the model at `path` (binary, or text for .onnxtxt) into `model`
+/// and sets `baseDir` to the folder its external data is relative to.
+static Error loadModel(StringRef path, onnx::ModelProto &model,
+                       std::string &baseDir) {
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
   if (!buffer)
     return llvm::createStringError(buffer.getError(), "cannot read '" + path +
                                                           "': " +
                                                           buffer.getError().message());
+  SmallString<256> dir(path);
+  llvm::sys::path::remove_filename(dir);
+  baseDir = dir.empty() ? "." : dir.str().str();
   if (path.ends_with(".onnxtxt"))
-    return importOnnxText(context, (*buffer)->getBuffer(), options);
-  onnx::ModelProto model;
+    return parseOnnxText((*buffer)->getBuffer(), model);
   StringRef bytes = (*buffer)->getBuffer();
   if (bytes.empty() || !model.ParseFromArray(bytes.data(), bytes.size()) ||
       !model.has_graph())
@@ -1002,12 +1033,67 @@ strata::frontend::importOnnxFile(MLIRContext &context, StringRef path,
         llvm::inconvertibleErrorCode(),
         "'" + path + "' is not a valid ONNX model (truncated or not ONNX "
                      "protobuf)");
-  buffer->reset();
-  SmallString<256> dir(path);
-  llvm::sys::path::remove_filename(dir);
-  if (dir.empty())
-    dir = ".";
-  return importModel(context, model, dir.str().str(), path.str(), options);
+  return Error::success();
+}
+
+Expected<OwningOpRef<ModuleOp>>
+strata::frontend::importOnnxText(MLIRContext &context, StringRef text,
+                                 const ImportOptions &options) {
+  onnx::ModelProto model;
+  if (Error e = parseOnnxText(text, model))
+    return std::move(e);
+  return importModel(context, model, ".", "", options);
+}
+
+Expected<OwningOpRef<ModuleOp>>
+strata::frontend::importOnnxFile(MLIRContext &context, StringRef path,
+                                 const ImportOptions &options) {
+  onnx::ModelProto model;
+  std::string baseDir;
+  if (Error e = loadModel(path, model, baseDir))
+    return std::move(e);
+  // ONNX's checker reads a text model's path as binary: check it in memory.
+  std::string checkedPath = path.ends_with(".onnxtxt") ? "" : path.str();
+  return importModel(context, model, baseDir, checkedPath, options);
+}
+
+namespace {
+class OnnxWeightsImpl : public OnnxWeights {
+public:
+  onnx::ModelProto model;
+  std::string baseDir;
+  llvm::StringMap<const onnx::TensorProto *> byName;
+
+  Expected<std::string> read(StringRef name) override {
+    auto it = byName.find(name);
+    if (it == byName.end())
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "the model has no initializer '" + name +
+                                         "'");
+    try {
+      return readTensorBytes(*it->second, baseDir);
+    } catch (const std::exception &e) {
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "reading '" + name + "': " + e.what());
+    }
+  }
+};
+} // namespace
+
+Expected<std::unique_ptr<OnnxWeights>>
+strata::frontend::openOnnxWeights(StringRef path) {
+  auto weights = std::make_unique<OnnxWeightsImpl>();
+  try {
+    if (Error e = loadModel(path, weights->model, weights->baseDir))
+      return std::move(e);
+  } catch (const std::exception &e) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   std::string("cannot read weights: ") +
+                                       e.what());
+  }
+  for (const auto &init : weights->model.graph().initializer())
+    weights->byName[init.name()] = &init;
+  return std::unique_ptr<OnnxWeights>(std::move(weights));
 }
 
 std::vector<std::string> strata::frontend::getSupportedOnnxOps() {

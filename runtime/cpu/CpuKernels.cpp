@@ -8,6 +8,14 @@ const KernelRegistry &getCpuKernels() {
   static const KernelRegistry registry = [] {
     KernelRegistry r;
     cpu::registerElementwiseKernels(r);
+    cpu::registerShapeKernels(r);
+    cpu::registerReductionKernels(r);
+    cpu::registerLinearAlgebraKernels(r);
+    cpu::registerNormalizationKernels(r);
+    cpu::registerAttentionKernels(r);
+    cpu::registerLossKernels(r);
+    cpu::registerDropoutKernels(r);
+    cpu::registerConvolutionKernels(r);
     return r;
   }();
   return registry;

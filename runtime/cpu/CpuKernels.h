@@ -12,6 +12,14 @@
 namespace strata::runtime::cpu {
 
 void registerElementwiseKernels(KernelRegistry &registry);
+void registerShapeKernels(KernelRegistry &registry);
+void registerReductionKernels(KernelRegistry &registry);
+void registerLinearAlgebraKernels(KernelRegistry &registry);
+void registerNormalizationKernels(KernelRegistry &registry);
+void registerAttentionKernels(KernelRegistry &registry);
+void registerLossKernels(KernelRegistry &registry);
+void registerDropoutKernels(KernelRegistry &registry);
+void registerConvolutionKernels(KernelRegistry &registry);
 
 } // namespace strata::runtime::cpu
 

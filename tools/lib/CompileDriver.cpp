@@ -8,6 +8,7 @@
 
 #include "strata/Tools/CompileDriver.h"
 
+#include "strata/Codegen/ArtifactWriter.h"
 #include "strata/Frontend/OnnxImporter.h"
 #include "strata/Tools/GraphSummary.h"
 #include "strata/Tools/InitStrata.h"
@@ -59,6 +60,11 @@ struct CompileOptions {
       "no-fuse-attention",
       cl::desc("Keep attention as matmul/softmax instead of one op"),
       cl::init(false), cl::cat(category)};
+  cl::opt<bool> forwardOnly{
+      "forward-only",
+      cl::desc("With -o: write an inference artifact (the forward pass) "
+               "that strata-run --forward evaluates"),
+      cl::init(false), cl::cat(category)};
   cl::opt<bool> listOps{"list-onnx-ops",
                         cl::desc("Print the supported ONNX ops and exit"),
                         cl::init(false), cl::cat(category)};
@@ -109,7 +115,9 @@ int strata::compileMain(int argc, char **argv) {
       argc, argv,
       "strata-compile: compile an ONNX model into a Strata training artifact\n\n"
       "  strata-compile model.onnx --emit=graph      print the imported graph\n"
-      "  strata-compile model.onnx --emit=summary    parameters, ops, shapes\n");
+      "  strata-compile model.onnx --emit=summary    parameters, ops, shapes\n"
+      "  strata-compile model.onnx --forward-only -o model.strata\n"
+      "                                               an inference artifact\n");
 
   frontend::ImportOptions importOptions;
   for (const std::string &flag : options.inputShapes)
@@ -120,9 +128,13 @@ int strata::compileMain(int argc, char **argv) {
       return error("--batch must be positive");
     importOptions.batch = options.batch;
   }
-  if (options.emit.getNumOccurrences() == 0)
-    return error("artifact generation (autodiff, optimizer, codegen) is not "
-                 "built yet; use --emit=graph or --emit=summary");
+  bool writeArtifact = options.emit.getNumOccurrences() == 0;
+  if (writeArtifact && !options.forwardOnly)
+    return error("training artifacts need autodiff and the optimizer, which "
+                 "are not built yet; use --forward-only for an inference "
+                 "artifact, or --emit=graph|summary");
+  if (writeArtifact && options.output == "-")
+    return error("give the artifact directory with -o NAME.strata");
 
   DialectRegistry registry;
   registerAllStrataDialectsAndPasses(registry);
@@ -136,6 +148,24 @@ int strata::compileMain(int argc, char **argv) {
                         !options.noFuseAttention);
   if (!module)
     return error(llvm::toString(module.takeError()));
+
+  if (writeArtifact) {
+    auto weights = frontend::openOnnxWeights(options.input);
+    if (!weights)
+      return error(llvm::toString(weights.takeError()));
+    std::string summary = "forward-only";
+    for (const std::string &flag : options.inputShapes)
+      summary += " --input-shape=" + flag;
+    summary += " --batch=" + std::to_string(options.batch);
+    summary += options.noFuseAttention ? " --no-fuse-attention" : "";
+    codegen::ArtifactOptions artifactOptions{summary};
+    if (llvm::Error e = codegen::writeArtifact(
+            **module, options.output,
+            [&](llvm::StringRef name) { return (*weights)->read(name); },
+            artifactOptions))
+      return error(llvm::toString(std::move(e)));
+    return 0;
+  }
 
   std::string errorMessage;
   auto out = openOutputFile(options.output, &errorMessage);

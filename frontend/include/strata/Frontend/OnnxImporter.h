@@ -16,6 +16,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,6 +52,20 @@ importOnnxText(mlir::MLIRContext &context, llvm::StringRef text,
 
 /// The ONNX op types (default domain) the importer handles, sorted.
 std::vector<std::string> getSupportedOnnxOps();
+
+/// The initializers of an ONNX model, read one at a time: what codegen
+/// writes into params.bin. External data is read by offset, so a large model
+/// is never in memory at once.
+class OnnxWeights {
+public:
+  virtual ~OnnxWeights() = default;
+  /// The raw little-endian bytes of initializer `name` (i1 as one byte per
+  /// element), or an error naming it.
+  virtual llvm::Expected<std::string> read(llvm::StringRef name) = 0;
+};
+
+/// Opens the initializers of the model at `path` (binary or .onnxtxt).
+llvm::Expected<std::unique_ptr<OnnxWeights>> openOnnxWeights(llvm::StringRef path);
 
 /// Parses `name=8x64` (as given to --input-shape) into `options`.
 llvm::Error parseInputShapeFlag(llvm::StringRef flag, ImportOptions &options);

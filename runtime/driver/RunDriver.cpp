@@ -1,0 +1,224 @@
+//===- RunDriver.cpp - strata-run -----------------------------------------===//
+//
+// strata-run ARTIFACT --forward [--input NAME=FILE]... [--random-inputs SEED]
+//            [--int-high N] [--output NAME=FILE]... [--backend cpu|cuda|auto]
+//
+// Today an artifact is the forward pass (strata-compile --forward-only):
+// strata-run evaluates it once on the given inputs and prints a line per
+// output. Training (the step loop, data, checkpoints) comes with autodiff.
+//
+//===----------------------------------------------------------------------===//
+
+#include "strata/Runtime/RunDriver.h"
+
+#include "strata/Runtime/Executor.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace strata::runtime {
+namespace {
+
+const char *kUsage =
+    "USAGE: strata-run ARTIFACT.strata --forward [options]\n"
+    "\n"
+    "Evaluates the artifact (from strata-compile --forward-only) once.\n"
+    "\n"
+    "OPTIONS:\n"
+    "  --forward               evaluate the forward pass once\n"
+    "  --input NAME=FILE       raw little-endian bytes for input NAME\n"
+    "  --random-inputs SEED    fill inputs without --input: floats uniform in\n"
+    "                          [-1, 1), integers uniform in [0, --int-high)\n"
+    "  --int-high N            upper bound for random integer inputs (2)\n"
+    "  --output NAME=FILE      write output NAME's raw bytes to FILE\n"
+    "  --backend cpu|cuda|auto the backend (cpu)\n"
+    "  --help                  this text\n";
+
+int error(const std::string &message) {
+  std::cerr << "strata-run: error: " << message << "\n";
+  return 1;
+}
+
+bool splitAssignment(const std::string &arg, std::string &name,
+                     std::string &value) {
+  size_t eq = arg.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size())
+    return false;
+  name = arg.substr(0, eq);
+  value = arg.substr(eq + 1);
+  return true;
+}
+
+void fillRandom(TensorView &t, std::mt19937_64 &rng, int64_t intHigh) {
+  int64_t n = t.numel();
+  switch (t.dtype) {
+  case DType::F32: {
+    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+    for (int64_t i = 0; i < n; ++i)
+      t.as<float>()[i] = d(rng);
+    break;
+  }
+  case DType::F64: {
+    std::uniform_real_distribution<double> d(-1.0, 1.0);
+    for (int64_t i = 0; i < n; ++i)
+      t.as<double>()[i] = d(rng);
+    break;
+  }
+  case DType::I64: {
+    std::uniform_int_distribution<int64_t> d(0, intHigh - 1);
+    for (int64_t i = 0; i < n; ++i)
+      t.as<int64_t>()[i] = d(rng);
+    break;
+  }
+  case DType::I32: {
+    std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(intHigh - 1));
+    for (int64_t i = 0; i < n; ++i)
+      t.as<int32_t>()[i] = d(rng);
+    break;
+  }
+  default:
+    std::memset(t.data, 0, t.bytes());
+  }
+}
+
+std::string summarize(const TensorView &t) {
+  std::ostringstream os;
+  os << t.describe();
+  if (t.dtype == DType::F32 || t.dtype == DType::F64) {
+    double sum = 0, sumSq = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      double v = t.dtype == DType::F32 ? t.as<float>()[i] : t.as<double>()[i];
+      sum += v;
+      sumSq += v * v;
+    }
+    char buffer[128];
+    std::snprintf(buffer, sizeof(buffer), " sum=%.9g l2=%.9g", sum,
+                  std::sqrt(sumSq));
+    os << buffer << " first=[";
+    for (int64_t i = 0; i < std::min<int64_t>(t.numel(), 4); ++i)
+      os << (i ? ", " : "")
+         << (t.dtype == DType::F32 ? t.as<float>()[i] : t.as<double>()[i]);
+    os << "]";
+  }
+  return os.str();
+}
+
+} // namespace
+
+int runMain(int argc, char **argv) {
+  std::string artifactDir, backend = "cpu";
+  bool forward = false;
+  std::map<std::string, std::string> inputFiles, outputFiles;
+  long long randomSeed = -1, intHigh = 2;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto next = [&](std::string &value) {
+      if (i + 1 >= argc)
+        return false;
+      value = argv[++i];
+      return true;
+    };
+    std::string value, name, file;
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      return 0;
+    } else if (arg == "--forward") {
+      forward = true;
+    } else if (arg == "--input" || arg == "--output") {
+      if (!next(value) || !splitAssignment(value, name, file))
+        return error(arg + " expects NAME=FILE");
+      (arg == "--input" ? inputFiles : outputFiles)[name] = file;
+    } else if (arg == "--random-inputs" || arg == "--int-high") {
+      if (!next(value))
+        return error(arg + " expects a number");
+      try {
+        (arg == "--random-inputs" ? randomSeed : intHigh) = std::stoll(value);
+      } catch (...) {
+        return error(arg + " expects a number, got '" + value + "'");
+      }
+    } else if (arg == "--backend") {
+      if (!next(backend))
+        return error("--backend expects cpu, cuda or auto");
+    } else if (!arg.empty() && arg[0] == '-') {
+      return error("unknown option '" + arg + "' (see --help)");
+    } else if (artifactDir.empty()) {
+      artifactDir = arg;
+    } else {
+      return error("more than one artifact given: '" + artifactDir + "' and '" +
+                   arg + "'");
+    }
+  }
+  if (artifactDir.empty())
+    return error("no artifact given (see --help)");
+  if (backend == "cuda")
+    return error("cuda backend unavailable: not built yet");
+  if (backend != "cpu" && backend != "auto")
+    return error("unknown backend '" + backend + "'");
+  if (!forward)
+    return error("training (the step loop) needs autodiff, which is not built "
+                 "yet; pass --forward to evaluate the model once");
+  if (intHigh < 1)
+    return error("--int-high must be at least 1");
+
+  std::unique_ptr<Artifact> artifact;
+  if (Status s = Artifact::load(artifactDir, artifact); !s)
+    return error(s.message());
+  std::unique_ptr<Executor> executor;
+  if (Status s = Executor::create(*artifact, getCpuKernels(), executor); !s)
+    return error(s.message());
+
+  std::mt19937_64 rng(static_cast<uint64_t>(std::max(randomSeed, 0LL)));
+  for (const auto &[name, file] : inputFiles)
+    if (!executor->findInput(name))
+      return error("--input names '" + name + "', which is not an input");
+  for (const std::string &name : executor->getInputNames()) {
+    TensorView *t = executor->findInput(name);
+    auto it = inputFiles.find(name);
+    if (it == inputFiles.end()) {
+      if (randomSeed < 0)
+        return error("input '" + name + "' (" + t->describe() +
+                     ") needs --input " + name + "=FILE or --random-inputs SEED");
+      fillRandom(*t, rng, intHigh);
+      continue;
+    }
+    std::ifstream in(it->second, std::ios::binary | std::ios::ate);
+    if (!in)
+      return error("cannot read '" + it->second + "'");
+    size_t size = static_cast<size_t>(in.tellg());
+    if (size != t->bytes())
+      return error("'" + it->second + "' has " + std::to_string(size) +
+                   " bytes; input '" + name + "' (" + t->describe() +
+                   ") needs " + std::to_string(t->bytes()));
+    in.seekg(0);
+    in.read(static_cast<char *>(t->data), size);
+  }
+
+  if (Status s = executor->run(); !s)
+    return error(s.message());
+
+  for (const auto &[name, file] : outputFiles)
+    if (!executor->findOutput(name))
+      return error("--output names '" + name + "', which is not an output");
+  for (const std::string &name : executor->getOutputNames()) {
+    const TensorView *t = executor->findOutput(name);
+    std::cout << name << ": " << summarize(*t) << "\n";
+    auto it = outputFiles.find(name);
+    if (it != outputFiles.end()) {
+      std::ofstream out(it->second, std::ios::binary);
+      out.write(static_cast<const char *>(t->data), t->bytes());
+      if (!out)
+        return error("cannot write '" + it->second + "'");
+    }
+  }
+  return 0;
+}
+
+} // namespace strata::runtime

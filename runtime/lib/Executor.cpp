@@ -1,0 +1,138 @@
+//===- Executor.cpp - Runs an artifact's instructions ---------------------===//
+
+#include "strata/Runtime/Executor.h"
+
+#include "plan.pb.h"
+
+#include <cstring>
+
+namespace strata::runtime {
+
+namespace {
+constexpr size_t kAlignment = 64;
+
+size_t alignUp(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+
+void setAttribute(KernelAttrs &attrs, const plan::Attribute &a) {
+  switch (a.value_case()) {
+  case plan::Attribute::kIntValue:
+    attrs.set(a.name(), static_cast<int64_t>(a.int_value()));
+    break;
+  case plan::Attribute::kFloatValue:
+    attrs.set(a.name(), a.float_value());
+    break;
+  case plan::Attribute::kStringValue:
+    attrs.set(a.name(), a.string_value());
+    break;
+  case plan::Attribute::kIntsValue:
+    attrs.set(a.name(), std::vector<int64_t>(a.ints_value().values().begin(),
+                                             a.ints_value().values().end()));
+    break;
+  default:
+    break;
+  }
+}
+} // namespace
+
+Status Executor::create(const Artifact &artifact, const KernelRegistry &kernels,
+                        std::unique_ptr<Executor> &out) {
+  const plan::Plan &p = artifact.getPlan();
+  std::unique_ptr<Executor> e(new Executor());
+
+  // One arena, every tensor at an aligned offset.
+  e->tensors_.resize(p.tensors_size());
+  std::vector<size_t> offsets(p.tensors_size());
+  size_t total = 0;
+  for (const auto &t : p.tensors()) {
+    TensorView &v = e->tensors_[t.id()];
+    v.dtype = fromPlanDType(t.dtype());
+    v.shape.assign(t.shape().begin(), t.shape().end());
+    offsets[t.id()] = total;
+    total += alignUp(std::max<size_t>(v.bytes(), 1));
+  }
+  e->arena_.assign(total, 0);
+  for (size_t i = 0; i < e->tensors_.size(); ++i)
+    e->tensors_[i].data = e->arena_.data() + offsets[i];
+
+  for (const auto &t : p.tensors()) {
+    if (t.kind() != plan::CONSTANT)
+      continue;
+    TensorView &v = e->tensors_[t.id()];
+    if (t.constant_data().size() != v.bytes())
+      return Status::error("plan: constant '" + t.name() + "' has " +
+                           std::to_string(t.constant_data().size()) +
+                           " bytes, expected " + std::to_string(v.bytes()));
+    std::memcpy(v.data, t.constant_data().data(), v.bytes());
+  }
+  for (const auto &param : p.parameters()) {
+    TensorView &v = e->tensors_[param.tensor()];
+    if (param.size_bytes() != v.bytes())
+      return Status::error("plan: parameter '" + param.name() +
+                           "' size does not match its tensor");
+    std::memcpy(v.data, artifact.getParams() + param.offset(), v.bytes());
+  }
+  for (const auto &b : p.inputs())
+    e->inputs_[b.name()] = b.tensor();
+  for (const auto &b : p.outputs())
+    e->outputs_[b.name()] = b.tensor();
+
+  for (const auto &inst : p.instructions()) {
+    Step step;
+    step.kernel = kernels.lookup(inst.op());
+    if (!step.kernel)
+      return Status::error("no kernel for " + inst.op() + " (node '" +
+                           inst.location() + "') in this backend");
+    for (uint32_t id : inst.inputs())
+      step.inputs.push_back(e->tensors_[id]);
+    for (uint32_t id : inst.outputs()) {
+      if (id >= e->tensors_.size())
+        return Status::error("plan: instruction " + inst.op() +
+                             " writes a tensor out of range");
+      step.outputs.push_back(e->tensors_[id]);
+    }
+    for (const auto &a : inst.attributes())
+      setAttribute(step.attrs, a);
+    step.description = inst.op() + " (node '" + inst.location() + "')";
+    e->steps_.push_back(std::move(step));
+  }
+  out = std::move(e);
+  return Status::ok();
+}
+
+TensorView *Executor::findInput(const std::string &name) {
+  auto it = inputs_.find(name);
+  return it == inputs_.end() ? nullptr : &tensors_[it->second];
+}
+
+const TensorView *Executor::findOutput(const std::string &name) const {
+  auto it = outputs_.find(name);
+  return it == outputs_.end() ? nullptr : &tensors_[it->second];
+}
+
+std::vector<std::string> Executor::getInputNames() const {
+  std::vector<std::string> names;
+  for (const auto &[name, id] : inputs_)
+    names.push_back(name);
+  return names;
+}
+
+std::vector<std::string> Executor::getOutputNames() const {
+  std::vector<std::string> names;
+  for (const auto &[name, id] : outputs_)
+    names.push_back(name);
+  return names;
+}
+
+Status Executor::run(uint64_t seed) {
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    Step &step = steps_[i];
+    KernelContext ctx{step.inputs, step.outputs, step.attrs,
+                      fnv1a64(&i, sizeof(i), seed)};
+    if (Status s = (*step.kernel)(ctx); !s)
+      return Status::error("instruction " + std::to_string(i) + ", " +
+                           step.description + ": " + s.message());
+  }
+  return Status::ok();
+}
+
+} // namespace strata::runtime
