@@ -4,12 +4,18 @@
 
 namespace strata::runtime {
 
-std::string TensorView::describe() const {
-  std::string s(name(dtype));
-  s += "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? "x" : "") + std::to_string(shape[i]);
+std::string shapeString(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i)
+      s += 'x';
+    s += std::to_string(shape[i]);
+  }
   return s + "]";
+}
+
+std::string TensorView::describe() const {
+  return std::string(name(dtype)) + shapeString(shape);
 }
 
 std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape) {

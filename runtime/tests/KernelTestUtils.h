@@ -7,6 +7,7 @@
 
 #include "gtest/gtest.h"
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -52,6 +53,16 @@ inline OwnedTensor i64(std::vector<int64_t> shape, std::vector<int64_t> v) {
 }
 inline OwnedTensor i1(std::vector<int64_t> shape, std::vector<uint8_t> v) {
   return OwnedTensor::of<uint8_t>(DType::I1, std::move(shape), std::move(v));
+}
+
+/// Elementwise |got - want| <= atol + rtol * |want|.
+template <typename T>
+void expectClose(const std::vector<T> &got, const std::vector<T> &want,
+                 double rtol, double atol = 0) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], atol + rtol * std::fabs(double(want[i])))
+        << "at " << i;
 }
 
 /// Runs the CPU kernel `op`; returns its status.

@@ -11,8 +11,13 @@
 
 #include "strata/Runtime/Kernel.h"
 
+#include <cblas.h>
+
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -91,6 +96,36 @@ inline std::vector<int64_t> broadcastIndexMap(const std::vector<int64_t> &in,
   }
   return map;
 }
+
+/// Row-major C[m, n] = A[m, k] * op(B), op(B) = B[k, n] or B[n, k]^T.
+/// BLAS rejects a zero leading dimension, so k == 0 is written out here.
+template <typename T>
+void gemm(bool transB, int64_t m, int64_t n, int64_t k, const T *a, const T *b,
+          T *c) {
+  if (m == 0 || n == 0)
+    return;
+  if (k == 0) {
+    std::fill(c, c + m * n, T(0));
+    return;
+  }
+  CBLAS_TRANSPOSE tb = transB ? CblasTrans : CblasNoTrans;
+  int ldb = static_cast<int>(transB ? k : n);
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, 1.0f, a, k, b, ldb,
+                0.0f, c, n);
+  else
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, 1.0, a, k, b, ldb,
+                0.0, c, n);
+}
+
+/// Random123's philox4x32_R(10, ctr, key) (DropoutKernels.cpp).
+std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> ctr,
+                                      std::array<uint32_t, 2> key);
+
+/// The keep bit of element `index` of random stream `seed` under dropout
+/// with `ratio`: a pure function of (seed, index), so the forward kernels
+/// and their gradients draw the same mask (DropoutKernels.cpp).
+bool dropoutKeeps(uint64_t seed, uint64_t index, double ratio);
 
 /// True if `in` has the shape of `out` (no broadcasting needed).
 inline bool sameShape(const TensorView &a, const TensorView &b) {

@@ -31,6 +31,9 @@ struct TensorView {
   std::string describe() const;
 };
 
+/// "[8x64]"
+std::string shapeString(const std::vector<int64_t> &shape);
+
 /// Row-major strides (in elements) of `shape`.
 std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape);
 

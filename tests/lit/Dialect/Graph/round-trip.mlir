@@ -39,3 +39,12 @@ func.func @ops(%x: tensor<8x64xf32>, %w: tensor<64x256xf32>, %b: tensor<256xf32>
   %14 = graph.cross_entropy %5, %labels {ignore_index = -100 : i64, reduction = "mean"} : (tensor<8x64xf32>, tensor<8xi64>) -> tensor<f32>
   return %14 : tensor<f32>
 }
+
+// A ceil-mode window longer than the input still yields one output when it
+// starts inside it (PyTorch: max_pool1d(len 2, kernel 3, stride 3, ceil)).
+// CHECK-LABEL: func.func @ceil_pool_longer_window
+// CHECK: graph.max_pool {{.*}} -> tensor<1x1x1xf32>
+func.func @ceil_pool_longer_window(%x: tensor<1x1x2xf32>) -> tensor<1x1x1xf32> {
+  %0 = graph.max_pool %x {ceil_mode = true, dilations = array<i64: 1>, kernel_shape = array<i64: 3>, pads = array<i64: 0, 0>, strides = array<i64: 3>} : (tensor<1x1x2xf32>) -> tensor<1x1x1xf32>
+  return %0 : tensor<1x1x1xf32>
+}

@@ -33,13 +33,15 @@ int64_t strata::graph::slidingWindowOutputSize(int64_t input, int64_t kernel,
                                                int64_t stride, int64_t padBegin,
                                                int64_t padEnd, int64_t dilation,
                                                bool ceilMode) {
+  // PyTorch's pooling_output_shape: floor division of a numerator that
+  // ceil mode raises by stride - 1, so a window longer than the padded input
+  // still counts when it starts inside it.
   int64_t span = dilation * (kernel - 1) + 1;
-  int64_t numerator = input + padBegin + padEnd - span;
+  int64_t numerator =
+      input + padBegin + padEnd - span + (ceilMode ? stride - 1 : 0);
   if (numerator < 0)
     return 0;
-  int64_t out = (ceilMode ? (numerator + stride - 1) / stride
-                          : numerator / stride) +
-                1;
+  int64_t out = numerator / stride + 1;
   // PyTorch and ONNX: the last window must start inside the input or the
   // begin padding.
   if (ceilMode && (out - 1) * stride >= input + padBegin)

@@ -667,8 +667,9 @@ def Graph_MaxPoolOp : Graph_PoolOp<"max_pool"> {
 def Graph_AvgPoolOp : Graph_PoolOp<"avg_pool"> {
   let summary = "N-d average pooling";
   let description = [{
-    `count_include_pad` divides by the whole window; otherwise by the number
-    of input elements in it.
+    `count_include_pad` divides by the window clipped to the padded input
+    (positions that ceil mode adds beyond the padding do not count);
+    otherwise by the number of input elements in the window.
     ```mlir
     %y = graph.avg_pool %x {ceil_mode = false, count_include_pad = false, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<2x4x8x8xf32>) -> tensor<2x4x4x4xf32>
     ```

@@ -1,0 +1,394 @@
+//===- ConvolutionKernels.cpp - Convolution and pooling on the CPU --------===//
+//
+// graph.conv, graph.max_pool and graph.avg_pool over any number of spatial
+// dims (channels in dim 1). Convolution is im2col plus one GEMM per batch
+// element and group, as PyTorch's slow_conv2d; pooling is a direct loop
+// over each window clipped to the input. Windows, output sizes and
+// divisors follow PyTorch, generalized to separate begin and end pads.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuKernels.h"
+#include "kernels/KernelUtils.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace strata::runtime::cpu {
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Windows
+//===----------------------------------------------------------------------===//
+
+/// PyTorch's pooling_output_shape with separate begin and end pads; with
+/// ceil_mode the last window must start inside the input or the begin
+/// padding. Equals graph::slidingWindowOutputSize (the runtime does not link
+/// the IR) wherever that is >= 1; with ceil_mode and a window longer than
+/// the padded input, PyTorch (and this) still yields one window where the
+/// IR yields none and rejects the op.
+int64_t windowOutputSize(int64_t input, int64_t kernel, int64_t stride,
+                         int64_t padBegin, int64_t padEnd, int64_t dilation,
+                         bool ceilMode) {
+  int64_t span = dilation * (kernel - 1) + 1;
+  int64_t numerator =
+      input + padBegin + padEnd - span + (ceilMode ? stride - 1 : 0);
+  if (numerator < 0) // PyTorch's floor division gives out <= 0
+    return 0;
+  int64_t out = numerator / stride + 1;
+  if (ceilMode && (out - 1) * stride >= input + padBegin)
+    --out;
+  return out;
+}
+
+/// A sliding window over the spatial dims of an [N, C, x...] tensor.
+struct Window {
+  size_t spatial = 0;
+  std::vector<int64_t> in, out, kernel, strides, padBegin, padEnd, dilations;
+  int64_t inPlane = 1, outPlane = 1; // elements per [n, c] plane
+};
+
+/// Reads strides, pads and (if `withDilations`) dilations; an absent list
+/// means the identity (ones, zeros), as ONNX. Checks them and the output
+/// shape [N, outChannels, out...] against the input.
+Status readWindow(const std::string &op, const KernelAttrs &attrs,
+                  const TensorView &x, const TensorView &y,
+                  std::vector<int64_t> kernel, bool withDilations,
+                  bool ceilMode, int64_t outChannels, Window &w) {
+  if (x.rank() < 3)
+    return Status::error(op + ": input must have rank >= 3, got " +
+                         x.describe());
+  w.spatial = static_cast<size_t>(x.rank() - 2);
+  size_t n = w.spatial;
+  w.kernel = std::move(kernel);
+  w.strides = attrs.has("strides") ? attrs.getInts("strides")
+                                   : std::vector<int64_t>(n, 1);
+  std::vector<int64_t> pads = attrs.has("pads") ? attrs.getInts("pads")
+                                                : std::vector<int64_t>(2 * n);
+  w.dilations = withDilations && attrs.has("dilations")
+                    ? attrs.getInts("dilations")
+                    : std::vector<int64_t>(n, 1);
+  if (w.kernel.size() != n || w.strides.size() != n || pads.size() != 2 * n ||
+      w.dilations.size() != n)
+    return Status::error(op + ": window attributes need one entry per spatial "
+                              "dim (" +
+                         std::to_string(n) + ") and pads two");
+  w.padBegin.assign(pads.begin(), pads.begin() + n);
+  w.padEnd.assign(pads.begin() + n, pads.end());
+  std::vector<int64_t> expected{x.shape[0], outChannels};
+  for (size_t d = 0; d < n; ++d) {
+    if (w.kernel[d] < 1 || w.strides[d] < 1 || w.dilations[d] < 1 ||
+        w.padBegin[d] < 0 || w.padEnd[d] < 0)
+      return Status::error(op + ": kernel, strides and dilations must be >= 1 "
+                                "and pads >= 0");
+    w.in.push_back(x.shape[d + 2]);
+    w.out.push_back(windowOutputSize(x.shape[d + 2], w.kernel[d], w.strides[d],
+                                     w.padBegin[d], w.padEnd[d],
+                                     w.dilations[d], ceilMode));
+    expected.push_back(w.out.back());
+    w.inPlane *= w.in.back();
+    w.outPlane *= w.out.back();
+  }
+  if (y.shape != expected || y.dtype != x.dtype) {
+    TensorView e = y;
+    e.shape = expected;
+    e.dtype = x.dtype;
+    return Status::error(op + ": output must be " + e.describe() + ", got " +
+                         y.describe());
+  }
+  return Status::ok();
+}
+
+/// Steps `idx` through the box [lo, hi) in row-major order; false once the
+/// box is exhausted (idx is then back at lo).
+bool nextIndex(std::vector<int64_t> &idx, const std::vector<int64_t> &lo,
+               const std::vector<int64_t> &hi) {
+  for (size_t d = idx.size(); d-- > 0;) {
+    if (++idx[d] < hi[d])
+      return true;
+    idx[d] = lo[d];
+  }
+  return false;
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution
+//===----------------------------------------------------------------------===//
+
+void gemm(int m, int n, int k, const float *a, const float *b, float beta,
+          float *c) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k,
+              b, n, beta, c, n);
+}
+
+void gemm(int m, int n, int k, const double *a, const double *b, double beta,
+          double *c) {
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, k, b,
+              n, beta, c, n);
+}
+
+/// Unfolds the [cg, in...] channels of one group into col[cg * K, P]: row
+/// (c, k...) holds, for every output position, the input element that
+/// kernel tap meets there, or 0 in the padding.
+template <typename T>
+void im2col(const T *x, int64_t cg, const Window &w, T *col) {
+  size_t n = w.spatial, last = n - 1;
+  std::vector<int64_t> inStrides = rowMajorStrides(w.in); // scratch: rank-sized
+  std::vector<int64_t> zero(n, 0), tap(n, 0), offset(n), pos(n, 0);
+  std::vector<int64_t> outerHi(w.out);
+  outerHi[last] = 1; // the last dim is the inner loop
+  int64_t outLast = w.out[last], inLast = w.in[last], sLast = w.strides[last];
+  for (int64_t c = 0; c < cg; ++c) {
+    const T *plane = x + c * w.inPlane;
+    do {
+      // Input coordinate of this tap at output position o: o * s + offset.
+      for (size_t d = 0; d < n; ++d)
+        offset[d] = tap[d] * w.dilations[d] - w.padBegin[d];
+      std::fill(pos.begin(), pos.end(), 0);
+      do {
+        bool inside = true;
+        int64_t base = 0;
+        for (size_t d = 0; d < last; ++d) {
+          int64_t i = pos[d] * w.strides[d] + offset[d];
+          inside = inside && i >= 0 && i < w.in[d];
+          base += i * inStrides[d];
+        }
+        for (int64_t o = 0; o < outLast; ++o) {
+          int64_t i = o * sLast + offset[last];
+          *col++ = inside && i >= 0 && i < inLast ? plane[base + i] : T(0);
+        }
+      } while (nextIndex(pos, zero, outerHi));
+    } while (nextIndex(tap, zero, w.kernel));
+  }
+}
+
+Status convKernel(KernelContext &ctx) {
+  const std::string op = "graph.conv";
+  if (Status s = checkArity(ctx, op, 2, 3, 1); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &wt = ctx.inputs[1];
+  const TensorView *bias = ctx.inputs.size() == 3 ? &ctx.inputs[2] : nullptr;
+  TensorView &y = ctx.outputs[0];
+  if (wt.dtype != x.dtype || (bias && bias->dtype != x.dtype))
+    return Status::error(op + ": input, weight and bias must share one "
+                              "element type, got " +
+                         x.describe() + ", " + wt.describe() +
+                         (bias ? ", " + bias->describe() : ""));
+  if (x.rank() < 3 || wt.rank() != x.rank())
+    return Status::error(op + ": input [N, C, x...] and weight [M, C/g, k...] "
+                              "must have one rank >= 3, got " +
+                         x.describe() + " and " + wt.describe());
+  int64_t groups = ctx.attrs.getInt("groups", 1);
+  int64_t m = wt.shape[0], cg = wt.shape[1];
+  if (groups < 1 || m % groups != 0 || cg * groups != x.shape[1])
+    return Status::error(op + ": channels do not match: input " +
+                         x.describe() + ", weight " + wt.describe() +
+                         ", groups " + std::to_string(groups));
+  if (bias && (bias->rank() != 1 || bias->shape[0] != m))
+    return Status::error(op + ": bias must have shape [" + std::to_string(m) +
+                         "], got " + bias->describe());
+  Window w;
+  std::vector<int64_t> kernel(wt.shape.begin() + 2, wt.shape.end());
+  if (Status s = readWindow(op, ctx.attrs, x, y, kernel, /*withDilations=*/true,
+                            /*ceilMode=*/false, m, w);
+      !s)
+    return s;
+
+  int64_t mg = m / groups, taps = 1;
+  for (int64_t k : kernel)
+    taps *= k;
+  int64_t kc = cg * taps, p = w.outPlane;
+  if (mg > INT_MAX || p > INT_MAX || kc > INT_MAX)
+    return Status::error(op + ": a GEMM dimension exceeds the BLAS int range");
+  // A 1x1 kernel with unit strides and no padding reads the input as is.
+  bool pointwise = taps == 1;
+  for (size_t d = 0; d < w.spatial; ++d)
+    pointwise = pointwise && w.strides[d] == 1 && w.padBegin[d] == 0 &&
+                w.padEnd[d] == 0;
+
+  return dispatchFloat(x.dtype, op, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    const T *in = x.as<T>();
+    const T *weight = wt.as<T>();
+    T *out = y.as<T>();
+    int64_t batch = x.shape[0];
+    if (y.numel() == 0)
+      return Status::ok();
+    // As PyTorch's slow_conv2d: the output starts as the bias (or zero) and
+    // the GEMM accumulates onto it.
+    for (int64_t n = 0; n < batch; ++n)
+      for (int64_t o = 0; o < m; ++o)
+        std::fill_n(out + (n * m + o) * p, p,
+                    bias ? bias->as<T>()[o] : T(0));
+    if (kc == 0)
+      return Status::ok();
+    // scratch: the unfolded input of one group, cg * K x P elements.
+    std::vector<T> col(pointwise ? 0 : static_cast<size_t>(kc * p));
+    for (int64_t n = 0; n < batch; ++n) {
+      for (int64_t g = 0; g < groups; ++g) {
+        const T *xg = in + (n * x.shape[1] + g * cg) * w.inPlane;
+        const T *cols = xg;
+        if (!pointwise) {
+          im2col(xg, cg, w, col.data());
+          cols = col.data();
+        }
+        gemm(static_cast<int>(mg), static_cast<int>(p), static_cast<int>(kc),
+             weight + g * mg * kc, cols, T(1), out + (n * m + g * mg) * p);
+      }
+    }
+    return Status::ok();
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Pooling
+//===----------------------------------------------------------------------===//
+
+/// Reads kernel_shape and the window of a pool; the output keeps C.
+Status readPoolWindow(const std::string &op, KernelContext &ctx,
+                      bool withDilations, Window &w) {
+  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0];
+  if (!ctx.attrs.has("kernel_shape"))
+    return Status::error(op + ": missing kernel_shape");
+  if (x.rank() < 3)
+    return Status::error(op + ": input must have rank >= 3, got " +
+                         x.describe());
+  return readWindow(op, ctx.attrs, x, ctx.outputs[0],
+                    ctx.attrs.getInts("kernel_shape"), withDilations,
+                    ctx.attrs.getBool("ceil_mode", false), x.shape[1], w);
+}
+
+/// Calls fn(inputOffset, outputOffset, start) for every output position of
+/// one plane, where start[d] is the input coordinate of the window's first
+/// tap (negative inside the begin padding).
+template <typename Fn> void forEachWindow(const Window &w, Fn fn) {
+  size_t n = w.spatial;
+  std::vector<int64_t> zero(n, 0), pos(n, 0), start(n); // scratch: rank-sized
+  int64_t flat = 0;
+  if (w.outPlane == 0)
+    return;
+  do {
+    for (size_t d = 0; d < n; ++d)
+      start[d] = pos[d] * w.strides[d] - w.padBegin[d];
+    fn(flat++, start);
+  } while (nextIndex(pos, zero, w.out));
+}
+
+Status maxPoolKernel(KernelContext &ctx) {
+  const std::string op = "graph.max_pool";
+  Window w;
+  if (Status s = readPoolWindow(op, ctx, /*withDilations=*/true, w); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0];
+  return dispatchFloat(x.dtype, op, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    size_t n = w.spatial;
+    std::vector<int64_t> inStrides = rowMajorStrides(w.in);
+    std::vector<int64_t> lo(n), hi(n), tap(n); // scratch: rank-sized
+    int64_t planes = x.shape[0] * x.shape[1];
+    for (int64_t plane = 0; plane < planes; ++plane) {
+      const T *in = x.as<T>() + plane * w.inPlane;
+      T *out = ctx.outputs[0].as<T>() + plane * w.outPlane;
+      forEachWindow(w, [&](int64_t o, const std::vector<int64_t> &start) {
+        // Taps [lo, hi) of each dim land inside the input; padding is
+        // skipped, so it never wins (PyTorch pads with -inf).
+        bool empty = false;
+        for (size_t d = 0; d < n; ++d) {
+          int64_t dil = w.dilations[d];
+          lo[d] = start[d] < 0 ? (-start[d] + dil - 1) / dil : 0;
+          int64_t room = w.in[d] - start[d]; // taps need start + k*dil < in
+          hi[d] = room <= 0 ? 0 : std::min(w.kernel[d], (room + dil - 1) / dil);
+          empty = empty || lo[d] >= hi[d];
+        }
+        T best = -std::numeric_limits<T>::infinity();
+        if (!empty) {
+          tap = lo;
+          do {
+            int64_t at = 0;
+            for (size_t d = 0; d < n; ++d)
+              at += (start[d] + tap[d] * w.dilations[d]) * inStrides[d];
+            T v = in[at];
+            // PyTorch's max_pool: the first maximum in window order wins,
+            // and a NaN wins over everything.
+            if (v > best || std::isnan(v)) {
+              best = v;
+              if (std::isnan(v))
+                break;
+            }
+          } while (nextIndex(tap, lo, hi));
+        }
+        out[o] = best;
+      });
+    }
+    return Status::ok();
+  });
+}
+
+Status avgPoolKernel(KernelContext &ctx) {
+  const std::string op = "graph.avg_pool";
+  Window w;
+  if (Status s = readPoolWindow(op, ctx, /*withDilations=*/false, w); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0];
+  bool countIncludePad = ctx.attrs.getBool("count_include_pad", false);
+  return dispatchFloat(x.dtype, op, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    size_t n = w.spatial;
+    std::vector<int64_t> inStrides = rowMajorStrides(w.in);
+    std::vector<int64_t> lo(n), hi(n), idx(n); // scratch: rank-sized
+    int64_t planes = x.shape[0] * x.shape[1];
+    for (int64_t plane = 0; plane < planes; ++plane) {
+      const T *in = x.as<T>() + plane * w.inPlane;
+      T *out = ctx.outputs[0].as<T>() + plane * w.outPlane;
+      forEachWindow(w, [&](int64_t o, const std::vector<int64_t> &start) {
+        // PyTorch's avg_pool: count_include_pad divides by the window
+        // clipped to the padded input (not the ceil_mode overhang);
+        // otherwise by the input elements in it. A window without input
+        // elements gives 0.
+        int64_t padded = 1, real = 1;
+        bool empty = false;
+        for (size_t d = 0; d < n; ++d) {
+          int64_t end = std::min(start[d] + w.kernel[d], w.in[d] + w.padEnd[d]);
+          padded *= end - start[d];
+          lo[d] = std::max<int64_t>(start[d], 0);
+          hi[d] = std::min(end, w.in[d]);
+          empty = empty || lo[d] >= hi[d];
+          real *= hi[d] - lo[d];
+        }
+        if (empty) {
+          out[o] = T(0);
+          return;
+        }
+        double sum = 0;
+        idx = lo;
+        do {
+          int64_t at = 0;
+          for (size_t d = 0; d < n; ++d)
+            at += idx[d] * inStrides[d];
+          sum += in[at];
+        } while (nextIndex(idx, lo, hi));
+        out[o] = T(sum / double(countIncludePad ? padded : real));
+      });
+    }
+    return Status::ok();
+  });
+}
+
+} // namespace
+
+void registerConvolutionKernels(KernelRegistry &registry) {
+  registry.add("graph.conv", convKernel);
+  registry.add("graph.max_pool", maxPoolKernel);
+  registry.add("graph.avg_pool", avgPoolKernel);
+}
+
+} // namespace strata::runtime::cpu

@@ -1,0 +1,130 @@
+//===- LossKernels.cpp - Losses on the CPU --------------------------------===//
+//
+// graph.cross_entropy, matching torch.nn.functional.cross_entropy (that is,
+// nll_loss of log_softmax over dim 1): logits [N, C, d...], integer labels
+// [N, d...], optional per-class weight [C]. The log-sum-exp and every sum
+// are evaluated in double and rounded once. Conventions:
+//  - "mean" is PyTorch's weighted mean sum(w[y] * nll) / sum(w[y]) over the
+//    labels that are not ignored; all ignored gives 0 / 0 = NaN, as PyTorch.
+//  - ignore_index is optional here (PyTorch defaults it to -100): absent, no
+//    label is ignored. Ignored positions give 0 under "none".
+//  - A label outside [0, C) that is not ignored is an error (PyTorch raises
+//    "Target ... is out of bounds").
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuKernels.h"
+#include "kernels/KernelUtils.h"
+
+#include <cmath>
+#include <string>
+
+namespace strata::runtime::cpu {
+namespace {
+
+Status crossEntropyKernel(KernelContext &ctx) {
+  constexpr const char *kOp = "graph.cross_entropy";
+  if (Status s = checkArity(ctx, kOp, 2, 3, 1); !s)
+    return s;
+  const TensorView &logits = ctx.inputs[0], &labels = ctx.inputs[1];
+  const TensorView *weight = ctx.inputs.size() > 2 ? &ctx.inputs[2] : nullptr;
+  TensorView &loss = ctx.outputs[0];
+  if (loss.dtype != logits.dtype || (weight && weight->dtype != logits.dtype))
+    return Status::error("graph.cross_entropy: logits, weight and loss must "
+                         "share one element type");
+  if (isFloat(labels.dtype))
+    return Status::error("graph.cross_entropy: labels must be integers, got " +
+                         labels.describe());
+  if (logits.rank() < 2)
+    return Status::error("graph.cross_entropy: logits must have rank >= 2 "
+                         "[N, C, ...], got " +
+                         logits.describe());
+  int64_t classes = logits.shape[1];
+  std::vector<int64_t> labelShape{logits.shape[0]};
+  labelShape.insert(labelShape.end(), logits.shape.begin() + 2,
+                    logits.shape.end());
+  if (labels.shape != labelShape)
+    return Status::error("graph.cross_entropy: labels " + labels.describe() +
+                         " do not fit logits " + logits.describe());
+  if (weight && weight->shape != std::vector<int64_t>{classes})
+    return Status::error("graph.cross_entropy: weight must have shape [" +
+                         std::to_string(classes) + "], got " +
+                         weight->describe());
+  std::string reduction = ctx.attrs.getString("reduction", "mean");
+  bool none = reduction == "none";
+  if (!none && reduction != "mean" && reduction != "sum")
+    return Status::error("graph.cross_entropy: reduction must be \"mean\", "
+                         "\"sum\" or \"none\", got \"" +
+                         reduction + "\"");
+  if (loss.shape != (none ? labelShape : std::vector<int64_t>{}))
+    return Status::error("graph.cross_entropy: loss has the wrong shape " +
+                         loss.describe());
+  bool hasIgnore = ctx.attrs.has("ignore_index");
+  int64_t ignoreIndex = ctx.attrs.getInt("ignore_index");
+  int64_t batch = logits.shape[0];
+  int64_t spatial = labels.numel() / (batch > 0 ? batch : 1);
+
+  return dispatchAll(labels.dtype, kOp, [&](auto labelTag) -> Status {
+    using L = decltype(labelTag);
+    const L *y = labels.as<L>();
+    // Check every label first so a bad one leaves the result untouched.
+    for (int64_t i = 0, n = labels.numel(); i < n; ++i) {
+      int64_t label = static_cast<int64_t>(y[i]);
+      if ((!hasIgnore || label != ignoreIndex) &&
+          (label < 0 || label >= classes))
+        return Status::error("graph.cross_entropy: label " +
+                             std::to_string(label) + " at " +
+                             std::to_string(i) + " is out of [0, " +
+                             std::to_string(classes) + ")");
+    }
+    return dispatchFloat(logits.dtype, kOp, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      const T *x = logits.as<T>();
+      const T *w = weight ? weight->as<T>() : nullptr;
+      T *out = loss.as<T>();
+      double total = 0, totalWeight = 0;
+      for (int64_t n = 0; n < batch; ++n)
+        for (int64_t s = 0; s < spatial; ++s) {
+          int64_t i = n * spatial + s;
+          int64_t label = static_cast<int64_t>(y[i]);
+          if (hasIgnore && label == ignoreIndex) {
+            if (none)
+              out[i] = T(0);
+            continue;
+          }
+          // Class c of position (n, s) is at (n * C + c) * S + s.
+          const T *col = x + n * classes * spatial + s;
+          T max = col[0];
+          for (int64_t c = 1; c < classes; ++c) {
+            T v = col[c * spatial];
+            if (v > max || v != v)
+              max = v;
+          }
+          double sum = 0;
+          for (int64_t c = 0; c < classes; ++c)
+            sum += std::exp(double(col[c * spatial]) - double(max));
+          // -log_softmax(x)[label]
+          double nll =
+              double(max) + std::log(sum) - double(col[label * spatial]);
+          double wy = w ? double(w[label]) : 1.0;
+          if (none)
+            out[i] = static_cast<T>(wy * nll);
+          total += wy * nll;
+          totalWeight += wy;
+        }
+      if (reduction == "sum")
+        out[0] = static_cast<T>(total);
+      else if (reduction == "mean")
+        out[0] = static_cast<T>(total / totalWeight);
+      return Status::ok();
+    });
+  });
+}
+
+} // namespace
+
+void registerLossKernels(KernelRegistry &registry) {
+  registry.add("graph.cross_entropy", crossEntropyKernel);
+}
+
+} // namespace strata::runtime::cpu

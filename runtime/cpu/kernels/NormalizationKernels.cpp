@@ -1,0 +1,269 @@
+//===- NormalizationKernels.cpp - Normalization and softmax on the CPU ----===//
+//
+// graph.layer_norm, graph.batch_norm, graph.softmax and graph.log_softmax,
+// matching torch.nn.functional's layer_norm, batch_norm, softmax and
+// log_softmax. Statistics and sums are accumulated in double and every
+// result is rounded once to the element type, so a result is within an ulp
+// or two of PyTorch's (which accumulates float in float here and there).
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuKernels.h"
+#include "kernels/KernelUtils.h"
+
+#include <cmath>
+#include <initializer_list>
+#include <string>
+
+namespace strata::runtime::cpu {
+namespace {
+
+/// Attributes without an ODS default must be written by codegen.
+Status requireAttrs(const KernelContext &ctx, std::string_view op,
+                    std::initializer_list<const char *> names) {
+  for (const char *name : names)
+    if (!ctx.attrs.has(name))
+      return Status::error(std::string(op) + ": missing attribute '" + name +
+                           "'");
+  return Status::ok();
+}
+
+Status sameDType(std::string_view op, const TensorView &ref,
+                 std::initializer_list<const TensorView *> others) {
+  for (const TensorView *t : others)
+    if (t->dtype != ref.dtype)
+      return Status::error(std::string(op) + ": " + t->describe() +
+                           " does not have the element type of " +
+                           ref.describe());
+  return Status::ok();
+}
+
+int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t i = begin; i < end; ++i)
+    p *= shape[i];
+  return p;
+}
+
+//===----------------------------------------------------------------------===//
+// LayerNorm
+//===----------------------------------------------------------------------===//
+
+Status layerNormKernel(KernelContext &ctx) {
+  constexpr const char *kOp = "graph.layer_norm";
+  if (Status s = checkArity(ctx, kOp, 2, 3, 1); !s)
+    return s;
+  if (Status s = requireAttrs(ctx, kOp, {"axis", "epsilon"}); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0], &scale = ctx.inputs[1];
+  const TensorView *bias = ctx.inputs.size() > 2 ? &ctx.inputs[2] : nullptr;
+  TensorView &y = ctx.outputs[0];
+  if (Status s = sameDType(kOp, x, {&scale, &y, bias ? bias : &x}); !s)
+    return s;
+  int64_t axis = ctx.attrs.getInt("axis");
+  double epsilon = ctx.attrs.getFloat("epsilon");
+  if (axis < 0 || axis >= x.rank())
+    return Status::error("graph.layer_norm: axis " + std::to_string(axis) +
+                         " must be in [0, " + std::to_string(x.rank()) + ")");
+  std::vector<int64_t> normalized(x.shape.begin() + axis, x.shape.end());
+  if (scale.shape != normalized || (bias && bias->shape != normalized) ||
+      y.shape != x.shape)
+    return Status::error("graph.layer_norm: scale and bias must have the "
+                         "shape of the normalized dims of " +
+                         x.describe());
+
+  return dispatchFloat(x.dtype, kOp, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    const T *in = x.as<T>(), *g = scale.as<T>();
+    const T *b = bias ? bias->as<T>() : nullptr;
+    T *out = y.as<T>();
+    int64_t rows = product(x.shape, 0, axis);
+    int64_t len = product(x.shape, axis, x.shape.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *row = in + r * len;
+      double sum = 0;
+      for (int64_t i = 0; i < len; ++i)
+        sum += row[i];
+      double mean = sum / static_cast<double>(len);
+      // Two passes: the variance of centred values cannot go negative.
+      double sq = 0;
+      for (int64_t i = 0; i < len; ++i) {
+        double d = row[i] - mean;
+        sq += d * d;
+      }
+      double rstd = 1.0 / std::sqrt(sq / static_cast<double>(len) + epsilon);
+      for (int64_t i = 0; i < len; ++i) {
+        double v = (row[i] - mean) * rstd * g[i];
+        if (b)
+          v += b[i];
+        out[r * len + i] = static_cast<T>(v);
+      }
+    }
+    return Status::ok();
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// BatchNorm
+//===----------------------------------------------------------------------===//
+
+Status batchNormKernel(KernelContext &ctx) {
+  constexpr const char *kOp = "graph.batch_norm";
+  if (Status s = checkArity(ctx, kOp, 5, 5, 3); !s)
+    return s;
+  if (Status s = requireAttrs(ctx, kOp, {"epsilon", "momentum", "training"});
+      !s)
+    return s;
+  const TensorView &x = ctx.inputs[0];
+  const TensorView *perChannel[] = {&ctx.inputs[1],  &ctx.inputs[2],
+                                    &ctx.inputs[3],  &ctx.inputs[4],
+                                    &ctx.outputs[1], &ctx.outputs[2]};
+  TensorView &y = ctx.outputs[0];
+  if (x.rank() < 2)
+    return Status::error("graph.batch_norm: input must have rank >= 2, got " +
+                         x.describe());
+  int64_t channels = x.shape[1];
+  for (const TensorView *t : perChannel)
+    if (t->dtype != x.dtype || t->shape != std::vector<int64_t>{channels})
+      return Status::error("graph.batch_norm: per-channel operands and "
+                           "results must be " +
+                           std::string(name(x.dtype)) + "[" +
+                           std::to_string(channels) + "], got " +
+                           t->describe());
+  if (y.dtype != x.dtype || y.shape != x.shape)
+    return Status::error("graph.batch_norm: output must be " + x.describe() +
+                         ", got " + y.describe());
+  double epsilon = ctx.attrs.getFloat("epsilon");
+  double momentum = ctx.attrs.getFloat("momentum");
+  bool training = ctx.attrs.getBool("training");
+  int64_t batch = x.shape[0];
+  int64_t spatial = product(x.shape, 2, x.shape.size());
+  int64_t count = batch * spatial;
+  // torch.nn.functional.batch_norm raises the same for one value.
+  if (training && count <= 1)
+    return Status::error("graph.batch_norm: training needs more than 1 value "
+                         "per channel, got " +
+                         x.describe());
+
+  return dispatchFloat(x.dtype, kOp, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    const T *in = x.as<T>();
+    const T *g = ctx.inputs[1].as<T>(), *b = ctx.inputs[2].as<T>();
+    const T *runMean = ctx.inputs[3].as<T>(), *runVar = ctx.inputs[4].as<T>();
+    T *out = y.as<T>();
+    T *newMean = ctx.outputs[1].as<T>(), *newVar = ctx.outputs[2].as<T>();
+    for (int64_t c = 0; c < channels; ++c) {
+      double mean, var;
+      if (training) {
+        double sum = 0;
+        for (int64_t n = 0; n < batch; ++n)
+          for (int64_t s = 0; s < spatial; ++s)
+            sum += in[(n * channels + c) * spatial + s];
+        mean = sum / static_cast<double>(count);
+        double sq = 0;
+        for (int64_t n = 0; n < batch; ++n)
+          for (int64_t s = 0; s < spatial; ++s) {
+            double d = in[(n * channels + c) * spatial + s] - mean;
+            sq += d * d;
+          }
+        // Biased variance normalizes; the unbiased one updates the running
+        // variance (PyTorch's convention).
+        var = sq / static_cast<double>(count);
+        double unbiased = sq / static_cast<double>(count - 1);
+        newMean[c] = static_cast<T>((1 - momentum) * double(runMean[c]) +
+                                    momentum * mean);
+        newVar[c] = static_cast<T>((1 - momentum) * double(runVar[c]) +
+                                   momentum * unbiased);
+      } else {
+        mean = runMean[c];
+        var = runVar[c];
+        newMean[c] = runMean[c];
+        newVar[c] = runVar[c];
+      }
+      double rstd = 1.0 / std::sqrt(var + epsilon);
+      for (int64_t n = 0; n < batch; ++n)
+        for (int64_t s = 0; s < spatial; ++s) {
+          int64_t i = (n * channels + c) * spatial + s;
+          out[i] = static_cast<T>((in[i] - mean) * rstd * g[c] + b[c]);
+        }
+    }
+    return Status::ok();
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax, LogSoftmax
+//===----------------------------------------------------------------------===//
+
+/// Softmax or log-softmax of `len` elements `stride` apart: the max is
+/// subtracted first, exp and the sum are evaluated in double. A row of all
+/// -inf gives NaN (-inf - -inf), as torch.softmax and torch.log_softmax do;
+/// so does a row holding +inf.
+template <typename T>
+void softmaxLine(const T *in, T *out, int64_t len, int64_t stride, bool log) {
+  if (len == 0)
+    return;
+  T max = in[0];
+  for (int64_t i = 1; i < len; ++i) {
+    T v = in[i * stride];
+    // NaN wins, as in torch's max-reduction.
+    if (v > max || v != v)
+      max = v;
+  }
+  double sum = 0;
+  for (int64_t i = 0; i < len; ++i)
+    sum += std::exp(double(in[i * stride]) - double(max));
+  if (log) {
+    double logSum = std::log(sum);
+    for (int64_t i = 0; i < len; ++i)
+      out[i * stride] =
+          static_cast<T>(double(in[i * stride]) - double(max) - logSum);
+  } else {
+    for (int64_t i = 0; i < len; ++i)
+      out[i * stride] =
+          static_cast<T>(std::exp(double(in[i * stride]) - double(max)) / sum);
+  }
+}
+
+void addSoftmax(KernelRegistry &r, std::string op, bool log) {
+  r.add(op, [op, log](KernelContext &ctx) -> Status {
+    if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+      return s;
+    if (Status s = requireAttrs(ctx, op, {"axis"}); !s)
+      return s;
+    const TensorView &x = ctx.inputs[0];
+    TensorView &y = ctx.outputs[0];
+    if (y.dtype != x.dtype || y.shape != x.shape)
+      return Status::error(op + ": result must be " + x.describe() + ", got " +
+                           y.describe());
+    int64_t axis = ctx.attrs.getInt("axis");
+    if (axis < 0 || axis >= x.rank())
+      return Status::error(op + ": axis " + std::to_string(axis) +
+                           " must be in [0, " + std::to_string(x.rank()) + ")");
+    int64_t outer = product(x.shape, 0, axis);
+    int64_t len = x.shape[axis];
+    int64_t inner = product(x.shape, axis + 1, x.shape.size());
+    return dispatchFloat(x.dtype, op, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      const T *in = x.as<T>();
+      T *out = y.as<T>();
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+          int64_t base = o * len * inner + i;
+          softmaxLine(in + base, out + base, len, inner, log);
+        }
+      return Status::ok();
+    });
+  });
+}
+
+} // namespace
+
+void registerNormalizationKernels(KernelRegistry &registry) {
+  registry.add("graph.layer_norm", layerNormKernel);
+  registry.add("graph.batch_norm", batchNormKernel);
+  addSoftmax(registry, "graph.softmax", false);
+  addSoftmax(registry, "graph.log_softmax", true);
+}
+
+} // namespace strata::runtime::cpu

@@ -1,0 +1,642 @@
+//===- ShapeKernels.cpp - Shape manipulation and lookups on the CPU -------===//
+//
+// graph.reshape ... graph.embedding: ops that only move elements. They copy
+// bytes of the element width, so they serve every dtype (f16 and bf16
+// included) without a per-type instantiation and keep NaN payloads intact.
+// Shapes are checked against the op's shape rules before any byte moves, so
+// an inconsistent instruction is an error Status, not a wild write.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuKernels.h"
+#include "kernels/KernelUtils.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+namespace strata::runtime::cpu {
+namespace {
+
+using Bytes = unsigned char;
+
+const Bytes *bytesOf(const TensorView &t) {
+  return static_cast<const Bytes *>(t.data);
+}
+Bytes *bytesOf(TensorView &t) { return static_cast<Bytes *>(t.data); }
+
+Status checkSameDType(std::string_view op, const TensorView &a,
+                      const TensorView &b) {
+  if (a.dtype == b.dtype)
+    return Status::ok();
+  return Status::error(std::string(op) + ": element types differ (" +
+                       a.describe() + " vs " + b.describe() + ")");
+}
+
+Status checkShape(std::string_view op, const TensorView &t,
+                  const std::vector<int64_t> &expected) {
+  if (t.shape == expected)
+    return Status::ok();
+  TensorView want = t;
+  want.shape = expected;
+  return Status::error(std::string(op) + ": expected result " +
+                       want.describe() + ", got " + t.describe());
+}
+
+Status checkAxis(std::string_view op, int64_t axis, int64_t rank) {
+  if (axis >= 0 && axis < rank)
+    return Status::ok();
+  return Status::error(std::string(op) + ": axis " + std::to_string(axis) +
+                       " must be in [0, " + std::to_string(rank) + ")");
+}
+
+/// Product of shape[begin, end).
+int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t d = begin; d < end; ++d)
+    n *= shape[d];
+  return n;
+}
+
+//===----------------------------------------------------------------------===//
+// Strided copy
+//===----------------------------------------------------------------------===//
+
+/// Copies `n` elements of W bytes, `step` source elements apart.
+template <size_t W>
+void copyRowOf(Bytes *dst, const Bytes *src, int64_t n, int64_t step) {
+  for (int64_t i = 0; i < n; ++i)
+    std::memcpy(dst + i * W, src + i * step * static_cast<int64_t>(W), W);
+}
+
+void copyRow(Bytes *dst, const Bytes *src, int64_t n, int64_t step, size_t w) {
+  if (step == 1) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * w);
+    return;
+  }
+  // A fixed width lets the compiler turn each element into one move.
+  switch (w) {
+  case 1:
+    return copyRowOf<1>(dst, src, n, step);
+  case 2:
+    return copyRowOf<2>(dst, src, n, step);
+  case 4:
+    return copyRowOf<4>(dst, src, n, step);
+  default:
+    return copyRowOf<8>(dst, src, n, step);
+  }
+}
+
+/// Fills the dense `out` from `in`: the element at output coordinate c is
+/// in's element `base + sum_d c[d] * strides[d]` (strides in elements; 0
+/// broadcasts, negative walks backwards). Transpose, slice and broadcast_to
+/// are all this copy with different strides.
+void copyStrided(const TensorView &in, TensorView &out,
+                 const std::vector<int64_t> &strides, int64_t base) {
+  if (out.numel() == 0)
+    return;
+  // scratch: the output dims with size-1 dims dropped and dims that walk the
+  // input as one merged, so the inner loop is as long as it can be.
+  std::vector<int64_t> sizes, steps;
+  for (size_t d = 0; d < out.shape.size(); ++d) {
+    if (out.shape[d] == 1)
+      continue;
+    if (!sizes.empty() && steps.back() == strides[d] * out.shape[d]) {
+      sizes.back() *= out.shape[d];
+      steps.back() = strides[d];
+      continue;
+    }
+    sizes.push_back(out.shape[d]);
+    steps.push_back(strides[d]);
+  }
+  size_t w = byteWidth(out.dtype);
+  const Bytes *src = bytesOf(in);
+  Bytes *dst = bytesOf(out);
+  if (sizes.empty()) {
+    std::memcpy(dst, src + base * static_cast<int64_t>(w), w);
+    return;
+  }
+  int64_t inner = sizes.back(), innerStep = steps.back();
+  int64_t outerRank = static_cast<int64_t>(sizes.size()) - 1;
+  int64_t rows = out.numel() / inner;
+  std::vector<int64_t> coord(outerRank, 0); // scratch: odometer
+  int64_t offset = base;
+  for (int64_t row = 0; row < rows; ++row) {
+    copyRow(dst, src + offset * static_cast<int64_t>(w), inner, innerStep, w);
+    dst += inner * static_cast<int64_t>(w);
+    for (int64_t d = outerRank - 1; d >= 0; --d) {
+      offset += steps[d];
+      if (++coord[d] < sizes[d])
+        break;
+      offset -= steps[d] * sizes[d];
+      coord[d] = 0;
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Reshape, broadcast_to, transpose, slice
+//===----------------------------------------------------------------------===//
+
+Status reshapeKernel(KernelContext &ctx) {
+  constexpr std::string_view op = "graph.reshape";
+  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0];
+  TensorView &y = ctx.outputs[0];
+  if (Status s = checkSameDType(op, x, y); !s)
+    return s;
+  if (x.numel() != y.numel())
+    return Status::error(std::string(op) + ": element counts differ (" +
+                         x.describe() + " vs " + y.describe() + ")");
+  // Row-major, so the bytes are already in order; memmove in case the
+  // runtime ever aliases the two.
+  if (x.bytes() && x.data != y.data)
+    std::memmove(y.data, x.data, x.bytes());
+  return Status::ok();
+}
+
+Status broadcastToKernel(KernelContext &ctx) {
+  constexpr std::string_view op = "graph.broadcast_to";
+  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0];
+  TensorView &y = ctx.outputs[0];
+  if (Status s = checkSameDType(op, x, y); !s)
+    return s;
+  std::string bad = std::string(op) + ": cannot broadcast " + x.describe() +
+                    " to " + y.describe();
+  if (x.rank() > y.rank())
+    return Status::error(bad);
+  // Numpy rules: right-aligned; a size-1 (or missing) dim repeats.
+  std::vector<int64_t> inStrides = rowMajorStrides(x.shape);
+  std::vector<int64_t> strides(y.shape.size(), 0);
+  int64_t lead = y.rank() - x.rank();
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    int64_t in = x.shape[d], out = y.shape[d + lead];
+    if (in == out)
+      strides[d + lead] = inStrides[d];
+    else if (in != 1)
+      return Status::error(bad);
+  }
+  copyStrided(x, y, strides, 0);
+  return Status::ok();
+}
+
+Status transposeKernel(KernelContext &ctx) {
+  constexpr std::string_view op = "graph.transpose";
+  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0];
+  TensorView &y = ctx.outputs[0];
+  if (Status s = checkSameDType(op, x, y); !s)
+    return s;
+  std::vector<int64_t> perm = ctx.attrs.getInts("perm");
+  if (static_cast<int64_t>(perm.size()) != x.rank())
+    return Status::error(std::string(op) + ": perm must have " +
+                         std::to_string(x.rank()) + " entries");
+  std::vector<int64_t> inStrides = rowMajorStrides(x.shape);
+  std::vector<bool> seen(perm.size(), false); // scratch
+  std::vector<int64_t> shape, strides;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= x.rank() || seen[p])
+      return Status::error(std::string(op) + ": perm is not a permutation");
+    seen[p] = true;
+    shape.push_back(x.shape[p]);
+    strides.push_back(inStrides[p]);
+  }
+  if (Status s = checkShape(op, y, shape); !s)
+    return s;
+  copyStrided(x, y, strides, 0);
+  return Status::ok();
+}
+
+Status sliceKernel(KernelContext &ctx) {
+  constexpr std::string_view op = "graph.slice";
+  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0];
+  TensorView &y = ctx.outputs[0];
+  if (Status s = checkSameDType(op, x, y); !s)
+    return s;
+  std::vector<int64_t> offsets = ctx.attrs.getInts("offsets"),
+                       sizes = ctx.attrs.getInts("sizes"),
+                       steps = ctx.attrs.getInts("strides");
+  int64_t rank = x.rank();
+  if (static_cast<int64_t>(offsets.size()) != rank ||
+      static_cast<int64_t>(sizes.size()) != rank ||
+      static_cast<int64_t>(steps.size()) != rank)
+    return Status::error(std::string(op) +
+                         ": offsets, sizes and strides need one entry per dim");
+  if (Status s = checkShape(op, y, sizes); !s)
+    return s;
+  std::vector<int64_t> inStrides = rowMajorStrides(x.shape);
+  std::vector<int64_t> strides(rank);
+  int64_t base = 0;
+  for (int64_t d = 0; d < rank; ++d) {
+    std::string where = std::string(op) + ": dim " + std::to_string(d);
+    if (steps[d] == 0 || sizes[d] < 0)
+      return Status::error(where + ": stride must be non-zero and size >= 0");
+    strides[d] = steps[d] * inStrides[d];
+    if (sizes[d] == 0)
+      continue;
+    // The same bounds rule as SliceOp::inferReturnTypes: first and last
+    // element read must lie inside the dim.
+    int64_t last = offsets[d] + (sizes[d] - 1) * steps[d];
+    if (offsets[d] < 0 || offsets[d] >= x.shape[d] || last < 0 ||
+        last >= x.shape[d])
+      return Status::error(where + ": slice is out of bounds for size " +
+                           std::to_string(x.shape[d]));
+    base += offsets[d] * inStrides[d];
+  }
+  copyStrided(x, y, strides, base);
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Concat and split
+//===----------------------------------------------------------------------===//
+
+/// Checks that `part` matches `whole` in every dim but `axis`.
+Status checkPart(std::string_view op, const TensorView &part,
+                 const TensorView &whole, int64_t axis) {
+  if (Status s = checkSameDType(op, part, whole); !s)
+    return s;
+  bool ok = part.rank() == whole.rank();
+  for (int64_t d = 0; ok && d < part.rank(); ++d)
+    ok = d == axis || part.shape[d] == whole.shape[d];
+  if (ok)
+    return Status::ok();
+  return Status::error(std::string(op) + ": " + part.describe() +
+                       " does not match " + whole.describe() +
+                       " outside axis " + std::to_string(axis));
+}
+
+Status concatKernel(KernelContext &ctx) {
+  constexpr std::string_view op = "graph.concat";
+  if (ctx.inputs.empty() || ctx.outputs.size() != 1)
+    return Status::error(std::string(op) +
+                         ": expected at least 1 input and 1 output");
+  TensorView &y = ctx.outputs[0];
+  int64_t axis = ctx.attrs.getInt("axis");
+  if (Status s = checkAxis(op, axis, y.rank()); !s)
+    return s;
+  int64_t total = 0;
+  for (const TensorView &x : ctx.inputs) {
+    if (Status s = checkPart(op, x, y, axis); !s)
+      return s;
+    total += x.shape[axis];
+  }
+  if (total != y.shape[axis])
+    return Status::error(std::string(op) + ": input sizes along axis sum to " +
+                         std::to_string(total) + ", result has " +
+                         std::to_string(y.shape[axis]));
+  if (y.numel() == 0)
+    return Status::ok();
+  // Each input contributes one contiguous slab per outer index.
+  size_t w = byteWidth(y.dtype);
+  int64_t outer = product(y.shape, 0, axis);
+  int64_t inner = product(y.shape, axis + 1, y.shape.size());
+  Bytes *dst = bytesOf(y);
+  for (int64_t o = 0; o < outer; ++o)
+    for (const TensorView &x : ctx.inputs) {
+      size_t slab = static_cast<size_t>(x.shape[axis] * inner) * w;
+      if (slab)
+        std::memcpy(dst, bytesOf(x) + o * slab, slab);
+      dst += slab;
+    }
+  return Status::ok();
+}
+
+Status splitKernel(KernelContext &ctx) {
+  constexpr std::string_view op = "graph.split";
+  if (ctx.inputs.size() != 1 || ctx.outputs.empty())
+    return Status::error(std::string(op) +
+                         ": expected 1 input and at least 1 output");
+  const TensorView &x = ctx.inputs[0];
+  int64_t axis = ctx.attrs.getInt("axis");
+  if (Status s = checkAxis(op, axis, x.rank()); !s)
+    return s;
+  int64_t total = 0;
+  for (const TensorView &y : ctx.outputs) {
+    if (Status s = checkPart(op, y, x, axis); !s)
+      return s;
+    total += y.shape[axis];
+  }
+  if (total != x.shape[axis])
+    return Status::error(std::string(op) + ": result sizes along axis sum to " +
+                         std::to_string(total) + ", input has " +
+                         std::to_string(x.shape[axis]));
+  if (x.numel() == 0)
+    return Status::ok();
+  size_t w = byteWidth(x.dtype);
+  int64_t outer = product(x.shape, 0, axis);
+  int64_t inner = product(x.shape, axis + 1, x.shape.size());
+  const Bytes *src = bytesOf(x);
+  for (int64_t o = 0; o < outer; ++o)
+    for (TensorView &y : ctx.outputs) {
+      size_t slab = static_cast<size_t>(y.shape[axis] * inner) * w;
+      if (slab)
+        std::memcpy(bytesOf(y) + o * slab, src, slab);
+      src += slab;
+    }
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Pad
+//===----------------------------------------------------------------------===//
+
+/// The bytes of one element of `dtype` holding `value` (pad's F64 `value`).
+Status fillBytes(std::string_view op, DType dtype, double value, Bytes *fill) {
+  if (dtype == DType::F16 || dtype == DType::BF16) {
+    // Zero is the all-zero pattern; other values would need a conversion
+    // the runtime has nowhere else.
+    if (value == 0.0) {
+      std::memset(fill, 0, 2);
+      return Status::ok();
+    }
+    return Status::error(std::string(op) +
+                         ": a non-zero value is not supported for " +
+                         std::string(name(dtype)));
+  }
+  return dispatchAll(dtype, op, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    T v;
+    if constexpr (std::is_same_v<T, uint8_t>) { // i1
+      v = value != 0.0 ? 1 : 0;
+    } else if constexpr (std::is_integral_v<T>) {
+      // Truncates toward zero like a torch int fill; refuses what a cast
+      // could not represent (UB in C++).
+      double t = std::trunc(value);
+      if (!(t >= double(std::numeric_limits<T>::min()) &&
+            t <= double(std::numeric_limits<T>::max())))
+        return Status::error(std::string(op) + ": value " +
+                             std::to_string(value) + " does not fit " +
+                             std::string(name(dtype)));
+      v = static_cast<T>(t);
+    } else {
+      v = static_cast<T>(value);
+    }
+    std::memcpy(fill, &v, sizeof(T));
+    return Status::ok();
+  });
+}
+
+Status padKernel(KernelContext &ctx) {
+  constexpr std::string_view op = "graph.pad";
+  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0];
+  TensorView &y = ctx.outputs[0];
+  if (Status s = checkSameDType(op, x, y); !s)
+    return s;
+  std::vector<int64_t> pads = ctx.attrs.getInts("pads");
+  std::string mode = ctx.attrs.getString("mode", "constant");
+  int64_t rank = x.rank();
+  if (static_cast<int64_t>(pads.size()) != 2 * rank)
+    return Status::error(std::string(op) + ": pads needs two entries per dim");
+  bool constant = mode == "constant", reflect = mode == "reflect",
+       edge = mode == "edge";
+  if (!constant && !reflect && !edge)
+    return Status::error(std::string(op) + ": unknown mode \"" + mode + "\"");
+  std::vector<int64_t> shape;
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t begin = pads[d], end = pads[d + rank], n = x.shape[d];
+    if (begin < 0 || end < 0)
+      return Status::error(std::string(op) + ": pads must be >= 0");
+    // torch: reflect needs pad < dim; replicate needs a non-empty dim.
+    if (reflect && (begin >= n || end >= n))
+      return Status::error(std::string(op) + ": reflect pads of dim " +
+                           std::to_string(d) + " must be smaller than " +
+                           std::to_string(n));
+    if (edge && n == 0 && begin + end > 0)
+      return Status::error(std::string(op) + ": cannot edge-pad empty dim " +
+                           std::to_string(d));
+    shape.push_back(n + begin + end);
+  }
+  if (Status s = checkShape(op, y, shape); !s)
+    return s;
+  Bytes fill[8] = {};
+  if (constant)
+    if (Status s =
+            fillBytes(op, y.dtype, ctx.attrs.getFloat("value", 0.0), fill);
+        !s)
+      return s;
+  if (y.numel() == 0)
+    return Status::ok();
+  size_t w = byteWidth(y.dtype);
+  if (rank == 0) {
+    std::memcpy(y.data, x.data, w);
+    return Status::ok();
+  }
+
+  // scratch: per dim, the source coordinate of every output coordinate, or
+  // -1 where the constant goes.
+  std::vector<std::vector<int64_t>> source(rank);
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t begin = pads[d], n = x.shape[d];
+    for (int64_t o = 0; o < shape[d]; ++o) {
+      int64_t i = o - begin;
+      if (i < 0 || i >= n) {
+        if (constant)
+          i = -1;
+        else if (edge)
+          i = std::clamp<int64_t>(i, 0, n - 1);
+        else // numpy/torch reflect: mirror about the edge, edge not repeated.
+          i = i < 0 ? -i : 2 * (n - 1) - i;
+      }
+      source[d].push_back(i);
+    }
+  }
+  std::vector<int64_t> inStrides = rowMajorStrides(x.shape);
+  int64_t cols = shape.back();
+  const std::vector<int64_t> &colSource = source.back();
+  const Bytes *src = bytesOf(x);
+  Bytes *dst = bytesOf(y);
+  std::vector<int64_t> coord(rank - 1, 0); // scratch: odometer over rows
+  for (int64_t row = 0, rows = y.numel() / cols; row < rows; ++row) {
+    // The row's source offset, or -1 if any outer coordinate is padding.
+    int64_t offset = 0;
+    for (int64_t d = 0; d < rank - 1 && offset >= 0; ++d) {
+      int64_t i = source[d][coord[d]];
+      offset = i < 0 ? -1 : offset + i * inStrides[d];
+    }
+    for (int64_t j = 0; j < cols; ++j, dst += w) {
+      int64_t i = colSource[j];
+      if (offset < 0 || i < 0)
+        std::memcpy(dst, fill, w);
+      else
+        std::memcpy(dst, src + (offset + i) * static_cast<int64_t>(w), w);
+    }
+    for (int64_t d = rank - 2; d >= 0; --d) {
+      if (++coord[d] < shape[d])
+        break;
+      coord[d] = 0;
+    }
+  }
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Trilu
+//===----------------------------------------------------------------------===//
+
+Status triluKernel(KernelContext &ctx) {
+  constexpr std::string_view op = "graph.trilu";
+  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0];
+  TensorView &y = ctx.outputs[0];
+  if (Status s = checkSameDType(op, x, y); !s)
+    return s;
+  if (x.rank() < 2)
+    return Status::error(std::string(op) + ": input must have rank >= 2, got " +
+                         x.describe());
+  if (Status s = checkShape(op, y, x.shape); !s)
+    return s;
+  if (x.numel() == 0)
+    return Status::ok();
+  bool upper = ctx.attrs.getBool("upper");
+  int64_t rows = x.shape[x.rank() - 2], cols = x.shape.back();
+  // Beyond +-(rows + cols) every k keeps all or nothing; clamping keeps
+  // i + k from overflowing.
+  int64_t k =
+      std::clamp<int64_t>(ctx.attrs.getInt("k"), -(rows + cols), rows + cols);
+  size_t w = byteWidth(x.dtype);
+  size_t rowBytes = static_cast<size_t>(cols) * w;
+  const Bytes *src = bytesOf(x);
+  Bytes *dst = bytesOf(y);
+  for (int64_t r = 0, n = x.numel() / cols; r < n; ++r) {
+    int64_t i = r % rows;
+    // torch.triu keeps j - i >= k, torch.tril keeps j - i <= k; the rest
+    // becomes zero, which is the all-zero pattern in every dtype.
+    int64_t lo = upper ? std::clamp<int64_t>(i + k, 0, cols) : 0;
+    int64_t hi = upper ? cols : std::clamp<int64_t>(i + k + 1, 0, cols);
+    const Bytes *s = src + r * rowBytes;
+    Bytes *d = dst + r * rowBytes;
+    std::memset(d, 0, static_cast<size_t>(lo) * w);
+    if (hi > lo)
+      std::memmove(d + lo * w, s + lo * w, static_cast<size_t>(hi - lo) * w);
+    std::memset(d + std::max(hi, lo) * w, 0,
+                static_cast<size_t>(cols - std::max(hi, lo)) * w);
+  }
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Gather and embedding
+//===----------------------------------------------------------------------===//
+
+/// Calls fn(T{}) with T the C++ type of integer index dtype `t`.
+template <typename Fn>
+Status dispatchIndex(DType t, std::string_view op, Fn &&fn) {
+  switch (t) {
+  case DType::I64:
+    return fn(int64_t{});
+  case DType::I32:
+    return fn(int32_t{});
+  case DType::I16:
+    return fn(int16_t{});
+  case DType::I8:
+    return fn(int8_t{});
+  default:
+    return Status::error(std::string(op) +
+                         ": indices must be i64, i32, i16 or i8, got " +
+                         std::string(name(t)));
+  }
+}
+
+/// Copies blocks of `inner` elements: for every outer index o and every
+/// index i, block (o, idx[i]) of `in` (with `axisSize` blocks per outer
+/// index) to block (o, i) of `out`. Negative indices count from the end (ONNX
+/// Gather); any index outside [-axisSize, axisSize) is an error, reported
+/// before anything is written.
+Status gatherBlocks(std::string_view op, const TensorView &in,
+                    const TensorView &indices, TensorView &out, int64_t outer,
+                    int64_t axisSize, int64_t inner) {
+  return dispatchIndex(indices.dtype, op, [&](auto tag) -> Status {
+    using I = decltype(tag);
+    const I *idx = indices.as<I>();
+    int64_t count = indices.numel();
+    for (int64_t p = 0; p < count; ++p) {
+      int64_t v = idx[p];
+      if (v < -axisSize || v >= axisSize)
+        return Status::error(std::string(op) + ": index " + std::to_string(v) +
+                             " is out of range for size " +
+                             std::to_string(axisSize));
+    }
+    if (out.numel() == 0)
+      return Status::ok();
+    size_t block = static_cast<size_t>(inner) * byteWidth(in.dtype);
+    const Bytes *src = bytesOf(in);
+    Bytes *dst = bytesOf(out);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t p = 0; p < count; ++p, dst += block) {
+        int64_t v = idx[p];
+        v = v < 0 ? v + axisSize : v;
+        std::memcpy(dst, src + (o * axisSize + v) * block, block);
+      }
+    return Status::ok();
+  });
+}
+
+Status gatherKernel(KernelContext &ctx) {
+  constexpr std::string_view op = "graph.gather";
+  if (Status s = checkArity(ctx, op, 2, 2, 1); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0], &indices = ctx.inputs[1];
+  TensorView &y = ctx.outputs[0];
+  if (Status s = checkSameDType(op, x, y); !s)
+    return s;
+  int64_t axis = ctx.attrs.getInt("axis");
+  if (Status s = checkAxis(op, axis, x.rank()); !s)
+    return s;
+  std::vector<int64_t> shape(x.shape.begin(), x.shape.begin() + axis);
+  shape.insert(shape.end(), indices.shape.begin(), indices.shape.end());
+  shape.insert(shape.end(), x.shape.begin() + axis + 1, x.shape.end());
+  if (Status s = checkShape(op, y, shape); !s)
+    return s;
+  return gatherBlocks(op, x, indices, y, product(x.shape, 0, axis),
+                      x.shape[axis],
+                      product(x.shape, axis + 1, x.shape.size()));
+}
+
+Status embeddingKernel(KernelContext &ctx) {
+  constexpr std::string_view op = "graph.embedding";
+  if (Status s = checkArity(ctx, op, 2, 2, 1); !s)
+    return s;
+  const TensorView &table = ctx.inputs[0], &indices = ctx.inputs[1];
+  TensorView &y = ctx.outputs[0];
+  if (Status s = checkSameDType(op, table, y); !s)
+    return s;
+  if (table.rank() != 2)
+    return Status::error(std::string(op) + ": table must have rank 2, got " +
+                         table.describe());
+  std::vector<int64_t> shape = indices.shape;
+  shape.push_back(table.shape[1]);
+  if (Status s = checkShape(op, y, shape); !s)
+    return s;
+  // Gather of whole rows (axis 0). Negative indices follow the ODS (ONNX
+  // Gather); torch.nn.functional.embedding would reject them.
+  return gatherBlocks(op, table, indices, y, 1, table.shape[0], table.shape[1]);
+}
+
+} // namespace
+
+void registerShapeKernels(KernelRegistry &registry) {
+  registry.add("graph.reshape", reshapeKernel);
+  registry.add("graph.broadcast_to", broadcastToKernel);
+  registry.add("graph.transpose", transposeKernel);
+  registry.add("graph.slice", sliceKernel);
+  registry.add("graph.concat", concatKernel);
+  registry.add("graph.split", splitKernel);
+  registry.add("graph.pad", padKernel);
+  registry.add("graph.trilu", triluKernel);
+  registry.add("graph.gather", gatherKernel);
+  registry.add("graph.embedding", embeddingKernel);
+}
+
+} // namespace strata::runtime::cpu
