@@ -60,6 +60,14 @@ public:
   /// The integer values of a compile-time input; fails naming `what`.
   mlir::FailureOr<llvm::SmallVector<int64_t>> getConstantInts(unsigned i,
                                                               llvm::StringRef what);
+  /// Same, for an optional input: `fallback` when it is absent.
+  mlir::FailureOr<llvm::SmallVector<int64_t>>
+  getConstantIntsOr(unsigned i, llvm::StringRef what,
+                    llvm::SmallVector<int64_t> fallback) {
+    if (!hasInput(i))
+      return fallback;
+    return getConstantInts(i, what);
+  }
   /// The single float value of a compile-time scalar input.
   mlir::FailureOr<double> getConstantScalar(unsigned i, llvm::StringRef what);
   /// True if the input is a trainable parameter (a function argument).

@@ -94,9 +94,7 @@ LogicalResult importFlatten(NodeImporter &n) {
 
 /// The axes of Squeeze/Unsqueeze: an input from opset 13 on.
 FailureOr<SmallVector<int64_t>> getAxes(NodeImporter &n, unsigned inputIndex) {
-  if (n.hasInput(inputIndex))
-    return n.getConstantInts(inputIndex, "axes");
-  return n.getAttrInts("axes");
+  return n.getConstantIntsOr(inputIndex, "axes", n.getAttrInts("axes"));
 }
 
 LogicalResult importUnsqueeze(NodeImporter &n) {
@@ -212,23 +210,13 @@ LogicalResult importSlice(NodeImporter &n) {
   FailureOr<SmallVector<int64_t>> ends = n.getConstantInts(2, "ends");
   if (failed(starts) || failed(ends))
     return failure();
-  SmallVector<int64_t> axes, steps;
-  if (n.hasInput(3)) {
-    FailureOr<SmallVector<int64_t>> a = n.getConstantInts(3, "axes");
-    if (failed(a))
-      return failure();
-    axes = *a;
-  } else {
-    axes = llvm::to_vector(llvm::seq<int64_t>(0, starts->size()));
-  }
-  if (n.hasInput(4)) {
-    FailureOr<SmallVector<int64_t>> s = n.getConstantInts(4, "steps");
-    if (failed(s))
-      return failure();
-    steps = *s;
-  } else {
-    steps.assign(starts->size(), 1);
-  }
+  FailureOr<SmallVector<int64_t>> axesOr = n.getConstantIntsOr(
+      3, "axes", llvm::to_vector(llvm::seq<int64_t>(0, starts->size())));
+  FailureOr<SmallVector<int64_t>> stepsOr = n.getConstantIntsOr(
+      4, "steps", SmallVector<int64_t>(starts->size(), 1));
+  if (failed(axesOr) || failed(stepsOr))
+    return failure();
+  const SmallVector<int64_t> &axes = *axesOr, &steps = *stepsOr;
   if (ends->size() != starts->size() || axes.size() != starts->size() ||
       steps.size() != starts->size())
     return n.fail("starts, ends, axes and steps differ in length");
@@ -575,15 +563,11 @@ LogicalResult importPad(NodeImporter &n) {
   FailureOr<SmallVector<int64_t>> pads = n.getConstantInts(1, "pads");
   if (failed(pads))
     return failure();
-  SmallVector<int64_t> axes;
-  if (n.hasInput(3)) {
-    FailureOr<SmallVector<int64_t>> a = n.getConstantInts(3, "axes");
-    if (failed(a))
-      return failure();
-    axes = *a;
-  } else {
-    axes = llvm::to_vector(llvm::seq<int64_t>(0, rank));
-  }
+  FailureOr<SmallVector<int64_t>> axesOr = n.getConstantIntsOr(
+      3, "axes", llvm::to_vector(llvm::seq<int64_t>(0, rank)));
+  if (failed(axesOr))
+    return failure();
+  const SmallVector<int64_t> &axes = *axesOr;
   if (pads->size() != 2 * axes.size())
     return n.fail("pads needs two entries per padded axis");
   SmallVector<int64_t> full(2 * rank, 0);
