@@ -14,6 +14,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cmath>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -116,6 +117,23 @@ void gemm(bool transB, int64_t m, int64_t n, int64_t k, const T *a, const T *b,
   else
     cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, 1.0, a, k, b, ldb,
                 0.0, c, n);
+}
+
+/// The max (NaN wins, as in torch's max-reduction) of `len` > 0 elements
+/// `stride` apart, and the sum in double of exp(x - max): the log-sum-exp of
+/// softmax and cross entropy.
+template <typename T>
+std::pair<T, double> maxAndExpSum(const T *in, int64_t len, int64_t stride) {
+  T max = in[0];
+  for (int64_t i = 1; i < len; ++i) {
+    T v = in[i * stride];
+    if (v > max || v != v)
+      max = v;
+  }
+  double sum = 0;
+  for (int64_t i = 0; i < len; ++i)
+    sum += std::exp(double(in[i * stride]) - double(max));
+  return {max, sum};
 }
 
 /// Random123's philox4x32_R(10, ctr, key) (DropoutKernels.cpp).

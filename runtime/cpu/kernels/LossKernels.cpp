@@ -94,15 +94,7 @@ Status crossEntropyKernel(KernelContext &ctx) {
           }
           // Class c of position (n, s) is at (n * C + c) * S + s.
           const T *col = x + n * classes * spatial + s;
-          T max = col[0];
-          for (int64_t c = 1; c < classes; ++c) {
-            T v = col[c * spatial];
-            if (v > max || v != v)
-              max = v;
-          }
-          double sum = 0;
-          for (int64_t c = 0; c < classes; ++c)
-            sum += std::exp(double(col[c * spatial]) - double(max));
+          auto [max, sum] = maxAndExpSum(col, classes, spatial);
           // -log_softmax(x)[label]
           double nll =
               double(max) + std::log(sum) - double(col[label * spatial]);

@@ -203,16 +203,7 @@ template <typename T>
 void softmaxLine(const T *in, T *out, int64_t len, int64_t stride, bool log) {
   if (len == 0)
     return;
-  T max = in[0];
-  for (int64_t i = 1; i < len; ++i) {
-    T v = in[i * stride];
-    // NaN wins, as in torch's max-reduction.
-    if (v > max || v != v)
-      max = v;
-  }
-  double sum = 0;
-  for (int64_t i = 0; i < len; ++i)
-    sum += std::exp(double(in[i * stride]) - double(max));
+  auto [max, sum] = maxAndExpSum(in, len, stride);
   if (log) {
     double logSum = std::log(sum);
     for (int64_t i = 0; i < len; ++i)
