@@ -97,38 +97,59 @@ public:
   PlanBuilder(plan::Plan &plan, const WeightSource &weights)
       : plan(plan), weights(weights) {}
 
-  Expected<uint32_t> addTensor(Value value, plan::TensorKind kind,
+  /// A new tensor of `type`.
+  Expected<uint32_t> newTensor(Type type, plan::TensorKind kind,
                                StringRef name) {
-    auto type = dyn_cast<RankedTensorType>(value.getType());
+    auto ranked = dyn_cast<RankedTensorType>(type);
     std::optional<plan::DType> dtype =
-        type ? toPlanDType(type.getElementType()) : std::nullopt;
-    if (!dtype || !type.hasStaticShape())
-      return fail("codegen: value of type " + typeString(value.getType()) +
+        ranked ? toPlanDType(ranked.getElementType()) : std::nullopt;
+    if (!dtype || !ranked.hasStaticShape())
+      return fail("codegen: value of type " + typeString(type) +
                   " has no artifact encoding");
     plan::Tensor *t = plan.add_tensors();
     uint32_t id = plan.tensors_size() - 1;
     t->set_id(id);
     t->set_name(name.str());
     t->set_dtype(*dtype);
-    for (int64_t d : type.getShape())
+    for (int64_t d : ranked.getShape())
       t->add_shape(d);
     t->set_kind(kind);
-    ids[value] = id;
+    types.push_back(type);
     return id;
   }
 
-  Error addParameter(BlockArgument arg, plan::TensorKind kind, StringRef name) {
-    Expected<uint32_t> id = addTensor(arg, kind, name);
+  /// The tensor of a named input or persistent state, shared by every
+  /// program; created on first use (a parameter or buffer then takes its
+  /// initial value from the weights).
+  Expected<uint32_t> sharedTensor(Type type, plan::TensorKind kind,
+                                  StringRef name) {
+    auto it = shared.find(name);
+    if (it != shared.end()) {
+      if (types[it->second] != type ||
+          plan.tensors(it->second).kind() != kind)
+        return fail("codegen: '" + name + "' has different types or roles "
+                    "in two programs");
+      return it->second;
+    }
+    Expected<uint32_t> id = newTensor(type, kind, name);
     if (!id)
       return id.takeError();
+    shared[name] = *id;
+    if (kind == plan::PARAMETER || kind == plan::BUFFER)
+      if (Error e = addInitialValue(*id, type, name))
+        return std::move(e);
+    return *id;
+  }
+
+  Error addInitialValue(uint32_t id, Type type, StringRef name) {
     Expected<std::string> bytes = weights(name);
     if (!bytes)
       return bytes.takeError();
-    auto type = cast<RankedTensorType>(arg.getType());
-    unsigned width = type.getElementType().isInteger(1)
+    auto ranked = cast<RankedTensorType>(type);
+    unsigned width = ranked.getElementType().isInteger(1)
                          ? 1
-                         : type.getElementType().getIntOrFloatBitWidth() / 8;
-    size_t expected = static_cast<size_t>(type.getNumElements()) * width;
+                         : ranked.getElementType().getIntOrFloatBitWidth() / 8;
+    size_t expected = static_cast<size_t>(ranked.getNumElements()) * width;
     if (bytes->size() != expected)
       return fail(llvm::formatv("codegen: initializer '{0}' has {1} bytes, "
                                 "expected {2}",
@@ -136,7 +157,7 @@ public:
     // Each parameter starts 64-byte aligned in params.bin.
     params.resize((params.size() + 63) / 64 * 64, '\0');
     plan::Parameter *p = plan.add_parameters();
-    p->set_tensor(*id);
+    p->set_tensor(id);
     p->set_name(name.str());
     p->set_offset(params.size());
     p->set_size_bytes(bytes->size());
@@ -153,11 +174,41 @@ public:
 
   plan::Plan &plan;
   const WeightSource &weights;
-  llvm::DenseMap<Value, uint32_t> ids;
+  llvm::StringMap<uint32_t> shared;
+  SmallVector<Type> types;
   std::string params;
 };
 
-Error buildPlan(func::FuncOp func, PlanBuilder &b) {
+std::optional<plan::TensorKind> stateKind(StringRef role) {
+  if (role == "parameter") return plan::PARAMETER;
+  if (role == "buffer") return plan::BUFFER;
+  if (role == "gradient") return plan::GRADIENT;
+  if (role == "optimizer_state") return plan::OPTIMIZER_STATE;
+  return std::nullopt;
+}
+
+/// Whether `op` may write its results over operand `operand`'s storage: it
+/// reads each element before writing the same element and nothing else.
+bool isInPlaceSafe(Operation *op) {
+  if (isa<graph::AdamWUpdateOp, graph::SGDUpdateOp>(op))
+    return true;
+  if (!isa<graph::AddOp, graph::SubOp, graph::MulOp>(op))
+    return false;
+  Type result = op->getResult(0).getType();
+  return llvm::all_of(op->getOperandTypes(),
+                      [&](Type t) { return t == result; });
+}
+
+/// Lowers one function into a program. A result that updates persistent
+/// state is computed straight into the state's tensor when that is safe (its
+/// producer runs after every other read of the old value, and reads the old
+/// value only elementwise); otherwise it is copied there at the end.
+Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
+  plan::Program &program = *b.plan.add_programs();
+  program.set_name(programName.str());
+  llvm::DenseMap<Value, uint32_t> ids;
+  llvm::StringMap<BlockArgument> stateArgs;
+
   for (BlockArgument arg : func.getArguments()) {
     auto role = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                   graph::kRoleAttrName);
@@ -165,33 +216,66 @@ Error buildPlan(func::FuncOp func, PlanBuilder &b) {
                                                   graph::kNameAttrName);
     if (!role || !name)
       return fail("codegen: argument " + std::to_string(arg.getArgNumber()) +
-                  " of @main has no graph.role / graph.name");
-    if (role.getValue() == "input") {
-      Expected<uint32_t> id = b.addTensor(arg, plan::INPUT, name.getValue());
-      if (!id)
-        return id.takeError();
-      plan::Binding *binding = b.plan.add_inputs();
+                  " of @" + func.getSymName() + " has no graph.role / graph.name");
+    std::optional<plan::TensorKind> kind =
+        role.getValue() == "input" ? plan::INPUT : stateKind(role.getValue());
+    if (!kind)
+      return fail("codegen: unknown argument role '" + role.str() + "'");
+    Expected<uint32_t> id = b.sharedTensor(arg.getType(), *kind, name.getValue());
+    if (!id)
+      return id.takeError();
+    ids[arg] = *id;
+    if (*kind == plan::INPUT) {
+      plan::Binding *binding = program.add_inputs();
       binding->set_name(name.str());
       binding->set_tensor(*id);
-    } else if (role.getValue() == "parameter" || role.getValue() == "buffer") {
-      if (Error e = b.addParameter(arg,
-                                   role.getValue() == "parameter"
-                                       ? plan::PARAMETER
-                                       : plan::BUFFER,
-                                   name.getValue()))
-        return e;
     } else {
-      return fail("codegen: unknown argument role '" + role.str() + "'");
+      stateArgs[name.getValue()] = arg;
     }
+  }
+
+  // Where each state-updating result goes.
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  llvm::DenseMap<Value, uint32_t> aliased;
+  SmallVector<std::pair<Value, uint32_t>> copies;
+  for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+    auto role = func.getResultAttrOfType<StringAttr>(i, graph::kRoleAttrName);
+    auto name = func.getResultAttrOfType<StringAttr>(i, graph::kNameAttrName);
+    std::optional<plan::TensorKind> kind =
+        role ? stateKind(role.getValue()) : std::nullopt;
+    if (!kind)
+      continue;
+    Expected<uint32_t> target =
+        b.sharedTensor(value.getType(), *kind, name.getValue());
+    if (!target)
+      return target.takeError();
+    BlockArgument old = stateArgs.lookup(name.getValue());
+    if (value == old)
+      continue; // Unchanged.
+    Operation *producer = value.getDefiningOp();
+    bool safe = producer && !isa<graph::ConstantOp>(producer) &&
+                !aliased.count(value);
+    if (safe && old)
+      for (Operation *user : old.getUsers())
+        if (user == producer ? !isInPlaceSafe(producer)
+                             : !user->isBeforeInBlock(producer))
+          safe = false;
+    if (safe)
+      aliased[value] = *target;
+    else
+      copies.push_back({value, *target});
   }
 
   for (Operation &op : func.getBody().front()) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+        auto role = func.getResultAttrOfType<StringAttr>(i, graph::kRoleAttrName);
         auto name = func.getResultAttrOfType<StringAttr>(i, graph::kNameAttrName);
-        plan::Binding *binding = b.plan.add_outputs();
+        if (role && stateKind(role.getValue()))
+          continue;
+        plan::Binding *binding = program.add_outputs();
         binding->set_name(name ? name.str() : "output" + std::to_string(i));
-        binding->set_tensor(b.ids.lookup(value));
+        binding->set_tensor(ids.lookup(value));
       }
       continue;
     }
@@ -199,36 +283,111 @@ Error buildPlan(func::FuncOp func, PlanBuilder &b) {
       auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
       if (!dense)
         return fail("codegen: a constant is not dense");
-      Expected<uint32_t> id = b.addTensor(constant, plan::CONSTANT, "");
+      Expected<uint32_t> id =
+          b.newTensor(constant.getType(), plan::CONSTANT, "");
       if (!id)
         return id.takeError();
+      ids[constant] = *id;
       b.plan.mutable_tensors(*id)->set_constant_data(constantBytes(dense));
       continue;
     }
     if (!isa<graph::GraphDialect>(op.getDialect()))
       return fail("codegen: cannot lower '" + op.getName().getStringRef() +
                   "'");
-    plan::Instruction *inst = b.plan.add_instructions();
+    plan::Instruction *inst = program.add_instructions();
     inst->set_op(op.getName().getStringRef().str());
     inst->set_location(locationName(op.getLoc()));
     for (Value operand : op.getOperands()) {
-      auto it = b.ids.find(operand);
-      if (it == b.ids.end())
+      auto it = ids.find(operand);
+      if (it == ids.end())
         return fail("codegen: an operand of " + op.getName().getStringRef() +
                     " is not defined before it");
       inst->add_inputs(it->second);
     }
     for (Value result : op.getResults()) {
-      Expected<uint32_t> id = b.addTensor(result, plan::ACTIVATION, "");
-      if (!id)
-        return id.takeError();
-      inst->add_outputs(*id);
+      uint32_t id;
+      if (auto it = aliased.find(result); it != aliased.end()) {
+        id = it->second;
+      } else {
+        Expected<uint32_t> fresh =
+            b.newTensor(result.getType(), plan::ACTIVATION, "");
+        if (!fresh)
+          return fresh.takeError();
+        id = *fresh;
+      }
+      ids[result] = id;
+      inst->add_outputs(id);
     }
     for (NamedAttribute attr : op.getAttrs())
       if (Error e = setAttribute(*inst->add_attributes(), attr, &op))
         return e;
   }
+  for (auto [value, target] : copies) {
+    plan::Instruction *inst = program.add_instructions();
+    inst->set_op("runtime.copy");
+    inst->set_location("state update");
+    inst->add_inputs(ids.lookup(value));
+    inst->add_outputs(target);
+  }
   return Error::success();
+}
+
+/// For synthetic data: the exclusive upper bound of an integer input's
+/// values, from the op that reads it.
+int64_t integerInputHigh(func::FuncOp func, BlockArgument arg) {
+  if (auto high = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                     "graph.int_high"))
+    return high.getInt();
+  for (OpOperand &use : arg.getUses()) {
+    Operation *user = use.getOwner();
+    if (auto embedding = dyn_cast<graph::EmbeddingOp>(user))
+      if (use.getOperandNumber() == 1)
+        return embedding.getTable().getType().getDimSize(0);
+    if (auto gather = dyn_cast<graph::GatherOp>(user))
+      if (use.getOperandNumber() == 1)
+        return gather.getInput().getType().getDimSize(gather.getAxis());
+  }
+  return 2;
+}
+
+void setTraining(const TrainingOptions &t, func::FuncOp step,
+                 plan::Training &out) {
+  out.set_optimizer(t.optimizer);
+  out.set_lr(t.lr);
+  out.set_weight_decay(t.weightDecay);
+  out.set_beta1(t.beta1);
+  out.set_beta2(t.beta2);
+  out.set_eps(t.eps);
+  out.set_momentum(t.momentum);
+  out.set_dampening(t.dampening);
+  out.set_nesterov(t.nesterov);
+  out.set_clip_norm(t.clipNorm);
+  out.set_accum(t.accum);
+  out.set_lr_schedule(t.lrSchedule);
+  out.set_warmup_steps(t.warmupSteps);
+  out.set_total_steps(t.totalSteps);
+  out.set_min_lr_ratio(t.minLrRatio);
+  out.set_dtype(t.dtype);
+  out.set_ignore_index(t.ignoreIndex);
+  out.set_logits_output(t.logits);
+  out.set_loss("model");
+  for (BlockArgument arg : step.getArguments()) {
+    auto role = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                  graph::kRoleAttrName);
+    auto name = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                  graph::kNameAttrName);
+    if (!role || role.getValue() != "input")
+      continue;
+    auto type = cast<RankedTensorType>(arg.getType());
+    if (out.batch() == 0 && type.getRank() > 0)
+      out.set_batch(type.getDimSize(0));
+    if (name.getValue() == "labels") {
+      out.set_loss("cross_entropy");
+      out.set_labels_input("labels");
+    }
+    if (type.getElementType().isSignlessInteger())
+      (*out.mutable_int_input_high())[name.str()] = integerInputHigh(step, arg);
+  }
 }
 
 Error writeFile(const std::string &path, const std::string &bytes) {
@@ -255,8 +414,20 @@ Error writeArtifact(ModuleOp module, llvm::StringRef dir,
   if (auto name = module->getAttrOfType<StringAttr>("graph.model"))
     plan.set_model_name(name.str());
   PlanBuilder builder(plan, weights);
-  if (Error e = buildPlan(func, builder))
+  if (Error e = buildProgram(func, "forward", builder))
     return e;
+  auto step = module.lookupSymbol<func::FuncOp>("micro_step");
+  auto update = module.lookupSymbol<func::FuncOp>("optimizer_step");
+  if (options.training) {
+    if (!step || !update)
+      return fail("codegen: a training artifact needs @micro_step and "
+                  "@optimizer_step (run strata-autodiff and strata-optimizer)");
+    if (Error e = buildProgram(step, "micro_step", builder))
+      return e;
+    if (Error e = buildProgram(update, "optimizer_step", builder))
+      return e;
+    setTraining(*options.training, step, *plan.mutable_training());
+  }
 
   std::string ir;
   llvm::raw_string_ostream os(ir);

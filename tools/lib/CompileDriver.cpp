@@ -18,6 +18,7 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
@@ -29,7 +30,7 @@ namespace cl = llvm::cl;
 
 namespace {
 
-enum class EmitStage { Onnx, Graph, Summary };
+enum class EmitStage { Onnx, Graph, Summary, Training };
 
 struct CompileOptions {
   cl::OptionCategory category{"strata-compile options"};
@@ -46,7 +47,10 @@ struct CompileOptions {
           clEnumValN(EmitStage::Graph, "graph",
                      "the graph dialect after import and cleanup"),
           clEnumValN(EmitStage::Summary, "summary",
-                     "a readable summary: inputs, parameters, op counts")),
+                     "a readable summary: inputs, parameters, op counts"),
+          clEnumValN(EmitStage::Training, "training",
+                     "the graph with @micro_step (loss, backward) and "
+                     "@optimizer_step")),
       cl::cat(category)};
   cl::list<std::string> inputShapes{
       "input-shape",
@@ -65,6 +69,57 @@ struct CompileOptions {
       cl::desc("With -o: write an inference artifact (the forward pass) "
                "that strata-run --forward evaluates"),
       cl::init(false), cl::cat(category)};
+
+  // Training.
+  cl::opt<std::string> optimizer{"optimizer", cl::desc("adamw or sgd"),
+                                 cl::init("adamw"), cl::cat(category)};
+  cl::opt<double> lr{"lr", cl::desc("Learning rate (strata-run --lr overrides)"),
+                     cl::init(1e-3), cl::cat(category)};
+  cl::opt<double> weightDecay{
+      "weight-decay",
+      cl::desc("Weight decay (default 0.01 for adamw, 0 for sgd)"),
+      cl::init(-1.0), cl::cat(category)};
+  cl::opt<double> beta1{"beta1", cl::desc("AdamW beta1"), cl::init(0.9),
+                        cl::cat(category)};
+  cl::opt<double> beta2{"beta2", cl::desc("AdamW beta2"), cl::init(0.999),
+                        cl::cat(category)};
+  cl::opt<double> eps{"eps", cl::desc("AdamW epsilon"), cl::init(1e-8),
+                      cl::cat(category)};
+  cl::opt<double> momentum{"momentum", cl::desc("SGD momentum"), cl::init(0.9),
+                           cl::cat(category)};
+  cl::opt<double> dampening{"dampening", cl::desc("SGD dampening"),
+                            cl::init(0.0), cl::cat(category)};
+  cl::opt<bool> nesterov{"nesterov", cl::desc("SGD Nesterov momentum"),
+                         cl::init(false), cl::cat(category)};
+  cl::opt<double> clipNorm{"clip-norm",
+                           cl::desc("Clip the global gradient norm (0: off)"),
+                           cl::init(0.0), cl::cat(category)};
+  cl::opt<unsigned> accum{"accum", cl::desc("Micro-steps per optimizer step"),
+                          cl::init(1), cl::cat(category)};
+  cl::opt<std::string> lrSchedule{"lr-schedule",
+                                  cl::desc("constant or cosine"),
+                                  cl::init("constant"), cl::cat(category)};
+  cl::opt<uint64_t> warmupSteps{"warmup-steps",
+                                cl::desc("Linear warmup steps"), cl::init(0),
+                                cl::cat(category)};
+  cl::opt<uint64_t> steps{"steps",
+                          cl::desc("Optimizer steps (the cosine horizon and "
+                                   "strata-run's default)"),
+                          cl::init(100), cl::cat(category)};
+  cl::opt<double> minLrRatio{"min-lr-ratio",
+                             cl::desc("Cosine floor as a fraction of --lr"),
+                             cl::init(0.1), cl::cat(category)};
+  cl::opt<std::string> dtype{"dtype", cl::desc("fp32, bf16 or fp16"),
+                             cl::init("fp32"), cl::cat(category)};
+  cl::list<std::string> freeze{
+      "freeze", cl::desc("Keep parameters matching a glob fixed (repeatable)"),
+      cl::value_desc("glob"), cl::cat(category)};
+  cl::opt<int64_t> ignoreIndex{"ignore-index",
+                               cl::desc("Label excluded from the loss"),
+                               cl::init(-100), cl::cat(category)};
+  cl::opt<std::string> logits{
+      "logits", cl::desc("The output the loss reads (default: the first)"),
+      cl::init(""), cl::cat(category)};
   cl::opt<bool> listOps{"list-onnx-ops",
                         cl::desc("Print the supported ONNX ops and exit"),
                         cl::init(false), cl::cat(category)};
@@ -73,6 +128,89 @@ struct CompileOptions {
 int error(const llvm::Twine &message) {
   llvm::errs() << "strata-compile: error: " << message << "\n";
   return 1;
+}
+
+llvm::Error fail(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message.str());
+}
+
+llvm::Error readTrainingOptions(const CompileOptions &o,
+                                strata::codegen::TrainingOptions &t) {
+  if (o.optimizer != "adamw" && o.optimizer != "sgd")
+    return fail("--optimizer must be adamw or sgd, not '" + o.optimizer + "'");
+  if (o.lrSchedule != "constant" && o.lrSchedule != "cosine")
+    return fail("--lr-schedule must be constant or cosine, not '" +
+                o.lrSchedule + "'");
+  if (o.dtype != "fp32" && o.dtype != "bf16" && o.dtype != "fp16")
+    return fail("--dtype must be fp32, bf16 or fp16, not '" + o.dtype + "'");
+  if (o.dtype != "fp32")
+    return fail("--dtype " + o.dtype + " is not implemented yet; use fp32");
+  if (o.accum < 1)
+    return fail("--accum must be at least 1");
+  if (!(o.lr > 0.0))
+    return fail("--lr must be positive");
+  if (o.clipNorm < 0.0)
+    return fail("--clip-norm must be 0 (off) or positive");
+  if (o.steps < 1)
+    return fail("--steps must be at least 1");
+  t.optimizer = o.optimizer;
+  t.lr = o.lr;
+  t.weightDecay = o.weightDecay >= 0.0 ? o.weightDecay.getValue()
+                  : o.optimizer == "adamw" ? 0.01
+                                           : 0.0;
+  t.beta1 = o.beta1;
+  t.beta2 = o.beta2;
+  t.eps = o.eps;
+  t.momentum = o.momentum;
+  t.dampening = o.dampening;
+  t.nesterov = o.nesterov;
+  t.clipNorm = o.clipNorm;
+  t.accum = o.accum;
+  t.lrSchedule = o.lrSchedule;
+  t.warmupSteps = o.warmupSteps;
+  t.totalSteps = o.steps;
+  t.minLrRatio = o.minLrRatio;
+  t.dtype = o.dtype;
+  t.ignoreIndex = o.ignoreIndex;
+  t.logits = o.logits;
+  return llvm::Error::success();
+}
+
+/// The loss, the backward graph and the optimizer step.
+llvm::Error buildTrainingStep(MLIRContext &context, ModuleOp module,
+                              const strata::codegen::TrainingOptions &t,
+                              llvm::ArrayRef<std::string> freeze) {
+  std::string diagnostic;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+    if (diagnostic.empty())
+      diagnostic = diag.str();
+    return success();
+  });
+  PassManager pm(&context);
+  strata::AutodiffPassOptions autodiff;
+  autodiff.freeze = llvm::SmallVector<std::string>(freeze);
+  autodiff.logits = t.logits;
+  autodiff.ignoreIndex = t.ignoreIndex;
+  autodiff.accumulate = t.accum > 1;
+  pm.addPass(strata::createAutodiffPass(autodiff));
+  strata::OptimizerPassOptions optimizer;
+  optimizer.optimizer = t.optimizer;
+  optimizer.beta1 = t.beta1;
+  optimizer.beta2 = t.beta2;
+  optimizer.eps = t.eps;
+  optimizer.weightDecay = t.weightDecay;
+  optimizer.momentum = t.momentum;
+  optimizer.dampening = t.dampening;
+  optimizer.nesterov = t.nesterov;
+  optimizer.clipNorm = t.clipNorm;
+  optimizer.accum = t.accum;
+  pm.addPass(strata::createOptimizerPass(optimizer));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  if (failed(pm.run(module)))
+    return fail(diagnostic.empty() ? "building the training step failed"
+                                   : diagnostic);
+  return llvm::Error::success();
 }
 
 } // namespace
@@ -116,6 +254,7 @@ int strata::compileMain(int argc, char **argv) {
       "strata-compile: compile an ONNX model into a Strata training artifact\n\n"
       "  strata-compile model.onnx --emit=graph      print the imported graph\n"
       "  strata-compile model.onnx --emit=summary    parameters, ops, shapes\n"
+      "  strata-compile model.onnx -o model.strata   a training artifact\n"
       "  strata-compile model.onnx --forward-only -o model.strata\n"
       "                                               an inference artifact\n");
 
@@ -129,10 +268,13 @@ int strata::compileMain(int argc, char **argv) {
     importOptions.batch = options.batch;
   }
   bool writeArtifact = options.emit.getNumOccurrences() == 0;
-  if (writeArtifact && !options.forwardOnly)
-    return error("training artifacts need autodiff and the optimizer, which "
-                 "are not built yet; use --forward-only for an inference "
-                 "artifact, or --emit=graph|summary");
+  bool training = !options.forwardOnly && (writeArtifact ||
+                                           options.emit == EmitStage::Training);
+  strata::codegen::TrainingOptions trainingOptions;
+  if (training) {
+    if (llvm::Error e = readTrainingOptions(options, trainingOptions))
+      return error(llvm::toString(std::move(e)));
+  }
   if (writeArtifact && options.output == "-")
     return error("give the artifact directory with -o NAME.strata");
 
@@ -148,17 +290,21 @@ int strata::compileMain(int argc, char **argv) {
                         !options.noFuseAttention);
   if (!module)
     return error(llvm::toString(module.takeError()));
+  if (training)
+    if (llvm::Error e = buildTrainingStep(context, **module, trainingOptions,
+                                          options.freeze))
+      return error(llvm::toString(std::move(e)));
 
   if (writeArtifact) {
     auto weights = frontend::openOnnxWeights(options.input);
     if (!weights)
       return error(llvm::toString(weights.takeError()));
-    std::string summary = "forward-only";
-    for (const std::string &flag : options.inputShapes)
-      summary += " --input-shape=" + flag;
-    summary += " --batch=" + std::to_string(options.batch);
-    summary += options.noFuseAttention ? " --no-fuse-attention" : "";
+    std::string summary = training ? "training" : "forward-only";
+    for (int i = 1; i < argc; ++i)
+      summary += std::string(" ") + argv[i];
     codegen::ArtifactOptions artifactOptions{summary};
+    if (training)
+      artifactOptions.training = trainingOptions;
     if (llvm::Error e = codegen::writeArtifact(
             **module, options.output,
             [&](llvm::StringRef name) { return (*weights)->read(name); },

@@ -1,7 +1,8 @@
 //===- ArtifactWriter.h - Graph IR to a training artifact -------*- C++ -*-===//
 //
-// Codegen: lowers the `func.func @main` of a module to the runtime's plan
-// (runtime/schema/plan.proto). Every graph op becomes one instruction that
+// Codegen: lowers `@main` (and, for training, `@micro_step` and
+// `@optimizer_step`) to the runtime's plan (runtime/schema/plan.proto), one
+// program each over shared tensors. Every graph op becomes one instruction that
 // names the op, its operand and result tensors and its attributes, so no op
 // needs a case here; constants travel in the plan, parameters and buffers
 // in params.bin.
@@ -15,6 +16,7 @@
 #include "llvm/Support/Error.h"
 
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace strata::codegen {
@@ -22,9 +24,29 @@ namespace strata::codegen {
 /// Returns the initial bytes of a parameter or buffer, by ONNX name.
 using WeightSource = std::function<llvm::Expected<std::string>(llvm::StringRef)>;
 
+/// The training configuration recorded in the artifact (strata-run's
+/// defaults; the IR already holds what shapes the computation).
+struct TrainingOptions {
+  std::string optimizer = "adamw";
+  double lr = 1e-3, weightDecay = 0.01, beta1 = 0.9, beta2 = 0.999,
+         eps = 1e-8, momentum = 0.9, dampening = 0.0;
+  bool nesterov = false;
+  double clipNorm = 0.0;
+  unsigned accum = 1;
+  std::string lrSchedule = "constant";
+  uint64_t warmupSteps = 0, totalSteps = 100;
+  double minLrRatio = 0.1;
+  std::string dtype = "fp32";
+  int64_t ignoreIndex = -100;
+  std::string logits;
+};
+
 struct ArtifactOptions {
   /// Folded into the fingerprint: the compile options that shaped the IR.
   std::string optionsSummary;
+  /// Set for a training artifact: then @micro_step and @optimizer_step
+  /// become programs next to @main's "forward".
+  std::optional<TrainingOptions> training;
 };
 
 /// Writes `dir` (plan.pb and params.bin) for `module`'s @main. The folder is

@@ -49,4 +49,72 @@ def RaiseGraphPass : Pass<"strata-raise-graph", "::mlir::func::FuncOp"> {
   ];
 }
 
+
+//===----------------------------------------------------------------------===//
+// Training: the loss, the backward graph, the optimizer
+//===----------------------------------------------------------------------===//
+
+def AutodiffPass : Pass<"strata-autodiff", "::mlir::ModuleOp"> {
+  let summary = "Build @micro_step: the loss and the gradient of every parameter";
+  let description = [{
+    Clones the forward `@main` into `@micro_step`, adds the loss (the model's
+    own scalar output, or the mean cross-entropy of its logits against a new
+    `labels` input) and builds the backward graph by calling each op's
+    `GradientOpInterface` in reverse order, summing gradients where a value
+    fans out (a tied embedding and head get one gradient).
+
+    `@micro_step` returns `strata.loss` (role "output"), the gradient of each
+    trainable parameter (role "gradient", name "grad:NAME") and the updated
+    buffers (role "buffer"). With `accumulate`, each gradient is added to an
+    argument holding the running sum (role "gradient"), so the runtime can
+    run several micro-steps per optimizer step.
+  }];
+  let dependentDialects = ["::strata::graph::GraphDialect",
+                           "::mlir::func::FuncDialect"];
+  let options = [
+    ListOption<"freeze", "freeze", "std::string",
+               "Parameters (glob patterns over ONNX names) that get no gradient">,
+    Option<"logits", "logits", "std::string", /*default=*/"\"\"",
+           "The output the cross-entropy reads (default: the first)">,
+    Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
+           "Label value excluded from the loss">,
+    Option<"accumulate", "accumulate", "bool", /*default=*/"false",
+           "Add each gradient into a running sum (gradient accumulation)">,
+  ];
+}
+
+def OptimizerPass : Pass<"strata-optimizer", "::mlir::ModuleOp"> {
+  let summary = "Build @optimizer_step: clipping and the parameter updates";
+  let description = [{
+    For every gradient `@micro_step` returns, `@optimizer_step` takes the
+    parameter, its accumulated gradient and its optimizer states (role
+    "optimizer_state": "adamw.exp_avg:NAME", "adamw.exp_avg_sq:NAME" or
+    "sgd.momentum:NAME"), and the inputs `strata.lr` (f64) and `strata.step`
+    (i64, from 1). It returns `strata.grad_norm` (the global L2 norm of the
+    averaged gradient), the updated parameters and the updated states.
+    Gradients are multiplied by `1/accum` and, with `clip-norm`, by
+    `min(1, clip / (norm + 1e-6))` inside the update.
+  }];
+  let dependentDialects = ["::strata::graph::GraphDialect",
+                           "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
+           "adamw or sgd">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW epsilon">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.01",
+           "Decoupled (AdamW) or L2 (SGD) weight decay">,
+    Option<"momentum", "momentum", "double", /*default=*/"0.9", "SGD momentum">,
+    Option<"dampening", "dampening", "double", /*default=*/"0.0",
+           "SGD dampening">,
+    Option<"nesterov", "nesterov", "bool", /*default=*/"false",
+           "SGD Nesterov momentum">,
+    Option<"clipNorm", "clip-norm", "double", /*default=*/"0.0",
+           "Global gradient-norm clipping threshold (0: off)">,
+    Option<"accum", "accum", "unsigned", /*default=*/"1",
+           "Micro-steps per optimizer step">,
+  ];
+}
+
 #endif // STRATA_TRANSFORMS_PASSES_TD

@@ -14,6 +14,7 @@ void GraphDialect::initialize() {
 #define GET_OP_LIST
 #include "strata/Dialect/Graph/IR/GraphOps.cpp.inc"
       >();
+  registerGradientModels(*getContext());
 }
 
 Operation *GraphDialect::materializeConstant(OpBuilder &builder,

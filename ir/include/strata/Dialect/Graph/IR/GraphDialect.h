@@ -25,6 +25,10 @@ inline constexpr llvm::StringLiteral kNameAttrName = "graph.name";
 /// Function attribute: the ONNX names of the results, in order.
 inline constexpr llvm::StringLiteral kOutputNamesAttrName = "graph.outputs";
 
+/// Attaches each differentiable op's GradientOpInterface (GraphGradients.cpp);
+/// called when the dialect is loaded.
+void registerGradientModels(mlir::MLIRContext &context);
+
 } // namespace strata::graph
 
 #endif // STRATA_DIALECT_GRAPH_IR_GRAPHDIALECT_H

@@ -680,4 +680,6 @@ def Graph_AvgPoolOp : Graph_PoolOp<"avg_pool"> {
                        BoolAttr:$count_include_pad);
 }
 
+include "strata/Dialect/Graph/IR/GraphTrainingOps.td"
+
 #endif // STRATA_DIALECT_GRAPH_IR_GRAPHOPS_TD

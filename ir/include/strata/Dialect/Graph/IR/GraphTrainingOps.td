@@ -1,0 +1,194 @@
+//===- GraphTrainingOps.td - Gradient and optimizer ops ----*- tablegen -*-===//
+//
+// Ops that only the training passes create: the gradient ops that the
+// autodiff pass builds through each op's GradientOpInterface, where the
+// gradient is not a short composition of forward ops, and the optimizer
+// updates. Every one has a runtime kernel of the same name. Each op's
+// attributes are those of the forward op it differentiates; its result types
+// are given by the builder (they are the forward operands' types).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_DIALECT_GRAPH_IR_GRAPHTRAININGOPS_TD
+#define STRATA_DIALECT_GRAPH_IR_GRAPHTRAININGOPS_TD
+
+class Graph_GradOp<string mnemonic, list<Trait> traits = []>
+    : Graph_Op<mnemonic, !listconcat([Pure], traits)> {
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Graph_UnaryGradOp : Graph_GradOp<"unary_grad", [SameOperandsAndResultType]> {
+  let summary = "Gradient of an elementwise unary op";
+  let description = [{
+    `dx = f'(x) * dy` for the forward op named by `kind` ("tanh", "gelu",
+    "clip", ...), given its input `x` and output `y`; the forward op's
+    attributes (`approximate`, `alpha`, `beta`, `min`, `max`) ride along.
+    ```mlir
+    %dx = graph.unary_grad %dy, %x, %y {kind = "tanh"} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$grad, Graph_FloatTensor:$input,
+                       Graph_FloatTensor:$output, StrAttr:$kind,
+                       OptionalAttr<StrAttr>:$approximate,
+                       OptionalAttr<F64Attr>:$alpha, OptionalAttr<F64Attr>:$beta,
+                       OptionalAttr<F64Attr>:$min, OptionalAttr<F64Attr>:$max);
+  let results = (outs Graph_FloatTensor:$input_grad);
+}
+
+def Graph_LayerNormGradOp : Graph_GradOp<"layer_norm_grad"> {
+  let summary = "Gradients of layer_norm: input, scale, bias";
+  let arguments = (ins Graph_FloatTensor:$grad, Graph_FloatTensor:$input,
+                       Graph_FloatTensor:$scale, I64Attr:$axis, F64Attr:$epsilon);
+  let results = (outs Graph_FloatTensor:$input_grad, Graph_FloatTensor:$scale_grad,
+                      Graph_FloatTensor:$bias_grad);
+}
+
+def Graph_BatchNormGradOp : Graph_GradOp<"batch_norm_grad"> {
+  let summary = "Gradients of batch_norm: input, scale, bias";
+  let arguments = (ins Graph_FloatTensor:$grad, Graph_FloatTensor:$input,
+                       Graph_FloatTensor:$scale, Graph_FloatTensor:$running_mean,
+                       Graph_FloatTensor:$running_var, F64Attr:$epsilon,
+                       BoolAttr:$training);
+  let results = (outs Graph_FloatTensor:$input_grad, Graph_FloatTensor:$scale_grad,
+                      Graph_FloatTensor:$bias_grad);
+}
+
+def Graph_AttentionGradOp : Graph_GradOp<"attention_grad"> {
+  let summary = "Gradients of attention: query, key, value";
+  let description = [{
+    Recomputes the attention probabilities; with dropout it redraws the
+    forward's mask, which the shared `rng_stream` attribute identifies.
+  }];
+  let arguments = (ins Graph_FloatTensor:$grad, Graph_FloatTensor:$query,
+                       Graph_FloatTensor:$key, Graph_FloatTensor:$value,
+                       Optional<Graph_FloatTensor>:$mask, F64Attr:$scale,
+                       DefaultValuedAttr<BoolAttr, "false">:$causal,
+                       DefaultValuedAttr<F64Attr, "0.0">:$dropout_ratio,
+                       OptionalAttr<I64Attr>:$rng_stream);
+  let results = (outs Graph_FloatTensor:$query_grad, Graph_FloatTensor:$key_grad,
+                      Graph_FloatTensor:$value_grad);
+}
+
+def Graph_EmbeddingGradOp : Graph_GradOp<"embedding_grad"> {
+  let summary = "Gradient of embedding: rows scatter-added into the table";
+  let arguments = (ins Graph_FloatTensor:$grad, Graph_IntTensor:$indices);
+  let results = (outs Graph_FloatTensor:$table_grad);
+}
+
+def Graph_GatherGradOp : Graph_GradOp<"gather_grad"> {
+  let summary = "Gradient of gather: scatter-add along an axis";
+  let arguments = (ins Graph_FloatTensor:$grad, Graph_IntTensor:$indices,
+                       I64Attr:$axis);
+  let results = (outs Graph_FloatTensor:$input_grad);
+}
+
+def Graph_CrossEntropyGradOp : Graph_GradOp<"cross_entropy_grad"> {
+  let summary = "Gradient of cross_entropy with respect to the logits";
+  let arguments = (ins Graph_FloatTensor:$grad, Graph_FloatTensor:$logits,
+                       Graph_IntTensor:$labels, Optional<Graph_FloatTensor>:$weight,
+                       DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                       OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Graph_FloatTensor:$logits_grad);
+}
+
+def Graph_LinearGradWeightOp : Graph_GradOp<"linear_grad_weight"> {
+  let summary = "Gradient of linear with respect to its weight";
+  let description = [{
+    `dy [..., N]`, `x [..., K]` -> `[N, K]` with `transpose_weight`, else
+    `[K, N]`: one GEMM over the flattened leading dimensions.
+  }];
+  let arguments = (ins Graph_FloatTensor:$grad, Graph_FloatTensor:$input,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_weight);
+  let results = (outs Graph_FloatTensor:$weight_grad);
+}
+
+def Graph_ConvGradInputOp : Graph_GradOp<"conv_grad_input"> {
+  let summary = "Gradient of conv with respect to its input";
+  let arguments = (ins Graph_FloatTensor:$grad, Graph_FloatTensor:$weight,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations, I64Attr:$groups);
+  let results = (outs Graph_FloatTensor:$input_grad);
+}
+
+def Graph_ConvGradWeightOp : Graph_GradOp<"conv_grad_weight"> {
+  let summary = "Gradient of conv with respect to its weight";
+  let arguments = (ins Graph_FloatTensor:$grad, Graph_FloatTensor:$input,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations, I64Attr:$groups);
+  let results = (outs Graph_FloatTensor:$weight_grad);
+}
+
+def Graph_MaxPoolGradOp : Graph_GradOp<"max_pool_grad"> {
+  let summary = "Gradient of max_pool: to the first maximum of each window";
+  let arguments = (ins Graph_FloatTensor:$grad, Graph_FloatTensor:$input,
+                       DenseI64ArrayAttr:$kernel_shape, DenseI64ArrayAttr:$strides,
+                       DenseI64ArrayAttr:$pads, DenseI64ArrayAttr:$dilations,
+                       BoolAttr:$ceil_mode);
+  let results = (outs Graph_FloatTensor:$input_grad);
+}
+
+def Graph_AvgPoolGradOp : Graph_GradOp<"avg_pool_grad"> {
+  let summary = "Gradient of avg_pool";
+  let arguments = (ins Graph_FloatTensor:$grad,
+                       DenseI64ArrayAttr:$kernel_shape, DenseI64ArrayAttr:$strides,
+                       DenseI64ArrayAttr:$pads, BoolAttr:$ceil_mode,
+                       BoolAttr:$count_include_pad);
+  let results = (outs Graph_FloatTensor:$input_grad);
+}
+
+def Graph_SliceGradOp : Graph_GradOp<"slice_grad"> {
+  let summary = "Gradient of slice: zeros with the slice written back";
+  let arguments = (ins Graph_FloatTensor:$grad, DenseI64ArrayAttr:$offsets,
+                       DenseI64ArrayAttr:$sizes, DenseI64ArrayAttr:$strides);
+  let results = (outs Graph_FloatTensor:$input_grad);
+}
+
+def Graph_PadGradOp : Graph_GradOp<"pad_grad"> {
+  let summary = "Gradient of pad";
+  let arguments = (ins Graph_FloatTensor:$grad, DenseI64ArrayAttr:$pads,
+                       DefaultValuedStrAttr<StrAttr, "constant">:$mode,
+                       DefaultValuedAttr<F64Attr, "0.0">:$value);
+  let results = (outs Graph_FloatTensor:$input_grad);
+}
+
+def Graph_SumSquaresOp : Graph_GradOp<"sum_squares"> {
+  let summary = "Sum of squares of every element, as a scalar";
+  let arguments = (ins Graph_FloatTensor:$input);
+  let results = (outs 0DTensorOf<[AnyFloat]>:$output);
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer updates. The runtime may run them in place (results in their
+// operands' storage): each is elementwise.
+//===----------------------------------------------------------------------===//
+
+def Graph_AdamWUpdateOp : Graph_GradOp<"adamw_update"> {
+  let summary = "One AdamW step of one parameter (torch.optim.AdamW)";
+  let description = [{
+    `lr` is an f64 scalar, `step` the 1-based i64 step, `grad_scale` an f32
+    scalar the gradient is multiplied by first (averaging over micro-steps,
+    clipping, loss-scale removal).
+  }];
+  let arguments = (ins Graph_FloatTensor:$param, Graph_FloatTensor:$grad,
+                       Graph_FloatTensor:$exp_avg, Graph_FloatTensor:$exp_avg_sq,
+                       0DTensorOf<[F64]>:$lr, 0DTensorOf<[I64]>:$step,
+                       0DTensorOf<[F32]>:$grad_scale,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
+                       F64Attr:$weight_decay);
+  let results = (outs Graph_FloatTensor:$new_param, Graph_FloatTensor:$new_exp_avg,
+                      Graph_FloatTensor:$new_exp_avg_sq);
+}
+
+def Graph_SGDUpdateOp : Graph_GradOp<"sgd_update"> {
+  let summary = "One SGD step of one parameter (torch.optim.SGD)";
+  let arguments = (ins Graph_FloatTensor:$param, Graph_FloatTensor:$grad,
+                       Graph_FloatTensor:$momentum_buffer,
+                       0DTensorOf<[F64]>:$lr, 0DTensorOf<[I64]>:$step,
+                       0DTensorOf<[F32]>:$grad_scale,
+                       F64Attr:$momentum, F64Attr:$dampening,
+                       F64Attr:$weight_decay, BoolAttr:$nesterov);
+  let results = (outs Graph_FloatTensor:$new_param,
+                      Graph_FloatTensor:$new_momentum_buffer);
+}
+
+#endif // STRATA_DIALECT_GRAPH_IR_GRAPHTRAININGOPS_TD

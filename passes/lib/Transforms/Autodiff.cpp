@@ -1,0 +1,302 @@
+//===- Autodiff.cpp - The loss and the backward graph ---------------------===//
+//
+// strata-autodiff: clones @main into @micro_step, appends the loss and the
+// gradient of every trainable parameter. Reverse-mode, one pass over the
+// forward ops in reverse order; each op builds its own gradient through
+// GradientOpInterface (ir/lib/Dialect/Graph/IR/GraphGradients.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#include "strata/Transforms/Passes.h"
+
+#include "strata/Dialect/Graph/IR/GraphOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/GlobPattern.h"
+
+namespace strata {
+#define GEN_PASS_DEF_AUTODIFFPASS
+#include "strata/Transforms/Passes.h.inc"
+} // namespace strata
+
+using namespace mlir;
+using namespace strata;
+
+namespace {
+
+StringRef argRole(func::FuncOp func, unsigned i) {
+  auto role = func.getArgAttrOfType<StringAttr>(i, graph::kRoleAttrName);
+  return role ? role.getValue() : StringRef();
+}
+StringRef argName(func::FuncOp func, unsigned i) {
+  auto name = func.getArgAttrOfType<StringAttr>(i, graph::kNameAttrName);
+  return name ? name.getValue() : StringRef();
+}
+
+/// Appends an argument with a role and a name.
+BlockArgument addArgument(func::FuncOp func, Type type, StringRef role,
+                          StringRef name) {
+  MLIRContext *ctx = func.getContext();
+  unsigned index = func.getNumArguments();
+  NamedAttribute attrs[] = {
+      NamedAttribute(StringAttr::get(ctx, graph::kNameAttrName),
+                     StringAttr::get(ctx, name)),
+      NamedAttribute(StringAttr::get(ctx, graph::kRoleAttrName),
+                     StringAttr::get(ctx, role))};
+  (void)func.insertArgument(index, type, DictionaryAttr::get(ctx, attrs),
+                            func.getLoc());
+  return func.getArgument(index);
+}
+
+struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
+  using AutodiffPassBase::AutodiffPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto main = module.lookupSymbol<func::FuncOp>("main");
+    if (!main) {
+      module.emitError("strata-autodiff: the module has no @main");
+      return signalPassFailure();
+    }
+    if (module.lookupSymbol("micro_step")) {
+      module.emitError("strata-autodiff: @micro_step exists already");
+      return signalPassFailure();
+    }
+    SmallVector<llvm::GlobPattern> frozen;
+    for (const std::string &glob : freeze) {
+      auto pattern = llvm::GlobPattern::create(glob);
+      if (!pattern) {
+        module.emitError("strata-autodiff: bad --freeze pattern '")
+            << glob << "': " << llvm::toString(pattern.takeError());
+        return signalPassFailure();
+      }
+      frozen.push_back(std::move(*pattern));
+    }
+
+    OpBuilder builder(module.getContext());
+    builder.setInsertionPointAfter(main);
+    auto step = cast<func::FuncOp>(builder.clone(*main));
+    step.setSymName("micro_step");
+    step->removeAttr(graph::kOutputNamesAttrName);
+    if (failed(buildMicroStep(step, frozen)))
+      return signalPassFailure();
+  }
+
+  /// Returns the loss value, adding `labels` and the cross-entropy if the
+  /// model has no scalar loss output of its own.
+  FailureOr<Value> buildLoss(func::FuncOp func, func::ReturnOp ret,
+                             OpBuilder &b) {
+    SmallVector<unsigned> outputs;
+    for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+      auto role = func.getResultAttrOfType<StringAttr>(i, graph::kRoleAttrName);
+      if (role && role.getValue() == "output")
+        outputs.push_back(i);
+    }
+    for (unsigned i : outputs) {
+      auto type = cast<RankedTensorType>(ret.getOperand(i).getType());
+      if (type.getRank() == 0 && isa<FloatType>(type.getElementType()) &&
+          logits.empty())
+        return ret.getOperand(i);
+    }
+    if (outputs.empty())
+      return func.emitError("strata-autodiff: the model has no outputs");
+    Value logitsValue = ret.getOperand(outputs.front());
+    if (!logits.empty()) {
+      logitsValue = nullptr;
+      for (unsigned i : outputs) {
+        auto name = func.getResultAttrOfType<StringAttr>(i, graph::kNameAttrName);
+        if (name && name.getValue() == logits)
+          logitsValue = ret.getOperand(i);
+      }
+      if (!logitsValue)
+        return func.emitError("strata-autodiff: --logits names '")
+               << logits << "', which is not an output of the model";
+    }
+    auto type = cast<RankedTensorType>(logitsValue.getType());
+    if (type.getRank() < 2 || !isa<FloatType>(type.getElementType()))
+      return func.emitError("strata-autodiff: the loss needs float logits of "
+                            "rank 2 or more (classes last), but the output is ")
+             << type;
+    ArrayRef<int64_t> shape = type.getShape();
+    int64_t classes = shape.back();
+    int64_t rows = type.getNumElements() / classes;
+    SmallVector<int64_t> labelShape(shape.drop_back());
+    BlockArgument labels =
+        addArgument(func, RankedTensorType::get(labelShape, b.getI64Type()),
+                    "input", "labels");
+    func.setArgAttr(labels.getArgNumber(), "graph.int_high",
+                    b.getI64IntegerAttr(classes));
+
+    Location loc = func.getLoc();
+    Value flatLogits = logitsValue, flatLabels = labels;
+    if (type.getRank() > 2) {
+      flatLogits = b.create<graph::ReshapeOp>(
+          loc, RankedTensorType::get({rows, classes}, type.getElementType()),
+          logitsValue);
+      flatLabels = b.create<graph::ReshapeOp>(
+          loc, RankedTensorType::get({rows}, b.getI64Type()), labels);
+    }
+    return b
+        .create<graph::CrossEntropyOp>(
+            loc, RankedTensorType::get({}, type.getElementType()), flatLogits,
+            flatLabels, Value(), b.getStringAttr("mean"),
+            b.getI64IntegerAttr(ignoreIndex))
+        .getResult();
+  }
+
+  LogicalResult buildMicroStep(func::FuncOp func,
+                               ArrayRef<llvm::GlobPattern> frozen) {
+    Block &body = func.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    OpBuilder b(ret);
+    FailureOr<Value> loss = buildLoss(func, ret, b);
+    if (failed(loss))
+      return failure();
+
+    // Trainable parameters, and every value that depends on one.
+    SmallVector<BlockArgument> params;
+    llvm::DenseSet<Value> needsGrad;
+    for (BlockArgument arg : func.getArguments()) {
+      if (argRole(func, arg.getArgNumber()) != "parameter")
+        continue;
+      StringRef name = argName(func, arg.getArgNumber());
+      if (llvm::any_of(frozen, [&](const llvm::GlobPattern &p) {
+            return p.match(name);
+          }))
+        continue;
+      params.push_back(arg);
+      needsGrad.insert(arg);
+    }
+    SmallVector<Operation *> forward;
+    int64_t rngStream = 0;
+    for (Operation &op : body.without_terminator()) {
+      forward.push_back(&op);
+      // A random op and its gradient draw the same numbers.
+      if (auto attention = dyn_cast<graph::AttentionOp>(op))
+        if (attention.getDropoutRatio().convertToDouble() > 0.0)
+          op.setAttr("rng_stream", b.getI64IntegerAttr(++rngStream));
+      auto iface = dyn_cast<graph::GradientOpInterface>(op);
+      bool depends = false;
+      for (OpOperand &operand : op.getOpOperands())
+        if (needsGrad.contains(operand.get()) &&
+            (!iface || iface.isDifferentiableOperand(operand.getOperandNumber())))
+          depends = true;
+      if (!depends)
+        continue;
+      for (Value result : op.getResults())
+        if (isa<FloatType>(getElementTypeOrSelf(result.getType())))
+          needsGrad.insert(result);
+    }
+    if (!needsGrad.contains(*loss))
+      return func.emitError("strata-autodiff: the loss does not depend on any "
+                            "trainable parameter");
+
+    // Reverse sweep; gradient ops go before the return, in creation order.
+    llvm::DenseMap<Value, Value> grads;
+    auto lossType = cast<RankedTensorType>((*loss).getType());
+    grads[*loss] = b.create<graph::ConstantOp>(
+        func.getLoc(), DenseElementsAttr::get(
+                           lossType, b.getFloatAttr(lossType.getElementType(),
+                                                    1.0)));
+    for (Operation *op : llvm::reverse(forward)) {
+      SmallVector<Value> resultGrads;
+      bool any = false;
+      for (Value result : op->getResults()) {
+        Value g = grads.lookup(result);
+        resultGrads.push_back(g);
+        any |= static_cast<bool>(g);
+      }
+      if (!any)
+        continue;
+      bool wanted = llvm::any_of(op->getOperands(), [&](Value v) {
+        return needsGrad.contains(v);
+      });
+      if (!wanted)
+        continue;
+      auto iface = dyn_cast<graph::GradientOpInterface>(op);
+      if (!iface)
+        return op->emitError("strata-autodiff: no gradient for '")
+               << op->getName() << "'";
+      SmallVector<Value> operandGrads;
+      b.setInsertionPoint(ret);
+      if (failed(iface.buildGradient(b, resultGrads, operandGrads)))
+        return failure();
+      for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads)) {
+        if (!g || !needsGrad.contains(operand))
+          continue;
+        if (g.getType() != operand.getType())
+          return op->emitError("strata-autodiff: the gradient of '")
+                 << op->getName() << "' has type " << g.getType()
+                 << ", its operand " << operand.getType();
+        Value &slot = grads[operand];
+        slot = slot ? b.create<graph::AddOp>(op->getLoc(), g.getType(), slot, g)
+                          .getResult()
+                    : g;
+      }
+    }
+
+    // Results: the loss, a gradient per parameter, the buffer updates.
+    MLIRContext *ctx = func.getContext();
+    SmallVector<Value> results{*loss};
+    SmallVector<std::pair<StringRef, StringRef>> resultInfo{
+        {"output", "strata.loss"}};
+    std::vector<std::string> gradNames;
+    gradNames.reserve(params.size());
+    b.setInsertionPoint(ret);
+    for (BlockArgument param : params) {
+      Value g = grads.lookup(param);
+      StringRef name = argName(func, param.getArgNumber());
+      if (!g) {
+        // As PyTorch: a parameter the loss does not reach gets no update.
+        continue;
+      }
+      gradNames.push_back("grad:" + name.str());
+      if (accumulate) {
+        BlockArgument sum = addArgument(func, g.getType(), "gradient",
+                                        gradNames.back());
+        g = b.create<graph::AddOp>(func.getLoc(), g.getType(), sum, g);
+      }
+      results.push_back(g);
+      resultInfo.push_back({"gradient", gradNames.back()});
+    }
+    for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+      auto role = func.getResultAttrOfType<StringAttr>(i, graph::kRoleAttrName);
+      auto name = func.getResultAttrOfType<StringAttr>(i, graph::kNameAttrName);
+      if (role && role.getValue() == "buffer") {
+        results.push_back(ret.getOperand(i));
+        resultInfo.push_back({"buffer", name.getValue()});
+      }
+    }
+    b.create<func::ReturnOp>(ret.getLoc(), results);
+    ret.erase();
+    func.setFunctionType(FunctionType::get(
+        ctx, func.getArgumentTypes(), ValueRange(results).getTypes()));
+    SmallVector<DictionaryAttr> resultAttrs;
+    for (auto &[role, name] : resultInfo) {
+      NamedAttribute attrs[] = {
+          NamedAttribute(StringAttr::get(ctx, graph::kNameAttrName),
+                         StringAttr::get(ctx, name)),
+          NamedAttribute(StringAttr::get(ctx, graph::kRoleAttrName),
+                         StringAttr::get(ctx, role))};
+      resultAttrs.push_back(DictionaryAttr::get(ctx, attrs));
+    }
+    func.setAllResultAttrs(resultAttrs);
+    eraseDeadOps(body);
+    return success();
+  }
+
+  /// Removes side-effect-free ops whose results nobody reads (the model
+  /// outputs the loss does not need, unused operand gradients).
+  static void eraseDeadOps(Block &body) {
+    SmallVector<Operation *> ops;
+    for (Operation &op : body.without_terminator())
+      ops.push_back(&op);
+    for (Operation *op : llvm::reverse(ops))
+      if (op->use_empty() && isMemoryEffectFree(op))
+        op->erase();
+  }
+};
+
+} // namespace
