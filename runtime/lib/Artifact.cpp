@@ -70,11 +70,24 @@ Status Artifact::load(const std::string &dir, std::unique_ptr<Artifact> &out) {
     if (t.id() >= count)
       return Status::error("plan: tensor id " + std::to_string(t.id()) +
                            " out of range");
-  for (const auto &inst : p.instructions())
-    for (uint32_t id : inst.inputs())
-      if (id >= count)
-        return Status::error("plan: instruction " + inst.op() +
-                             " reads a tensor out of range");
+  for (const auto &program : p.programs()) {
+    for (const auto &inst : program.instructions()) {
+      for (uint32_t id : inst.inputs())
+        if (id >= count)
+          return Status::error("plan: instruction " + inst.op() +
+                               " reads a tensor out of range");
+      for (uint32_t id : inst.outputs())
+        if (id >= count)
+          return Status::error("plan: instruction " + inst.op() +
+                               " writes a tensor out of range");
+    }
+    for (const auto &b : program.inputs())
+      if (b.tensor() >= count)
+        return Status::error("plan: input '" + b.name() + "' out of range");
+    for (const auto &b : program.outputs())
+      if (b.tensor() >= count)
+        return Status::error("plan: output '" + b.name() + "' out of range");
+  }
 
   std::string paramsPath = dir + "/params.bin";
   int fd = open(paramsPath.c_str(), O_RDONLY);

@@ -71,29 +71,42 @@ Status Executor::create(const Artifact &artifact, const KernelRegistry &kernels,
                            "' size does not match its tensor");
     std::memcpy(v.data, artifact.getParams() + param.offset(), v.bytes());
   }
-  for (const auto &b : p.inputs())
-    e->inputs_[b.name()] = b.tensor();
-  for (const auto &b : p.outputs())
-    e->outputs_[b.name()] = b.tensor();
-
-  for (const auto &inst : p.instructions()) {
-    Step step;
-    step.kernel = kernels.lookup(inst.op());
-    if (!step.kernel)
-      return Status::error("no kernel for " + inst.op() + " (node '" +
-                           inst.location() + "') in this backend");
-    for (uint32_t id : inst.inputs())
-      step.inputs.push_back(e->tensors_[id]);
-    for (uint32_t id : inst.outputs()) {
-      if (id >= e->tensors_.size())
-        return Status::error("plan: instruction " + inst.op() +
-                             " writes a tensor out of range");
-      step.outputs.push_back(e->tensors_[id]);
+  for (const auto &t : p.tensors()) {
+    if (t.kind() == plan::PARAMETER || t.kind() == plan::BUFFER ||
+        t.kind() == plan::GRADIENT || t.kind() == plan::OPTIMIZER_STATE)
+      e->states_.push_back({t.name(), static_cast<int>(t.kind()),
+                            &e->tensors_[t.id()]});
+  }
+  for (const auto &prog : p.programs()) {
+    Program &program = e->programs_[prog.name()];
+    for (const auto &b : prog.inputs()) {
+      e->inputs_[b.name()] = b.tensor();
+      program.inputs.push_back(b.name());
     }
-    for (const auto &a : inst.attributes())
-      setAttribute(step.attrs, a);
-    step.description = inst.op() + " (node '" + inst.location() + "')";
-    e->steps_.push_back(std::move(step));
+    for (const auto &b : prog.outputs()) {
+      e->outputs_[b.name()] = b.tensor();
+      program.outputs.push_back(b.name());
+    }
+    for (const auto &inst : prog.instructions()) {
+      Step step;
+      step.kernel = kernels.lookup(inst.op());
+      if (!step.kernel)
+        return Status::error("no kernel for " + inst.op() + " (node '" +
+                             inst.location() + "') in this backend");
+      for (uint32_t id : inst.inputs())
+        step.inputs.push_back(e->tensors_[id]);
+      for (uint32_t id : inst.outputs())
+        step.outputs.push_back(e->tensors_[id]);
+      step.stream = program.steps.size();
+      for (const auto &a : inst.attributes()) {
+        setAttribute(step.attrs, a);
+        if (a.name() == "rng_stream" &&
+            a.value_case() == plan::Attribute::kIntValue)
+          step.stream = static_cast<uint64_t>(a.int_value()) | (1ull << 63);
+      }
+      step.description = inst.op() + " (node '" + inst.location() + "')";
+      program.steps.push_back(std::move(step));
+    }
   }
   out = std::move(e);
   return Status::ok();
@@ -109,28 +122,42 @@ const TensorView *Executor::findOutput(const std::string &name) const {
   return it == outputs_.end() ? nullptr : &tensors_[it->second];
 }
 
-std::vector<std::string> Executor::getInputNames() const {
-  std::vector<std::string> names;
-  for (const auto &[name, id] : inputs_)
-    names.push_back(name);
-  return names;
+std::vector<std::string> Executor::getInputNames(std::string_view program) const {
+  auto it = programs_.find(program);
+  return it == programs_.end() ? std::vector<std::string>() : it->second.inputs;
 }
 
-std::vector<std::string> Executor::getOutputNames() const {
-  std::vector<std::string> names;
-  for (const auto &[name, id] : outputs_)
-    names.push_back(name);
-  return names;
+std::vector<std::string> Executor::getOutputNames(std::string_view program) const {
+  auto it = programs_.find(program);
+  return it == programs_.end() ? std::vector<std::string>() : it->second.outputs;
 }
 
-Status Executor::run(uint64_t seed) {
-  for (size_t i = 0; i < steps_.size(); ++i) {
-    Step &step = steps_[i];
+bool Executor::hasProgram(std::string_view program) const {
+  return programs_.count(program) != 0;
+}
+
+std::vector<Executor::StateTensor> Executor::getStates() { return states_; }
+
+void Executor::zeroGradients() {
+  for (StateTensor &state : states_)
+    if (state.kind == plan::GRADIENT)
+      std::memset(state.view->data, 0, state.view->bytes());
+}
+
+Status Executor::run(std::string_view name, uint64_t seed) {
+  auto it = programs_.find(name);
+  if (it == programs_.end())
+    return Status::error("the artifact has no program '" + std::string(name) +
+                         "'");
+  std::vector<Step> &steps = it->second.steps;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    Step &step = steps[i];
     KernelContext ctx{step.inputs, step.outputs, step.attrs,
-                      fnv1a64(&i, sizeof(i), seed)};
+                      fnv1a64(&step.stream, sizeof(step.stream), seed)};
     if (Status s = (*step.kernel)(ctx); !s)
-      return Status::error("instruction " + std::to_string(i) + ", " +
-                           step.description + ": " + s.message());
+      return Status::error(std::string(name) + " instruction " +
+                           std::to_string(i) + ", " + step.description + ": " +
+                           s.message());
   }
   return Status::ok();
 }

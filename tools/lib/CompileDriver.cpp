@@ -176,8 +176,32 @@ llvm::Error readTrainingOptions(const CompileOptions &o,
   return llvm::Error::success();
 }
 
+} // namespace
+
+llvm::Expected<OwningOpRef<ModuleOp>>
+strata::importGraph(MLIRContext &context, llvm::StringRef path,
+                    const frontend::ImportOptions &options, bool fuseAttention) {
+  auto module = frontend::importOnnxFile(context, path, options);
+  if (!module)
+    return module.takeError();
+  std::string diagnostic;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+    if (diagnostic.empty())
+      diagnostic = diag.str();
+    return success();
+  });
+  PassManager pm(&context);
+  GraphPipelineOptions pipelineOptions;
+  pipelineOptions.fuseAttention = fuseAttention;
+  buildGraphPipeline(pm, pipelineOptions);
+  if (failed(pm.run(**module)))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "graph pipeline failed: " + diagnostic);
+  return module;
+}
+
 /// The loss, the backward graph and the optimizer step.
-llvm::Error buildTrainingStep(MLIRContext &context, ModuleOp module,
+llvm::Error strata::buildTrainingStep(MLIRContext &context, ModuleOp module,
                               const strata::codegen::TrainingOptions &t,
                               llvm::ArrayRef<std::string> freeze) {
   std::string diagnostic;
@@ -208,33 +232,9 @@ llvm::Error buildTrainingStep(MLIRContext &context, ModuleOp module,
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   if (failed(pm.run(module)))
-    return fail(diagnostic.empty() ? "building the training step failed"
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), diagnostic.empty() ? "building the training step failed"
                                    : diagnostic);
   return llvm::Error::success();
-}
-
-} // namespace
-
-llvm::Expected<OwningOpRef<ModuleOp>>
-strata::importGraph(MLIRContext &context, llvm::StringRef path,
-                    const frontend::ImportOptions &options, bool fuseAttention) {
-  auto module = frontend::importOnnxFile(context, path, options);
-  if (!module)
-    return module.takeError();
-  std::string diagnostic;
-  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
-    if (diagnostic.empty())
-      diagnostic = diag.str();
-    return success();
-  });
-  PassManager pm(&context);
-  GraphPipelineOptions pipelineOptions;
-  pipelineOptions.fuseAttention = fuseAttention;
-  buildGraphPipeline(pm, pipelineOptions);
-  if (failed(pm.run(**module)))
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "graph pipeline failed: " + diagnostic);
-  return module;
 }
 
 

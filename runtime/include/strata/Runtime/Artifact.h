@@ -25,7 +25,7 @@ namespace strata::runtime {
 /// "STRA" read as a little-endian uint32.
 inline constexpr uint32_t kPlanMagic = 0x41525453;
 /// Bumped whenever an older runtime would misread a newer plan.
-inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kFormatVersion = 2;
 
 /// FNV-1a, 64 bits: the params.bin checksum and the plan fingerprint.
 uint64_t fnv1a64(const void *data, size_t size, uint64_t seed = 0xcbf29ce484222325ull);

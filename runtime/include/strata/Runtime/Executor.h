@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace strata::runtime {
@@ -25,15 +26,29 @@ public:
   static Status create(const Artifact &artifact, const KernelRegistry &kernels,
                        std::unique_ptr<Executor> &out);
 
-  /// The view of an input, output or parameter by name.
+  /// A tensor that keeps its value between programs and steps.
+  struct StateTensor {
+    std::string name;
+    int kind; // plan::TensorKind
+    TensorView *view;
+  };
+
+  /// The view of an input or output by name; names are global across
+  /// programs (one name, one tensor).
   TensorView *findInput(const std::string &name);
   const TensorView *findOutput(const std::string &name) const;
-  std::vector<std::string> getInputNames() const;
-  std::vector<std::string> getOutputNames() const;
+  /// The inputs and outputs of one program, by name.
+  std::vector<std::string> getInputNames(std::string_view program = "forward") const;
+  std::vector<std::string> getOutputNames(std::string_view program = "forward") const;
+  bool hasProgram(std::string_view program) const;
+  /// Every PARAMETER, BUFFER, GRADIENT and OPTIMIZER_STATE tensor.
+  std::vector<StateTensor> getStates();
+  /// Zeroes every GRADIENT tensor (the start of an accumulation window).
+  void zeroGradients();
 
-  /// Runs every instruction in order; the first failing kernel's message
-  /// names the instruction and its ONNX node.
-  Status run(uint64_t seed = 0);
+  /// Runs a program's instructions in order; the first failing kernel's
+  /// message names the instruction and its ONNX node.
+  Status run(std::string_view program = "forward", uint64_t seed = 0);
 
   size_t getArenaBytes() const { return arena_.size(); }
 
@@ -45,12 +60,20 @@ private:
     std::vector<TensorView> inputs, outputs;
     KernelAttrs attrs;
     std::string description;
+    /// The instruction's random stream: its "rng_stream" attribute when it
+    /// has one (a forward op and its gradient share it), else its index.
+    uint64_t stream;
+  };
+  struct Program {
+    std::vector<Step> steps;
+    std::vector<std::string> inputs, outputs;
   };
   Executor() = default;
   std::vector<unsigned char> arena_;
   std::vector<TensorView> tensors_;
-  std::vector<Step> steps_;
+  std::map<std::string, Program, std::less<>> programs_;
   std::map<std::string, uint32_t> inputs_, outputs_;
+  std::vector<StateTensor> states_;
 };
 
 } // namespace strata::runtime

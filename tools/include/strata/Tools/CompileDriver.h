@@ -3,6 +3,7 @@
 #ifndef STRATA_TOOLS_COMPILEDRIVER_H
 #define STRATA_TOOLS_COMPILEDRIVER_H
 
+#include "strata/Codegen/ArtifactWriter.h"
 #include "strata/Frontend/OnnxImporter.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -16,6 +17,12 @@ namespace strata {
 llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 importGraph(mlir::MLIRContext &context, llvm::StringRef path,
             const frontend::ImportOptions &options, bool fuseAttention = true);
+
+/// Adds @micro_step (loss, backward) and @optimizer_step to an imported
+/// module: strata-autodiff, strata-optimizer, canonicalize, CSE.
+llvm::Error buildTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
+                              const codegen::TrainingOptions &options,
+                              llvm::ArrayRef<std::string> freeze = {});
 
 /// The whole of strata-compile: parses the command line, imports the model,
 /// runs the pipeline up to `--emit`, and prints or writes the result.
