@@ -16,6 +16,10 @@ const KernelRegistry &getCpuKernels() {
     cpu::registerLossKernels(r);
     cpu::registerDropoutKernels(r);
     cpu::registerConvolutionKernels(r);
+    cpu::registerElementwiseGradKernels(r);
+    cpu::registerNeuralNetGradKernels(r);
+    cpu::registerShapeGradKernels(r);
+    cpu::registerOptimizerKernels(r);
     return r;
   }();
   return registry;

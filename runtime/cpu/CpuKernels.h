@@ -20,6 +20,10 @@ void registerAttentionKernels(KernelRegistry &registry);
 void registerLossKernels(KernelRegistry &registry);
 void registerDropoutKernels(KernelRegistry &registry);
 void registerConvolutionKernels(KernelRegistry &registry);
+void registerElementwiseGradKernels(KernelRegistry &registry);
+void registerNeuralNetGradKernels(KernelRegistry &registry);
+void registerShapeGradKernels(KernelRegistry &registry);
+void registerOptimizerKernels(KernelRegistry &registry);
 
 } // namespace strata::runtime::cpu
 

@@ -383,12 +383,223 @@ Status avgPoolKernel(KernelContext &ctx) {
   });
 }
 
+
+//===----------------------------------------------------------------------===//
+// Gradients
+//===----------------------------------------------------------------------===//
+
+/// The adjoint of im2col: adds col[cg * K, P] back into the [cg, in...]
+/// channels (taps in the padding are dropped).
+template <typename T>
+void col2im(const T *col, int64_t cg, const Window &w, T *x) {
+  size_t n = w.spatial;
+  std::vector<int64_t> inStrides = rowMajorStrides(w.in); // scratch
+  std::vector<int64_t> zero(n, 0), tap(n, 0), pos(n, 0);
+  for (int64_t c = 0; c < cg; ++c) {
+    T *plane = x + c * w.inPlane;
+    do {
+      std::fill(pos.begin(), pos.end(), 0);
+      do {
+        bool inside = true;
+        int64_t at = 0;
+        for (size_t d = 0; d < n; ++d) {
+          int64_t i = pos[d] * w.strides[d] + tap[d] * w.dilations[d] -
+                      w.padBegin[d];
+          inside = inside && i >= 0 && i < w.in[d];
+          at += i * inStrides[d];
+        }
+        T v = *col++;
+        if (inside)
+          plane[at] += v;
+      } while (nextIndex(pos, zero, w.out));
+    } while (nextIndex(tap, zero, w.kernel));
+  }
+}
+
+/// graph.conv_grad_input (dy, weight) -> dx and graph.conv_grad_weight
+/// (dy, x) -> dw: the products of the forward's GEMM transposed, over the
+/// same im2col columns.
+Status convGradKernel(KernelContext &ctx, bool wantInput) {
+  const std::string op =
+      wantInput ? "graph.conv_grad_input" : "graph.conv_grad_weight";
+  if (Status s = checkArity(ctx, op, 2, 2, 1); !s)
+    return s;
+  const TensorView &dy = ctx.inputs[0];
+  const TensorView &x = wantInput ? ctx.outputs[0] : ctx.inputs[1];
+  const TensorView &wt = wantInput ? ctx.inputs[1] : ctx.outputs[0];
+  if (x.dtype != dy.dtype || wt.dtype != dy.dtype || x.rank() < 3 ||
+      wt.rank() != x.rank())
+    return Status::error(op + ": operands do not fit: gradient " +
+                         dy.describe() + ", input " + x.describe() +
+                         ", weight " + wt.describe());
+  int64_t groups = ctx.attrs.getInt("groups", 1);
+  int64_t m = wt.shape[0], cg = wt.shape[1];
+  if (groups < 1 || m % groups != 0 || cg * groups != x.shape[1])
+    return Status::error(op + ": channels do not match");
+  Window w;
+  std::vector<int64_t> kernel(wt.shape.begin() + 2, wt.shape.end());
+  if (Status s = readWindow(op, ctx.attrs, x, dy, kernel, true, false, m, w); !s)
+    return s;
+  int64_t mg = m / groups, taps = 1;
+  for (int64_t k : kernel)
+    taps *= k;
+  int64_t kc = cg * taps, p = w.outPlane;
+  return dispatchFloat(dy.dtype, op, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    T *out = ctx.outputs[0].as<T>();
+    std::fill(out, out + ctx.outputs[0].numel(), T(0));
+    // scratch: the unfolded input (or its gradient) of one group.
+    std::vector<T> col(static_cast<size_t>(kc * p));
+    for (int64_t n = 0; n < x.shape[0]; ++n)
+      for (int64_t g = 0; g < groups; ++g) {
+        const T *dyg = dy.as<T>() + (n * m + g * mg) * p;
+        int64_t xOffset = (n * x.shape[1] + g * cg) * w.inPlane;
+        if (wantInput) {
+          gemmEx<T>(true, false, kc, p, mg, wt.as<T>() + g * mg * kc, kc, dyg,
+                    p, col.data(), p);
+          col2im(col.data(), cg, w, out + xOffset);
+        } else {
+          im2col(x.as<T>() + xOffset, cg, w, col.data());
+          gemmEx<T>(false, true, mg, kc, p, dyg, p, col.data(), p,
+                    out + g * mg * kc, kc, /*accumulate=*/true);
+        }
+      }
+    return Status::ok();
+  });
+}
+
+/// graph.max_pool_grad (dy, x) -> dx: each window's gradient goes to its
+/// first maximum, the element the forward picked.
+Status maxPoolGradKernel(KernelContext &ctx) {
+  const std::string op = "graph.max_pool_grad";
+  if (Status s = checkArity(ctx, op, 2, 2, 1); !s)
+    return s;
+  const TensorView &dy = ctx.inputs[0], &x = ctx.inputs[1];
+  TensorView &dx = ctx.outputs[0];
+  if (dx.shape != x.shape || dx.dtype != x.dtype || dy.dtype != x.dtype)
+    return Status::error(op + ": operands do not fit " + x.describe());
+  Window w;
+  if (!ctx.attrs.has("kernel_shape"))
+    return Status::error(op + ": missing kernel_shape");
+  if (Status s = readWindow(op, ctx.attrs, x, dy,
+                            ctx.attrs.getInts("kernel_shape"), true,
+                            ctx.attrs.getBool("ceil_mode", false), x.shape[1], w);
+      !s)
+    return s;
+  return dispatchFloat(x.dtype, op, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    size_t n = w.spatial;
+    std::vector<int64_t> inStrides = rowMajorStrides(w.in);
+    std::vector<int64_t> lo(n), hi(n), tap(n); // scratch: rank-sized
+    T *dout = dx.as<T>();
+    std::fill(dout, dout + dx.numel(), T(0));
+    for (int64_t plane = 0, planes = x.shape[0] * x.shape[1]; plane < planes;
+         ++plane) {
+      const T *in = x.as<T>() + plane * w.inPlane;
+      const T *g = dy.as<T>() + plane * w.outPlane;
+      T *d = dout + plane * w.inPlane;
+      forEachWindow(w, [&](int64_t o, const std::vector<int64_t> &start) {
+        bool empty = false;
+        for (size_t k = 0; k < n; ++k) {
+          int64_t dil = w.dilations[k];
+          lo[k] = start[k] < 0 ? (-start[k] + dil - 1) / dil : 0;
+          int64_t room = w.in[k] - start[k];
+          hi[k] = room <= 0 ? 0 : std::min(w.kernel[k], (room + dil - 1) / dil);
+          empty = empty || lo[k] >= hi[k];
+        }
+        if (empty)
+          return;
+        T best = -std::numeric_limits<T>::infinity();
+        int64_t bestAt = -1;
+        tap = lo;
+        do {
+          int64_t at = 0;
+          for (size_t k = 0; k < n; ++k)
+            at += (start[k] + tap[k] * w.dilations[k]) * inStrides[k];
+          T v = in[at];
+          if (v > best || std::isnan(v) || bestAt < 0) {
+            best = v;
+            bestAt = at;
+            if (std::isnan(v))
+              break;
+          }
+        } while (nextIndex(tap, lo, hi));
+        d[bestAt] += g[o];
+      });
+    }
+    return Status::ok();
+  });
+}
+
+/// graph.avg_pool_grad (dy) -> dx: each window's gradient spread over its
+/// input elements with the forward's divisor.
+Status avgPoolGradKernel(KernelContext &ctx) {
+  const std::string op = "graph.avg_pool_grad";
+  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+    return s;
+  const TensorView &dy = ctx.inputs[0];
+  TensorView &dx = ctx.outputs[0];
+  if (dx.dtype != dy.dtype || !ctx.attrs.has("kernel_shape"))
+    return Status::error(op + ": operands do not fit or no kernel_shape");
+  Window w;
+  if (Status s = readWindow(op, ctx.attrs, dx, dy,
+                            ctx.attrs.getInts("kernel_shape"), false,
+                            ctx.attrs.getBool("ceil_mode", false), dx.shape[1],
+                            w);
+      !s)
+    return s;
+  bool countIncludePad = ctx.attrs.getBool("count_include_pad", false);
+  return dispatchFloat(dy.dtype, op, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    size_t n = w.spatial;
+    std::vector<int64_t> inStrides = rowMajorStrides(w.in);
+    std::vector<int64_t> lo(n), hi(n), idx(n); // scratch: rank-sized
+    T *dout = dx.as<T>();
+    std::fill(dout, dout + dx.numel(), T(0));
+    for (int64_t plane = 0, planes = dx.shape[0] * dx.shape[1]; plane < planes;
+         ++plane) {
+      const T *g = dy.as<T>() + plane * w.outPlane;
+      T *d = dout + plane * w.inPlane;
+      forEachWindow(w, [&](int64_t o, const std::vector<int64_t> &start) {
+        int64_t padded = 1, real = 1;
+        bool empty = false;
+        for (size_t k = 0; k < n; ++k) {
+          int64_t end = std::min(start[k] + w.kernel[k], w.in[k] + w.padEnd[k]);
+          padded *= end - start[k];
+          lo[k] = std::max<int64_t>(start[k], 0);
+          hi[k] = std::min(end, w.in[k]);
+          empty = empty || lo[k] >= hi[k];
+          real *= hi[k] - lo[k];
+        }
+        if (empty)
+          return;
+        T share = static_cast<T>(double(g[o]) /
+                                 double(countIncludePad ? padded : real));
+        idx = lo;
+        do {
+          int64_t at = 0;
+          for (size_t k = 0; k < n; ++k)
+            at += idx[k] * inStrides[k];
+          d[at] += share;
+        } while (nextIndex(idx, lo, hi));
+      });
+    }
+    return Status::ok();
+  });
+}
+
 } // namespace
 
 void registerConvolutionKernels(KernelRegistry &registry) {
   registry.add("graph.conv", convKernel);
   registry.add("graph.max_pool", maxPoolKernel);
   registry.add("graph.avg_pool", avgPoolKernel);
+  registry.add("graph.conv_grad_input",
+               [](KernelContext &ctx) { return convGradKernel(ctx, true); });
+  registry.add("graph.conv_grad_weight",
+               [](KernelContext &ctx) { return convGradKernel(ctx, false); });
+  registry.add("graph.max_pool_grad", maxPoolGradKernel);
+  registry.add("graph.avg_pool_grad", avgPoolGradKernel);
 }
 
 } // namespace strata::runtime::cpu

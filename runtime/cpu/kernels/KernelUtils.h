@@ -119,6 +119,30 @@ void gemm(bool transB, int64_t m, int64_t n, int64_t k, const T *a, const T *b,
                 0.0, c, n);
 }
 
+/// Row-major C[m, n] = op(A) * op(B) (+ C if `accumulate`), with explicit
+/// leading dimensions: the gradients' products (A^T B, A B^T).
+template <typename T>
+void gemmEx(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+            const T *a, int64_t lda, const T *b, int64_t ldb, T *c,
+            int64_t ldc, bool accumulate = false) {
+  if (m == 0 || n == 0)
+    return;
+  if (k == 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < m; ++i)
+        std::fill(c + i * ldc, c + i * ldc + n, T(0));
+    return;
+  }
+  CBLAS_TRANSPOSE ta = transA ? CblasTrans : CblasNoTrans;
+  CBLAS_TRANSPOSE tb = transB ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb,
+                accumulate ? 1.0f : 0.0f, c, ldc);
+  else
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb,
+                accumulate ? 1.0 : 0.0, c, ldc);
+}
+
 /// The max (NaN wins, as in torch's max-reduction) of `len` > 0 elements
 /// `stride` apart, and the sum in double of exp(x - max): the log-sum-exp of
 /// softmax and cross entropy.

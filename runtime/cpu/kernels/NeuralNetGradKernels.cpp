@@ -1,0 +1,466 @@
+//===- NeuralNetGradKernels.cpp - Gradients of layers and losses ----------===//
+//
+// The gradient ops of linear, layer_norm, batch_norm, attention, embedding,
+// gather and cross_entropy. Statistics are recomputed from the forward's
+// inputs exactly as the forward kernels compute them; reductions accumulate
+// in double, products go through BLAS in the element type.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuKernels.h"
+#include "kernels/KernelUtils.h"
+
+#include <climits>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace strata::runtime::cpu {
+namespace {
+
+int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t i = begin; i < end; ++i)
+    p *= shape[i];
+  return p;
+}
+
+Status sameDType(std::string_view op, const KernelContext &ctx) {
+  DType t = ctx.inputs[0].dtype;
+  for (const TensorView &v : ctx.outputs)
+    if (v.dtype != t)
+      return Status::error(std::string(op) + ": result " + v.describe() +
+                           " does not have the gradient's element type");
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// linear
+//===----------------------------------------------------------------------===//
+
+Status linearGradWeightKernel(KernelContext &ctx) {
+  constexpr const char *kOp = "graph.linear_grad_weight";
+  if (Status s = checkArity(ctx, kOp, 2, 2, 1); !s)
+    return s;
+  const TensorView &dy = ctx.inputs[0], &x = ctx.inputs[1];
+  TensorView &dw = ctx.outputs[0];
+  bool transposed = ctx.attrs.getBool("transpose_weight");
+  if (dy.rank() < 1 || x.rank() != dy.rank() || x.dtype != dy.dtype ||
+      dw.dtype != dy.dtype)
+    return Status::error("graph.linear_grad_weight: gradient " + dy.describe() +
+                         " and input " + x.describe() + " do not fit");
+  int64_t n = dy.shape.back(), k = x.shape.back();
+  int64_t m = dy.numel() / std::max<int64_t>(n, 1);
+  if (x.numel() != m * k ||
+      dw.shape != (transposed ? std::vector<int64_t>{n, k}
+                              : std::vector<int64_t>{k, n}))
+    return Status::error("graph.linear_grad_weight: result " + dw.describe() +
+                         " does not fit gradient " + dy.describe() +
+                         " and input " + x.describe());
+  return dispatchFloat(dy.dtype, kOp, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    if (transposed) // dW[N, K] = dy^T x
+      gemmEx<T>(true, false, n, k, m, dy.as<T>(), n, x.as<T>(), k, dw.as<T>(), k);
+    else // dW[K, N] = x^T dy
+      gemmEx<T>(true, false, k, n, m, x.as<T>(), k, dy.as<T>(), n, dw.as<T>(), n);
+    return Status::ok();
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// layer_norm, batch_norm
+//===----------------------------------------------------------------------===//
+
+Status layerNormGradKernel(KernelContext &ctx) {
+  constexpr const char *kOp = "graph.layer_norm_grad";
+  if (Status s = checkArity(ctx, kOp, 3, 3, 3); !s)
+    return s;
+  if (Status s = sameDType(kOp, ctx); !s)
+    return s;
+  const TensorView &dy = ctx.inputs[0], &x = ctx.inputs[1], &scale = ctx.inputs[2];
+  int64_t axis = ctx.attrs.getInt("axis");
+  double epsilon = ctx.attrs.getFloat("epsilon");
+  if (axis < 0 || axis >= x.rank() || dy.shape != x.shape ||
+      ctx.outputs[0].shape != x.shape)
+    return Status::error("graph.layer_norm_grad: shapes do not fit " +
+                         x.describe());
+  int64_t rows = product(x.shape, 0, axis);
+  int64_t len = product(x.shape, axis, x.shape.size());
+  if (scale.numel() != len || ctx.outputs[1].numel() != len ||
+      ctx.outputs[2].numel() != len)
+    return Status::error("graph.layer_norm_grad: scale " + scale.describe() +
+                         " does not fit " + x.describe());
+  return dispatchFloat(x.dtype, kOp, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    const T *g = dy.as<T>(), *in = x.as<T>(), *w = scale.as<T>();
+    T *dx = ctx.outputs[0].as<T>();
+    // scratch: per-element sums over rows and one row of x-hat.
+    std::vector<double> dScale(len, 0.0), dBias(len, 0.0), xhat(len);
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *row = in + r * len, *grow = g + r * len;
+      double sum = 0;
+      for (int64_t i = 0; i < len; ++i)
+        sum += row[i];
+      double mean = sum / double(len), sq = 0;
+      for (int64_t i = 0; i < len; ++i)
+        sq += (row[i] - mean) * (row[i] - mean);
+      double rstd = 1.0 / std::sqrt(sq / double(len) + epsilon);
+      double meanDxhat = 0, meanDxhatXhat = 0;
+      for (int64_t i = 0; i < len; ++i) {
+        xhat[i] = (row[i] - mean) * rstd;
+        double dxhat = double(grow[i]) * double(w[i]);
+        meanDxhat += dxhat;
+        meanDxhatXhat += dxhat * xhat[i];
+        dScale[i] += double(grow[i]) * xhat[i];
+        dBias[i] += grow[i];
+      }
+      meanDxhat /= double(len);
+      meanDxhatXhat /= double(len);
+      for (int64_t i = 0; i < len; ++i) {
+        double dxhat = double(grow[i]) * double(w[i]);
+        dx[r * len + i] = static_cast<T>(
+            rstd * (dxhat - meanDxhat - xhat[i] * meanDxhatXhat));
+      }
+    }
+    for (int64_t i = 0; i < len; ++i) {
+      ctx.outputs[1].as<T>()[i] = static_cast<T>(dScale[i]);
+      ctx.outputs[2].as<T>()[i] = static_cast<T>(dBias[i]);
+    }
+    return Status::ok();
+  });
+}
+
+Status batchNormGradKernel(KernelContext &ctx) {
+  constexpr const char *kOp = "graph.batch_norm_grad";
+  if (Status s = checkArity(ctx, kOp, 5, 5, 3); !s)
+    return s;
+  if (Status s = sameDType(kOp, ctx); !s)
+    return s;
+  const TensorView &dy = ctx.inputs[0], &x = ctx.inputs[1];
+  if (x.rank() < 2 || dy.shape != x.shape || ctx.outputs[0].shape != x.shape)
+    return Status::error("graph.batch_norm_grad: shapes do not fit " +
+                         x.describe());
+  int64_t batch = x.shape[0], channels = x.shape[1];
+  int64_t spatial = product(x.shape, 2, x.shape.size());
+  for (size_t i = 2; i < 5; ++i)
+    if (ctx.inputs[i].numel() != channels)
+      return Status::error("graph.batch_norm_grad: per-channel operand " +
+                           ctx.inputs[i].describe() + " does not fit " +
+                           x.describe());
+  bool training = ctx.attrs.getBool("training");
+  double epsilon = ctx.attrs.getFloat("epsilon");
+  double count = double(batch * spatial);
+  return dispatchFloat(x.dtype, kOp, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    const T *g = dy.as<T>(), *in = x.as<T>(), *w = ctx.inputs[2].as<T>();
+    const T *runMean = ctx.inputs[3].as<T>(), *runVar = ctx.inputs[4].as<T>();
+    T *dx = ctx.outputs[0].as<T>();
+    auto at = [&](int64_t n, int64_t c, int64_t s) {
+      return (n * channels + c) * spatial + s;
+    };
+    for (int64_t c = 0; c < channels; ++c) {
+      double mean = runMean[c], var = runVar[c];
+      if (training) {
+        double sum = 0, sq = 0;
+        for (int64_t n = 0; n < batch; ++n)
+          for (int64_t s = 0; s < spatial; ++s)
+            sum += in[at(n, c, s)];
+        mean = sum / count;
+        for (int64_t n = 0; n < batch; ++n)
+          for (int64_t s = 0; s < spatial; ++s)
+            sq += (in[at(n, c, s)] - mean) * (in[at(n, c, s)] - mean);
+        var = sq / count;
+      }
+      double rstd = 1.0 / std::sqrt(var + epsilon);
+      double dBias = 0, dScale = 0;
+      for (int64_t n = 0; n < batch; ++n)
+        for (int64_t s = 0; s < spatial; ++s) {
+          int64_t i = at(n, c, s);
+          dBias += g[i];
+          dScale += double(g[i]) * (in[i] - mean) * rstd;
+        }
+      for (int64_t n = 0; n < batch; ++n)
+        for (int64_t s = 0; s < spatial; ++s) {
+          int64_t i = at(n, c, s);
+          double v = double(g[i]);
+          if (training)
+            v -= (dBias + (in[i] - mean) * rstd * dScale) / count;
+          dx[i] = static_cast<T>(v * double(w[c]) * rstd);
+        }
+      ctx.outputs[1].as<T>()[c] = static_cast<T>(dScale);
+      ctx.outputs[2].as<T>()[c] = static_cast<T>(dBias);
+    }
+    return Status::ok();
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// attention
+//===----------------------------------------------------------------------===//
+
+Status attentionGradKernel(KernelContext &ctx) {
+  constexpr const char *kOp = "graph.attention_grad";
+  if (Status s = checkArity(ctx, kOp, 4, 5, 3); !s)
+    return s;
+  if (Status s = sameDType(kOp, ctx); !s)
+    return s;
+  const TensorView &dy = ctx.inputs[0], &q = ctx.inputs[1], &k = ctx.inputs[2],
+                   &v = ctx.inputs[3];
+  const TensorView *mask = ctx.inputs.size() > 4 ? &ctx.inputs[4] : nullptr;
+  int64_t rank = q.rank();
+  if (rank < 2 || k.rank() != rank || v.rank() != rank || dy.rank() != rank ||
+      ctx.outputs[0].shape != q.shape || ctx.outputs[1].shape != k.shape ||
+      ctx.outputs[2].shape != v.shape)
+    return Status::error("graph.attention_grad: operand shapes do not fit");
+  int64_t s = q.shape[rank - 2], d = q.shape[rank - 1];
+  int64_t t = k.shape[rank - 2], dv = v.shape[rank - 1];
+  std::vector<int64_t> batchShape(q.shape.begin(), q.shape.end() - 2);
+  int64_t batches = product(batchShape, 0, batchShape.size());
+  if (product(k.shape, 0, rank - 2) != batches ||
+      product(v.shape, 0, rank - 2) != batches ||
+      dy.numel() != batches * s * dv)
+    return Status::error("graph.attention_grad: batch dims do not match");
+  std::vector<int64_t> scoreShape = batchShape;
+  scoreShape.push_back(s);
+  scoreShape.push_back(t);
+  std::vector<int64_t> maskStrides(rank, 0);
+  if (mask) {
+    if (mask->rank() > rank)
+      return Status::error("graph.attention_grad: mask does not broadcast");
+    std::vector<int64_t> strides = rowMajorStrides(mask->shape);
+    int64_t offset = rank - mask->rank();
+    for (int64_t i = 0; i < mask->rank(); ++i) {
+      if (mask->shape[i] != scoreShape[offset + i] && mask->shape[i] != 1)
+        return Status::error("graph.attention_grad: mask does not broadcast");
+      maskStrides[offset + i] = mask->shape[i] == 1 ? 0 : strides[i];
+    }
+  }
+  double ratio = ctx.attrs.getFloat("dropout_ratio", 0.0);
+  bool causal = ctx.attrs.getBool("causal", false);
+  double scale = ctx.attrs.getFloat("scale");
+  return dispatchFloat(q.dtype, kOp, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    const T *pq = q.as<T>(), *pk = k.as<T>(), *pv = v.as<T>(), *pdy = dy.as<T>();
+    const T *pm = mask ? mask->as<T>() : nullptr;
+    T *dq = ctx.outputs[0].as<T>(), *dk = ctx.outputs[1].as<T>(),
+      *dvOut = ctx.outputs[2].as<T>();
+    const T tScale = static_cast<T>(scale);
+    const T dropScale = T(1) / T(1 - ratio);
+    const T negInf = -std::numeric_limits<T>::infinity();
+    // scratch: probabilities, dropped probabilities and their gradients.
+    std::vector<T> p(s * t), pd(s * t), dp(s * t);
+    std::vector<int64_t> coord(batchShape.size(), 0);
+    int64_t maskBase = 0;
+    for (int64_t b = 0; b < batches; ++b) {
+      const T *qb = pq + b * s * d, *kb = pk + b * t * d, *vb = pv + b * t * dv;
+      const T *dyb = pdy + b * s * dv;
+      gemm<T>(true, s, t, d, qb, kb, p.data());
+      for (int64_t i = 0; i < s; ++i) {
+        T *row = p.data() + i * t;
+        for (int64_t j = 0; j < t; ++j) {
+          T score = row[j] * tScale;
+          if (pm)
+            score += pm[maskBase + i * maskStrides[rank - 2] +
+                        j * maskStrides[rank - 1]];
+          row[j] = causal && j > i ? negInf : score;
+        }
+        auto [max, sum] = maxAndExpSum(row, t, 1);
+        for (int64_t j = 0; j < t; ++j) {
+          row[j] = static_cast<T>(std::exp(double(row[j]) - double(max)) / sum);
+          T keep = T(1);
+          if (ratio > 0) {
+            uint64_t index = static_cast<uint64_t>((b * s + i) * t + j);
+            keep = dropoutKeeps(ctx.seed, index, ratio) ? dropScale : T(0);
+          }
+          pd[i * t + j] = row[j] * keep;
+          dp[i * t + j] = keep; // the mask, until dP overwrites it below
+        }
+      }
+      // dV = Pd^T dY.
+      gemmEx<T>(true, false, t, dv, s, pd.data(), t, dyb, dv,
+                dvOut + b * t * dv, dv);
+      // dPd = dY V^T, then through dropout and softmax into dS.
+      std::vector<T> &keep = pd; // reuse: the mask moves here
+      for (int64_t i = 0; i < s * t; ++i)
+        keep[i] = dp[i];
+      gemmEx<T>(false, true, s, t, dv, dyb, dv, vb, dv, dp.data(), t);
+      for (int64_t i = 0; i < s; ++i) {
+        double dot = 0;
+        for (int64_t j = 0; j < t; ++j) {
+          dp[i * t + j] *= keep[i * t + j];
+          dot += double(dp[i * t + j]) * double(p[i * t + j]);
+        }
+        for (int64_t j = 0; j < t; ++j)
+          dp[i * t + j] = static_cast<T>(
+              double(p[i * t + j]) * (double(dp[i * t + j]) - dot) * scale);
+      }
+      // dQ = dS K, dK = dS^T Q.
+      gemmEx<T>(false, false, s, d, t, dp.data(), t, kb, d, dq + b * s * d, d);
+      gemmEx<T>(true, false, t, d, s, dp.data(), t, qb, d, dk + b * t * d, d);
+      for (int64_t dim = static_cast<int64_t>(batchShape.size()) - 1; dim >= 0;
+           --dim) {
+        if (++coord[dim] < batchShape[dim]) {
+          maskBase += maskStrides[dim];
+          break;
+        }
+        maskBase -= maskStrides[dim] * (batchShape[dim] - 1);
+        coord[dim] = 0;
+      }
+    }
+    return Status::ok();
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// embedding, gather
+//===----------------------------------------------------------------------===//
+
+/// Scatter-adds rows of `dy` into `out` [outer, rows, inner] at the indices.
+Status scatterAdd(std::string_view op, const TensorView &dy,
+                  const TensorView &indices, TensorView &out, int64_t outer,
+                  int64_t rows, int64_t inner) {
+  int64_t count = indices.numel();
+  if (dy.numel() != outer * count * inner || isFloat(indices.dtype))
+    return Status::error(std::string(op) + ": gradient " + dy.describe() +
+                         " does not fit indices " + indices.describe());
+  return dispatchAll(indices.dtype, op, [&](auto indexTag) -> Status {
+    using I = decltype(indexTag);
+    const I *idx = indices.as<I>();
+    for (int64_t j = 0; j < count; ++j) {
+      int64_t row = static_cast<int64_t>(idx[j]);
+      if (row < -rows || row >= rows)
+        return Status::error(std::string(op) + ": index " +
+                             std::to_string(row) + " at " + std::to_string(j) +
+                             " is out of range for " + std::to_string(rows) +
+                             " rows");
+    }
+    return dispatchFloat(dy.dtype, op, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      const T *g = dy.as<T>();
+      T *o = out.as<T>();
+      std::fill(o, o + out.numel(), T(0));
+      for (int64_t a = 0; a < outer; ++a)
+        for (int64_t j = 0; j < count; ++j) {
+          int64_t row = static_cast<int64_t>(idx[j]);
+          row += row < 0 ? rows : 0;
+          T *dst = o + (a * rows + row) * inner;
+          const T *src = g + (a * count + j) * inner;
+          for (int64_t i = 0; i < inner; ++i)
+            dst[i] += src[i];
+        }
+      return Status::ok();
+    });
+  });
+}
+
+Status embeddingGradKernel(KernelContext &ctx) {
+  constexpr const char *kOp = "graph.embedding_grad";
+  if (Status s = checkArity(ctx, kOp, 2, 2, 1); !s)
+    return s;
+  TensorView &out = ctx.outputs[0];
+  if (out.rank() != 2 || out.dtype != ctx.inputs[0].dtype)
+    return Status::error("graph.embedding_grad: the table gradient must be "
+                         "[V, D] of the gradient's type, got " + out.describe());
+  return scatterAdd(kOp, ctx.inputs[0], ctx.inputs[1], out, 1, out.shape[0],
+                    out.shape[1]);
+}
+
+Status gatherGradKernel(KernelContext &ctx) {
+  constexpr const char *kOp = "graph.gather_grad";
+  if (Status s = checkArity(ctx, kOp, 2, 2, 1); !s)
+    return s;
+  TensorView &out = ctx.outputs[0];
+  int64_t axis = ctx.attrs.getInt("axis");
+  if (axis < 0 || axis >= out.rank() || out.dtype != ctx.inputs[0].dtype)
+    return Status::error("graph.gather_grad: axis " + std::to_string(axis) +
+                         " does not fit " + out.describe());
+  return scatterAdd(kOp, ctx.inputs[0], ctx.inputs[1], out,
+                    product(out.shape, 0, axis), out.shape[axis],
+                    product(out.shape, axis + 1, out.shape.size()));
+}
+
+//===----------------------------------------------------------------------===//
+// cross_entropy
+//===----------------------------------------------------------------------===//
+
+Status crossEntropyGradKernel(KernelContext &ctx) {
+  constexpr const char *kOp = "graph.cross_entropy_grad";
+  if (Status s = checkArity(ctx, kOp, 3, 4, 1); !s)
+    return s;
+  const TensorView &dloss = ctx.inputs[0], &logits = ctx.inputs[1],
+                   &labels = ctx.inputs[2];
+  const TensorView *weight = ctx.inputs.size() > 3 ? &ctx.inputs[3] : nullptr;
+  TensorView &dx = ctx.outputs[0];
+  if (logits.rank() < 2 || dx.shape != logits.shape ||
+      dx.dtype != logits.dtype || dloss.dtype != logits.dtype)
+    return Status::error("graph.cross_entropy_grad: shapes do not fit " +
+                         logits.describe());
+  int64_t batch = logits.shape[0], classes = logits.shape[1];
+  int64_t spatial = product(logits.shape, 2, logits.shape.size());
+  std::string reduction = ctx.attrs.getString("reduction", "mean");
+  bool none = reduction == "none";
+  if (labels.numel() != batch * spatial ||
+      dloss.numel() != (none ? batch * spatial : 1))
+    return Status::error("graph.cross_entropy_grad: labels " +
+                         labels.describe() + " or loss gradient " +
+                         dloss.describe() + " do not fit " + logits.describe());
+  bool hasIgnore = ctx.attrs.has("ignore_index");
+  int64_t ignoreIndex = ctx.attrs.getInt("ignore_index");
+  return dispatchAll(labels.dtype, kOp, [&](auto labelTag) -> Status {
+    using L = decltype(labelTag);
+    const L *y = labels.as<L>();
+    return dispatchFloat(logits.dtype, kOp, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      const T *x = logits.as<T>(), *g = dloss.as<T>();
+      const T *w = weight ? weight->as<T>() : nullptr;
+      T *out = dx.as<T>();
+      double totalWeight = 0;
+      for (int64_t i = 0; i < batch * spatial; ++i) {
+        int64_t label = static_cast<int64_t>(y[i]);
+        if (hasIgnore && label == ignoreIndex)
+          continue;
+        if (label < 0 || label >= classes)
+          return Status::error("graph.cross_entropy_grad: label " +
+                               std::to_string(label) + " is out of range");
+        totalWeight += w ? double(w[label]) : 1.0;
+      }
+      for (int64_t n = 0; n < batch; ++n)
+        for (int64_t s = 0; s < spatial; ++s) {
+          int64_t i = n * spatial + s;
+          const T *col = x + n * classes * spatial + s;
+          T *dcol = out + n * classes * spatial + s;
+          int64_t label = static_cast<int64_t>(y[i]);
+          if (hasIgnore && label == ignoreIndex) {
+            for (int64_t c = 0; c < classes; ++c)
+              dcol[c * spatial] = T(0);
+            continue;
+          }
+          double scale = none ? double(g[i])
+                         : reduction == "sum" ? double(g[0])
+                                              : double(g[0]) / totalWeight;
+          scale *= w ? double(w[label]) : 1.0;
+          auto [max, sum] = maxAndExpSum(col, classes, spatial);
+          for (int64_t c = 0; c < classes; ++c) {
+            double p = std::exp(double(col[c * spatial]) - double(max)) / sum;
+            dcol[c * spatial] =
+                static_cast<T>(scale * (p - (c == label ? 1.0 : 0.0)));
+          }
+        }
+      return Status::ok();
+    });
+  });
+}
+
+} // namespace
+
+void registerNeuralNetGradKernels(KernelRegistry &registry) {
+  registry.add("graph.linear_grad_weight", linearGradWeightKernel);
+  registry.add("graph.layer_norm_grad", layerNormGradKernel);
+  registry.add("graph.batch_norm_grad", batchNormGradKernel);
+  registry.add("graph.attention_grad", attentionGradKernel);
+  registry.add("graph.embedding_grad", embeddingGradKernel);
+  registry.add("graph.gather_grad", gatherGradKernel);
+  registry.add("graph.cross_entropy_grad", crossEntropyGradKernel);
+}
+
+} // namespace strata::runtime::cpu
