@@ -1,17 +1,16 @@
 //===- RunDriver.cpp - strata-run -----------------------------------------===//
 //
+// strata-run ARTIFACT [--data FILE|synthetic] [--steps N] [--log FILE] ...
+//   trains (Training.h, docs/training.md);
 // strata-run ARTIFACT --forward [--input NAME=FILE]... [--random-inputs SEED]
-//            [--int-high N] [--output NAME=FILE]... [--backend cpu|cuda|auto]
-//
-// Today an artifact is the forward pass (strata-compile --forward-only):
-// strata-run evaluates it once on the given inputs and prints a line per
-// output. Training (the step loop, data, checkpoints) comes with autodiff.
+//   evaluates the forward program once and prints a line per output.
 //
 //===----------------------------------------------------------------------===//
 
 #include "strata/Runtime/RunDriver.h"
 
 #include "strata/Runtime/Executor.h"
+#include "strata/Runtime/Training.h"
 
 #include <cmath>
 #include <cstdio>
@@ -28,11 +27,26 @@ namespace strata::runtime {
 namespace {
 
 const char *kUsage =
-    "USAGE: strata-run ARTIFACT.strata --forward [options]\n"
+    "USAGE: strata-run ARTIFACT.strata [options]\n"
     "\n"
-    "Evaluates the artifact (from strata-compile --forward-only) once.\n"
+    "Trains the model the artifact holds (strata-compile -o), or with\n"
+    "--forward evaluates it once.\n"
     "\n"
-    "OPTIONS:\n"
+    "TRAINING:\n"
+    "  --data FILE|synthetic   token file (raw little-endian ids) or generated\n"
+    "                          inputs (synthetic, the default)\n"
+    "  --data-dtype T          uint16 (default) or uint32 token ids\n"
+    "  --steps N               optimizer steps (default: strata-compile --steps)\n"
+    "  --lr X                  base learning rate (default: the compiled one)\n"
+    "  --seed S                data sampling seed (0)\n"
+    "  --log FILE.jsonl        one JSON object per step\n"
+    "  --print-every K         a progress line every K steps (10)\n"
+    "  --save-every K          checkpoint every K steps into --checkpoint-dir\n"
+    "  --checkpoint-dir DIR    where checkpoints go\n"
+    "  --resume                continue from DIR/latest\n"
+    "  --quiet                 no progress lines\n"
+    "\n"
+    "EVALUATION:\n"
     "  --forward               evaluate the forward pass once\n"
     "  --input NAME=FILE       raw little-endian bytes for input NAME\n"
     "  --random-inputs SEED    fill inputs without --input: floats uniform in\n"
@@ -116,6 +130,7 @@ std::string summarize(const TensorView &t) {
 int runMain(int argc, char **argv) {
   std::string artifactDir, backend = "cpu";
   bool forward = false;
+  TrainOptions train;
   std::map<std::string, std::string> inputFiles, outputFiles;
   long long randomSeed = -1, intHigh = 2;
   for (int i = 1; i < argc; ++i) {
@@ -144,6 +159,42 @@ int runMain(int argc, char **argv) {
       } catch (...) {
         return error(arg + " expects a number, got '" + value + "'");
       }
+    } else if (arg == "--data" || arg == "--data-dtype" || arg == "--log" ||
+               arg == "--checkpoint-dir") {
+      if (!next(value))
+        return error(arg + " expects a value");
+      (arg == "--data"         ? train.data
+       : arg == "--data-dtype" ? train.dataDtype
+       : arg == "--log"        ? train.logPath
+                               : train.checkpointDir) = value;
+    } else if (arg == "--steps" || arg == "--seed" || arg == "--print-every" ||
+               arg == "--save-every" || arg == "--lr") {
+      if (!next(value))
+        return error(arg + " expects a number");
+      try {
+        size_t used = 0;
+        if (arg == "--lr") {
+          train.lr = std::stod(value, &used);
+          if (!(train.lr > 0))
+            return error("--lr must be positive");
+        } else {
+          long long n = std::stoll(value, &used);
+          if (n < 0)
+            return error(arg + " must not be negative");
+          if (arg == "--steps") train.steps = n;
+          else if (arg == "--seed") train.seed = uint64_t(n);
+          else if (arg == "--print-every") train.printEvery = n;
+          else train.saveEvery = n;
+        }
+        if (used != value.size())
+          throw std::invalid_argument(value);
+      } catch (...) {
+        return error(arg + " expects a number, got '" + value + "'");
+      }
+    } else if (arg == "--resume") {
+      train.resume = true;
+    } else if (arg == "--quiet") {
+      train.quiet = true;
     } else if (arg == "--backend") {
       if (!next(backend))
         return error("--backend expects cpu, cuda or auto");
@@ -162,9 +213,10 @@ int runMain(int argc, char **argv) {
     return error("cuda backend unavailable: not built yet");
   if (backend != "cpu" && backend != "auto")
     return error("unknown backend '" + backend + "'");
-  if (!forward)
-    return error("training (the step loop) needs autodiff, which is not built "
-                 "yet; pass --forward to evaluate the model once");
+  if (!forward) {
+    train.artifactDir = artifactDir;
+    return runtime::train(train);
+  }
   if (intHigh < 1)
     return error("--int-high must be at least 1");
 
@@ -179,7 +231,7 @@ int runMain(int argc, char **argv) {
   for (const auto &[name, file] : inputFiles)
     if (!executor->findInput(name))
       return error("--input names '" + name + "', which is not an input");
-  for (const std::string &name : executor->getInputNames()) {
+  for (const std::string &name : executor->getInputNames("forward")) {
     TensorView *t = executor->findInput(name);
     auto it = inputFiles.find(name);
     if (it == inputFiles.end()) {
@@ -207,7 +259,7 @@ int runMain(int argc, char **argv) {
   for (const auto &[name, file] : outputFiles)
     if (!executor->findOutput(name))
       return error("--output names '" + name + "', which is not an output");
-  for (const std::string &name : executor->getOutputNames()) {
+  for (const std::string &name : executor->getOutputNames("forward")) {
     const TensorView *t = executor->findOutput(name);
     std::cout << name << ": " << summarize(*t) << "\n";
     auto it = outputFiles.find(name);

@@ -1,0 +1,199 @@
+//===- DataLoader.cpp - Deterministic batches for training ----------------===//
+
+#include "strata/Runtime/DataLoader.h"
+
+#include "strata/Runtime/Artifact.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace strata::runtime {
+
+uint64_t splitmix64(uint64_t x) {
+  uint64_t z = x + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+DataLoader::~DataLoader() = default;
+
+namespace {
+
+/// Rows in the batch of an input: its first dim (1 for a scalar).
+int64_t batchOf(const TensorView &t) { return t.rank() ? t.shape[0] : 1; }
+
+class SyntheticLoader : public DataLoader {
+public:
+  SyntheticLoader(std::vector<LoaderInput> inputs, uint64_t seed)
+      : inputs_(std::move(inputs)), seedMix_(splitmix64(seed)) {}
+
+  Status fill(uint64_t step, uint32_t micro, uint32_t accum) override {
+    for (LoaderInput &input : inputs_) {
+      TensorView &t = *input.view;
+      int64_t batch = batchOf(t);
+      uint64_t perSample = batch ? t.numel() / batch : 0;
+      uint64_t base = splitmix64(
+          seedMix_ ^ fnv1a64(input.name.data(), input.name.size()));
+      for (int64_t b = 0; b < batch; ++b) {
+        uint64_t k = (step * accum + micro) * uint64_t(batch) + b;
+        for (uint64_t e = 0; e < perSample; ++e) {
+          uint64_t h = splitmix64(base ^ (k * perSample + e));
+          uint64_t i = b * perSample + e;
+          double uniform = double(h >> 40) * 0x1p-24 * 2.0 - 1.0;
+          uint64_t value = h % uint64_t(std::max<int64_t>(input.high, 1));
+          switch (t.dtype) {
+          case DType::F32: t.as<float>()[i] = float(uniform); break;
+          case DType::F64: t.as<double>()[i] = uniform; break;
+          case DType::I64: t.as<int64_t>()[i] = int64_t(value); break;
+          case DType::I32: t.as<int32_t>()[i] = int32_t(value); break;
+          default:
+            return Status::error("synthetic data: input '" + input.name +
+                                 "' has unsupported type " + t.describe());
+          }
+        }
+      }
+    }
+    return Status::ok();
+  }
+  int64_t itemsPerMicroStep() const override {
+    return inputs_.empty() ? 0 : batchOf(*inputs_.front().view);
+  }
+  bool countsTokens() const override { return false; }
+
+private:
+  std::vector<LoaderInput> inputs_;
+  uint64_t seedMix_;
+};
+
+class TokenLoader : public DataLoader {
+public:
+  ~TokenLoader() override {
+    if (data_)
+      munmap(const_cast<void *>(data_), bytes_);
+  }
+  Status fill(uint64_t step, uint32_t micro, uint32_t accum) override {
+    TensorView &x = *tokens_.view, &y = *labels_.view;
+    int64_t batch = x.shape[0], length = x.shape[1];
+    uint64_t windows = count_ - uint64_t(length);
+    for (int64_t b = 0; b < batch; ++b) {
+      uint64_t k = (step * accum + micro) * uint64_t(batch) + b;
+      uint64_t start = splitmix64(seedMix_ ^ k) % windows;
+      for (int64_t t = 0; t <= length; ++t) {
+        uint64_t token = at(start + t);
+        if (int64_t(token) >= tokens_.high)
+          return Status::error("token " + std::to_string(token) +
+                               " at position " + std::to_string(start + t) +
+                               " of the data is outside the model's "
+                               "vocabulary of " +
+                               std::to_string(tokens_.high));
+        if (t < length)
+          store(x, b * length + t, token);
+        if (t > 0)
+          store(y, b * length + t - 1, token);
+      }
+    }
+    return Status::ok();
+  }
+  int64_t itemsPerMicroStep() const override { return tokens_.view->numel(); }
+  bool countsTokens() const override { return true; }
+
+  LoaderInput tokens_, labels_;
+  const void *data_ = nullptr;
+  size_t bytes_ = 0;
+  uint64_t count_ = 0;
+  bool wide_ = false;
+  uint64_t seedMix_ = 0;
+
+private:
+  uint64_t at(uint64_t i) const {
+    const unsigned char *p = static_cast<const unsigned char *>(data_);
+    if (wide_) {
+      uint32_t v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+    uint16_t v;
+    std::memcpy(&v, p + 2 * i, 2);
+    return v;
+  }
+  static void store(TensorView &t, int64_t i, uint64_t v) {
+    if (t.dtype == DType::I64)
+      t.as<int64_t>()[i] = int64_t(v);
+    else
+      t.as<int32_t>()[i] = int32_t(v);
+  }
+};
+
+} // namespace
+
+std::unique_ptr<DataLoader> DataLoader::synthetic(std::vector<LoaderInput> inputs,
+                                                  uint64_t seed) {
+  return std::make_unique<SyntheticLoader>(std::move(inputs), seed);
+}
+
+Status DataLoader::tokens(const std::string &path, const std::string &dtype,
+                          std::vector<LoaderInput> inputs, uint64_t seed,
+                          std::unique_ptr<DataLoader> &out) {
+  if (dtype != "uint16" && dtype != "uint32")
+    return Status::error("--data-dtype must be uint16 or uint32, not '" +
+                         dtype + "'");
+  auto loader = std::make_unique<TokenLoader>();
+  bool haveTokens = false, haveLabels = false;
+  for (LoaderInput &input : inputs) {
+    const TensorView &t = *input.view;
+    bool integer = t.dtype == DType::I64 || t.dtype == DType::I32;
+    if (input.name == "labels") {
+      loader->labels_ = input;
+      haveLabels = true;
+    } else if (integer && t.rank() == 2 && !haveTokens) {
+      loader->tokens_ = input;
+      haveTokens = true;
+    } else {
+      return Status::error("token data feeds one integer [B, T] input, but "
+                           "the model also takes '" + input.name + "' (" +
+                           t.describe() + "); use --data synthetic");
+    }
+  }
+  if (!haveTokens || !haveLabels ||
+      loader->labels_.view->shape != loader->tokens_.view->shape)
+    return Status::error("token data needs a model with one integer [B, T] "
+                         "input whose logits are [B, T, V] (next-token "
+                         "labels); use --data synthetic");
+  int fd = open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    return Status::error("cannot open data file '" + path + "'");
+  struct stat st;
+  fstat(fd, &st);
+  size_t width = dtype == "uint32" ? 4 : 2;
+  loader->bytes_ = static_cast<size_t>(st.st_size);
+  if (loader->bytes_ % width != 0) {
+    close(fd);
+    return Status::error("'" + path + "' has " + std::to_string(st.st_size) +
+                         " bytes, not a whole number of " + dtype + " tokens");
+  }
+  loader->count_ = loader->bytes_ / width;
+  loader->wide_ = width == 4;
+  int64_t length = loader->tokens_.view->shape[1];
+  if (loader->count_ <= uint64_t(length)) {
+    close(fd);
+    return Status::error("'" + path + "' holds " +
+                         std::to_string(loader->count_) +
+                         " tokens, fewer than one sequence of " +
+                         std::to_string(length + 1));
+  }
+  void *m = mmap(nullptr, loader->bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (m == MAP_FAILED)
+    return Status::error("cannot map '" + path + "'");
+  loader->data_ = m;
+  loader->seedMix_ = splitmix64(seed);
+  out = std::move(loader);
+  return Status::ok();
+}
+
+} // namespace strata::runtime

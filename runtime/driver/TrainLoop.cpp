@@ -1,0 +1,192 @@
+//===- TrainLoop.cpp - strata-run's training loop -------------------------===//
+//
+// For each optimizer step s (0-based): zero the gradient accumulators (when
+// accumulating), run "micro_step" on the loader's batch of each micro-step,
+// feed strata.lr and strata.step, run "optimizer_step", log, checkpoint.
+//
+//===----------------------------------------------------------------------===//
+
+#include "strata/Runtime/Training.h"
+
+#include "strata/Runtime/DataLoader.h"
+
+#include "plan.pb.h"
+
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+namespace strata::runtime {
+namespace {
+
+int error(const std::string &message) {
+  std::cerr << "strata-run: error: " << message << "\n";
+  return 1;
+}
+
+double scalar(const TensorView &t) {
+  return t.dtype == DType::F64 ? t.as<double>()[0] : double(t.as<float>()[0]);
+}
+
+int64_t peakMemoryBytes() {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
+}
+
+} // namespace
+
+double scheduledLearningRate(const plan::Training &training, double lr,
+                             uint64_t step) {
+  double warmup = double(training.warmup_steps());
+  if (warmup > 0 && double(step) <= warmup)
+    return lr * double(step) / warmup;
+  if (training.lr_schedule() != "cosine")
+    return lr;
+  double total = double(training.total_steps());
+  double progress = std::min(1.0, (double(step) - warmup) /
+                                      std::max(1.0, total - warmup));
+  double floor = lr * training.min_lr_ratio();
+  return floor + (lr - floor) * 0.5 * (1.0 + std::cos(M_PI * progress));
+}
+
+int train(const TrainOptions &options) {
+  std::unique_ptr<Artifact> artifact;
+  if (Status s = Artifact::load(options.artifactDir, artifact); !s)
+    return error(s.message());
+  const plan::Plan &plan = artifact->getPlan();
+  if (!plan.has_training())
+    return error("'" + options.artifactDir +
+                 "' was compiled with --forward-only; recompile without it to "
+                 "train, or pass --forward to evaluate it");
+  const plan::Training &training = plan.training();
+  std::unique_ptr<Executor> executor;
+  if (Status s = Executor::create(*artifact, getCpuKernels(), executor); !s)
+    return error(s.message());
+
+  // The loader fills every micro_step input but the optimizer's scalars.
+  std::vector<LoaderInput> inputs;
+  for (const std::string &name : executor->getInputNames("micro_step")) {
+    auto high = training.int_input_high().find(name);
+    inputs.push_back({name, executor->findInput(name),
+                      high == training.int_input_high().end() ? 2
+                                                               : high->second});
+  }
+  std::unique_ptr<DataLoader> loader;
+  if (options.data == "synthetic")
+    loader = DataLoader::synthetic(inputs, options.seed);
+  else if (Status s = DataLoader::tokens(options.data, options.dataDtype,
+                                         inputs, options.seed, loader);
+           !s)
+    return error(s.message());
+
+  TensorView *lrInput = executor->findInput("strata.lr");
+  TensorView *stepInput = executor->findInput("strata.step");
+  const TensorView *lossOutput = executor->findOutput("strata.loss");
+  const TensorView *normOutput = executor->findOutput("strata.grad_norm");
+  if (!lrInput || !stepInput || !lossOutput || !normOutput)
+    return error("the artifact's training programs lack strata.lr, "
+                 "strata.step, strata.loss or strata.grad_norm");
+
+  uint64_t steps = options.steps >= 0 ? uint64_t(options.steps)
+                                      : training.total_steps();
+  double baseLr = options.lr > 0 ? options.lr : training.lr();
+  uint32_t accum = std::max<uint32_t>(training.accum(), 1);
+  uint64_t start = 0;
+  if (options.resume) {
+    if (options.checkpointDir.empty())
+      return error("--resume needs --checkpoint-dir DIR");
+    if (Status s = loadCheckpoint(options.checkpointDir, plan.fingerprint(),
+                                  *executor, start);
+        !s)
+      return error(s.message());
+    if (start && !options.quiet)
+      std::cout << "resumed from step " << start << " of "
+                << options.checkpointDir << "\n";
+  }
+  std::ofstream log;
+  if (!options.logPath.empty()) {
+    log.open(options.logPath, options.resume ? std::ios::app : std::ios::trunc);
+    if (!log)
+      return error("cannot write the log '" + options.logPath + "'");
+  }
+
+  double firstLoss = NAN, lastLoss = NAN, totalMs = 0;
+  for (uint64_t s = start; s < steps; ++s) {
+    auto t0 = std::chrono::steady_clock::now();
+    if (accum > 1)
+      executor->zeroGradients();
+    double loss = 0;
+    for (uint32_t m = 0; m < accum; ++m) {
+      if (Status st = loader->fill(s, m, accum); !st)
+        return error(st.message());
+      uint64_t microSeed = splitmix64(splitmix64(options.seed) ^ (s * accum + m));
+      if (Status st = executor->run("micro_step", microSeed); !st)
+        return error("step " + std::to_string(s + 1) + ": " + st.message());
+      loss += scalar(*lossOutput);
+    }
+    loss /= accum;
+    double lr = scheduledLearningRate(training, baseLr, s + 1);
+    lrInput->as<double>()[0] = lr;
+    stepInput->as<int64_t>()[0] = int64_t(s + 1);
+    if (Status st = executor->run("optimizer_step"); !st)
+      return error("step " + std::to_string(s + 1) + ": " + st.message());
+    double norm = scalar(*normOutput);
+    double ms = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - t0)
+                    .count();
+    totalMs += ms;
+    if (std::isnan(firstLoss))
+      firstLoss = loss;
+    lastLoss = loss;
+    double perSecond = loader->itemsPerMicroStep() * accum / (ms / 1000.0);
+    const char *unit = loader->countsTokens() ? "tokens_per_s" : "samples_per_s";
+    if (log) {
+      char line[512];
+      std::snprintf(line, sizeof(line),
+                    "{\"step\": %llu, \"loss\": %.9g, \"lr\": %.9g, "
+                    "\"grad_norm\": %.9g, \"%s\": %.1f, \"step_ms\": %.3f, "
+                    "\"peak_memory_bytes\": %lld}\n",
+                    static_cast<unsigned long long>(s + 1), loss, lr, norm,
+                    unit, perSecond, ms,
+                    static_cast<long long>(peakMemoryBytes()));
+      log << line << std::flush;
+    }
+    if (!options.quiet && options.printEvery > 0 &&
+        ((s + 1) % uint64_t(options.printEvery) == 0 || s + 1 == steps ||
+         s == start)) {
+      char line[256];
+      std::snprintf(line, sizeof(line),
+                    "step %llu/%llu | loss %.4f | lr %.2e | grad_norm %.3f | "
+                    "%.1fk %s/s | %.1f ms/step\n",
+                    static_cast<unsigned long long>(s + 1),
+                    static_cast<unsigned long long>(steps), loss, lr, norm,
+                    perSecond / 1000.0,
+                    loader->countsTokens() ? "tok" : "samples", ms);
+      std::cout << line << std::flush;
+    }
+    if (options.saveEvery > 0 && (s + 1) % uint64_t(options.saveEvery) == 0) {
+      if (options.checkpointDir.empty())
+        return error("--save-every needs --checkpoint-dir DIR");
+      if (Status st = saveCheckpoint(options.checkpointDir, plan.fingerprint(),
+                                     s + 1, options.seed, *executor);
+          !st)
+        return error(st.message());
+    }
+  }
+  if (!options.quiet && steps > start) {
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "trained %llu steps: loss %.4f -> %.4f, %.1f ms/step\n",
+                  static_cast<unsigned long long>(steps - start), firstLoss,
+                  lastLoss, totalMs / double(steps - start));
+    std::cout << line;
+  }
+  return 0;
+}
+
+} // namespace strata::runtime

@@ -1,0 +1,57 @@
+//===- Training.h - strata-run's training loop ------------------*- C++ -*-===//
+//
+// The step loop over a training artifact's programs, its learning-rate
+// schedule and its checkpoints (docs/training.md).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_RUNTIME_TRAINING_H
+#define STRATA_RUNTIME_TRAINING_H
+
+#include "strata/Runtime/Executor.h"
+
+#include <cstdint>
+#include <string>
+
+namespace strata::plan {
+class Training;
+} // namespace strata::plan
+
+namespace strata::runtime {
+
+struct TrainOptions {
+  std::string artifactDir;
+  std::string data = "synthetic";
+  std::string dataDtype = "uint16";
+  int64_t steps = -1;   // -1: the artifact's
+  uint64_t seed = 0;
+  double lr = -1;       // -1: the artifact's
+  std::string logPath;
+  int64_t printEvery = 10;
+  int64_t saveEvery = 0;
+  std::string checkpointDir;
+  bool resume = false;
+  bool quiet = false;
+};
+
+/// The learning rate of optimizer step `step` (1-based) under the artifact's
+/// schedule, with base rate `lr`.
+double scheduledLearningRate(const plan::Training &training, double lr,
+                             uint64_t step);
+
+/// Writes every parameter, buffer and optimizer state after `step` into
+/// `dir`/step-%08d/ (atomically: temp + rename) and points `dir`/latest at it.
+Status saveCheckpoint(const std::string &dir, const std::string &fingerprint,
+                      uint64_t step, uint64_t seed, Executor &executor);
+
+/// Loads `dir`/latest into the executor's state; `step` receives the step it
+/// was written after (0 and a note on stderr when there is none yet).
+Status loadCheckpoint(const std::string &dir, const std::string &fingerprint,
+                      Executor &executor, uint64_t &step);
+
+/// The loop: returns the process exit code, errors as one line on stderr.
+int train(const TrainOptions &options);
+
+} // namespace strata::runtime
+
+#endif // STRATA_RUNTIME_TRAINING_H
