@@ -106,13 +106,15 @@ public:
   const void *data_ = nullptr;
   size_t bytes_ = 0;
   uint64_t count_ = 0;
-  bool wide_ = false;
+  size_t width_ = 2;
   uint64_t seedMix_ = 0;
 
 private:
   uint64_t at(uint64_t i) const {
     const unsigned char *p = static_cast<const unsigned char *>(data_);
-    if (wide_) {
+    if (width_ == 1)
+      return p[i];
+    if (width_ == 4) {
       uint32_t v;
       std::memcpy(&v, p + 4 * i, 4);
       return v;
@@ -139,8 +141,8 @@ std::unique_ptr<DataLoader> DataLoader::synthetic(std::vector<LoaderInput> input
 Status DataLoader::tokens(const std::string &path, const std::string &dtype,
                           std::vector<LoaderInput> inputs, uint64_t seed,
                           std::unique_ptr<DataLoader> &out) {
-  if (dtype != "uint16" && dtype != "uint32")
-    return Status::error("--data-dtype must be uint16 or uint32, not '" +
+  if (dtype != "uint8" && dtype != "uint16" && dtype != "uint32")
+    return Status::error("--data-dtype must be uint8, uint16 or uint32, not '" +
                          dtype + "'");
   auto loader = std::make_unique<TokenLoader>();
   bool haveTokens = false, haveLabels = false;
@@ -169,7 +171,7 @@ Status DataLoader::tokens(const std::string &path, const std::string &dtype,
     return Status::error("cannot open data file '" + path + "'");
   struct stat st;
   fstat(fd, &st);
-  size_t width = dtype == "uint32" ? 4 : 2;
+  size_t width = dtype == "uint32" ? 4 : dtype == "uint16" ? 2 : 1;
   loader->bytes_ = static_cast<size_t>(st.st_size);
   if (loader->bytes_ % width != 0) {
     close(fd);
@@ -177,7 +179,7 @@ Status DataLoader::tokens(const std::string &path, const std::string &dtype,
                          " bytes, not a whole number of " + dtype + " tokens");
   }
   loader->count_ = loader->bytes_ / width;
-  loader->wide_ = width == 4;
+  loader->width_ = width;
   int64_t length = loader->tokens_.view->shape[1];
   if (loader->count_ <= uint64_t(length)) {
     close(fd);

@@ -35,7 +35,7 @@ const char *kUsage =
     "TRAINING:\n"
     "  --data FILE|synthetic   token file (raw little-endian ids) or generated\n"
     "                          inputs (synthetic, the default)\n"
-    "  --data-dtype T          uint16 (default) or uint32 token ids\n"
+    "  --data-dtype T          uint8 (bytes: text), uint16 (default) or uint32\n"
     "  --steps N               optimizer steps (default: strata-compile --steps)\n"
     "  --lr X                  base learning rate (default: the compiled one)\n"
     "  --seed S                data sampling seed (0)\n"
