@@ -15,7 +15,8 @@ external data) and gpt2_124m.manifest.json into --out-dir (default: a fresh
 temporary directory). Never commit those files.
 
 Export settings for every model: opset 17, TrainingMode.TRAINING,
-do_constant_folding=False, static shapes (except mlp_dynamic_batch.onnx),
+do_constant_folding=False, static shapes (except the *_dynamic_batch.onnx
+files, whose first dim is "batch"),
 torch.manual_seed(0) before constructing each model.
 """
 
@@ -143,14 +144,16 @@ def describe(path, model_module, external_data=None):
 # --------------------------------------------------------------------------
 
 
-def export_gpt(cfg, path, batch, seq, dropout, external=False):
+def export_gpt(cfg, path, batch, seq, dropout, external=False, dynamic=False):
     torch.manual_seed(0)
     model = GPT(dataclasses.replace(cfg, dropout=dropout))
     g = torch.Generator().manual_seed(1)
     idx = torch.randint(0, cfg.vocab_size, (batch, seq), generator=g,
                         dtype=torch.long)
     if not external:
-        _export(model, (idx,), path, ["input_ids"], ["logits"])
+        dyn = ({"input_ids": {0: "batch"}, "logits": {0: "batch"}}
+               if dynamic else None)
+        _export(model, (idx,), path, ["input_ids"], ["logits"], dyn)
         return model, None
     with tempfile.TemporaryDirectory() as td:
         tmp = os.path.join(td, "tmp.onnx")
@@ -159,7 +162,7 @@ def export_gpt(cfg, path, batch, seq, dropout, external=False):
     return model, data
 
 
-def export_bert(path, dropout):
+def export_bert(path, dropout, dynamic=False):
     torch.manual_seed(0)
     cfg = BertConfig(dropout=dropout)
     model = Bert(cfg)
@@ -171,9 +174,11 @@ def export_bert(path, dropout):
     token_type_ids[:, seq // 2:] = 1
     attention_mask = torch.ones(batch, seq, dtype=torch.long)
     attention_mask[:, seq - 4:] = 0
-    _export(model, (input_ids, token_type_ids, attention_mask), path,
-            ["input_ids", "token_type_ids", "attention_mask"],
-            ["mlm_logits", "nsp_logits"])
+    names = ["input_ids", "token_type_ids", "attention_mask"]
+    dyn = ({n: {0: "batch"} for n in names + ["mlm_logits", "nsp_logits"]}
+           if dynamic else None)
+    _export(model, (input_ids, token_type_ids, attention_mask), path, names,
+            ["mlm_logits", "nsp_logits"], dyn)
     return model
 
 
@@ -250,6 +255,17 @@ def main(argv=None):
     p = os.path.join(out, "mlp_dynamic_batch.onnx")
     m = export_mlp(p, args.dropout, dynamic=True)
     manifest["mlp_dynamic_batch.onnx"] = describe(p, m)
+
+    # Batch-dynamic GPT and BERT: the same weights, for --batch and
+    # gradient accumulation at a smaller micro-batch.
+    p = os.path.join(out, "gpt_tiny_dynamic_batch.onnx")
+    m, _ = export_gpt(GPT_TINY, p, batch=8, seq=64, dropout=args.dropout,
+                      dynamic=True)
+    manifest["gpt_tiny_dynamic_batch.onnx"] = describe(p, m)
+
+    p = os.path.join(out, "bert_tiny_dynamic_batch.onnx")
+    m = export_bert(p, args.dropout, dynamic=True)
+    manifest["bert_tiny_dynamic_batch.onnx"] = describe(p, m)
 
     p = os.path.join(out, "mlp_external.onnx")
     m, data = export_mlp_external(p, args.dropout)
