@@ -45,6 +45,10 @@ const char *kUsage =
     "  --checkpoint-dir DIR    where checkpoints go\n"
     "  --resume                continue from DIR/latest\n"
     "  --quiet                 no progress lines\n"
+    "  --sample N              then continue --prompt by N tokens (byte-level\n"
+    "                          next-token models), printing the text\n"
+    "  --prompt TEXT           the text to continue (a newline)\n"
+    "  --top-k K               sample among the K likeliest tokens (1: greedy)\n"
     "\n"
     "EVALUATION:\n"
     "  --forward               evaluate the forward pass once\n"
@@ -158,6 +162,21 @@ int runMain(int argc, char **argv) {
         (arg == "--random-inputs" ? randomSeed : intHigh) = std::stoll(value);
       } catch (...) {
         return error(arg + " expects a number, got '" + value + "'");
+      }
+    } else if (arg == "--prompt") {
+      if (!next(train.prompt))
+        return error("--prompt expects text");
+    } else if (arg == "--sample" || arg == "--top-k") {
+      if (!next(value))
+        return error(arg + " expects a number");
+      try {
+        size_t used = 0;
+        long long n = std::stoll(value, &used);
+        if (used != value.size() || n < 1)
+          throw std::invalid_argument(value);
+        (arg == "--sample" ? train.sampleTokens : train.topK) = n;
+      } catch (...) {
+        return error(arg + " expects a positive number, got '" + value + "'");
       }
     } else if (arg == "--data" || arg == "--data-dtype" || arg == "--log" ||
                arg == "--checkpoint-dir") {

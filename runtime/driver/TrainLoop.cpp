@@ -14,7 +14,9 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -52,6 +54,68 @@ double scheduledLearningRate(const plan::Training &training, double lr,
                                       std::max(1.0, total - warmup));
   double floor = lr * training.min_lr_ratio();
   return floor + (lr - floor) * 0.5 * (1.0 + std::cos(M_PI * progress));
+}
+
+Status generateText(Executor &executor, const std::string &prompt,
+                    int64_t count, int64_t topK, uint64_t seed,
+                    std::string &out) {
+  std::vector<std::string> inputs = executor.getInputNames("forward");
+  std::vector<std::string> outputs = executor.getOutputNames("forward");
+  if (inputs.size() != 1 || outputs.empty())
+    return Status::error("--sample needs a next-token model: one [B, T] "
+                         "token input and [B, T, V] logits");
+  TensorView *ids = executor.findInput(inputs[0]);
+  const TensorView *logits = executor.findOutput(outputs[0]);
+  if (ids->rank() != 2 || logits->rank() != 3 ||
+      logits->dtype != DType::F32 ||
+      (ids->dtype != DType::I64 && ids->dtype != DType::I32))
+    return Status::error("--sample needs a next-token model: one [B, T] "
+                         "token input and [B, T, V] f32 logits");
+  int64_t length = ids->shape[1], vocab = logits->shape[2];
+  std::vector<int64_t> context(prompt.begin(), prompt.end());
+  for (int64_t &c : context)
+    c = static_cast<unsigned char>(c);
+  if (context.empty())
+    context.push_back('\n');
+  uint64_t state = splitmix64(seed ^ 0x5A4D504CEull);
+  out.clear();
+  for (int64_t n = 0; n < count; ++n) {
+    int64_t used = std::min<int64_t>(length, context.size());
+    std::memset(ids->data, 0, ids->bytes());
+    for (int64_t t = 0; t < used; ++t) {
+      int64_t token = context[context.size() - used + t] % vocab;
+      if (ids->dtype == DType::I64)
+        ids->as<int64_t>()[t] = token;
+      else
+        ids->as<int32_t>()[t] = int32_t(token);
+    }
+    if (Status s = executor.run("forward"); !s)
+      return s;
+    // Row 0, the position of the last context token.
+    const float *row = logits->as<float>() + (used - 1) * vocab;
+    std::vector<int64_t> order(vocab);
+    for (int64_t v = 0; v < vocab; ++v)
+      order[v] = v;
+    int64_t k = std::clamp<int64_t>(topK, 1, vocab);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int64_t a, int64_t b) { return row[a] > row[b]; });
+    double total = 0;
+    std::vector<double> weights(k);
+    for (int64_t i = 0; i < k; ++i)
+      total += weights[i] = std::exp(double(row[order[i]]) - row[order[0]]);
+    state = splitmix64(state);
+    double pick = double(state >> 11) * 0x1p-53 * total;
+    int64_t choice = order[0];
+    for (int64_t i = 0; i < k; ++i) {
+      if ((pick -= weights[i]) <= 0) {
+        choice = order[i];
+        break;
+      }
+    }
+    context.push_back(choice);
+    out.push_back(static_cast<char>(choice));
+  }
+  return Status::ok();
 }
 
 int train(const TrainOptions &options) {
@@ -185,6 +249,15 @@ int train(const TrainOptions &options) {
                   static_cast<unsigned long long>(steps - start), firstLoss,
                   lastLoss, totalMs / double(steps - start));
     std::cout << line;
+  }
+  if (options.sampleTokens > 0) {
+    std::string text;
+    if (Status s = generateText(*executor, options.prompt, options.sampleTokens,
+                                options.topK, options.seed, text);
+        !s)
+      return error(s.message());
+    std::cout << "--- sample (top-k " << options.topK << ") ---\n"
+              << options.prompt << text << "\n---\n";
   }
   return 0;
 }

@@ -32,7 +32,18 @@ struct TrainOptions {
   std::string checkpointDir;
   bool resume = false;
   bool quiet = false;
+  /// After training: generate this many tokens from `prompt` with the
+  /// forward program (top-k sampling; k = 1 is greedy).
+  int64_t sampleTokens = 0;
+  std::string prompt;
+  int64_t topK = 1;
 };
+
+/// Continues `prompt` (bytes as token ids) by `count` tokens with the
+/// forward program of a next-token model; returns the text.
+Status generateText(Executor &executor, const std::string &prompt,
+                    int64_t count, int64_t topK, uint64_t seed,
+                    std::string &out);
 
 /// The learning rate of optimizer step `step` (1-based) under the artifact's
 /// schedule, with base rate `lr`.
