@@ -358,7 +358,8 @@ LogicalResult gradient(SoftmaxOp op, GradBuilder &g, ValueRange dys,
                        Grads &dxs) {
   // dx = y * (dy - sum(dy * y, axis)).
   Value y = op.getOutput(), dy = dys[0];
-  Value dot = g.reduceSum(g.mul(dy, y), {op.getAxis()}, /*keepdims=*/true);
+  int64_t axis = op.getAxis();
+  Value dot = g.reduceSum(g.mul(dy, y), {axis}, /*keepdims=*/true);
   dxs[0] = g.mul(y, g.sub(dy, dot));
   return success();
 }
@@ -367,7 +368,8 @@ LogicalResult gradient(LogSoftmaxOp op, GradBuilder &g, ValueRange dys,
                        Grads &dxs) {
   // dx = dy - exp(y) * sum(dy, axis).
   Value y = op.getOutput(), dy = dys[0];
-  Value total = g.reduceSum(dy, {op.getAxis()}, /*keepdims=*/true);
+  int64_t axis = op.getAxis();
+  Value total = g.reduceSum(dy, {axis}, /*keepdims=*/true);
   dxs[0] = g.sub(dy, g.mul(g.create<ExpOp>(y.getType(), y), total));
   return success();
 }
