@@ -452,6 +452,9 @@ Error writeArtifact(ModuleOp module, llvm::StringRef dir,
     return e;
   if (Error e = writeFile(staging + "/params.bin", builder.params))
     return e;
+  if (options.extraFiles)
+    if (Error e = options.extraFiles(staging))
+      return e;
   std::string old = target + ".old";
   llvm::sys::fs::remove_directories(old);
   bool hadTarget = llvm::sys::fs::exists(target);

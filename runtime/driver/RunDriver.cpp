@@ -12,6 +12,8 @@
 #include "strata/Runtime/Executor.h"
 #include "strata/Runtime/Training.h"
 
+#include "plan.pb.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -45,13 +47,15 @@ const char *kUsage =
     "  --checkpoint-dir DIR    where checkpoints go\n"
     "  --resume                continue from DIR/latest\n"
     "  --quiet                 no progress lines\n"
+    "  --export-onnx OUT.onnx  then write the model with the trained weights\n"
     "  --sample N              then continue --prompt by N tokens (byte-level\n"
     "                          next-token models), printing the text\n"
     "  --prompt TEXT           the text to continue (a newline)\n"
     "  --top-k K               sample among the K likeliest tokens (1: greedy)\n"
     "\n"
     "EVALUATION:\n"
-    "  --forward               evaluate the forward pass once\n"
+    "  --forward               evaluate the forward pass once (with\n"
+    "                          --checkpoint-dir DIR --resume: trained weights)\n"
     "  --input NAME=FILE       raw little-endian bytes for input NAME\n"
     "  --random-inputs SEED    fill inputs without --input: floats uniform in\n"
     "                          [-1, 1), integers uniform in [0, --int-high)\n"
@@ -179,13 +183,14 @@ int runMain(int argc, char **argv) {
         return error(arg + " expects a positive number, got '" + value + "'");
       }
     } else if (arg == "--data" || arg == "--data-dtype" || arg == "--log" ||
-               arg == "--checkpoint-dir") {
+               arg == "--checkpoint-dir" || arg == "--export-onnx") {
       if (!next(value))
         return error(arg + " expects a value");
-      (arg == "--data"         ? train.data
-       : arg == "--data-dtype" ? train.dataDtype
-       : arg == "--log"        ? train.logPath
-                               : train.checkpointDir) = value;
+      (arg == "--data"           ? train.data
+       : arg == "--data-dtype"   ? train.dataDtype
+       : arg == "--log"          ? train.logPath
+       : arg == "--export-onnx"  ? train.exportOnnx
+                                 : train.checkpointDir) = value;
     } else if (arg == "--steps" || arg == "--seed" || arg == "--print-every" ||
                arg == "--save-every" || arg == "--lr") {
       if (!next(value))
@@ -246,6 +251,16 @@ int runMain(int argc, char **argv) {
   if (Status s = Executor::create(*artifact, getCpuKernels(), executor); !s)
     return error(s.message());
 
+  if (train.resume) {
+    if (train.checkpointDir.empty())
+      return error("--resume needs --checkpoint-dir DIR");
+    uint64_t step = 0;
+    if (Status s = loadCheckpoint(train.checkpointDir,
+                                  artifact->getPlan().fingerprint(), *executor,
+                                  step);
+        !s)
+      return error(s.message());
+  }
   std::mt19937_64 rng(static_cast<uint64_t>(std::max(randomSeed, 0LL)));
   for (const auto &[name, file] : inputFiles)
     if (!executor->findInput(name))

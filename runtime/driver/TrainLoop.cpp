@@ -56,6 +56,17 @@ double scheduledLearningRate(const plan::Training &training, double lr,
   return floor + (lr - floor) * 0.5 * (1.0 + std::cos(M_PI * progress));
 }
 
+namespace {
+OnnxExporter &onnxExporter() {
+  static OnnxExporter exporter;
+  return exporter;
+}
+} // namespace
+
+void setOnnxExporter(OnnxExporter exporter) {
+  onnxExporter() = std::move(exporter);
+}
+
 Status generateText(Executor &executor, const std::string &prompt,
                     int64_t count, int64_t topK, uint64_t seed,
                     std::string &out) {
@@ -249,6 +260,16 @@ int train(const TrainOptions &options) {
                   static_cast<unsigned long long>(steps - start), firstLoss,
                   lastLoss, totalMs / double(steps - start));
     std::cout << line;
+  }
+  if (!options.exportOnnx.empty()) {
+    if (!onnxExporter())
+      return error("--export-onnx is not available in this build");
+    if (Status s = onnxExporter()(options.artifactDir, *executor,
+                                  options.exportOnnx);
+        !s)
+      return error(s.message());
+    if (!options.quiet)
+      std::cout << "wrote " << options.exportOnnx << "\n";
   }
   if (options.sampleTokens > 0) {
     std::string text;

@@ -9,11 +9,13 @@
 #include "strata/Tools/CompileDriver.h"
 
 #include "strata/Codegen/ArtifactWriter.h"
+#include "strata/Frontend/OnnxExport.h"
 #include "strata/Frontend/OnnxImporter.h"
 #include "strata/Tools/GraphSummary.h"
 #include "strata/Tools/InitStrata.h"
 #include "strata/Transforms/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
@@ -24,6 +26,8 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <set>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -305,6 +309,25 @@ int strata::compileMain(int argc, char **argv) {
     codegen::ArtifactOptions artifactOptions{summary};
     if (training)
       artifactOptions.training = trainingOptions;
+    // The user's graph, with the weights that params.bin holds emptied, so
+    // strata-run --export-onnx can write it back with trained values.
+    std::set<std::string> emptied;
+    auto main = (*module)->lookupSymbol<func::FuncOp>("main");
+    for (unsigned i = 0; main && i < main.getNumArguments(); ++i) {
+      auto role = main.getArgAttrOfType<StringAttr>(i, "graph.role");
+      auto name = main.getArgAttrOfType<StringAttr>(i, "graph.name");
+      if (role && name && role.getValue() != "input")
+        emptied.insert(name.str());
+    }
+    std::string onnxPath = options.input;
+    if (!llvm::StringRef(onnxPath).ends_with(".onnxtxt"))
+      artifactOptions.extraFiles = [&](llvm::StringRef staging) -> llvm::Error {
+        std::string e = frontend::writeModelSkeleton(
+            onnxPath, emptied, (staging + "/model.onnx").str());
+        if (!e.empty())
+          return llvm::createStringError(llvm::inconvertibleErrorCode(), e);
+        return llvm::Error::success();
+      };
     if (llvm::Error e = codegen::writeArtifact(
             **module, options.output,
             [&](llvm::StringRef name) { return (*weights)->read(name); },

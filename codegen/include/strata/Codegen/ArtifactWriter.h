@@ -47,6 +47,9 @@ struct ArtifactOptions {
   /// Set for a training artifact: then @micro_step and @optimizer_step
   /// become programs next to @main's "forward".
   std::optional<TrainingOptions> training;
+  /// Writes further files into the staging folder before it is renamed
+  /// into place (strata-compile keeps the user's model there).
+  std::function<llvm::Error(llvm::StringRef stagingDir)> extraFiles;
 };
 
 /// Writes `dir` (plan.pb and params.bin) for `module`'s @main. The folder is

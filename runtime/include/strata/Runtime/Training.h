@@ -11,6 +11,7 @@
 #include "strata/Runtime/Executor.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace strata::plan {
@@ -37,7 +38,17 @@ struct TrainOptions {
   int64_t sampleTokens = 0;
   std::string prompt;
   int64_t topK = 1;
+  /// After training: write the user's model with the trained weights.
+  std::string exportOnnx;
 };
+
+/// Writes the artifact's model.onnx with the executor's trained parameters
+/// and buffers to a path; strata-run's main installs it (the runtime itself
+/// knows no ONNX).
+using OnnxExporter = std::function<Status(const std::string &artifactDir,
+                                          Executor &executor,
+                                          const std::string &outPath)>;
+void setOnnxExporter(OnnxExporter exporter);
 
 /// Continues `prompt` (bytes as token ids) by `count` tokens with the
 /// forward program of a next-token model; returns the text.
