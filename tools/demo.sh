@@ -4,10 +4,10 @@
 # (models/data/python-docs.txt, byte-level tokens) on the CPU, then sample
 # text from the trained model through the runtime.
 #
-#   tools/demo.sh [--steps N]      (600 by default: about two minutes)
+#   tools/demo.sh [--steps N]      (800 by default: about two minutes)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-steps=600
+steps=800
 if [[ "${1:-}" == "--steps" && -n "${2:-}" ]]; then steps="$2"; fi
 "$root/tools/install-deps.sh"
 "$root/tools/build.sh" strata-compile strata-run

@@ -191,6 +191,10 @@ int train(const TrainOptions &options) {
   }
 
   double firstLoss = NAN, lastLoss = NAN, totalMs = 0;
+  // The mean loss of the last tenth of the run: one step's loss is noisy.
+  uint64_t tailFrom = steps - std::max<uint64_t>((steps - start) / 10, 1);
+  double tailSum = 0;
+  uint64_t tailCount = 0;
   for (uint64_t s = start; s < steps; ++s) {
     auto t0 = std::chrono::steady_clock::now();
     if (accum > 1)
@@ -218,6 +222,10 @@ int train(const TrainOptions &options) {
     if (std::isnan(firstLoss))
       firstLoss = loss;
     lastLoss = loss;
+    if (s >= tailFrom) {
+      tailSum += loss;
+      ++tailCount;
+    }
     double perSecond = loader->itemsPerMicroStep() * accum / (ms / 1000.0);
     const char *unit = loader->countsTokens() ? "tokens_per_s" : "samples_per_s";
     if (log) {
@@ -256,9 +264,12 @@ int train(const TrainOptions &options) {
   if (!options.quiet && steps > start) {
     char line[256];
     std::snprintf(line, sizeof(line),
-                  "trained %llu steps: loss %.4f -> %.4f, %.1f ms/step\n",
+                  "trained %llu steps: loss %.4f -> %.4f (mean of the last "
+                  "%llu steps: %.4f), %.1f ms/step\n",
                   static_cast<unsigned long long>(steps - start), firstLoss,
-                  lastLoss, totalMs / double(steps - start));
+                  lastLoss, static_cast<unsigned long long>(tailCount),
+                  tailSum / double(std::max<uint64_t>(tailCount, 1)),
+                  totalMs / double(steps - start));
     std::cout << line;
   }
   if (!options.exportOnnx.empty()) {

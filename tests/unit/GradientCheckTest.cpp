@@ -3,7 +3,8 @@
 // For each differentiable graph op: a small f64 function `loss = sum(op(p)^2)`
 // of random parameters goes through strata-autodiff, codegen and the CPU
 // runtime; the gradients the "micro_step" program computes must equal
-// central finite differences of the "forward" program. This checks the
+// central finite differences of its own loss (random ops such as dropout
+// draw the same numbers on every run). This checks the
 // op's gradient rule (GraphGradients.cpp), the gradient ops' kernels and
 // the codegen of the training programs together.
 //
@@ -141,17 +142,26 @@ TEST_P(GradientCheckTest, MatchesFiniteDifferences) {
   for (const auto &state : executor->getStates())
     states[state.name] = state.view;
 
-  auto loss = [&]() {
-    Status s = executor->run("forward");
-    EXPECT_TRUE(s.isOk()) << s.message();
-    return executor->findOutput("loss")->as<double>()[0];
-  };
-  const double h = 1e-6;
+  // The loss of the micro_step program itself: its random ops draw the
+  // same numbers on every run (same seed, same streams), so dropout's
+  // gradient is checked too. Gradients are copied first: each run rewrites
+  // them.
+  std::map<std::string, std::vector<double>> grads;
   for (const Param &p : c.params) {
     ASSERT_TRUE(states.count(p.name)) << p.name;
     ASSERT_TRUE(states.count("grad:" + p.name)) << "no gradient for " << p.name;
+    const TensorView *g = states["grad:" + p.name];
+    grads[p.name].assign(g->as<double>(), g->as<double>() + g->numel());
+  }
+  auto loss = [&]() {
+    Status s = executor->run("micro_step");
+    EXPECT_TRUE(s.isOk()) << s.message();
+    return executor->findOutput("strata.loss")->as<double>()[0];
+  };
+  const double h = 1e-6;
+  for (const Param &p : c.params) {
     double *value = states[p.name]->as<double>();
-    const double *grad = states["grad:" + p.name]->as<double>();
+    const double *grad = grads[p.name].data();
     int64_t n = states[p.name]->numel();
     int64_t stride = std::max<int64_t>(1, n / 48);
     for (int64_t i = 0; i < n; i += stride) {
@@ -282,6 +292,20 @@ std::vector<GradCase> cases() {
        {{"%y", {3, 2, 4}}}});
   all.push_back(unaryCase("softmax", "softmax", "axis = 1 : i64"));
   all.push_back(unaryCase("log_softmax", "log_softmax", "axis = 0 : i64"));
+
+  // Dropout: the mask is a pure function of the run's seed and the op's
+  // random stream, the same in every run of the program.
+  all.push_back({"dropout",
+                 {{"p0", {4, 6}}},
+                 "    %y, %m = \"graph.dropout\"(%p0) <{ratio = 0.3 : f64}> : "
+                 "(tensor<4x6xf64>) -> (tensor<4x6xf64>, tensor<4x6xi1>)",
+                 {{"%y", {4, 6}}}});
+  all.push_back({"attention_dropout",
+                 {{"p0", {2, 3, 4}}, {"p1", {2, 5, 4}}, {"p2", {2, 5, 3}}},
+                 "    %y = \"graph.attention\"(%p0, %p1, %p2) <{dropout_ratio = "
+                 "0.25 : f64, scale = 0.5 : f64}> : (tensor<2x3x4xf64>, "
+                 "tensor<2x5x4xf64>, tensor<2x5x3xf64>) -> tensor<2x3x3xf64>",
+                 {{"%y", {2, 3, 3}}}});
 
   // Attention.
   all.push_back({"attention",
