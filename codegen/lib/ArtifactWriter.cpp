@@ -370,6 +370,7 @@ void setTraining(const TrainingOptions &t, func::FuncOp step,
   out.set_dtype(t.dtype);
   out.set_ignore_index(t.ignoreIndex);
   out.set_logits_output(t.logits);
+  out.set_loss_scale(t.dtype == "fp16" ? t.lossScale : 1.0);
   out.set_loss("model");
   for (BlockArgument arg : step.getArguments()) {
     auto role = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),

@@ -190,6 +190,26 @@ int train(const TrainOptions &options) {
       return error("cannot write the log '" + options.logPath + "'");
   }
 
+  // fp16: dynamic loss scaling as torch.cuda.amp.GradScaler (init from the
+  // artifact, halve on overflow and skip the update, double after 2000
+  // good steps). The counters are persistent state, so checkpoints keep
+  // them.
+  float *lossScale = nullptr;
+  int64_t *goodSteps = nullptr, *appliedSteps = nullptr;
+  for (const auto &state : executor->getStates()) {
+    if (state.name == "strata.loss_scale")
+      lossScale = state.view->as<float>();
+    else if (state.name == "strata.good_steps")
+      goodSteps = state.view->as<int64_t>();
+    else if (state.name == "strata.applied_steps")
+      appliedSteps = state.view->as<int64_t>();
+  }
+  bool scaling = lossScale && goodSteps && appliedSteps;
+  if (training.dtype() == "fp16" && !scaling)
+    return error("the fp16 artifact lacks its loss-scaling state");
+  if (scaling && *lossScale == 0.0f)
+    *lossScale = static_cast<float>(training.loss_scale());
+
   double firstLoss = NAN, lastLoss = NAN, totalMs = 0;
   // The mean loss of the last tenth of the run: one step's loss is noisy.
   uint64_t tailFrom = steps - std::max<uint64_t>((steps - start) / 10, 1);
@@ -211,10 +231,26 @@ int train(const TrainOptions &options) {
     loss /= accum;
     double lr = scheduledLearningRate(training, baseLr, s + 1);
     lrInput->as<double>()[0] = lr;
-    stepInput->as<int64_t>()[0] = int64_t(s + 1);
+    stepInput->as<int64_t>()[0] =
+        scaling ? *appliedSteps + 1 : int64_t(s + 1);
+    double usedScale = scaling ? *lossScale : 1.0;
     if (Status st = executor->run("optimizer_step"); !st)
       return error("step " + std::to_string(s + 1) + ": " + st.message());
     double norm = scalar(*normOutput);
+    bool skipped = false;
+    if (scaling) {
+      if (!std::isfinite(norm)) {
+        skipped = true;
+        *lossScale *= 0.5f;
+        *goodSteps = 0;
+      } else {
+        ++*appliedSteps;
+        if (++*goodSteps == 2000) {
+          *lossScale *= 2.0f;
+          *goodSteps = 0;
+        }
+      }
+    }
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - t0)
                     .count();
@@ -229,15 +265,26 @@ int train(const TrainOptions &options) {
     double perSecond = loader->itemsPerMicroStep() * accum / (ms / 1000.0);
     const char *unit = loader->countsTokens() ? "tokens_per_s" : "samples_per_s";
     if (log) {
+      // JSON has no NaN or infinity: an overflowed norm is null.
+      char normText[32] = "null";
+      if (std::isfinite(norm))
+        std::snprintf(normText, sizeof(normText), "%.9g", norm);
       char line[512];
       std::snprintf(line, sizeof(line),
                     "{\"step\": %llu, \"loss\": %.9g, \"lr\": %.9g, "
-                    "\"grad_norm\": %.9g, \"%s\": %.1f, \"step_ms\": %.3f, "
-                    "\"peak_memory_bytes\": %lld}\n",
-                    static_cast<unsigned long long>(s + 1), loss, lr, norm,
+                    "\"grad_norm\": %s, \"%s\": %.1f, \"step_ms\": %.3f, "
+                    "\"peak_memory_bytes\": %lld",
+                    static_cast<unsigned long long>(s + 1), loss, lr, normText,
                     unit, perSecond, ms,
                     static_cast<long long>(peakMemoryBytes()));
-      log << line << std::flush;
+      log << line;
+      if (scaling) {
+        std::snprintf(line, sizeof(line),
+                      ", \"loss_scale\": %.9g, \"skipped\": %s", usedScale,
+                      skipped ? "true" : "false");
+        log << line;
+      }
+      log << "}\n" << std::flush;
     }
     if (!options.quiet && options.printEvery > 0 &&
         ((s + 1) % uint64_t(options.printEvery) == 0 || s + 1 == steps ||

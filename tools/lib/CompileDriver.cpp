@@ -115,6 +115,11 @@ struct CompileOptions {
                              cl::init(0.1), cl::cat(category)};
   cl::opt<std::string> dtype{"dtype", cl::desc("fp32, bf16 or fp16"),
                              cl::init("fp32"), cl::cat(category)};
+  cl::opt<double> lossScale{
+      "loss-scale",
+      cl::desc("fp16: the initial dynamic loss scale (65536, as torch's "
+               "GradScaler)"),
+      cl::init(65536.0), cl::cat(category)};
   cl::list<std::string> freeze{
       "freeze", cl::desc("Keep parameters matching a glob fixed (repeatable)"),
       cl::value_desc("glob"), cl::cat(category)};
@@ -147,8 +152,8 @@ llvm::Error readTrainingOptions(const CompileOptions &o,
                 o.lrSchedule + "'");
   if (o.dtype != "fp32" && o.dtype != "bf16" && o.dtype != "fp16")
     return fail("--dtype must be fp32, bf16 or fp16, not '" + o.dtype + "'");
-  if (o.dtype != "fp32")
-    return fail("--dtype " + o.dtype + " is not implemented yet; use fp32");
+  if (!(o.lossScale > 0.0))
+    return fail("--loss-scale must be positive");
   if (o.accum < 1)
     return fail("--accum must be at least 1");
   if (!(o.lr > 0.0))
@@ -176,6 +181,7 @@ llvm::Error readTrainingOptions(const CompileOptions &o,
   t.minLrRatio = o.minLrRatio;
   t.dtype = o.dtype;
   t.ignoreIndex = o.ignoreIndex;
+  t.lossScale = o.lossScale;
   t.logits = o.logits;
   return llvm::Error::success();
 }
@@ -215,11 +221,17 @@ llvm::Error strata::buildTrainingStep(MLIRContext &context, ModuleOp module,
     return success();
   });
   PassManager pm(&context);
+  if (t.dtype != "fp32") {
+    strata::MixedPrecisionPassOptions precision;
+    precision.dtype = t.dtype;
+    pm.addNestedPass<func::FuncOp>(strata::createMixedPrecisionPass(precision));
+  }
   strata::AutodiffPassOptions autodiff;
   autodiff.freeze = llvm::SmallVector<std::string>(freeze);
   autodiff.logits = t.logits;
   autodiff.ignoreIndex = t.ignoreIndex;
   autodiff.accumulate = t.accum > 1;
+  autodiff.lossScale = t.dtype == "fp16";
   pm.addPass(strata::createAutodiffPass(autodiff));
   strata::OptimizerPassOptions optimizer;
   optimizer.optimizer = t.optimizer;
@@ -232,6 +244,7 @@ llvm::Error strata::buildTrainingStep(MLIRContext &context, ModuleOp module,
   optimizer.nesterov = t.nesterov;
   optimizer.clipNorm = t.clipNorm;
   optimizer.accum = t.accum;
+  optimizer.lossScale = t.dtype == "fp16";
   pm.addPass(strata::createOptimizerPass(optimizer));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

@@ -196,10 +196,18 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
     // Reverse sweep; gradient ops go before the return, in creation order.
     llvm::DenseMap<Value, Value> grads;
     auto lossType = cast<RankedTensorType>((*loss).getType());
-    grads[*loss] = b.create<graph::ConstantOp>(
-        func.getLoc(), DenseElementsAttr::get(
-                           lossType, b.getFloatAttr(lossType.getElementType(),
-                                                    1.0)));
+    if (lossScale) {
+      // fp16: d(loss * scale) / d(loss) = scale.
+      // Persistent: strata-run adjusts it, checkpoints keep it.
+      Value scale =
+          addArgument(func, lossType, "optimizer_state", "strata.loss_scale");
+      grads[*loss] = scale;
+    } else {
+      grads[*loss] = b.create<graph::ConstantOp>(
+          func.getLoc(),
+          DenseElementsAttr::get(
+              lossType, b.getFloatAttr(lossType.getElementType(), 1.0)));
+    }
     for (Operation *op : llvm::reverse(forward)) {
       SmallVector<Value> resultGrads;
       bool any = false;

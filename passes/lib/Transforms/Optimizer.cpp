@@ -97,6 +97,16 @@ struct OptimizerPass : public strata::impl::OptimizerPassBase<OptimizerPass> {
     argAttrs.push_back(entry("input", "strata.lr"));
     argTypes.push_back(i64Scalar);
     argAttrs.push_back(entry("input", "strata.step"));
+    if (lossScale) {
+      // Dynamic loss scaling state, kept by strata-run and in checkpoints:
+      // the scale, steps since the last overflow, updates applied.
+      argTypes.push_back(f32Scalar);
+      argAttrs.push_back(entry("optimizer_state", "strata.loss_scale"));
+      argTypes.push_back(i64Scalar);
+      argAttrs.push_back(entry("optimizer_state", "strata.good_steps"));
+      argTypes.push_back(i64Scalar);
+      argAttrs.push_back(entry("optimizer_state", "strata.applied_steps"));
+    }
 
     b.setInsertionPointAfter(step);
     Location loc = step.getLoc();
@@ -124,10 +134,17 @@ struct OptimizerPass : public strata::impl::OptimizerPassBase<OptimizerPass> {
     }
     if (!sumSquares)
       sumSquares = constant(0.0);
-    Value norm = b.create<graph::SqrtOp>(loc, f32Scalar, sumSquares);
+    Value rawNorm = b.create<graph::SqrtOp>(loc, f32Scalar, sumSquares);
+    Value norm = rawNorm;
     Value gradScale = constant(1.0 / accum);
-    if (accum > 1)
+    if (lossScale) {
+      // Unscale: the gradients hold scale * the true gradient.
+      Value scale = body->getArgument(params.size() * perParam + 2);
+      gradScale = b.create<graph::DivOp>(loc, f32Scalar, gradScale, scale);
       norm = b.create<graph::MulOp>(loc, f32Scalar, norm, gradScale);
+    } else if (accum > 1) {
+      norm = b.create<graph::MulOp>(loc, f32Scalar, norm, gradScale);
+    }
     if (clipNorm > 0.0) {
       // torch.nn.utils.clip_grad_norm_: min(1, max_norm / (norm + 1e-6)).
       Value denom = b.create<graph::AddOp>(loc, f32Scalar, norm, constant(1e-6));
@@ -135,6 +152,12 @@ struct OptimizerPass : public strata::impl::OptimizerPassBase<OptimizerPass> {
                                           denom);
       coef = b.create<graph::MinOp>(loc, f32Scalar, coef, constant(1.0));
       gradScale = b.create<graph::MulOp>(loc, f32Scalar, coef, gradScale);
+    }
+    if (lossScale) {
+      // An overflowed gradient (inf or NaN norm) makes grad_scale NaN
+      // (inf * 0), and the updates skip the step.
+      Value zero = b.create<graph::MulOp>(loc, f32Scalar, rawNorm, constant(0.0));
+      gradScale = b.create<graph::AddOp>(loc, f32Scalar, gradScale, zero);
     }
 
     SmallVector<Value> results{norm};

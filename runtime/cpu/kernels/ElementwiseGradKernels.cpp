@@ -149,6 +149,54 @@ Status sumSquaresKernel(KernelContext &ctx) {
   });
 }
 
+/// f32 -> nearest bf16 (round to nearest even), back in f32.
+float roundToBf16(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  if ((bits & 0x7f800000u) == 0x7f800000u) // inf, nan: keep
+    return v;
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  bits &= 0xffff0000u;
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
+
+/// f32 -> nearest fp16 value (round to nearest even; beyond 65504 -> inf;
+/// subnormals kept), back in f32.
+float roundToFp16(float v) {
+  if (!std::isfinite(v))
+    return v;
+  float a = std::fabs(v);
+  if (a >= 65520.0f) // rounds past the largest fp16, 65504
+    return std::copysign(std::numeric_limits<float>::infinity(), v);
+  int exponent;
+  std::frexp(a, &exponent); // a = m * 2^exponent, m in [0.5, 1)
+  // fp16 keeps 11 significant bits; below 2^-14 the step is fixed at 2^-24.
+  int e = std::max(exponent - 11, -24);
+  float step = std::ldexp(1.0f, e);
+  return std::copysign(std::nearbyint(a / step) * step, v);
+}
+
+Status roundToKernel(KernelContext &ctx) {
+  if (Status s = checkArity(ctx, "graph.round_to", 1, 1, 1); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0];
+  TensorView &y = ctx.outputs[0];
+  std::string dtype = ctx.attrs.getString("dtype");
+  if (x.dtype != DType::F32 || y.dtype != DType::F32 || x.shape != y.shape)
+    return Status::error("graph.round_to: operand and result must be one f32 "
+                         "shape, got " + x.describe());
+  if (dtype != "bf16" && dtype != "fp16")
+    return Status::error("graph.round_to: dtype must be bf16 or fp16, not '" +
+                         dtype + "'");
+  const float *in = x.as<float>();
+  float *out = y.as<float>();
+  bool bf16 = dtype == "bf16";
+  for (int64_t i = 0, n = x.numel(); i < n; ++i)
+    out[i] = bf16 ? roundToBf16(in[i]) : roundToFp16(in[i]);
+  return Status::ok();
+}
+
 Status copyKernel(KernelContext &ctx) {
   if (Status s = checkArity(ctx, "runtime.copy", 1, 1, 1); !s)
     return s;
@@ -168,6 +216,7 @@ void registerElementwiseGradKernels(KernelRegistry &registry) {
   registry.add("graph.unary_grad", unaryGradKernel);
   registry.add("graph.sum_squares", sumSquaresKernel);
   registry.add("runtime.copy", copyKernel);
+  registry.add("graph.round_to", roundToKernel);
 }
 
 } // namespace strata::runtime::cpu

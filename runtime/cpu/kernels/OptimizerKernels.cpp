@@ -12,6 +12,7 @@
 #include "kernels/KernelUtils.h"
 
 #include <cmath>
+#include <cstring>
 #include <string>
 
 namespace strata::runtime::cpu {
@@ -33,6 +34,20 @@ Status readScalars(const KernelContext &ctx, std::string_view op, size_t first,
     return Status::error(std::string(op) + ": step must start at 1, got " +
                          std::to_string(step));
   return Status::ok();
+}
+
+/// A non-finite grad_scale (fp16 overflow) skips the update: every result
+/// keeps its operand's value.
+bool skipUpdate(KernelContext &ctx, double gradScale) {
+  if (std::isfinite(gradScale))
+    return false;
+  for (size_t i = 0; i < ctx.outputs.size(); ++i) {
+    size_t from = i == 0 ? 0 : i + 1; // param, then the states after grad
+    if (ctx.outputs[i].data != ctx.inputs[from].data)
+      std::memcpy(ctx.outputs[i].data, ctx.inputs[from].data,
+                  ctx.outputs[i].bytes());
+  }
+  return true;
 }
 
 Status checkSameTensors(const KernelContext &ctx, std::string_view op,
@@ -59,6 +74,8 @@ Status adamwKernel(KernelContext &ctx) {
   int64_t step;
   if (Status s = readScalars(ctx, kOp, 4, lr, step, gradScale); !s)
     return s;
+  if (skipUpdate(ctx, gradScale))
+    return Status::ok();
   double beta1 = ctx.attrs.getFloat("beta1"), beta2 = ctx.attrs.getFloat("beta2");
   double eps = ctx.attrs.getFloat("eps");
   double weightDecay = ctx.attrs.getFloat("weight_decay");
@@ -103,6 +120,8 @@ Status sgdKernel(KernelContext &ctx) {
   int64_t step;
   if (Status s = readScalars(ctx, kOp, 3, lr, step, gradScale); !s)
     return s;
+  if (skipUpdate(ctx, gradScale))
+    return Status::ok();
   double momentum = ctx.attrs.getFloat("momentum");
   double dampening = ctx.attrs.getFloat("dampening");
   double weightDecay = ctx.attrs.getFloat("weight_decay");

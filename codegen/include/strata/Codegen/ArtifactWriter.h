@@ -39,6 +39,7 @@ struct TrainingOptions {
   std::string dtype = "fp32";
   int64_t ignoreIndex = -100;
   std::string logits;
+  double lossScale = 65536.0;
 };
 
 struct ArtifactOptions {

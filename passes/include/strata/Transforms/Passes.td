@@ -54,6 +54,22 @@ def RaiseGraphPass : Pass<"strata-raise-graph", "::mlir::func::FuncOp"> {
 // Training: the loss, the backward graph, the optimizer
 //===----------------------------------------------------------------------===//
 
+def MixedPrecisionPass : Pass<"strata-mixed-precision", "::mlir::func::FuncOp"> {
+  let summary = "Run linear, matmul, attention and conv in bf16 or fp16";
+  let description = [{
+    Autocast's policy: those ops read operands rounded to `dtype` and
+    produce a rounded result (`graph.round_to`); normalizations, softmax,
+    losses and the optimizer stay fp32 and parameters stay fp32 master
+    weights. Runs on the forward graph, before strata-autodiff; the gradient
+    of `round_to` rounds the incoming gradient too.
+  }];
+  let dependentDialects = ["::strata::graph::GraphDialect"];
+  let options = [
+    Option<"dtype", "dtype", "std::string", /*default=*/"\"bf16\"",
+           "bf16 or fp16">,
+  ];
+}
+
 def AutodiffPass : Pass<"strata-autodiff", "::mlir::ModuleOp"> {
   let summary = "Build @micro_step: the loss and the gradient of every parameter";
   let description = [{
@@ -80,6 +96,8 @@ def AutodiffPass : Pass<"strata-autodiff", "::mlir::ModuleOp"> {
            "Label value excluded from the loss">,
     Option<"accumulate", "accumulate", "bool", /*default=*/"false",
            "Add each gradient into a running sum (gradient accumulation)">,
+    Option<"lossScale", "loss-scale", "bool", /*default=*/"false",
+           "Seed the backward pass with the input strata.loss_scale (fp16)">,
   ];
 }
 
@@ -114,6 +132,9 @@ def OptimizerPass : Pass<"strata-optimizer", "::mlir::ModuleOp"> {
            "Global gradient-norm clipping threshold (0: off)">,
     Option<"accum", "accum", "unsigned", /*default=*/"1",
            "Micro-steps per optimizer step">,
+    Option<"lossScale", "loss-scale", "bool", /*default=*/"false",
+           "Divide the gradients by the input strata.loss_scale and skip the "
+           "update when their norm is not finite (fp16)">,
   ];
 }
 

@@ -204,6 +204,14 @@ LogicalResult gradient(NegOp op, GradBuilder &g, ValueRange dys, Grads &dxs) {
   return success();
 }
 
+/// The gradient flowing back through a low-precision region is itself low
+/// precision, as under autocast.
+LogicalResult gradient(RoundToOp op, GradBuilder &g, ValueRange dys,
+                       Grads &dxs) {
+  dxs[0] = g.create<RoundToOp>(dys[0].getType(), dys[0], op.getDtypeAttr());
+  return success();
+}
+
 LogicalResult gradient(CastOp op, GradBuilder &g, ValueRange dys, Grads &dxs) {
   Type from = GradBuilder::tensorType(op.getInput()).getElementType();
   if (!isa<FloatType>(from))
@@ -604,7 +612,7 @@ void registerGradientModels(MLIRContext &context) {
   attachGradients<
       AbsOp, ExpOp, LogOp, SqrtOp, ReciprocalOp, TanhOp, ErfOp, SinOp, CosOp,
       ReluOp, SigmoidOp, SoftplusOp, GeluOp, LeakyReluOp, EluOp, HardSigmoidOp,
-      HardSwishOp, ClipOp, NegOp, CastOp, AddOp, SubOp, MulOp, DivOp, PowOp,
+      HardSwishOp, ClipOp, NegOp, CastOp, RoundToOp, AddOp, SubOp, MulOp, DivOp, PowOp,
       MaxOp, MinOp, WhereOp, MatmulOp, LinearOp, LayerNormOp, BatchNormOp,
       SoftmaxOp, LogSoftmaxOp, DropoutOp, AttentionOp, EmbeddingOp, GatherOp,
       CrossEntropyOp, ReshapeOp, BroadcastToOp, TransposeOp, SliceOp, ConcatOp,

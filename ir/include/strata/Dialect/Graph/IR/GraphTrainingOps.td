@@ -157,6 +157,23 @@ def Graph_SumSquaresOp : Graph_GradOp<"sum_squares"> {
   let results = (outs 0DTensorOf<[AnyFloat]>:$output);
 }
 
+def Graph_RoundToOp : Graph_Op<"round_to", [Pure, SameOperandsAndResultType]> {
+  let summary = "Rounds to a narrower float type, keeping the storage type";
+  let description = [{
+    Each element becomes the nearest value of `dtype` ("bf16" or "fp16",
+    round to nearest even; fp16 overflows to inf), still stored in the
+    operand's type: the CPU emulation of computing in that type. Mixed
+    precision (`strata-mixed-precision`) puts it on the operands and results
+    of the ops autocast runs in low precision.
+    ```mlir
+    %h = graph.round_to %x {dtype = "bf16"} : tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins Graph_FloatTensor:$input, StrAttr:$dtype);
+  let results = (outs Graph_FloatTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
 //===----------------------------------------------------------------------===//
 // Optimizer updates. The runtime may run them in place (results in their
 // operands' storage): each is elementwise.
