@@ -166,6 +166,18 @@ int train(const TrainOptions &options) {
   if (!lrInput || !stepInput || !lossOutput || !normOutput)
     return error("the artifact's training programs lack strata.lr, "
                  "strata.step, strata.loss or strata.grad_norm");
+  auto isScalar = [](const TensorView &t, std::initializer_list<DType> types) {
+    return t.numel() == 1 &&
+           std::find(types.begin(), types.end(), t.dtype) != types.end();
+  };
+  if (!isScalar(*lrInput, {DType::F64}) || !isScalar(*stepInput, {DType::I64}) ||
+      !isScalar(*lossOutput, {DType::F32, DType::F64}) ||
+      !isScalar(*normOutput, {DType::F32, DType::F64}))
+    return error("the artifact's strata.lr must be an f64 scalar, strata.step "
+                 "an i64 scalar, strata.loss and strata.grad_norm float "
+                 "scalars; got " + lrInput->describe() + ", " +
+                 stepInput->describe() + ", " + lossOutput->describe() + ", " +
+                 normOutput->describe());
 
   uint64_t steps = options.steps >= 0 ? uint64_t(options.steps)
                                       : training.total_steps();

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <vector>
 
 namespace strata::runtime {
 
@@ -66,10 +67,16 @@ Status Artifact::load(const std::string &dir, std::unique_ptr<Artifact> &out) {
                          "); recompile the model with this Strata");
 
   uint32_t count = p.tensors_size();
-  for (const auto &t : p.tensors())
+  std::vector<bool> seen(count, false);
+  for (const auto &t : p.tensors()) {
     if (t.id() >= count)
       return Status::error("plan: tensor id " + std::to_string(t.id()) +
                            " out of range");
+    if (seen[t.id()])
+      return Status::error("plan: tensor id " + std::to_string(t.id()) +
+                           " is used twice");
+    seen[t.id()] = true;
+  }
   for (const auto &program : p.programs()) {
     for (const auto &inst : program.instructions()) {
       for (uint32_t id : inst.inputs())

@@ -62,12 +62,18 @@ double scheduledLearningRate(const plan::Training &training, double lr,
                              uint64_t step);
 
 /// Writes every parameter, buffer and optimizer state after `step` into
-/// `dir`/step-%08d/ (atomically: temp + rename) and points `dir`/latest at it.
+/// `dir`/step-%08d/ (atomically: temp + rename) and points `dir`/latest at it;
+/// keeps that checkpoint and the one `latest` named before, removes the rest.
+/// index.json lists each tensor's name, kind, dtype, shape, offset, bytes and
+/// FNV-1a checksum. STRATA_TEST_KILL_DURING_SAVE=N: the N-th save of the
+/// process into `dir` raises SIGKILL halfway through state.bin.
 Status saveCheckpoint(const std::string &dir, const std::string &fingerprint,
                       uint64_t step, uint64_t seed, Executor &executor);
 
-/// Loads `dir`/latest into the executor's state; `step` receives the step it
-/// was written after (0 and a note on stderr when there is none yet).
+/// Loads `dir`/latest into the executor's state after checking the
+/// fingerprint and every tensor's dtype, shape and checksum (on an error the
+/// state is untouched); `step` receives the step it was written after (0 and
+/// a note on stderr when there is none yet).
 Status loadCheckpoint(const std::string &dir, const std::string &fingerprint,
                       Executor &executor, uint64_t &step);
 

@@ -1,0 +1,408 @@
+//===- ExecutorTest.cpp - Artifact loading and the program executor -------===//
+//
+// Format-2 artifacts built by hand (TestArtifacts.h): every program runs over
+// one set of tensors, persistent state keeps its value between programs and
+// steps, instructions may write their own inputs, each instruction's random
+// seed follows the rule in Executor.h, and malformed plans are one-line
+// errors.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestArtifacts.h"
+
+#include "strata/Runtime/Executor.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+using namespace strata;
+using namespace strata::runtime;
+using namespace strata::runtime::testing;
+
+namespace {
+
+std::unique_ptr<Executor> load(const std::string &dir,
+                               const KernelRegistry &kernels = getCpuKernels()) {
+  std::unique_ptr<Artifact> artifact;
+  Status s = Artifact::load(dir, artifact);
+  EXPECT_TRUE(s.isOk()) << s.message();
+  if (!s)
+    return nullptr;
+  std::unique_ptr<Executor> executor;
+  s = Executor::create(*artifact, kernels, executor);
+  EXPECT_TRUE(s.isOk()) << s.message();
+  return executor;
+}
+
+std::string loadError(const std::string &dir,
+                      const KernelRegistry &kernels = getCpuKernels()) {
+  std::unique_ptr<Artifact> artifact;
+  if (Status s = Artifact::load(dir, artifact); !s)
+    return s.message();
+  std::unique_ptr<Executor> executor;
+  if (Status s = Executor::create(*artifact, kernels, executor); !s)
+    return s.message();
+  return "";
+}
+
+std::map<std::string, Executor::StateTensor> statesByName(Executor &e) {
+  std::map<std::string, Executor::StateTensor> states;
+  for (const auto &s : e.getStates())
+    states[s.name] = s;
+  return states;
+}
+
+std::vector<float> values(const TensorView &t) {
+  return std::vector<float>(t.as<float>(), t.as<float>() + t.numel());
+}
+
+void fillBatch(Executor &e) {
+  TensorView *x = e.findInput("x");
+  TensorView *labels = e.findInput("labels");
+  ASSERT_TRUE(x && labels);
+  for (int64_t i = 0; i < x->numel(); ++i)
+    x->as<float>()[i] = std::sin(0.7f * float(i + 1));
+  for (int64_t i = 0; i < labels->numel(); ++i)
+    labels->as<int64_t>()[i] = (3 * i + 1) % 5;
+}
+
+void setOptimizerInputs(Executor &e, double lr, int64_t step) {
+  e.findInput("strata.lr")->as<double>()[0] = lr;
+  e.findInput("strata.step")->as<int64_t>()[0] = step;
+}
+
+} // namespace
+
+TEST(ExecutorTest, ProgramsAndTheirNames) {
+  TempDir dir;
+  auto e = load(writeLinearClassifier(dir / "a.strata"));
+  ASSERT_TRUE(e);
+  EXPECT_TRUE(e->hasProgram("forward"));
+  EXPECT_TRUE(e->hasProgram("micro_step"));
+  EXPECT_TRUE(e->hasProgram("optimizer_step"));
+  EXPECT_FALSE(e->hasProgram("backward"));
+  EXPECT_EQ(e->getInputNames("forward"), std::vector<std::string>{"x"});
+  EXPECT_EQ(e->getInputNames(), std::vector<std::string>{"x"});
+  EXPECT_EQ(e->getInputNames("micro_step"),
+            (std::vector<std::string>{"x", "labels"}));
+  EXPECT_EQ(e->getInputNames("optimizer_step"),
+            (std::vector<std::string>{"strata.lr", "strata.step"}));
+  EXPECT_EQ(e->getOutputNames("micro_step"),
+            std::vector<std::string>{"strata.loss"});
+  EXPECT_EQ(e->getOutputNames("optimizer_step"),
+            std::vector<std::string>{"strata.grad_norm"});
+  EXPECT_TRUE(e->getInputNames("nope").empty());
+  // One name, one tensor, whichever program binds it.
+  EXPECT_EQ(e->findInput("x")->data, e->findInput("x")->data);
+  EXPECT_NE(e->findInput("strata.lr"), nullptr);
+  EXPECT_NE(e->findOutput("strata.grad_norm"), nullptr);
+  EXPECT_EQ(e->findInput("logits"), nullptr);
+  EXPECT_EQ(e->findOutput("nope"), nullptr);
+
+  Status s = e->run("backward");
+  ASSERT_FALSE(s.isOk());
+  EXPECT_EQ(s.message(), "the artifact has no program 'backward'");
+}
+
+TEST(ExecutorTest, StatesStartFromParamsBinAndZero) {
+  TempDir dir;
+  auto e = load(writeLinearClassifier(dir / "a.strata"));
+  ASSERT_TRUE(e);
+  auto states = statesByName(*e);
+  ASSERT_EQ(states.size(), 4u);
+  EXPECT_EQ(states["w"].kind, plan::PARAMETER);
+  EXPECT_EQ(states["steps"].kind, plan::BUFFER);
+  EXPECT_EQ(states["grad:w"].kind, plan::GRADIENT);
+  EXPECT_EQ(states["sgd.momentum_buffer:w"].kind, plan::OPTIMIZER_STATE);
+  std::vector<float> w = values(*states["w"].view);
+  ASSERT_EQ(w.size(), 15u);
+  for (size_t i = 0; i < w.size(); ++i)
+    EXPECT_EQ(w[i], 0.1f * float(i % 7) - 0.3f);
+  EXPECT_EQ(values(*states["steps"].view), std::vector<float>{0.0f});
+  for (float v : values(*states["grad:w"].view))
+    EXPECT_EQ(v, 0.0f);
+  for (float v : values(*states["sgd.momentum_buffer:w"].view))
+    EXPECT_EQ(v, 0.0f);
+}
+
+TEST(ExecutorTest, TrainingStepUpdatesStateInPlace) {
+  TempDir dir;
+  LinearClassifierOptions o;
+  o.dropout = 0; // the gradient below is that of the undropped batch
+  auto e = load(writeLinearClassifier(dir / "a.strata", o));
+  ASSERT_TRUE(e);
+  auto states = statesByName(*e);
+  fillBatch(*e);
+
+  ASSERT_TRUE(e->run("micro_step", 1).isOk());
+  float loss = e->findOutput("strata.loss")->as<float>()[0];
+  EXPECT_GT(loss, 0.5f);
+  EXPECT_LT(loss, 3.0f);
+  std::vector<float> w0 = values(*states["w"].view);
+  std::vector<float> g1 = values(*states["grad:w"].view);
+  double norm = 0;
+  for (float g : g1)
+    norm += double(g) * g;
+  ASSERT_GT(norm, 0);
+
+  setOptimizerInputs(*e, 0.5, 1);
+  ASSERT_TRUE(e->run("optimizer_step").isOk());
+  EXPECT_FLOAT_EQ(e->findOutput("strata.grad_norm")->as<float>()[0],
+                  float(std::sqrt(norm)));
+  // SGD's first step: buf = g, w = w - lr * g, both written over their inputs.
+  std::vector<float> w1 = values(*states["w"].view);
+  std::vector<float> buf1 = values(*states["sgd.momentum_buffer:w"].view);
+  for (size_t i = 0; i < w1.size(); ++i) {
+    EXPECT_EQ(buf1[i], g1[i]);
+    EXPECT_EQ(w1[i], w0[i] + -0.5f * g1[i]);
+  }
+  EXPECT_EQ(values(*states["steps"].view), std::vector<float>{1.0f});
+
+  // The next step sees the updated weights and momentum.
+  ASSERT_TRUE(e->run("micro_step", 2).isOk());
+  EXPECT_LT(e->findOutput("strata.loss")->as<float>()[0], loss);
+  std::vector<float> g2 = values(*states["grad:w"].view);
+  setOptimizerInputs(*e, 0.5, 2);
+  ASSERT_TRUE(e->run("optimizer_step").isOk());
+  std::vector<float> w2 = values(*states["w"].view);
+  std::vector<float> buf2 = values(*states["sgd.momentum_buffer:w"].view);
+  for (size_t i = 0; i < w2.size(); ++i) {
+    float b = buf1[i] * 0.9f + 1.0f * g2[i];
+    EXPECT_EQ(buf2[i], b);
+    EXPECT_EQ(w2[i], w1[i] + -0.5f * b);
+  }
+  EXPECT_EQ(values(*states["steps"].view), std::vector<float>{2.0f});
+
+  // The forward program reads the same, trained, weights.
+  ASSERT_TRUE(e->run().isOk());
+  const TensorView *logits = e->findOutput("logits");
+  const float *x = e->findInput("x")->as<float>();
+  double expected = 0;
+  for (int k = 0; k < 3; ++k)
+    expected += double(x[k]) * w2[k * 5 + 0];
+  EXPECT_NEAR(logits->as<float>()[0], expected, 1e-6);
+}
+
+TEST(ExecutorTest, GradientsAccumulateUntilZeroed) {
+  TempDir dir;
+  LinearClassifierOptions o;
+  o.accum = 2;
+  o.dropout = 0;
+  auto e = load(writeLinearClassifier(dir / "a.strata", o));
+  ASSERT_TRUE(e);
+  auto states = statesByName(*e);
+  fillBatch(*e);
+  ASSERT_TRUE(e->run("micro_step").isOk());
+  std::vector<float> once = values(*states["grad:w"].view);
+  ASSERT_TRUE(e->run("micro_step").isOk());
+  std::vector<float> twice = values(*states["grad:w"].view);
+  for (size_t i = 0; i < once.size(); ++i)
+    EXPECT_EQ(twice[i], once[i] + once[i]);
+
+  std::vector<float> w = values(*states["w"].view);
+  e->zeroGradients();
+  for (float v : values(*states["grad:w"].view))
+    EXPECT_EQ(v, 0.0f);
+  // Only gradients: parameters and buffers keep their values.
+  EXPECT_EQ(values(*states["w"].view), w);
+  ASSERT_TRUE(e->run("micro_step").isOk());
+  EXPECT_EQ(values(*states["grad:w"].view), once);
+}
+
+TEST(ExecutorTest, DropoutIsAFunctionOfSeedAndStream) {
+  TempDir dir;
+  LinearClassifierOptions o;
+  o.dropout = 0.5;
+  auto e = load(writeLinearClassifier(dir / "a.strata", o));
+  ASSERT_TRUE(e);
+  auto states = statesByName(*e);
+  fillBatch(*e);
+  auto gradAfter = [&](uint64_t seed) {
+    EXPECT_TRUE(e->run("micro_step", seed).isOk());
+    return values(*states["grad:w"].view);
+  };
+  std::vector<float> a = gradAfter(11), b = gradAfter(11), c = gradAfter(12);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+}
+
+namespace {
+
+/// A registry whose "test.seed" kernel writes the seed it was given into its
+/// i64 output, and whose "test.increment" adds 1 to its i64 input.
+const KernelRegistry &probeKernels() {
+  static const KernelRegistry registry = [] {
+    KernelRegistry r;
+    r.add("test.seed", [](KernelContext &ctx) {
+      ctx.outputs[0].as<int64_t>()[0] = static_cast<int64_t>(ctx.seed);
+      return Status::ok();
+    });
+    r.add("test.increment", [](KernelContext &ctx) {
+      ctx.outputs[0].as<int64_t>()[0] = ctx.inputs[0].as<int64_t>()[0] + 1;
+      return Status::ok();
+    });
+    r.add("test.fail", [](KernelContext &ctx) {
+      return Status::error("it failed");
+    });
+    return r;
+  }();
+  return registry;
+}
+
+} // namespace
+
+// Pinned by an independent computation (docs/training.md's fnv1a64 in
+// Python): the seed of instruction i is fnv1a64 of the little-endian u64 i,
+// seeded with the run's seed, and of rng_stream | 2^63 when the instruction
+// has one (so a stream never collides with an index).
+TEST(ExecutorTest, InstructionSeeds) {
+  TempDir dir;
+  PlanBuilder b;
+  uint32_t s0 = b.tensor("s0", plan::I64, {}, plan::BUFFER);
+  uint32_t s1 = b.tensor("s1", plan::I64, {}, plan::BUFFER);
+  uint32_t s2 = b.tensor("s2", plan::I64, {}, plan::BUFFER);
+  uint32_t s3 = b.tensor("s3", plan::I64, {}, plan::BUFFER);
+  b.instruction("micro_step", "test.seed", {}, {s0});
+  b.instruction("micro_step", "test.seed", {}, {s1});
+  b.instruction("micro_step", "test.seed", {}, {s2}, {intAttr("rng_stream", 5)});
+  // Another program, the same stream: the backward of a forward dropout.
+  b.instruction("other", "test.seed", {}, {s3}, {intAttr("rng_stream", 5)});
+  b.write(dir / "a.strata");
+  auto e = load(dir / "a.strata", probeKernels());
+  ASSERT_TRUE(e);
+  auto states = statesByName(*e);
+  auto seed = [&](const char *name) {
+    return static_cast<uint64_t>(states[name].view->as<int64_t>()[0]);
+  };
+  ASSERT_TRUE(e->run("micro_step", 9).isOk());
+  ASSERT_TRUE(e->run("other", 9).isOk());
+  uint64_t index1 = 1;
+  EXPECT_EQ(seed("s1"), fnv1a64(&index1, 8, 9));
+  EXPECT_EQ(seed("s1"), 0xf7d63848577a5108ull);
+  EXPECT_EQ(seed("s2"), 0x73c1d46c8338530cull);
+  EXPECT_EQ(seed("s3"), seed("s2"));
+  EXPECT_NE(seed("s0"), seed("s1"));
+  ASSERT_TRUE(e->run("other", 10).isOk());
+  EXPECT_EQ(seed("s3"), 0xd0b12987a4047e6full);
+}
+
+TEST(ExecutorTest, AnInstructionMayWriteItsInput) {
+  TempDir dir;
+  PlanBuilder b;
+  uint32_t counter = b.persistent<int64_t>("counter", plan::I64, {}, {40},
+                                           plan::BUFFER);
+  b.instruction("step", "test.increment", {counter}, {counter});
+  b.instruction("step", "test.increment", {counter}, {counter});
+  b.write(dir / "a.strata");
+  auto e = load(dir / "a.strata", probeKernels());
+  ASSERT_TRUE(e);
+  ASSERT_TRUE(e->run("step").isOk());
+  ASSERT_TRUE(e->run("step").isOk());
+  EXPECT_EQ(statesByName(*e)["counter"].view->as<int64_t>()[0], 44);
+}
+
+TEST(ExecutorTest, KernelErrorsNameProgramInstructionAndNode) {
+  TempDir dir;
+  PlanBuilder b;
+  uint32_t t = b.tensor("t", plan::I64, {}, plan::BUFFER);
+  b.instruction("micro_step", "test.seed", {}, {t});
+  b.instruction("micro_step", "test.fail", {t}, {t}).set_location("/net/Relu");
+  b.write(dir / "a.strata");
+  auto e = load(dir / "a.strata", probeKernels());
+  ASSERT_TRUE(e);
+  Status s = e->run("micro_step");
+  ASSERT_FALSE(s.isOk());
+  EXPECT_EQ(s.message(), "micro_step instruction 1, test.fail (node "
+                         "'/net/Relu'): it failed");
+}
+
+//===----------------------------------------------------------------------===//
+// Malformed artifacts
+//===----------------------------------------------------------------------===//
+
+TEST(ExecutorTest, MissingKernelNamesOpAndNode) {
+  TempDir dir;
+  PlanBuilder b = linearClassifier();
+  b.program("optimizer_step").mutable_instructions(0)->set_op("graph.frobnicate");
+  b.program("optimizer_step").mutable_instructions(0)->set_location("/opt/Frob");
+  b.write(dir / "a.strata");
+  EXPECT_EQ(loadError(dir / "a.strata"),
+            "no kernel for graph.frobnicate (node '/opt/Frob') in this backend");
+}
+
+TEST(ExecutorTest, RejectsOtherFormatVersions) {
+  TempDir dir;
+  PlanBuilder b = linearClassifier();
+  b.plan().set_format_version(1);
+  b.write(dir / "a.strata");
+  EXPECT_EQ(loadError(dir / "a.strata"),
+            "artifact format version 1 is not supported by this strata-run "
+            "(version 2); recompile the model with this Strata");
+}
+
+TEST(ExecutorTest, RejectsOutOfRangeTensorsInAnyProgram) {
+  {
+    TempDir dir;
+    PlanBuilder b = linearClassifier();
+    b.program("optimizer_step").mutable_instructions(1)->set_inputs(0, 999);
+    b.write(dir / "a.strata");
+    EXPECT_EQ(loadError(dir / "a.strata"),
+              "plan: instruction graph.sqrt reads a tensor out of range");
+  }
+  {
+    TempDir dir;
+    PlanBuilder b = linearClassifier();
+    b.program("micro_step").mutable_instructions(2)->set_outputs(0, 999);
+    b.write(dir / "a.strata");
+    EXPECT_EQ(loadError(dir / "a.strata"),
+              "plan: instruction graph.cross_entropy writes a tensor out of range");
+  }
+  {
+    TempDir dir;
+    PlanBuilder b = linearClassifier();
+    b.program("micro_step").mutable_inputs(1)->set_tensor(999);
+    b.write(dir / "a.strata");
+    EXPECT_EQ(loadError(dir / "a.strata"), "plan: input 'labels' out of range");
+  }
+  {
+    TempDir dir;
+    PlanBuilder b = linearClassifier();
+    b.program("optimizer_step").mutable_outputs(0)->set_tensor(999);
+    b.write(dir / "a.strata");
+    EXPECT_EQ(loadError(dir / "a.strata"),
+              "plan: output 'strata.grad_norm' out of range");
+  }
+}
+
+TEST(ExecutorTest, RejectsParametersOutsideParamsBin) {
+  TempDir dir;
+  PlanBuilder b = linearClassifier();
+  b.plan().mutable_parameters(1)->set_offset(1000);
+  b.write(dir / "a.strata");
+  EXPECT_EQ(loadError(dir / "a.strata"),
+            "plan: parameter 'steps' lies outside params.bin");
+}
+
+TEST(ExecutorTest, RejectsDamagedParamsBin) {
+  TempDir dir;
+  std::string path = writeLinearClassifier(dir / "a.strata");
+  {
+    std::fstream f(path + "/params.bin",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(3);
+    f.put('\x7f');
+  }
+  EXPECT_EQ(loadError(path), "'" + path +
+                                 "/params.bin' does not match its checksum in "
+                                 "plan.pb");
+}
+
+TEST(ExecutorTest, RejectsATensorIdUsedTwice) {
+  TempDir dir;
+  PlanBuilder b = linearClassifier();
+  b.plan().mutable_tensors(3)->set_id(2);
+  b.write(dir / "a.strata");
+  EXPECT_EQ(loadError(dir / "a.strata"), "plan: tensor id 2 is used twice");
+}
