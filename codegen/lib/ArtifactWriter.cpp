@@ -3,6 +3,7 @@
 #include "strata/Codegen/ArtifactWriter.h"
 
 #include "strata/Dialect/Graph/IR/GraphOps.h"
+#include "strata/Dialect/Sched/IR/SchedOps.h"
 #include "strata/Runtime/Artifact.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -122,7 +123,7 @@ public:
   /// program; created on first use (a parameter or buffer then takes its
   /// initial value from the weights).
   Expected<uint32_t> sharedTensor(Type type, plan::TensorKind kind,
-                                  StringRef name) {
+                                  StringRef name, int64_t shards = 1) {
     auto it = shared.find(name);
     if (it != shared.end()) {
       if (types[it->second] != type ||
@@ -136,12 +137,15 @@ public:
       return id.takeError();
     shared[name] = *id;
     if (kind == plan::PARAMETER || kind == plan::BUFFER)
-      if (Error e = addInitialValue(*id, type, name))
+      if (Error e = addInitialValue(*id, type, name, shards))
         return std::move(e);
     return *id;
   }
 
-  Error addInitialValue(uint32_t id, Type type, StringRef name) {
+  /// With `shards` > 1 the tensor is one slice of the value: params.bin
+  /// holds the value zero-padded to `shards` slices.
+  Error addInitialValue(uint32_t id, Type type, StringRef name,
+                        int64_t shards) {
     Expected<std::string> bytes = weights(name);
     if (!bytes)
       return bytes.takeError();
@@ -149,11 +153,16 @@ public:
     unsigned width = ranked.getElementType().isInteger(1)
                          ? 1
                          : ranked.getElementType().getIntOrFloatBitWidth() / 8;
-    size_t expected = static_cast<size_t>(ranked.getNumElements()) * width;
-    if (bytes->size() != expected)
+    size_t padded = static_cast<size_t>(ranked.getNumElements()) * width *
+                    static_cast<size_t>(shards);
+    if (bytes->size() > padded || (shards == 1 && bytes->size() != padded) ||
+        (shards > 1 && bytes->size() + ranked.getNumElements() * width <=
+                           padded))
       return fail(llvm::formatv("codegen: initializer '{0}' has {1} bytes, "
-                                "expected {2}",
-                                name, bytes->size(), expected));
+                                "which does not fill {2} shards of {3}",
+                                name, bytes->size(), shards,
+                                ranked.getNumElements() * width));
+    bytes->resize(padded, '\0');
     // Each parameter starts 64-byte aligned in params.bin.
     params.resize((params.size() + 63) / 64 * 64, '\0');
     plan::Parameter *p = plan.add_parameters();
@@ -161,6 +170,8 @@ public:
     p->set_name(name.str());
     p->set_offset(params.size());
     p->set_size_bytes(bytes->size());
+    if (shards > 1)
+      p->set_shards(static_cast<uint32_t>(shards));
     params += *bytes;
     return Error::success();
   }
@@ -221,7 +232,11 @@ Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
         role.getValue() == "input" ? plan::INPUT : stateKind(role.getValue());
     if (!kind)
       return fail("codegen: unknown argument role '" + role.str() + "'");
-    Expected<uint32_t> id = b.sharedTensor(arg.getType(), *kind, name.getValue());
+    auto shards = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                     "graph.shards");
+    Expected<uint32_t> id = b.sharedTensor(arg.getType(), *kind,
+                                           name.getValue(),
+                                           shards ? shards.getInt() : 1);
     if (!id)
       return id.takeError();
     ids[arg] = *id;
@@ -291,7 +306,7 @@ Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
       b.plan.mutable_tensors(*id)->set_constant_data(constantBytes(dense));
       continue;
     }
-    if (!isa<graph::GraphDialect>(op.getDialect()))
+    if (!isa<graph::GraphDialect, sched::SchedDialect>(op.getDialect()))
       return fail("codegen: cannot lower '" + op.getName().getStringRef() +
                   "'");
     plan::Instruction *inst = program.add_instructions();
@@ -428,6 +443,13 @@ Error writeArtifact(ModuleOp module, llvm::StringRef dir,
     if (Error e = buildProgram(update, "optimizer_step", builder))
       return e;
     setTraining(*options.training, step, *plan.mutable_training());
+  }
+  if (options.topology && options.topology->world > 1) {
+    plan::Topology &t = *plan.mutable_topology();
+    t.set_world(options.topology->world);
+    t.set_ranks_per_node(options.topology->ranksPerNode);
+    t.set_partition(options.topology->partition);
+    t.set_grad_sync("2hop");
   }
 
   std::string ir;

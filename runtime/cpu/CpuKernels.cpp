@@ -20,6 +20,7 @@ const KernelRegistry &getCpuKernels() {
     cpu::registerNeuralNetGradKernels(r);
     cpu::registerShapeGradKernels(r);
     cpu::registerOptimizerKernels(r);
+    cpu::registerCollectiveKernels(r);
     return r;
   }();
   return registry;

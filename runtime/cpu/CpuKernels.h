@@ -24,6 +24,7 @@ void registerElementwiseGradKernels(KernelRegistry &registry);
 void registerNeuralNetGradKernels(KernelRegistry &registry);
 void registerShapeGradKernels(KernelRegistry &registry);
 void registerOptimizerKernels(KernelRegistry &registry);
+void registerCollectiveKernels(KernelRegistry &registry);
 
 } // namespace strata::runtime::cpu
 

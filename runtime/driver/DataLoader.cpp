@@ -29,8 +29,10 @@ int64_t batchOf(const TensorView &t) { return t.rank() ? t.shape[0] : 1; }
 
 class SyntheticLoader : public DataLoader {
 public:
-  SyntheticLoader(std::vector<LoaderInput> inputs, uint64_t seed)
-      : inputs_(std::move(inputs)), seedMix_(splitmix64(seed)) {}
+  SyntheticLoader(std::vector<LoaderInput> inputs, uint64_t seed, int rank,
+                  int world)
+      : inputs_(std::move(inputs)), seedMix_(splitmix64(seed)), rank_(rank),
+        world_(world) {}
 
   Status fill(uint64_t step, uint32_t micro, uint32_t accum) override {
     for (LoaderInput &input : inputs_) {
@@ -40,7 +42,8 @@ public:
       uint64_t base = splitmix64(
           seedMix_ ^ fnv1a64(input.name.data(), input.name.size()));
       for (int64_t b = 0; b < batch; ++b) {
-        uint64_t k = (step * accum + micro) * uint64_t(batch) + b;
+        uint64_t k =
+            ((step * accum + micro) * world_ + rank_) * uint64_t(batch) + b;
         for (uint64_t e = 0; e < perSample; ++e) {
           uint64_t h = splitmix64(base ^ (k * perSample + e));
           uint64_t i = b * perSample + e;
@@ -68,6 +71,7 @@ public:
 private:
   std::vector<LoaderInput> inputs_;
   uint64_t seedMix_;
+  uint64_t rank_, world_;
 };
 
 class TokenLoader : public DataLoader {
@@ -81,7 +85,8 @@ public:
     int64_t batch = x.shape[0], length = x.shape[1];
     uint64_t windows = count_ - uint64_t(length);
     for (int64_t b = 0; b < batch; ++b) {
-      uint64_t k = (step * accum + micro) * uint64_t(batch) + b;
+      uint64_t k =
+          ((step * accum + micro) * world_ + rank_) * uint64_t(batch) + b;
       uint64_t start = splitmix64(seedMix_ ^ k) % windows;
       for (int64_t t = 0; t <= length; ++t) {
         uint64_t token = at(start + t);
@@ -108,6 +113,7 @@ public:
   uint64_t count_ = 0;
   size_t width_ = 2;
   uint64_t seedMix_ = 0;
+  uint64_t rank_ = 0, world_ = 1;
 
 private:
   uint64_t at(uint64_t i) const {
@@ -134,13 +140,16 @@ private:
 } // namespace
 
 std::unique_ptr<DataLoader> DataLoader::synthetic(std::vector<LoaderInput> inputs,
-                                                  uint64_t seed) {
-  return std::make_unique<SyntheticLoader>(std::move(inputs), seed);
+                                                  uint64_t seed, int rank,
+                                                  int world) {
+  return std::make_unique<SyntheticLoader>(std::move(inputs), seed, rank,
+                                           world);
 }
 
 Status DataLoader::tokens(const std::string &path, const std::string &dtype,
                           std::vector<LoaderInput> inputs, uint64_t seed,
-                          std::unique_ptr<DataLoader> &out) {
+                          std::unique_ptr<DataLoader> &out, int rank,
+                          int world) {
   if (dtype != "uint8" && dtype != "uint16" && dtype != "uint32")
     return Status::error("--data-dtype must be uint8, uint16 or uint32, not '" +
                          dtype + "'");
@@ -194,6 +203,8 @@ Status DataLoader::tokens(const std::string &path, const std::string &dtype,
     return Status::error("cannot map '" + path + "'");
   loader->data_ = m;
   loader->seedMix_ = splitmix64(seed);
+  loader->rank_ = uint64_t(rank);
+  loader->world_ = uint64_t(world);
   out = std::move(loader);
   return Status::ok();
 }

@@ -47,6 +47,8 @@ const char *kUsage =
     "  --checkpoint-dir DIR    where checkpoints go\n"
     "  --resume                continue from DIR/latest\n"
     "  --quiet                 no progress lines\n"
+    "  --timeout S             abort every rank when a collective has not\n"
+    "                          completed after S seconds (60)\n"
     "  --export-onnx OUT.onnx  then write the model with the trained weights\n"
     "  --sample N              then continue --prompt by N tokens (byte-level\n"
     "                          next-token models), printing the text\n"
@@ -215,6 +217,16 @@ int runMain(int argc, char **argv) {
       } catch (...) {
         return error(arg + " expects a number, got '" + value + "'");
       }
+    } else if (arg == "--timeout") {
+      if (!next(value))
+        return error("--timeout expects seconds");
+      try {
+        train.timeoutSeconds = std::stod(value);
+      } catch (...) {
+        return error("--timeout expects seconds, got '" + value + "'");
+      }
+      if (!(train.timeoutSeconds > 0))
+        return error("--timeout must be positive");
     } else if (arg == "--resume") {
       train.resume = true;
     } else if (arg == "--quiet") {

@@ -8,6 +8,7 @@
 
 #include "strata/Runtime/Training.h"
 
+#include "strata/Runtime/Communicator.h"
 #include "strata/Runtime/DataLoader.h"
 
 #include "plan.pb.h"
@@ -140,8 +141,34 @@ int train(const TrainOptions &options) {
                  "train, or pass --forward to evaluate it");
   const plan::Training &training = plan.training();
   std::unique_ptr<Executor> executor;
-  if (Status s = Executor::create(*artifact, getCpuKernels(), executor); !s)
+  // A distributed artifact: one communicator per group kind, this rank's
+  // parameter shards, its own micro-batches.
+  std::unique_ptr<Communicator> comm;
+  int rank = 0, world = 1;
+  if (plan.has_topology() && plan.topology().world() > 1) {
+    TopologyInfo topology{int(plan.topology().world()),
+                          int(plan.topology().ranks_per_node()),
+                          int(plan.topology().partition())};
+    if (Status s = Communicator::create(topology, options.timeoutSeconds, comm);
+        !s)
+      return error(s.message());
+    rank = comm->rank();
+    world = comm->world();
+    if (!options.exportOnnx.empty() || options.sampleTokens > 0)
+      return error("--export-onnx and --sample need a one-rank artifact "
+                   "(consolidating shards is not built yet)");
+  }
+  if (Status s = Executor::create(*artifact, getCpuKernels(), executor, rank);
+      !s)
     return error(s.message());
+  executor->setCommunicator(comm.get());
+  bool leader = rank == 0;
+  std::string checkpointDir = options.checkpointDir;
+  if (world > 1 && !checkpointDir.empty()) {
+    char suffix[32];
+    std::snprintf(suffix, sizeof(suffix), "/rank-%05d", rank);
+    checkpointDir += suffix;
+  }
 
   // The loader fills every micro_step input but the optimizer's scalars.
   std::vector<LoaderInput> inputs;
@@ -153,9 +180,10 @@ int train(const TrainOptions &options) {
   }
   std::unique_ptr<DataLoader> loader;
   if (options.data == "synthetic")
-    loader = DataLoader::synthetic(inputs, options.seed);
+    loader = DataLoader::synthetic(inputs, options.seed, rank, world);
   else if (Status s = DataLoader::tokens(options.data, options.dataDtype,
-                                         inputs, options.seed, loader);
+                                         inputs, options.seed, loader, rank,
+                                         world);
            !s)
     return error(s.message());
 
@@ -187,11 +215,11 @@ int train(const TrainOptions &options) {
   if (options.resume) {
     if (options.checkpointDir.empty())
       return error("--resume needs --checkpoint-dir DIR");
-    if (Status s = loadCheckpoint(options.checkpointDir, plan.fingerprint(),
+    if (Status s = loadCheckpoint(checkpointDir, plan.fingerprint(),
                                   *executor, start);
         !s)
       return error(s.message());
-    if (start && !options.quiet)
+    if (start && !options.quiet && leader)
       std::cout << "resumed from step " << start << " of "
                 << options.checkpointDir << "\n";
   }
@@ -229,6 +257,8 @@ int train(const TrainOptions &options) {
   uint64_t tailCount = 0;
   for (uint64_t s = start; s < steps; ++s) {
     auto t0 = std::chrono::steady_clock::now();
+    uint64_t intraBefore = comm ? comm->intraNodeBytes() : 0;
+    uint64_t interBefore = comm ? comm->interNodeBytes() : 0;
     if (accum > 1)
       executor->zeroGradients();
     double loss = 0;
@@ -241,6 +271,9 @@ int train(const TrainOptions &options) {
       loss += scalar(*lossOutput);
     }
     loss /= accum;
+    // Bytes this rank received this step, by link class (logged below).
+    uint64_t intra = comm ? comm->intraNodeBytes() - intraBefore : 0;
+    uint64_t inter = comm ? comm->interNodeBytes() - interBefore : 0;
     double lr = scheduledLearningRate(training, baseLr, s + 1);
     lrInput->as<double>()[0] = lr;
     stepInput->as<int64_t>()[0] =
@@ -249,6 +282,19 @@ int train(const TrainOptions &options) {
     if (Status st = executor->run("optimizer_step"); !st)
       return error("step " + std::to_string(s + 1) + ": " + st.message());
     double norm = scalar(*normOutput);
+    intra = comm ? comm->intraNodeBytes() - intraBefore : 0;
+    inter = comm ? comm->interNodeBytes() - interBefore : 0;
+    if (comm) {
+      // The step's loss is the mean over the ranks (not counted as
+      // training traffic: the counters were read above).
+      double sum = 0;
+      if (Status st = comm->allReduceSum(Communicator::Group::World,
+                                         DType::F64, &loss, &sum, 1,
+                                         "loss all_reduce");
+          !st)
+        return error(st.message());
+      loss = sum / world;
+    }
     bool skipped = false;
     if (scaling) {
       if (!std::isfinite(norm)) {
@@ -276,7 +322,7 @@ int train(const TrainOptions &options) {
     }
     double perSecond = loader->itemsPerMicroStep() * accum / (ms / 1000.0);
     const char *unit = loader->countsTokens() ? "tokens_per_s" : "samples_per_s";
-    if (log) {
+    if (log && leader) {
       // JSON has no NaN or infinity: an overflowed norm is null.
       char normText[32] = "null";
       if (std::isfinite(norm))
@@ -296,9 +342,16 @@ int train(const TrainOptions &options) {
                       skipped ? "true" : "false");
         log << line;
       }
+      if (comm) {
+        std::snprintf(line, sizeof(line),
+                      ", \"intra_node_bytes\": %llu, \"inter_node_bytes\": %llu",
+                      static_cast<unsigned long long>(intra),
+                      static_cast<unsigned long long>(inter));
+        log << line;
+      }
       log << "}\n" << std::flush;
     }
-    if (!options.quiet && options.printEvery > 0 &&
+    if (!options.quiet && leader && options.printEvery > 0 &&
         ((s + 1) % uint64_t(options.printEvery) == 0 || s + 1 == steps ||
          s == start)) {
       char line[256];
@@ -314,13 +367,13 @@ int train(const TrainOptions &options) {
     if (options.saveEvery > 0 && (s + 1) % uint64_t(options.saveEvery) == 0) {
       if (options.checkpointDir.empty())
         return error("--save-every needs --checkpoint-dir DIR");
-      if (Status st = saveCheckpoint(options.checkpointDir, plan.fingerprint(),
+      if (Status st = saveCheckpoint(checkpointDir, plan.fingerprint(),
                                      s + 1, options.seed, *executor);
           !st)
         return error(st.message());
     }
   }
-  if (!options.quiet && steps > start) {
+  if (!options.quiet && leader && steps > start) {
     char line[256];
     std::snprintf(line, sizeof(line),
                   "trained %llu steps: loss %.4f -> %.4f (mean of the last "

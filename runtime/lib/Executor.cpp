@@ -35,7 +35,7 @@ void setAttribute(KernelAttrs &attrs, const plan::Attribute &a) {
 } // namespace
 
 Status Executor::create(const Artifact &artifact, const KernelRegistry &kernels,
-                        std::unique_ptr<Executor> &out) {
+                        std::unique_ptr<Executor> &out, int rank) {
   const plan::Plan &p = artifact.getPlan();
   std::unique_ptr<Executor> e(new Executor());
 
@@ -66,10 +66,14 @@ Status Executor::create(const Artifact &artifact, const KernelRegistry &kernels,
   }
   for (const auto &param : p.parameters()) {
     TensorView &v = e->tensors_[param.tensor()];
-    if (param.size_bytes() != v.bytes())
+    uint32_t shards = std::max<uint32_t>(param.shards(), 1);
+    if (param.size_bytes() != v.bytes() * shards)
       return Status::error("plan: parameter '" + param.name() +
                            "' size does not match its tensor");
-    std::memcpy(v.data, artifact.getParams() + param.offset(), v.bytes());
+    // A sharded parameter: this rank's slice of the padded value.
+    size_t slice = static_cast<size_t>(rank) % shards * v.bytes();
+    std::memcpy(v.data, artifact.getParams() + param.offset() + slice,
+                v.bytes());
   }
   for (const auto &t : p.tensors()) {
     if (t.kind() == plan::PARAMETER || t.kind() == plan::BUFFER ||
@@ -153,7 +157,7 @@ Status Executor::run(std::string_view name, uint64_t seed) {
   for (size_t i = 0; i < steps.size(); ++i) {
     Step &step = steps[i];
     KernelContext ctx{step.inputs, step.outputs, step.attrs,
-                      fnv1a64(&step.stream, sizeof(step.stream), seed)};
+                      fnv1a64(&step.stream, sizeof(step.stream), seed), comm_};
     if (Status s = (*step.kernel)(ctx); !s)
       return Status::error(std::string(name) + " instruction " +
                            std::to_string(i) + ", " + step.description + ": " +

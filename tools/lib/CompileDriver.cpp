@@ -120,6 +120,22 @@ struct CompileOptions {
       cl::desc("fp16: the initial dynamic loss scale (65536, as torch's "
                "GradScaler)"),
       cl::init(65536.0), cl::cat(category)};
+  // Distribution.
+  cl::opt<unsigned> world{"world", cl::desc("Ranks N (mpirun -np N)"),
+                          cl::init(1), cl::cat(category)};
+  cl::opt<unsigned> gpusPerNode{
+      "gpus-per-node", cl::desc("Ranks per node K (node-major numbering)"),
+      cl::init(0), cl::cat(category)};
+  cl::opt<unsigned> partitionGroup{
+      "partition-group",
+      cl::desc("Partition group size P: N is ZeRO-3, 1 data parallelism "
+               "(default N)"),
+      cl::init(0), cl::cat(category)};
+  cl::opt<std::string> hierarchical{
+      "hierarchical", cl::desc("auto, on or off: hierarchical all-gather"),
+      cl::init("auto"), cl::cat(category)};
+  cl::opt<std::string> gradSync{"grad-sync", cl::desc("2hop or global"),
+                                cl::init("2hop"), cl::cat(category)};
   cl::list<std::string> freeze{
       "freeze", cl::desc("Keep parameters matching a glob fixed (repeatable)"),
       cl::value_desc("glob"), cl::cat(category)};
@@ -213,7 +229,8 @@ strata::importGraph(MLIRContext &context, llvm::StringRef path,
 /// The loss, the backward graph and the optimizer step.
 llvm::Error strata::buildTrainingStep(MLIRContext &context, ModuleOp module,
                               const strata::codegen::TrainingOptions &t,
-                              llvm::ArrayRef<std::string> freeze) {
+                              llvm::ArrayRef<std::string> freeze,
+                              const strata::codegen::TopologyOptions &topology) {
   std::string diagnostic;
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
     if (diagnostic.empty())
@@ -232,6 +249,9 @@ llvm::Error strata::buildTrainingStep(MLIRContext &context, ModuleOp module,
   autodiff.ignoreIndex = t.ignoreIndex;
   autodiff.accumulate = t.accum > 1;
   autodiff.lossScale = t.dtype == "fp16";
+  // Every rank's loss is the mean over its micro-batch; the step's loss is
+  // their mean, so each backward pass is seeded with 1/N.
+  autodiff.lossWeight = 1.0 / topology.world;
   pm.addPass(strata::createAutodiffPass(autodiff));
   strata::OptimizerPassOptions optimizer;
   optimizer.optimizer = t.optimizer;
@@ -246,6 +266,13 @@ llvm::Error strata::buildTrainingStep(MLIRContext &context, ModuleOp module,
   optimizer.accum = t.accum;
   optimizer.lossScale = t.dtype == "fp16";
   pm.addPass(strata::createOptimizerPass(optimizer));
+  if (topology.world > 1) {
+    strata::PartitionPassOptions partition;
+    partition.world = topology.world;
+    partition.ranksPerNode = topology.ranksPerNode;
+    partition.partition = topology.partition;
+    pm.addPass(strata::createPartitionPass(partition));
+  }
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   if (failed(pm.run(module)))
@@ -292,6 +319,34 @@ int strata::compileMain(int argc, char **argv) {
     if (llvm::Error e = readTrainingOptions(options, trainingOptions))
       return error(llvm::toString(std::move(e)));
   }
+  strata::codegen::TopologyOptions topology;
+  if (training) {
+    topology.world = options.world;
+    topology.ranksPerNode =
+        options.gpusPerNode ? options.gpusPerNode.getValue() : options.world;
+    topology.partition = options.partitionGroup
+                             ? options.partitionGroup.getValue()
+                             : options.world;
+    unsigned n = topology.world, k = topology.ranksPerNode,
+             p = topology.partition;
+    if (n < 1 || p < 1 || p > n || n % p != 0)
+      return error("--partition-group " + std::to_string(p) +
+                   " must divide --world " + std::to_string(n));
+    if (k < 1 || n % k != 0)
+      return error("--gpus-per-node " + std::to_string(k) +
+                   " must divide --world " + std::to_string(n));
+    if (options.gradSync != "2hop" && options.gradSync != "global")
+      return error("--grad-sync must be 2hop or global, not '" +
+                   options.gradSync + "'");
+    if (options.hierarchical != "auto" && options.hierarchical != "on" &&
+        options.hierarchical != "off")
+      return error("--hierarchical must be auto, on or off, not '" +
+                   options.hierarchical + "'");
+    if (options.gradSync == "global")
+      return error("--grad-sync global is not implemented yet; use 2hop");
+    if (options.hierarchical == "on")
+      return error("--hierarchical on is not implemented yet; use off");
+  }
   if (writeArtifact && options.output == "-")
     return error("give the artifact directory with -o NAME.strata");
 
@@ -309,7 +364,7 @@ int strata::compileMain(int argc, char **argv) {
     return error(llvm::toString(module.takeError()));
   if (training)
     if (llvm::Error e = buildTrainingStep(context, **module, trainingOptions,
-                                          options.freeze))
+                                          options.freeze, topology))
       return error(llvm::toString(std::move(e)));
 
   if (writeArtifact) {
@@ -322,6 +377,8 @@ int strata::compileMain(int argc, char **argv) {
     codegen::ArtifactOptions artifactOptions{summary};
     if (training)
       artifactOptions.training = trainingOptions;
+    if (training && topology.world > 1)
+      artifactOptions.topology = topology;
     // The user's graph, with the weights that params.bin holds emptied, so
     // strata-run --export-onnx can write it back with trained values.
     std::set<std::string> emptied;

@@ -201,12 +201,21 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
       // Persistent: strata-run adjusts it, checkpoints keep it.
       Value scale =
           addArgument(func, lossType, "optimizer_state", "strata.loss_scale");
+      if (lossWeight != 1.0)
+        scale = b.create<graph::MulOp>(
+            func.getLoc(), lossType, scale,
+            b.create<graph::ConstantOp>(
+                func.getLoc(),
+                DenseElementsAttr::get(
+                    lossType, b.getFloatAttr(lossType.getElementType(),
+                                             double(lossWeight)))));
       grads[*loss] = scale;
     } else {
       grads[*loss] = b.create<graph::ConstantOp>(
           func.getLoc(),
           DenseElementsAttr::get(
-              lossType, b.getFloatAttr(lossType.getElementType(), 1.0)));
+              lossType, b.getFloatAttr(lossType.getElementType(),
+                                       double(lossWeight))));
     }
     for (Operation *op : llvm::reverse(forward)) {
       SmallVector<Value> resultGrads;

@@ -42,12 +42,19 @@ struct TrainingOptions {
   double lossScale = 65536.0;
 };
 
+/// The ranks the artifact runs on (strata-partition's options).
+struct TopologyOptions {
+  unsigned world = 1, ranksPerNode = 1, partition = 1;
+};
+
 struct ArtifactOptions {
   /// Folded into the fingerprint: the compile options that shaped the IR.
   std::string optionsSummary;
   /// Set for a training artifact: then @micro_step and @optimizer_step
   /// become programs next to @main's "forward".
   std::optional<TrainingOptions> training;
+  /// Set for a distributed artifact (world > 1).
+  std::optional<TopologyOptions> topology;
   /// Writes further files into the staging folder before it is renamed
   /// into place (strata-compile keeps the user's model there).
   std::function<llvm::Error(llvm::StringRef stagingDir)> extraFiles;

@@ -98,6 +98,9 @@ def AutodiffPass : Pass<"strata-autodiff", "::mlir::ModuleOp"> {
            "Add each gradient into a running sum (gradient accumulation)">,
     Option<"lossScale", "loss-scale", "bool", /*default=*/"false",
            "Seed the backward pass with the input strata.loss_scale (fp16)">,
+    Option<"lossWeight", "loss-weight", "double", /*default=*/"1.0",
+           "Seed of the backward pass (1/N with N data-parallel ranks, so "
+           "summed gradients are averages)">,
   ];
 }
 
@@ -135,6 +138,41 @@ def OptimizerPass : Pass<"strata-optimizer", "::mlir::ModuleOp"> {
     Option<"lossScale", "loss-scale", "bool", /*default=*/"false",
            "Divide the gradients by the input strata.loss_scale and skip the "
            "update when their norm is not finite (fp16)">,
+  ];
+}
+
+//===----------------------------------------------------------------------===//
+// Distribution
+//===----------------------------------------------------------------------===//
+
+def PartitionPass : Pass<"strata-partition", "::mlir::ModuleOp"> {
+  let summary = "Shard parameters, gradients and optimizer states (ZeRO-3 / MiCS)";
+  let description = [{
+    Over a partition group of `partition` ranks (ranks {gP .. gP+P-1}), every
+    parameter of `@micro_step` and `@optimizer_step` becomes a flat shard of
+    ceil(n/P) elements (the value zero-padded to a multiple of P; argument
+    attribute `graph.shards = P`):
+    - `@micro_step` all-gathers each shard before its first forward use,
+      and again before its first backward use (a second gather, so the full
+      value need not live across the step); each gradient is flattened,
+      padded and reduce-scattered over the partition group, into the shard
+      accumulator with accumulation;
+    - `@optimizer_step` works on shards only: when N/P > 1 each gradient
+      shard is all-reduced over the replication group ({j, j+P, ...}) once
+      per optimizer step (2-hop sync), the squared norm is all-reduced over
+      the partition group before its square root, and the updates keep
+      replicas bit-identical without a broadcast.
+    `partition = 1` is data parallelism (replicated states, one all-reduce
+    of the gradients per step); `partition = world` is ZeRO-3.
+  }];
+  let dependentDialects = ["::strata::graph::GraphDialect",
+                           "::strata::sched::SchedDialect"];
+  let options = [
+    Option<"world", "world", "unsigned", /*default=*/"1", "Ranks N">,
+    Option<"ranksPerNode", "ranks-per-node", "unsigned", /*default=*/"1",
+           "Ranks per node K">,
+    Option<"partition", "partition", "unsigned", /*default=*/"1",
+           "Partition group size P (P | N)">,
   ];
 }
 

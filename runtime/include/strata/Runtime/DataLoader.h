@@ -39,12 +39,16 @@ public:
   virtual bool countsTokens() const = 0;
 
   /// Synthetic inputs for any model.
+  /// Rank r of N data-parallel ranks reads global sample
+  /// k = ((s * A + m) * N + r) * B + b (docs/training.md).
   static std::unique_ptr<DataLoader> synthetic(std::vector<LoaderInput> inputs,
-                                               uint64_t seed);
+                                               uint64_t seed, int rank = 0,
+                                               int world = 1);
   /// Windows of a token file: the one integer [B, T] input and `labels`.
   static Status tokens(const std::string &path, const std::string &dtype,
                        std::vector<LoaderInput> inputs, uint64_t seed,
-                       std::unique_ptr<DataLoader> &out);
+                       std::unique_ptr<DataLoader> &out, int rank = 0,
+                       int world = 1);
 };
 
 } // namespace strata::runtime

@@ -23,8 +23,11 @@ class Executor {
 public:
   /// Lays out the arena, copies constants and initial parameters in, and
   /// resolves every instruction's kernel (an op without one is an error).
+  /// `rank` picks each sharded parameter's slice of params.bin.
   static Status create(const Artifact &artifact, const KernelRegistry &kernels,
-                       std::unique_ptr<Executor> &out);
+                       std::unique_ptr<Executor> &out, int rank = 0);
+  /// The collectives sched.* instructions use.
+  void setCommunicator(Communicator *comm) { comm_ = comm; }
 
   /// A tensor that keeps its value between programs and steps.
   struct StateTensor {
@@ -74,6 +77,7 @@ private:
   std::map<std::string, Program, std::less<>> programs_;
   std::map<std::string, uint32_t> inputs_, outputs_;
   std::vector<StateTensor> states_;
+  Communicator *comm_ = nullptr;
 };
 
 } // namespace strata::runtime

@@ -66,6 +66,8 @@ private:
   std::map<std::string, AttrValue, std::less<>> values_;
 };
 
+class Communicator;
+
 /// Everything a kernel sees of one instruction. An absent optional operand
 /// (a linear without bias) is simply not in `inputs`.
 struct KernelContext {
@@ -76,6 +78,8 @@ struct KernelContext {
   /// from the run's seed, the step and the instruction, so a replay draws
   /// the same masks.
   uint64_t seed = 0;
+  /// The collectives of a multi-rank run (null on one rank).
+  Communicator *comm = nullptr;
 };
 
 using KernelFn = std::function<Status(KernelContext &)>;

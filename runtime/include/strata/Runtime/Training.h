@@ -38,6 +38,8 @@ struct TrainOptions {
   int64_t sampleTokens = 0;
   std::string prompt;
   int64_t topK = 1;
+  /// A collective that has not completed after this long aborts every rank.
+  double timeoutSeconds = 60;
   /// After training: write the user's model with the trained weights.
   std::string exportOnnx;
 };

@@ -20,9 +20,11 @@ importGraph(mlir::MLIRContext &context, llvm::StringRef path,
 
 /// Adds @micro_step (loss, backward) and @optimizer_step to an imported
 /// module: strata-autodiff, strata-optimizer, canonicalize, CSE.
+/// With a topology of more than one rank, strata-partition follows.
 llvm::Error buildTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
                               const codegen::TrainingOptions &options,
-                              llvm::ArrayRef<std::string> freeze = {});
+                              llvm::ArrayRef<std::string> freeze = {},
+                              const codegen::TopologyOptions &topology = {});
 
 /// The whole of strata-compile: parses the command line, imports the model,
 /// runs the pipeline up to `--emit`, and prints or writes the result.
