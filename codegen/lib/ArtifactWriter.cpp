@@ -155,9 +155,12 @@ public:
                          : ranked.getElementType().getIntOrFloatBitWidth() / 8;
     size_t padded = static_cast<size_t>(ranked.getNumElements()) * width *
                     static_cast<size_t>(shards);
-    if (bytes->size() > padded || (shards == 1 && bytes->size() != padded) ||
-        (shards > 1 && bytes->size() + ranked.getNumElements() * width <=
-                           padded))
+    // A shard of s elements holds values of n elements, (s - 1) P < n <= s P.
+    size_t shardBytes = static_cast<size_t>(ranked.getNumElements()) * width;
+    bool fits = shards == 1 ? bytes->size() == padded
+                            : bytes->size() <= padded &&
+                                  bytes->size() > (shardBytes - width) * shards;
+    if (!fits)
       return fail(llvm::formatv("codegen: initializer '{0}' has {1} bytes, "
                                 "which does not fill {2} shards of {3}",
                                 name, bytes->size(), shards,

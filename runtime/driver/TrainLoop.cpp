@@ -17,6 +17,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <thread>
 #include <cstring>
 #include <cmath>
 #include <cstdio>
@@ -262,6 +264,12 @@ int train(const TrainOptions &options) {
     if (accum > 1)
       executor->zeroGradients();
     double loss = 0;
+    // Tests of the timeout: this rank stops participating at step 2.
+    if (comm && s == 1)
+      if (const char *stall = std::getenv("STRATA_TEST_STALL_RANK");
+          stall && std::atoi(stall) == rank)
+        for (;;)
+          std::this_thread::sleep_for(std::chrono::seconds(1));
     for (uint32_t m = 0; m < accum; ++m) {
       if (Status st = loader->fill(s, m, accum); !st)
         return error(st.message());
