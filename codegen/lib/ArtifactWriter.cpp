@@ -453,6 +453,7 @@ Error writeArtifact(ModuleOp module, llvm::StringRef dir,
     t.set_ranks_per_node(options.topology->ranksPerNode);
     t.set_partition(options.topology->partition);
     t.set_grad_sync("2hop");
+    t.set_hierarchical(options.topology->hierarchical);
   }
 
   std::string ir;

@@ -6,6 +6,7 @@
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -30,6 +31,8 @@ const char *groupName(Communicator::Group g) {
   case Communicator::Group::Partition: return "partition";
   case Communicator::Group::Replication: return "replication";
   case Communicator::Group::World: return "world";
+  case Communicator::Group::Inter: return "inter-node";
+  case Communicator::Group::Intra: return "intra-node";
   }
   return "?";
 }
@@ -48,6 +51,8 @@ bool Communicator::parseGroup(std::string_view name, Group &group) {
   if (name == "partition") group = Group::Partition;
   else if (name == "replication") group = Group::Replication;
   else if (name == "world") group = Group::World;
+  else if (name == "inter") group = Group::Inter;
+  else if (name == "intra") group = Group::Intra;
   else return false;
   return true;
 }
@@ -79,8 +84,9 @@ Status Communicator::create(const TopologyInfo &topology, double timeoutSeconds,
                          " ranks were launched (mpirun -np " +
                          std::to_string(topology.world) + ")");
   int p = topology.partition, r = c->rank_;
-  int colors[3] = {r / p, r % p, 0};
-  for (int i = 0; i < 3; ++i) {
+  int k = std::max(topology.ranksPerNode, 1);
+  int colors[5] = {r / p, r % p, 0, r / p * k + r % k, r / k};
+  for (int i = 0; i < 5; ++i) {
     MPI_Comm comm;
     MPI_Comm_split(MPI_COMM_WORLD, colors[i], r, &comm);
     c->comms_[i] = comm;
@@ -105,6 +111,18 @@ std::vector<int> Communicator::members(Group group) const {
     for (int i = 0; i < n; ++i)
       ranks.push_back(i);
     break;
+  case Group::Inter: {
+    int k = std::max(topology_.ranksPerNode, 1);
+    for (int i = rank_ / p * p + rank_ % k; i < rank_ / p * p + p; i += k)
+      ranks.push_back(i);
+    break;
+  }
+  case Group::Intra: {
+    int k = std::max(topology_.ranksPerNode, 1);
+    for (int i = rank_ / k * k; i < rank_ / k * k + k; ++i)
+      ranks.push_back(i);
+    break;
+  }
   }
   return ranks;
 }

@@ -271,6 +271,7 @@ llvm::Error strata::buildTrainingStep(MLIRContext &context, ModuleOp module,
     partition.world = topology.world;
     partition.ranksPerNode = topology.ranksPerNode;
     partition.partition = topology.partition;
+    partition.hierarchical = topology.hierarchical;
     pm.addPass(strata::createPartitionPass(partition));
   }
   pm.addPass(createCanonicalizerPass());
@@ -344,8 +345,14 @@ int strata::compileMain(int argc, char **argv) {
                    options.hierarchical + "'");
     if (options.gradSync == "global")
       return error("--grad-sync global is not implemented yet; use 2hop");
-    if (options.hierarchical == "on")
-      return error("--hierarchical on is not implemented yet; use off");
+    bool possible = p > k && p % k == 0;
+    if (options.hierarchical == "on" && !possible)
+      return error("--hierarchical on needs --partition-group > "
+                   "--gpus-per-node and a multiple of it (P = " +
+                   std::to_string(p) + ", K = " + std::to_string(k) + ")");
+    topology.hierarchical =
+        options.hierarchical == "on" ||
+        (options.hierarchical == "auto" && possible);
   }
   if (writeArtifact && options.output == "-")
     return error("give the artifact directory with -o NAME.strata");

@@ -52,6 +52,13 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
           << world << ", K = " << ranksPerNode << ", P = " << partition;
       return signalPassFailure();
     }
+    if (hierarchical &&
+        (partition <= ranksPerNode || partition % ranksPerNode != 0)) {
+      module.emitError("strata-partition: a hierarchical all-gather needs "
+                       "P > K and K | P, got K = ")
+          << ranksPerNode << ", P = " << partition;
+      return signalPassFailure();
+    }
     auto step = module.lookupSymbol<func::FuncOp>("micro_step");
     auto update = module.lookupSymbol<func::FuncOp>("optimizer_step");
     if (!step || !update) {
@@ -74,9 +81,36 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
     auto shardT = cast<RankedTensorType>(shard.getType());
     int64_t padded = shardT.getNumElements() * partition;
     int64_t n = full.getNumElements();
-    Value v = b.create<sched::AllGatherOp>(
-        loc, RankedTensorType::get({padded}, full.getElementType()), shard,
-        b.getStringAttr("partition"));
+    Type element = full.getElementType();
+    Value v;
+    if (!hierarchical) {
+      v = b.create<sched::AllGatherOp>(
+          loc, RankedTensorType::get({padded}, element), shard,
+          b.getStringAttr("partition"));
+    } else {
+      // MiCS: (1) inter-node all-gather among the ranks with this local
+      // rank: shards of partition ranks l, l+K, ... (one per node); (2)
+      // rearranged into those P/K shards; (3) one intra-node all-gather per
+      // shard, giving [C(iK), ..., C(iK+K-1)] for node i: concatenated in
+      // order, [C0, ..., C(P-1)].
+      int64_t size = shardT.getNumElements();
+      int64_t nodes = partition / ranksPerNode;
+      Value inter = b.create<sched::AllGatherOp>(
+          loc, RankedTensorType::get({nodes * size}, element), shard,
+          b.getStringAttr("inter"));
+      SmallVector<Type> pieces(nodes, shardT);
+      auto split = b.create<graph::SplitOp>(loc, pieces, inter,
+                                            b.getI64IntegerAttr(0));
+      SmallVector<Value> gathered;
+      for (Value piece : split.getOutputs())
+        gathered.push_back(b.create<sched::AllGatherOp>(
+            loc, RankedTensorType::get({ranksPerNode * size}, element), piece,
+            b.getStringAttr("intra")));
+      v = nodes == 1 ? gathered.front()
+                     : b.create<graph::ConcatOp>(
+                           loc, RankedTensorType::get({padded}, element),
+                           gathered, b.getI64IntegerAttr(0));
+    }
     if (padded != n)
       v = b.create<graph::SliceOp>(
           loc, RankedTensorType::get({n}, full.getElementType()), v,

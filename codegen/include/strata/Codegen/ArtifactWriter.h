@@ -45,6 +45,7 @@ struct TrainingOptions {
 /// The ranks the artifact runs on (strata-partition's options).
 struct TopologyOptions {
   unsigned world = 1, ranksPerNode = 1, partition = 1;
+  bool hierarchical = false;
 };
 
 struct ArtifactOptions {

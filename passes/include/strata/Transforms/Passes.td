@@ -162,6 +162,11 @@ def PartitionPass : Pass<"strata-partition", "::mlir::ModuleOp"> {
       per optimizer step (2-hop sync), the squared norm is all-reduced over
       the partition group before its square root, and the updates keep
       replicas bit-identical without a broadcast.
+    With `hierarchical`, each all-gather is MiCS's three stages: an
+    all-gather among the group's ranks with the same local rank (one per
+    node, "inter"), the result split into its P/K shards (the
+    rearrangement), and P/K intra-node all-gathers ("intra") whose results
+    concatenate to [C0, C1, ..., C(P-1)].
     `partition = 1` is data parallelism (replicated states, one all-reduce
     of the gradients per step); `partition = world` is ZeRO-3.
   }];
@@ -173,6 +178,8 @@ def PartitionPass : Pass<"strata-partition", "::mlir::ModuleOp"> {
            "Ranks per node K">,
     Option<"partition", "partition", "unsigned", /*default=*/"1",
            "Partition group size P (P | N)">,
+    Option<"hierarchical", "hierarchical", "bool", /*default=*/"false",
+           "MiCS hierarchical all-gather (needs P > K and K | P)">,
   ];
 }
 

@@ -26,7 +26,10 @@ struct TopologyInfo {
 
 class Communicator {
 public:
-  enum class Group { Partition, Replication, World };
+  /// Inter: the ranks of this partition group with this rank's local rank
+  /// (one per node); Intra: the ranks of this node (K | P: a partition
+  /// group holds whole nodes).
+  enum class Group { Partition, Replication, World, Inter, Intra };
 
   ~Communicator();
   /// Initializes MPI if needed; the launch must have `topology.world` ranks.
@@ -63,7 +66,7 @@ private:
   TopologyInfo topology_;
   int rank_ = 0;
   double timeout_ = 60;
-  void *comms_[3] = {nullptr, nullptr, nullptr};
+  void *comms_[5] = {nullptr, nullptr, nullptr, nullptr, nullptr};
   uint64_t intraBytes_ = 0, interBytes_ = 0;
 };
 

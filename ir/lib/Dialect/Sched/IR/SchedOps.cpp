@@ -33,10 +33,11 @@ void collectiveEffects(
 LogicalResult verifyCollective(Operation *op, int64_t factorIn,
                                int64_t factorOut) {
   auto group = op->getAttrOfType<StringAttr>("group");
-  if (!group || (group.getValue() != "partition" &&
-                 group.getValue() != "replication" &&
-                 group.getValue() != "world"))
-    return op->emitOpError("group must be partition, replication or world");
+  if (!group || !llvm::is_contained(
+                    {"partition", "replication", "world", "inter", "intra"},
+                    group.getValue()))
+    return op->emitOpError("group must be partition, replication, world, "
+                           "inter or intra");
   auto in = cast<RankedTensorType>(op->getOperand(0).getType());
   auto out = cast<RankedTensorType>(op->getResult(0).getType());
   if (in.getElementType() != out.getElementType())

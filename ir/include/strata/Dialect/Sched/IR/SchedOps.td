@@ -3,7 +3,10 @@
 // How, where and when: collectives on the groups of the artifact's topology.
 // Each rank runs the same program (SPMD); a group attribute names the kind
 // of group ("partition", "replication", "world") and each rank takes its
-// own group of that kind from its rank. Collectives are not Pure: two
+// own group of that kind from its rank: "partition" {gP .. gP+P-1},
+// "replication" {j, j+P, ...}, "world", and for hierarchical all-gathers
+// "inter" (this partition group's ranks with this rank's local rank, one
+// per node) and "intra" (this node's ranks). Collectives are not Pure: two
 // all-gathers of one shard (forward, and again in backward) stay two.
 //
 //===----------------------------------------------------------------------===//
