@@ -58,7 +58,8 @@ double derivative(Kind kind, double x, double y, double dy, double alpha,
   case Kind::Erf: return dy * 2.0 / std::sqrt(M_PI) * std::exp(-x * x);
   case Kind::Sin: return dy * std::cos(x);
   case Kind::Cos: return -dy * std::sin(x);
-  case Kind::Relu: return y > 0 ? dy : 0.0;
+  // torch's threshold_backward: 0 where y <= 0, so a NaN output passes dy.
+  case Kind::Relu: return y <= 0 ? 0.0 : dy;
   case Kind::Sigmoid: return dy * y * (1 - y);
   case Kind::Softplus: {
     // torch: beta = 1, threshold = 20.
@@ -82,6 +83,8 @@ double derivative(Kind kind, double x, double y, double dy, double alpha,
     return dy * (dLeft + dRight);
   }
   case Kind::LeakyRelu: return x > 0 ? dy : dy * alpha;
+  // dy * (y + alpha) in exact arithmetic; torch's elu (not elu_) backward
+  // takes alpha * exp(x), which keeps its precision where y rounds to -alpha.
   case Kind::Elu: return x > 0 ? dy : dy * alpha * std::exp(x);
   case Kind::HardSigmoid: {
     double z = alpha * x + beta;
@@ -110,8 +113,10 @@ Status unaryGradKernel(KernelContext &ctx) {
   std::string name = ctx.attrs.getString("kind");
   if (!parseKind(name, ctx.attrs.getString("approximate", "none"), kind))
     return Status::error("graph.unary_grad: unknown kind '" + name + "'");
-  double alpha = ctx.attrs.getFloat("alpha", 0.0);
-  double beta = ctx.attrs.getFloat("beta", 0.0);
+  // The forward kernels' defaults (ElementwiseKernels.cpp).
+  double alpha = ctx.attrs.getFloat(
+      "alpha", kind == Kind::LeakyRelu ? 0.01 : kind == Kind::Elu ? 1.0 : 0.2);
+  double beta = ctx.attrs.getFloat("beta", 0.5);
   double inf = std::numeric_limits<double>::infinity();
   double lo = ctx.attrs.has("min") ? ctx.attrs.getFloat("min") : -inf;
   double hi = ctx.attrs.has("max") ? ctx.attrs.getFloat("max") : inf;
@@ -202,11 +207,11 @@ Status copyKernel(KernelContext &ctx) {
     return s;
   const TensorView &in = ctx.inputs[0];
   TensorView &out = ctx.outputs[0];
-  if (in.dtype != out.dtype || in.numel() != out.numel())
+  if (in.dtype != out.dtype || in.shape != out.shape)
     return Status::error("runtime.copy: " + in.describe() + " does not fit " +
                          out.describe());
-  if (in.data != out.data)
-    std::memcpy(out.data, in.data, in.bytes());
+  if (in.data != out.data && in.bytes() > 0)
+    std::memmove(out.data, in.data, in.bytes());
   return Status::ok();
 }
 

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -66,6 +67,17 @@ inline Status checkArity(const KernelContext &ctx, std::string_view op,
                          " inputs and " + std::to_string(outs) +
                          " outputs, got " + std::to_string(ctx.inputs.size()) +
                          " and " + std::to_string(ctx.outputs.size()));
+  return Status::ok();
+}
+
+/// Checks that every attribute in `names` is set (those without an ODS
+/// default, which codegen always writes).
+inline Status requireAttributes(const KernelContext &ctx, std::string_view op,
+                                std::initializer_list<const char *> names) {
+  for (const char *name : names)
+    if (!ctx.attrs.has(name))
+      return Status::error(std::string(op) + ": missing attribute '" + name +
+                           "'");
   return Status::ok();
 }
 

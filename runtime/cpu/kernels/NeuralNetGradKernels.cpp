@@ -12,6 +12,7 @@
 
 #include <climits>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -25,13 +26,37 @@ int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end) {
   return p;
 }
 
+/// Every result and every float operand has the gradient's element type.
 Status sameDType(std::string_view op, const KernelContext &ctx) {
   DType t = ctx.inputs[0].dtype;
+  for (const TensorView &v : ctx.inputs)
+    if (isFloat(v.dtype) && v.dtype != t)
+      return Status::error(std::string(op) + ": operand " + v.describe() +
+                           " does not have the gradient's element type");
   for (const TensorView &v : ctx.outputs)
     if (v.dtype != t)
       return Status::error(std::string(op) + ": result " + v.describe() +
                            " does not have the gradient's element type");
   return Status::ok();
+}
+
+/// Calls fn(I{}) with I the C++ type of an index dtype (as graph.gather).
+template <typename Fn>
+Status dispatchIndex(DType t, std::string_view op, Fn &&fn) {
+  switch (t) {
+  case DType::I64:
+    return fn(int64_t{});
+  case DType::I32:
+    return fn(int32_t{});
+  case DType::I16:
+    return fn(int16_t{});
+  case DType::I8:
+    return fn(int8_t{});
+  default:
+    return Status::error(std::string(op) +
+                         ": indices must be i64, i32, i16 or i8, got " +
+                         std::string(name(t)));
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -46,23 +71,28 @@ Status linearGradWeightKernel(KernelContext &ctx) {
   TensorView &dw = ctx.outputs[0];
   bool transposed = ctx.attrs.getBool("transpose_weight");
   if (dy.rank() < 1 || x.rank() != dy.rank() || x.dtype != dy.dtype ||
-      dw.dtype != dy.dtype)
+      dw.dtype != dy.dtype ||
+      !std::equal(dy.shape.begin(), dy.shape.end() - 1, x.shape.begin()))
     return Status::error("graph.linear_grad_weight: gradient " + dy.describe() +
                          " and input " + x.describe() + " do not fit");
   int64_t n = dy.shape.back(), k = x.shape.back();
-  int64_t m = dy.numel() / std::max<int64_t>(n, 1);
-  if (x.numel() != m * k ||
-      dw.shape != (transposed ? std::vector<int64_t>{n, k}
-                              : std::vector<int64_t>{k, n}))
+  int64_t m = product(dy.shape, 0, dy.shape.size() - 1);
+  if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
+    return Status::error("graph.linear_grad_weight: a GEMM dimension exceeds "
+                         "the BLAS int range");
+  if (dw.shape !=
+      (transposed ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}))
     return Status::error("graph.linear_grad_weight: result " + dw.describe() +
                          " does not fit gradient " + dy.describe() +
                          " and input " + x.describe());
   return dispatchFloat(dy.dtype, kOp, [&](auto tag) -> Status {
     using T = decltype(tag);
     if (transposed) // dW[N, K] = dy^T x
-      gemmEx<T>(true, false, n, k, m, dy.as<T>(), n, x.as<T>(), k, dw.as<T>(), k);
+      gemmEx<T>(true, false, n, k, m, dy.as<T>(), n, x.as<T>(), k, dw.as<T>(),
+                k);
     else // dW[K, N] = x^T dy
-      gemmEx<T>(true, false, k, n, m, x.as<T>(), k, dy.as<T>(), n, dw.as<T>(), n);
+      gemmEx<T>(true, false, k, n, m, x.as<T>(), k, dy.as<T>(), n, dw.as<T>(),
+                n);
     return Status::ok();
   });
 }
@@ -77,19 +107,27 @@ Status layerNormGradKernel(KernelContext &ctx) {
     return s;
   if (Status s = sameDType(kOp, ctx); !s)
     return s;
-  const TensorView &dy = ctx.inputs[0], &x = ctx.inputs[1], &scale = ctx.inputs[2];
+  if (Status s = requireAttributes(ctx, kOp, {"axis", "epsilon"}); !s)
+    return s;
+  const TensorView &dy = ctx.inputs[0], &x = ctx.inputs[1],
+                   &scale = ctx.inputs[2];
   int64_t axis = ctx.attrs.getInt("axis");
   double epsilon = ctx.attrs.getFloat("epsilon");
   if (axis < 0 || axis >= x.rank() || dy.shape != x.shape ||
       ctx.outputs[0].shape != x.shape)
-    return Status::error("graph.layer_norm_grad: shapes do not fit " +
-                         x.describe());
+    return Status::error("graph.layer_norm_grad: gradient " + dy.describe() +
+                         " and result " + ctx.outputs[0].describe() +
+                         " must have the shape of " + x.describe() +
+                         ", axis in [0, rank)");
   int64_t rows = product(x.shape, 0, axis);
   int64_t len = product(x.shape, axis, x.shape.size());
-  if (scale.numel() != len || ctx.outputs[1].numel() != len ||
-      ctx.outputs[2].numel() != len)
+  std::vector<int64_t> normalized(x.shape.begin() + axis, x.shape.end());
+  if (scale.shape != normalized || ctx.outputs[1].shape != normalized ||
+      ctx.outputs[2].shape != normalized)
     return Status::error("graph.layer_norm_grad: scale " + scale.describe() +
-                         " does not fit " + x.describe());
+                         " and its gradients must have the normalized dims "
+                         "of " +
+                         x.describe());
   return dispatchFloat(x.dtype, kOp, [&](auto tag) -> Status {
     using T = decltype(tag);
     const T *g = dy.as<T>(), *in = x.as<T>(), *w = scale.as<T>();
@@ -137,19 +175,29 @@ Status batchNormGradKernel(KernelContext &ctx) {
   if (Status s = sameDType(kOp, ctx); !s)
     return s;
   const TensorView &dy = ctx.inputs[0], &x = ctx.inputs[1];
+  if (Status s = requireAttributes(ctx, kOp, {"epsilon", "training"}); !s)
+    return s;
   if (x.rank() < 2 || dy.shape != x.shape || ctx.outputs[0].shape != x.shape)
-    return Status::error("graph.batch_norm_grad: shapes do not fit " +
-                         x.describe());
+    return Status::error("graph.batch_norm_grad: gradient " + dy.describe() +
+                         " and result " + ctx.outputs[0].describe() +
+                         " must have the shape of " + x.describe() +
+                         " (rank >= 2)");
   int64_t batch = x.shape[0], channels = x.shape[1];
   int64_t spatial = product(x.shape, 2, x.shape.size());
-  for (size_t i = 2; i < 5; ++i)
-    if (ctx.inputs[i].numel() != channels)
+  const TensorView *perChannel[] = {&ctx.inputs[2], &ctx.inputs[3],
+                                    &ctx.inputs[4], &ctx.outputs[1],
+                                    &ctx.outputs[2]};
+  for (const TensorView *t : perChannel)
+    if (t->shape != std::vector<int64_t>{channels})
       return Status::error("graph.batch_norm_grad: per-channel operand " +
-                           ctx.inputs[i].describe() + " does not fit " +
-                           x.describe());
+                           t->describe() + " does not fit " + x.describe());
   bool training = ctx.attrs.getBool("training");
   double epsilon = ctx.attrs.getFloat("epsilon");
   double count = double(batch * spatial);
+  if (training && batch * spatial <= 1) // the forward refuses it too
+    return Status::error("graph.batch_norm_grad: training needs more than 1 "
+                         "value per channel, got " +
+                         x.describe());
   return dispatchFloat(x.dtype, kOp, [&](auto tag) -> Status {
     using T = decltype(tag);
     const T *g = dy.as<T>(), *in = x.as<T>(), *w = ctx.inputs[2].as<T>();
@@ -207,19 +255,31 @@ Status attentionGradKernel(KernelContext &ctx) {
   const TensorView &dy = ctx.inputs[0], &q = ctx.inputs[1], &k = ctx.inputs[2],
                    &v = ctx.inputs[3];
   const TensorView *mask = ctx.inputs.size() > 4 ? &ctx.inputs[4] : nullptr;
+  if (Status s = requireAttributes(ctx, kOp, {"scale"}); !s)
+    return s;
   int64_t rank = q.rank();
-  if (rank < 2 || k.rank() != rank || v.rank() != rank || dy.rank() != rank ||
-      ctx.outputs[0].shape != q.shape || ctx.outputs[1].shape != k.shape ||
-      ctx.outputs[2].shape != v.shape)
-    return Status::error("graph.attention_grad: operand shapes do not fit");
+  if (rank < 2 || k.rank() != rank || v.rank() != rank)
+    return Status::error("graph.attention_grad: query, key and value must "
+                         "have one rank >= 2");
   int64_t s = q.shape[rank - 2], d = q.shape[rank - 1];
   int64_t t = k.shape[rank - 2], dv = v.shape[rank - 1];
   std::vector<int64_t> batchShape(q.shape.begin(), q.shape.end() - 2);
   int64_t batches = product(batchShape, 0, batchShape.size());
-  if (product(k.shape, 0, rank - 2) != batches ||
-      product(v.shape, 0, rank - 2) != batches ||
-      dy.numel() != batches * s * dv)
-    return Status::error("graph.attention_grad: batch dims do not match");
+  std::vector<int64_t> outShape = batchShape;
+  outShape.push_back(s);
+  outShape.push_back(dv);
+  if (!std::equal(batchShape.begin(), batchShape.end(), k.shape.begin()) ||
+      !std::equal(batchShape.begin(), batchShape.end(), v.shape.begin()) ||
+      k.shape[rank - 1] != d || v.shape[rank - 2] != t ||
+      dy.shape != outShape || ctx.outputs[0].shape != q.shape ||
+      ctx.outputs[1].shape != k.shape || ctx.outputs[2].shape != v.shape)
+    return Status::error("graph.attention_grad: gradient " + dy.describe() +
+                         ", query " + q.describe() + ", key " + k.describe() +
+                         " and value " + v.describe() +
+                         " do not fit (results: their operands' shapes)");
+  for (int64_t dim : {s, t, d, dv})
+    if (dim > INT_MAX)
+      return Status::error("graph.attention_grad: sizes exceed BLAS int range");
   std::vector<int64_t> scoreShape = batchShape;
   scoreShape.push_back(s);
   scoreShape.push_back(t);
@@ -236,11 +296,20 @@ Status attentionGradKernel(KernelContext &ctx) {
     }
   }
   double ratio = ctx.attrs.getFloat("dropout_ratio", 0.0);
+  if (!(ratio >= 0 && ratio < 1))
+    return Status::error("graph.attention_grad: dropout_ratio must be in "
+                         "[0, 1)");
   bool causal = ctx.attrs.getBool("causal", false);
   double scale = ctx.attrs.getFloat("scale");
+  if (t == 0) { // no keys: the forward's output is empty of terms
+    for (TensorView &out : ctx.outputs)
+      std::memset(out.data, 0, out.bytes());
+    return Status::ok();
+  }
   return dispatchFloat(q.dtype, kOp, [&](auto tag) -> Status {
     using T = decltype(tag);
-    const T *pq = q.as<T>(), *pk = k.as<T>(), *pv = v.as<T>(), *pdy = dy.as<T>();
+    const T *pq = q.as<T>(), *pk = k.as<T>(), *pv = v.as<T>(),
+            *pdy = dy.as<T>();
     const T *pm = mask ? mask->as<T>() : nullptr;
     T *dq = ctx.outputs[0].as<T>(), *dk = ctx.outputs[1].as<T>(),
       *dvOut = ctx.outputs[2].as<T>();
@@ -291,8 +360,8 @@ Status attentionGradKernel(KernelContext &ctx) {
           dot += double(dp[i * t + j]) * double(p[i * t + j]);
         }
         for (int64_t j = 0; j < t; ++j)
-          dp[i * t + j] = static_cast<T>(
-              double(p[i * t + j]) * (double(dp[i * t + j]) - dot) * scale);
+          dp[i * t + j] = static_cast<T>(double(p[i * t + j]) *
+                                         (double(dp[i * t + j]) - dot) * scale);
       }
       // dQ = dS K, dK = dS^T Q.
       gemmEx<T>(false, false, s, d, t, dp.data(), t, kb, d, dq + b * s * d, d);
@@ -315,15 +384,15 @@ Status attentionGradKernel(KernelContext &ctx) {
 // embedding, gather
 //===----------------------------------------------------------------------===//
 
-/// Scatter-adds rows of `dy` into `out` [outer, rows, inner] at the indices.
+/// Scatter-adds rows of `dy` [outer, count, inner] into `out` [outer, rows,
+/// inner] at the indices, in index order (deterministic); negative indices
+/// count from the end, anything outside [-rows, rows) is an error reported
+/// before anything is written.
 Status scatterAdd(std::string_view op, const TensorView &dy,
                   const TensorView &indices, TensorView &out, int64_t outer,
                   int64_t rows, int64_t inner) {
   int64_t count = indices.numel();
-  if (dy.numel() != outer * count * inner || isFloat(indices.dtype))
-    return Status::error(std::string(op) + ": gradient " + dy.describe() +
-                         " does not fit indices " + indices.describe());
-  return dispatchAll(indices.dtype, op, [&](auto indexTag) -> Status {
+  return dispatchIndex(indices.dtype, op, [&](auto indexTag) -> Status {
     using I = decltype(indexTag);
     const I *idx = indices.as<I>();
     for (int64_t j = 0; j < count; ++j) {
@@ -357,10 +426,18 @@ Status embeddingGradKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.embedding_grad";
   if (Status s = checkArity(ctx, kOp, 2, 2, 1); !s)
     return s;
+  const TensorView &dy = ctx.inputs[0], &indices = ctx.inputs[1];
   TensorView &out = ctx.outputs[0];
-  if (out.rank() != 2 || out.dtype != ctx.inputs[0].dtype)
+  if (out.rank() != 2 || out.dtype != dy.dtype)
     return Status::error("graph.embedding_grad: the table gradient must be "
-                         "[V, D] of the gradient's type, got " + out.describe());
+                         "[V, D] of the gradient's type, got " +
+                         out.describe());
+  std::vector<int64_t> expected = indices.shape;
+  expected.push_back(out.shape[1]);
+  if (dy.shape != expected)
+    return Status::error("graph.embedding_grad: gradient " + dy.describe() +
+                         " does not fit indices " + indices.describe() +
+                         " and table " + out.describe());
   return scatterAdd(kOp, ctx.inputs[0], ctx.inputs[1], out, 1, out.shape[0],
                     out.shape[1]);
 }
@@ -369,11 +446,20 @@ Status gatherGradKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.gather_grad";
   if (Status s = checkArity(ctx, kOp, 2, 2, 1); !s)
     return s;
+  const TensorView &dy = ctx.inputs[0], &indices = ctx.inputs[1];
   TensorView &out = ctx.outputs[0];
   int64_t axis = ctx.attrs.getInt("axis");
-  if (axis < 0 || axis >= out.rank() || out.dtype != ctx.inputs[0].dtype)
+  if (axis < 0 || axis >= out.rank() || out.dtype != dy.dtype)
     return Status::error("graph.gather_grad: axis " + std::to_string(axis) +
                          " does not fit " + out.describe());
+  std::vector<int64_t> expected(out.shape.begin(), out.shape.begin() + axis);
+  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
+  expected.insert(expected.end(), out.shape.begin() + axis + 1,
+                  out.shape.end());
+  if (dy.shape != expected)
+    return Status::error("graph.gather_grad: gradient " + dy.describe() +
+                         " does not fit indices " + indices.describe() +
+                         " gathered from " + out.describe());
   return scatterAdd(kOp, ctx.inputs[0], ctx.inputs[1], out,
                     product(out.shape, 0, axis), out.shape[axis],
                     product(out.shape, axis + 1, out.shape.size()));
@@ -392,18 +478,33 @@ Status crossEntropyGradKernel(KernelContext &ctx) {
   const TensorView *weight = ctx.inputs.size() > 3 ? &ctx.inputs[3] : nullptr;
   TensorView &dx = ctx.outputs[0];
   if (logits.rank() < 2 || dx.shape != logits.shape ||
-      dx.dtype != logits.dtype || dloss.dtype != logits.dtype)
-    return Status::error("graph.cross_entropy_grad: shapes do not fit " +
-                         logits.describe());
+      dx.dtype != logits.dtype || dloss.dtype != logits.dtype ||
+      (weight && weight->dtype != logits.dtype))
+    return Status::error("graph.cross_entropy_grad: the loss gradient, "
+                         "weight and result must have the type of logits " +
+                         logits.describe() +
+                         " [N, C, ...], the result its "
+                         "shape");
   int64_t batch = logits.shape[0], classes = logits.shape[1];
   int64_t spatial = product(logits.shape, 2, logits.shape.size());
   std::string reduction = ctx.attrs.getString("reduction", "mean");
   bool none = reduction == "none";
-  if (labels.numel() != batch * spatial ||
-      dloss.numel() != (none ? batch * spatial : 1))
+  if (!none && reduction != "mean" && reduction != "sum")
+    return Status::error("graph.cross_entropy_grad: reduction must be "
+                         "\"mean\", \"sum\" or \"none\", got \"" +
+                         reduction + "\"");
+  std::vector<int64_t> labelShape{batch};
+  labelShape.insert(labelShape.end(), logits.shape.begin() + 2,
+                    logits.shape.end());
+  if (labels.shape != labelShape || isFloat(labels.dtype) ||
+      (none ? dloss.shape != labelShape : dloss.numel() != 1))
     return Status::error("graph.cross_entropy_grad: labels " +
                          labels.describe() + " or loss gradient " +
                          dloss.describe() + " do not fit " + logits.describe());
+  if (weight && weight->shape != std::vector<int64_t>{classes})
+    return Status::error("graph.cross_entropy_grad: weight must have shape [" +
+                         std::to_string(classes) + "], got " +
+                         weight->describe());
   bool hasIgnore = ctx.attrs.has("ignore_index");
   int64_t ignoreIndex = ctx.attrs.getInt("ignore_index");
   return dispatchAll(labels.dtype, kOp, [&](auto labelTag) -> Status {
@@ -435,7 +536,7 @@ Status crossEntropyGradKernel(KernelContext &ctx) {
               dcol[c * spatial] = T(0);
             continue;
           }
-          double scale = none ? double(g[i])
+          double scale = none                 ? double(g[i])
                          : reduction == "sum" ? double(g[0])
                                               : double(g[0]) / totalWeight;
           scale *= w ? double(w[label]) : 1.0;

@@ -25,7 +25,8 @@ Status readScalars(const KernelContext &ctx, std::string_view op, size_t first,
                    &g = ctx.inputs[first + 2];
   if (l.dtype != DType::F64 || l.numel() != 1 || s.dtype != DType::I64 ||
       s.numel() != 1 || g.dtype != DType::F32 || g.numel() != 1)
-    return Status::error(std::string(op) + ": lr must be an f64 scalar, step "
+    return Status::error(std::string(op) +
+                         ": lr must be an f64 scalar, step "
                          "an i64 scalar and grad_scale an f32 scalar");
   lr = l.as<double>()[0];
   step = s.as<int64_t>()[0];
@@ -70,13 +71,18 @@ Status adamwKernel(KernelContext &ctx) {
     return s;
   if (Status s = checkSameTensors(ctx, kOp, 4); !s)
     return s;
+  if (Status s = requireAttributes(ctx, kOp,
+                                   {"beta1", "beta2", "eps", "weight_decay"});
+      !s)
+    return s;
   double lr, gradScale;
   int64_t step;
   if (Status s = readScalars(ctx, kOp, 4, lr, step, gradScale); !s)
     return s;
   if (skipUpdate(ctx, gradScale))
     return Status::ok();
-  double beta1 = ctx.attrs.getFloat("beta1"), beta2 = ctx.attrs.getFloat("beta2");
+  double beta1 = ctx.attrs.getFloat("beta1"),
+         beta2 = ctx.attrs.getFloat("beta2");
   double eps = ctx.attrs.getFloat("eps");
   double weightDecay = ctx.attrs.getFloat("weight_decay");
   double biasCorrection1 = 1 - std::pow(beta1, double(step));
@@ -115,6 +121,10 @@ Status sgdKernel(KernelContext &ctx) {
   if (Status s = checkArity(ctx, kOp, 6, 6, 2); !s)
     return s;
   if (Status s = checkSameTensors(ctx, kOp, 3); !s)
+    return s;
+  if (Status s = requireAttributes(ctx, kOp,
+                                   {"momentum", "dampening", "weight_decay"});
+      !s)
     return s;
   double lr, gradScale;
   int64_t step;

@@ -46,7 +46,12 @@ Status sliceGradKernel(KernelContext &ctx) {
       static_cast<int64_t>(steps.size()) != rank)
     return Status::error("graph.slice_grad: gradient " + dy.describe() +
                          " does not fit the slice of " + dx.describe());
+  // The forward's rules (ShapeKernels.cpp): non-zero strides (negative
+  // ones walk backwards), and the first and last element read in bounds.
   for (int64_t d = 0; d < rank; ++d) {
+    if (steps[d] == 0 || sizes[d] < 0)
+      return Status::error("graph.slice_grad: dim " + std::to_string(d) +
+                           ": stride must be non-zero and size >= 0");
     int64_t last = offsets[d] + (sizes[d] - 1) * steps[d];
     if (sizes[d] > 0 && (offsets[d] < 0 || offsets[d] >= dx.shape[d] ||
                          last < 0 || last >= dx.shape[d]))
@@ -88,22 +93,36 @@ Status padGradKernel(KernelContext &ctx) {
                            " is not the padded " + dx.describe());
   if (mode != "constant" && mode != "reflect" && mode != "edge")
     return Status::error("graph.pad_grad: unknown mode \"" + mode + "\"");
+  // Negative pads (a crop) need no source; positive ones need what the
+  // forward needs: reflect pads < dim, edge a non-empty dim.
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t n = dx.shape[d], begin = pads[d], end = pads[d + rank];
+    if ((mode == "reflect" &&
+         ((begin > 0 && begin >= n) || (end > 0 && end >= n))) ||
+        (mode == "edge" && n == 0 && (begin > 0 || end > 0)))
+      return Status::error("graph.pad_grad: " + mode + " pads of dim " +
+                           std::to_string(d) + " do not fit size " +
+                           std::to_string(n));
+  }
+  bool constant = mode == "constant", edge = mode == "edge";
   std::vector<int64_t> strides = rowMajorStrides(dx.shape);
   return dispatchFloat(dy.dtype, kOp, [&](auto tag) -> Status {
     using T = decltype(tag);
     const T *g = dy.as<T>();
     T *out = dx.as<T>();
     std::fill(out, out + dx.numel(), T(0));
+    // Every output position, in order, adds into the input position the
+    // forward copied it from (several of them under reflect and edge).
     forEachCoord(dy.shape, [&](int64_t flat, const std::vector<int64_t> &c) {
       int64_t at = 0;
       for (int64_t d = 0; d < rank; ++d) {
         int64_t n = dx.shape[d], i = c[d] - pads[d];
         if (i < 0 || i >= n) {
-          if (mode == "constant")
+          if (constant)
             return; // the fill value: no input element
-          i = mode == "edge" ? std::clamp<int64_t>(i, 0, n - 1)
-              : i < 0        ? -i
-                             : 2 * (n - 1) - i;
+          i = edge    ? std::clamp<int64_t>(i, 0, n - 1)
+              : i < 0 ? -i
+                      : 2 * (n - 1) - i;
         }
         at += i * strides[d];
       }
