@@ -123,7 +123,8 @@ public:
   /// program; created on first use (a parameter or buffer then takes its
   /// initial value from the weights).
   Expected<uint32_t> sharedTensor(Type type, plan::TensorKind kind,
-                                  StringRef name, int64_t shards = 1) {
+                                  StringRef name, int64_t shards = 1,
+                                  ArrayRef<int64_t> fullShape = {}) {
     auto it = shared.find(name);
     if (it != shared.end()) {
       if (types[it->second] != type ||
@@ -137,15 +138,18 @@ public:
       return id.takeError();
     shared[name] = *id;
     if (kind == plan::PARAMETER || kind == plan::BUFFER)
-      if (Error e = addInitialValue(*id, type, name, shards))
+      if (Error e = addInitialValue(
+              *id, type, name, shards,
+              fullShape.empty() ? cast<RankedTensorType>(type).getShape()
+                                : fullShape))
         return std::move(e);
     return *id;
   }
 
-  /// With `shards` > 1 the tensor is one slice of the value: params.bin
-  /// holds the value zero-padded to `shards` slices.
+  /// With `shards` > 1 the tensor is one slice of the value: the value is
+  /// zero-padded to `shards` slices and slice i goes to shard section i.
   Error addInitialValue(uint32_t id, Type type, StringRef name,
-                        int64_t shards) {
+                        int64_t shards, ArrayRef<int64_t> fullShape) {
     Expected<std::string> bytes = weights(name);
     if (!bytes)
       return bytes.takeError();
@@ -153,30 +157,64 @@ public:
     unsigned width = ranked.getElementType().isInteger(1)
                          ? 1
                          : ranked.getElementType().getIntOrFloatBitWidth() / 8;
-    size_t padded = static_cast<size_t>(ranked.getNumElements()) * width *
-                    static_cast<size_t>(shards);
+    size_t sliceBytes = static_cast<size_t>(ranked.getNumElements()) * width;
+    size_t padded = sliceBytes * static_cast<size_t>(shards);
     // A shard of s elements holds values of n elements, (s - 1) P < n <= s P.
-    size_t shardBytes = static_cast<size_t>(ranked.getNumElements()) * width;
     bool fits = shards == 1 ? bytes->size() == padded
                             : bytes->size() <= padded &&
-                                  bytes->size() > (shardBytes - width) * shards;
+                                  bytes->size() > (sliceBytes - width) * shards;
     if (!fits)
       return fail(llvm::formatv("codegen: initializer '{0}' has {1} bytes, "
                                 "which does not fill {2} shards of {3}",
-                                name, bytes->size(), shards,
-                                ranked.getNumElements() * width));
+                                name, bytes->size(), shards, sliceBytes));
     bytes->resize(padded, '\0');
-    // Each parameter starts 64-byte aligned in params.bin.
-    params.resize((params.size() + 63) / 64 * 64, '\0');
     plan::Parameter *p = plan.add_parameters();
     p->set_tensor(id);
     p->set_name(name.str());
-    p->set_offset(params.size());
-    p->set_size_bytes(bytes->size());
-    if (shards > 1)
-      p->set_shards(static_cast<uint32_t>(shards));
-    params += *bytes;
+    p->set_size_bytes(sliceBytes);
+    for (int64_t d : fullShape)
+      p->add_full_shape(d);
+    // Each value starts 64-byte aligned in its section.
+    auto align = [](std::string &s) { s.resize((s.size() + 63) / 64 * 64, '\0'); };
+    if (shards == 1) {
+      align(sharedSection);
+      p->set_offset(sharedSection.size());
+      sharedSection += *bytes;
+      return Error::success();
+    }
+    if (!shardSections.empty() && shardSections.size() != size_t(shards))
+      return fail("codegen: values sharded over different group sizes");
+    shardSections.resize(shards);
+    p->set_shards(static_cast<uint32_t>(shards));
+    for (int64_t i = 0; i < shards; ++i) {
+      std::string &section = shardSections[i];
+      align(section);
+      p->set_offset(section.size());
+      section.append(*bytes, i * sliceBytes, sliceBytes);
+    }
     return Error::success();
+  }
+
+  /// params.bin: the shared section, then one section per shard, each
+  /// starting at a multiple of kParamsSectionAlign.
+  std::string layOutParams() {
+    std::string file;
+    auto add = [&](const std::string &bytes) {
+      file.resize((file.size() + runtime::kParamsSectionAlign - 1) /
+                      runtime::kParamsSectionAlign *
+                      runtime::kParamsSectionAlign,
+                  '\0');
+      plan::ParamsSection *section = plan.add_params_sections();
+      section->set_offset(file.size());
+      section->set_size_bytes(bytes.size());
+      section->set_checksum(runtime::fnv1a64(bytes.data(), bytes.size()));
+      file += bytes;
+    };
+    add(sharedSection);
+    for (const std::string &section : shardSections)
+      add(section);
+    plan.set_params_size_bytes(file.size());
+    return file;
   }
 
   static std::string typeString(Type type) {
@@ -190,7 +228,10 @@ public:
   const WeightSource &weights;
   llvm::StringMap<uint32_t> shared;
   SmallVector<Type> types;
-  std::string params;
+  /// params.bin's sections while they are built: values that are not
+  /// sharded, and slice i of every sharded value.
+  std::string sharedSection;
+  std::vector<std::string> shardSections;
 };
 
 std::optional<plan::TensorKind> stateKind(StringRef role) {
@@ -237,9 +278,11 @@ Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
       return fail("codegen: unknown argument role '" + role.str() + "'");
     auto shards = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
                                                      "graph.shards");
-    Expected<uint32_t> id = b.sharedTensor(arg.getType(), *kind,
-                                           name.getValue(),
-                                           shards ? shards.getInt() : 1);
+    auto fullShape = func.getArgAttrOfType<DenseI64ArrayAttr>(
+        arg.getArgNumber(), "graph.full_shape");
+    Expected<uint32_t> id = b.sharedTensor(
+        arg.getType(), *kind, name.getValue(), shards ? shards.getInt() : 1,
+        fullShape ? fullShape.asArrayRef() : ArrayRef<int64_t>());
     if (!id)
       return id.takeError();
     ids[arg] = *id;
@@ -452,8 +495,9 @@ Error writeArtifact(ModuleOp module, llvm::StringRef dir,
     t.set_world(options.topology->world);
     t.set_ranks_per_node(options.topology->ranksPerNode);
     t.set_partition(options.topology->partition);
-    t.set_grad_sync("2hop");
+    t.set_grad_sync(options.topology->gradSync);
     t.set_hierarchical(options.topology->hierarchical);
+    t.set_bucket_bytes(options.topology->bucketBytes);
   }
 
   std::string ir;
@@ -462,9 +506,7 @@ Error writeArtifact(ModuleOp module, llvm::StringRef dir,
   os << options.optionsSummary << runtime::kFormatVersion;
   plan.set_fingerprint(llvm::formatv(
       "{0:x16}", runtime::fnv1a64(ir.data(), ir.size())).str());
-  plan.set_params_size_bytes(builder.params.size());
-  plan.set_params_checksum(
-      runtime::fnv1a64(builder.params.data(), builder.params.size()));
+  std::string params = builder.layOutParams();
 
   // Write beside the target, then swap it into place.
   std::string target = dir.str();
@@ -477,7 +519,7 @@ Error writeArtifact(ModuleOp module, llvm::StringRef dir,
     return fail("codegen: cannot serialize the plan");
   if (Error e = writeFile(staging + "/plan.pb", serialized))
     return e;
-  if (Error e = writeFile(staging + "/params.bin", builder.params))
+  if (Error e = writeFile(staging + "/params.bin", params))
     return e;
   if (options.extraFiles)
     if (Error e = options.extraFiles(staging))

@@ -10,11 +10,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <iostream>
+#include <set>
 #include <thread>
 
 namespace strata::runtime {
 namespace {
+
+constexpr int kNoticeTag = 7701;
 
 MPI_Datatype mpiType(DType t) {
   switch (t) {
@@ -26,25 +28,51 @@ MPI_Datatype mpiType(DType t) {
   }
 }
 
-const char *groupName(Communicator::Group g) {
-  switch (g) {
-  case Communicator::Group::Partition: return "partition";
-  case Communicator::Group::Replication: return "replication";
-  case Communicator::Group::World: return "world";
-  case Communicator::Group::Inter: return "inter-node";
-  case Communicator::Group::Intra: return "intra-node";
-  }
-  return "?";
+MPI_Comm comm(void *c) { return static_cast<MPI_Comm>(c); }
+
+std::string list(const std::vector<int> &ranks) {
+  std::string out;
+  for (int r : ranks)
+    out += (out.empty() ? "" : ",") + std::to_string(r);
+  return out;
 }
 
 } // namespace
 
+const char *Communicator::groupName(Group g) {
+  switch (g) {
+  case Group::Partition: return "partition";
+  case Group::Replication: return "replication";
+  case Group::World: return "world";
+  case Group::Inter: return "inter-node";
+  case Group::Intra: return "intra-node";
+  }
+  return "?";
+}
+
+const char *Communicator::kindName(Kind k) {
+  switch (k) {
+  case Kind::AllGather: return "all_gather";
+  case Kind::ReduceScatter: return "reduce_scatter";
+  case Kind::AllReduce: return "all_reduce";
+  }
+  return "?";
+}
+
 Communicator::~Communicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized)
+    return;
   for (void *&c : comms_)
     if (c) {
-      MPI_Comm comm = static_cast<MPI_Comm>(c);
-      MPI_Comm_free(&comm);
+      MPI_Comm m = comm(c);
+      MPI_Comm_free(&m);
     }
+  if (notices_) {
+    MPI_Comm m = comm(notices_);
+    MPI_Comm_free(&m);
+  }
 }
 
 bool Communicator::parseGroup(std::string_view name, Group &group) {
@@ -85,12 +113,16 @@ Status Communicator::create(const TopologyInfo &topology, double timeoutSeconds,
                          std::to_string(topology.world) + ")");
   int p = topology.partition, r = c->rank_;
   int k = std::max(topology.ranksPerNode, 1);
-  int colors[5] = {r / p, r % p, 0, r / p * k + r % k, r / k};
-  for (int i = 0; i < 5; ++i) {
-    MPI_Comm comm;
-    MPI_Comm_split(MPI_COMM_WORLD, colors[i], r, &comm);
-    c->comms_[i] = comm;
+  // Colours in Group order; within a colour, ranks keep their order.
+  int colors[kGroups] = {r / p, r % p, 0, r / p * k + r % k, r / k};
+  for (int i = 0; i < kGroups; ++i) {
+    MPI_Comm m;
+    MPI_Comm_split(MPI_COMM_WORLD, colors[i], r, &m);
+    c->comms_[i] = m;
   }
+  MPI_Comm notices;
+  MPI_Comm_dup(MPI_COMM_WORLD, &notices);
+  c->notices_ = notices;
   out = std::move(c);
   return Status::ok();
 }
@@ -98,6 +130,7 @@ Status Communicator::create(const TopologyInfo &topology, double timeoutSeconds,
 std::vector<int> Communicator::members(Group group) const {
   std::vector<int> ranks;
   int p = topology_.partition, n = topology_.world;
+  int k = std::max(topology_.ranksPerNode, 1);
   switch (group) {
   case Group::Partition:
     for (int i = 0; i < p; ++i)
@@ -111,97 +144,191 @@ std::vector<int> Communicator::members(Group group) const {
     for (int i = 0; i < n; ++i)
       ranks.push_back(i);
     break;
-  case Group::Inter: {
-    int k = std::max(topology_.ranksPerNode, 1);
+  case Group::Inter:
     for (int i = rank_ / p * p + rank_ % k; i < rank_ / p * p + p; i += k)
       ranks.push_back(i);
     break;
-  }
-  case Group::Intra: {
-    int k = std::max(topology_.ranksPerNode, 1);
+  case Group::Intra:
     for (int i = rank_ / k * k; i < rank_ / k * k + k; ++i)
       ranks.push_back(i);
     break;
   }
-  }
   return ranks;
 }
 
-void Communicator::count(Group group, size_t bytesPerPeer) {
-  int k = std::max(topology_.ranksPerNode, 1);
-  for (int peer : members(group)) {
-    if (peer == rank_)
-      continue;
-    (peer / k == rank_ / k ? intraBytes_ : interBytes_) += bytesPerPeer;
-  }
+int Communicator::indexIn(Group group) const {
+  std::vector<int> m = members(group);
+  return int(std::find(m.begin(), m.end(), rank_) - m.begin());
 }
 
-Status Communicator::wait(void *requestPtr, Group group,
-                          const std::string &what) {
-  MPI_Request &request = *static_cast<MPI_Request *>(requestPtr);
+void Communicator::count(Group group, Kind kind, double bytes) {
+  std::vector<int> m = members(group);
+  if (m.size() < 2)
+    return;
+  int i = indexIn(group);
+  int predecessor = m[(i + m.size() - 1) % m.size()];
+  int k = std::max(topology_.ranksPerNode, 1);
+  Link link = predecessor / k == rank_ / k ? IntraNode : InterNode;
+  traffic_[int(kind)][link] += bytes;
+}
+
+void Communicator::abortStalled(Group group, const std::string &what) {
+  // Tell the group's other members this rank arrived, then listen for
+  // theirs for a grace period: whoever stays silent never arrived.
+  std::vector<int> m = members(group);
+  uint64_t notice[2] = {uint64_t(group), sequence_[int(group)]};
+  std::vector<MPI_Request> sends;
+  for (int peer : m)
+    if (peer != rank_) {
+      sends.emplace_back();
+      MPI_Isend(notice, 2, MPI_UINT64_T, peer, kNoticeTag, comm(notices_),
+                &sends.back());
+    }
+  std::set<int> arrived = {rank_};
+  auto until = std::chrono::steady_clock::now() +
+               std::chrono::duration<double>(std::min(timeout_, 2.0));
+  while (std::chrono::steady_clock::now() < until &&
+         arrived.size() < m.size()) {
+    int flag = 0;
+    MPI_Status status;
+    MPI_Iprobe(MPI_ANY_SOURCE, kNoticeTag, comm(notices_), &flag, &status);
+    if (!flag) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
+    uint64_t theirs[2];
+    MPI_Recv(theirs, 2, MPI_UINT64_T, status.MPI_SOURCE, kNoticeTag,
+             comm(notices_), MPI_STATUS_IGNORE);
+    if (theirs[0] == notice[0] && theirs[1] == notice[1])
+      arrived.insert(status.MPI_SOURCE);
+  }
+  std::vector<int> missing;
+  for (int peer : m)
+    if (!arrived.count(peer))
+      missing.push_back(peer);
+  char seconds[32];
+  std::snprintf(seconds, sizeof(seconds), "%g", timeout_);
+  // One write, so the ranks' lines do not interleave.
+  std::string line =
+      "strata-run: error: rank " + std::to_string(rank_) + ": " + what +
+      " #" + std::to_string(sequence_[int(group)]) + " on the " +
+      groupName(group) + " group {" + list(m) + "} did not complete within " +
+      seconds + " s: " +
+      (missing.empty()
+           ? std::string("every rank arrived but the collective did not "
+                         "finish")
+           : "rank(s) " + list(missing) + " never arrived") +
+      "; aborting every rank\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 3);
+  std::abort();
+}
+
+Status Communicator::waitAll(std::vector<void *> &requests, Group group,
+                             const std::string &what) {
   auto deadline = std::chrono::steady_clock::now() +
                   std::chrono::duration<double>(timeout_);
+  std::vector<MPI_Request> r;
+  for (void *p : requests)
+    r.push_back(*static_cast<MPI_Request *>(p));
   for (int spins = 0;; ++spins) {
     int done = 0;
-    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    MPI_Testall(int(r.size()), r.data(), &done, MPI_STATUSES_IGNORE);
     if (done)
       return Status::ok();
-    if (std::chrono::steady_clock::now() > deadline) {
-      std::string ranks;
-      for (int m : members(group))
-        ranks += (ranks.empty() ? "" : ",") + std::to_string(m);
-      std::cerr << "strata-run: error: rank " << rank_ << ": " << what
-                << " on the " << groupName(group) << " group {" << ranks
-                << "} did not complete within " << timeout_
-                << " s: a rank of the group stopped participating; aborting "
-                   "every rank\n"
-                << std::flush;
-      MPI_Abort(MPI_COMM_WORLD, 3);
-    }
+    if (std::chrono::steady_clock::now() > deadline)
+      abortStalled(group, what);
     if (spins > 1000)
       std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
 
-Status Communicator::allGather(Group group, const void *in, void *out,
-                               size_t bytes, const std::string &what) {
-  MPI_Request request;
-  MPI_Iallgather(in, static_cast<int>(bytes), MPI_BYTE, out,
-                 static_cast<int>(bytes), MPI_BYTE,
-                 static_cast<MPI_Comm>(comms_[int(group)]), &request);
-  count(group, bytes);
-  return wait(&request, group, what);
+Status Communicator::allGather(Group group, const std::vector<Buffer> &buffers) {
+  ++sequence_[int(group)];
+  size_t g = members(group).size();
+  std::vector<MPI_Request> requests(buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const Buffer &b = buffers[i];
+    int bytes = static_cast<int>(b.count * byteWidth(b.dtype));
+    MPI_Iallgather(b.in, bytes, MPI_BYTE, b.out, bytes, MPI_BYTE,
+                   comm(comms_[int(group)]), &requests[i]);
+    count(group, Kind::AllGather, double(g - 1) * bytes);
+
+  }
+  std::vector<void *> pending;
+  for (MPI_Request &r : requests)
+    pending.push_back(&r);
+  return waitAll(pending, group, "all_gather");
 }
 
-Status Communicator::reduceScatterSum(Group group, DType dtype, const void *in,
-                                      void *out, size_t countPerMember,
-                                      const std::string &what) {
-  MPI_Datatype type = mpiType(dtype);
-  if (type == MPI_DATATYPE_NULL)
-    return Status::error(what + ": unsupported element type");
-  MPI_Request request;
-  MPI_Ireduce_scatter_block(in, out, static_cast<int>(countPerMember), type,
-                            MPI_SUM, static_cast<MPI_Comm>(comms_[int(group)]),
-                            &request);
-  count(group, countPerMember * byteWidth(dtype));
-  return wait(&request, group, what);
+Status Communicator::reduceScatterSum(Group group,
+                                      const std::vector<Buffer> &buffers) {
+  ++sequence_[int(group)];
+  size_t g = members(group).size();
+  std::vector<MPI_Request> requests(buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const Buffer &b = buffers[i];
+    MPI_Datatype type = mpiType(b.dtype);
+    if (type == MPI_DATATYPE_NULL)
+      return Status::error(std::string("reduce_scatter: unsupported element "
+                                       "type ") +
+                           std::string(name(b.dtype)));
+    MPI_Ireduce_scatter_block(b.in, b.out, static_cast<int>(b.count), type,
+                              MPI_SUM, comm(comms_[int(group)]),
+                              &requests[i]);
+    count(group, Kind::ReduceScatter,
+          double(g - 1) * double(b.count * byteWidth(b.dtype)));
+  }
+  std::vector<void *> pending;
+  for (MPI_Request &r : requests)
+    pending.push_back(&r);
+  return waitAll(pending, group, "reduce_scatter");
 }
 
-Status Communicator::allReduceSum(Group group, DType dtype, const void *in,
-                                  void *out, size_t count,
+Status Communicator::allReduceSum(Group group,
+                                  const std::vector<Buffer> &buffers) {
+  ++sequence_[int(group)];
+  double g = double(members(group).size());
+  std::vector<MPI_Request> requests(buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const Buffer &b = buffers[i];
+    MPI_Datatype type = mpiType(b.dtype);
+    if (type == MPI_DATATYPE_NULL)
+      return Status::error(std::string("all_reduce: unsupported element "
+                                       "type ") +
+                           std::string(name(b.dtype)));
+    const void *send = b.in == b.out ? MPI_IN_PLACE : b.in;
+    MPI_Iallreduce(send, b.out, static_cast<int>(b.count), type, MPI_SUM,
+                   comm(comms_[int(group)]), &requests[i]);
+    count(group, Kind::AllReduce,
+          2.0 * (g - 1) / g * double(b.count * byteWidth(b.dtype)));
+  }
+  std::vector<void *> pending;
+  for (MPI_Request &r : requests)
+    pending.push_back(&r);
+  return waitAll(pending, group, "all_reduce");
+}
+
+Status Communicator::sumOverWorld(double *values, size_t n,
                                   const std::string &what) {
-  MPI_Datatype type = mpiType(dtype);
-  if (type == MPI_DATATYPE_NULL)
-    return Status::error(what + ": unsupported element type");
+  ++sequence_[int(Group::World)];
   MPI_Request request;
-  const void *send = in == out ? MPI_IN_PLACE : in;
-  MPI_Iallreduce(send, out, static_cast<int>(count), type, MPI_SUM,
-                 static_cast<MPI_Comm>(comms_[int(group)]), &request);
-  // A ring all-reduce moves 2 (G-1)/G of the buffer per rank; counted per
-  // peer as 2/G of it.
-  size_t members = this->members(group).size();
-  this->count(group, members ? 2 * count * byteWidth(dtype) / members : 0);
-  return wait(&request, group, what);
+  MPI_Iallreduce(MPI_IN_PLACE, values, static_cast<int>(n), MPI_DOUBLE,
+                 MPI_SUM, comm(comms_[int(Group::World)]), &request);
+  std::vector<void *> pending = {&request};
+  return waitAll(pending, Group::World, what);
+}
+
+Status Communicator::gatherOverWorld(uint64_t value, std::vector<uint64_t> &out,
+                                     const std::string &what) {
+  ++sequence_[int(Group::World)];
+  out.assign(size_t(topology_.world), 0);
+  MPI_Request request;
+  MPI_Iallgather(&value, 1, MPI_UINT64_T, out.data(), 1, MPI_UINT64_T,
+                 comm(comms_[int(Group::World)]), &request);
+  std::vector<void *> pending = {&request};
+  return waitAll(pending, Group::World, what);
 }
 
 } // namespace strata::runtime

@@ -1,14 +1,23 @@
 //===- Checkpoint.cpp - Atomic checkpoints of the training state ----------===//
 //
-// DIR/step-%08d/{state.bin, index.json}: every PARAMETER, BUFFER and
-// OPTIMIZER_STATE tensor by name. The folder is written as .tmp and renamed
-// into place, then DIR/latest (the folder's name) is replaced the same way,
-// so a kill at any moment leaves the previous checkpoint whole and `latest`
-// pointing at it.
+// One rank: DIR/step-%08d/{state.bin, index.json}: every PARAMETER, BUFFER
+// and OPTIMIZER_STATE tensor by name. The folder is written as .tmp and
+// renamed into place, then DIR/latest (the folder's name) is replaced the
+// same way, so a kill at any moment leaves the previous checkpoint whole
+// and `latest` pointing at it.
+//
+// N ranks (a distributed artifact): DIR/step-%08d/index.json names the
+// topology, and DIR/step-%08d/rank-%05d/{state.bin, index.json} holds each
+// rank's shards, as above. Every rank writes its folder into the shared
+// .tmp folder; once all have (a barrier), rank 0 writes the index, renames
+// the folder into place and moves `latest`, so a checkpoint is whole on
+// every rank or not there at all. DIR must be one folder every rank sees.
 //
 //===----------------------------------------------------------------------===//
 
 #include "strata/Runtime/Training.h"
+
+#include "strata/Runtime/Communicator.h"
 
 #include "plan.pb.h"
 
@@ -26,6 +35,7 @@
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <sys/mman.h>
 
 namespace strata::runtime {
 namespace {
@@ -137,29 +147,25 @@ std::string field(const std::string &line, const std::string &key) {
   return line.substr(at, end - at);
 }
 
-} // namespace
 
-Status saveCheckpoint(const std::string &dir, const std::string &fingerprint,
-                      uint64_t step, uint64_t seed, Executor &executor) {
-  char name[32];
-  std::snprintf(name, sizeof(name), "step-%08llu",
-                static_cast<unsigned long long>(step));
+/// Writes state.bin and index.json of `executor`'s persistent tensors into
+/// the new folder `folder`. `killKey` names the save for
+/// STRATA_TEST_KILL_DURING_SAVE.
+Status writeStateFolder(const std::string &folder, const std::string &killKey,
+                        const std::string &fingerprint, uint64_t step,
+                        uint64_t seed, Executor &executor) {
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  std::string final = dir + "/" + name, staging = final + ".tmp";
-  fs::remove_all(staging, ec);
-  if (!fs::create_directory(staging, ec))
-    return Status::error("cannot create '" + staging + "'");
-
+  if (!fs::create_directory(folder, ec))
+    return Status::error("cannot create '" + folder + "'");
   std::ostringstream index;
   index << "{\n  \"format\": 1,\n  \"fingerprint\": " << quoted(fingerprint)
         << ",\n  \"step\": " << step << ",\n  \"seed\": " << seed
         << ",\n  \"tensors\": [\n";
-  std::string statePath = staging + "/state.bin";
+  std::string statePath = folder + "/state.bin";
   int fd = ::open(statePath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0)
     return Status::error("cannot create '" + statePath + "'");
-  bool kill = killThisSave(dir);
+  bool kill = killThisSave(killKey);
   uint64_t offset = 0;
   bool first = true;
   std::vector<Executor::StateTensor> states = executor.getStates();
@@ -194,8 +200,15 @@ Status saveCheckpoint(const std::string &dir, const std::string &fingerprint,
   index << "\n  ]\n}\n";
   ::fsync(fd);
   ::close(fd);
-  if (Status s = writeFileSynced(staging + "/index.json", index.str()); !s)
-    return s;
+  return writeFileSynced(folder + "/index.json", index.str());
+}
+
+/// Renames `staging` to DIR/`name`, points DIR/latest at it, and removes
+/// every other step folder but the one `latest` named before.
+Status commitCheckpoint(const std::string &dir, const std::string &name,
+                        const std::string &staging) {
+  std::error_code ec;
+  std::string final = dir + "/" + name;
   fs::remove_all(final, ec);
   fs::rename(staging, final, ec);
   if (ec)
@@ -207,7 +220,7 @@ Status saveCheckpoint(const std::string &dir, const std::string &fingerprint,
     std::getline(latest, previous);
   }
   std::string latestTmp = dir + "/latest.tmp";
-  if (Status s = writeFileSynced(latestTmp, std::string(name) + "\n"); !s)
+  if (Status s = writeFileSynced(latestTmp, name + "\n"); !s)
     return s;
   fs::rename(latestTmp, dir + "/latest", ec);
   if (ec)
@@ -226,66 +239,114 @@ Status saveCheckpoint(const std::string &dir, const std::string &fingerprint,
   return Status::ok();
 }
 
-Status loadCheckpoint(const std::string &dir, const std::string &fingerprint,
-                      Executor &executor, uint64_t &step) {
-  step = 0;
-  std::ifstream latest(dir + "/latest");
-  std::string name;
-  if (!latest || !std::getline(latest, name) || name.empty()) {
-    std::cerr << "strata-run: note: no checkpoint in '" << dir
-              << "' yet; starting from step 1\n";
-    return Status::ok();
-  }
-  std::string folder = dir + "/" + name;
+std::string stepName(uint64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "step-%08llu",
+                static_cast<unsigned long long>(step));
+  return name;
+}
+
+std::string rankName(int rank) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "rank-%05d", rank);
+  return name;
+}
+
+/// Every rank learns whether all succeeded; a failing rank's own message
+/// wins over the note about another rank.
+Status agree(Communicator &comm, Status mine, const std::string &what) {
+  double failed = mine ? 0.0 : 1.0;
+  if (Status s = comm.sumOverWorld(&failed, 1, what); !s)
+    return s;
+  if (!mine)
+    return mine;
+  if (failed > 0)
+    return Status::error(what + " failed on another rank (see its message)");
+  return Status::ok();
+}
+
+/// One tensor's entry in a state folder's index.json.
+struct Entry {
+  std::string dtype, shape, checksum;
+  uint64_t offset = 0, bytes = 0;
+  int kind = 0;
+};
+
+/// The header and entries of an index.json.
+struct Index {
+  std::string fingerprint;
+  uint64_t step = 0;
+  uint64_t seed = 0;
+  bool haveStep = false;
+  /// A distributed checkpoint's top-level index: its topology.
+  int ranks = 0, ranksPerNode = 0, partition = 0;
+  std::map<std::string, Entry> entries;
+};
+
+Status readIndex(const std::string &folder, Index &out) {
   std::ifstream index(folder + "/index.json");
   if (!index)
     return Status::error("checkpoint '" + folder + "' has no index.json");
-  struct Entry {
-    std::string dtype, shape, checksum;
-    uint64_t offset = 0, bytes = 0;
-  };
-  std::map<std::string, Entry> entries;
-  std::string line, savedFingerprint;
-  bool haveStep = false;
+  std::string line;
   try {
     while (std::getline(index, line)) {
       if (line.find("\"name\"") != std::string::npos) {
-        Entry &e = entries[field(line, "name")];
+        Entry &e = out.entries[field(line, "name")];
         e.dtype = field(line, "dtype");
         e.shape = field(line, "shape");
         e.checksum = field(line, "checksum");
         e.offset = std::stoull(field(line, "offset"));
         e.bytes = std::stoull(field(line, "bytes"));
+        e.kind = std::stoi(field(line, "kind"));
       } else if (line.find("\"fingerprint\"") != std::string::npos) {
-        savedFingerprint = field(line, "fingerprint");
+        out.fingerprint = field(line, "fingerprint");
       } else if (line.find("\"step\"") != std::string::npos) {
-        step = std::stoull(field(line, "step"));
-        haveStep = true;
+        out.step = std::stoull(field(line, "step"));
+        out.haveStep = true;
+      } else if (line.find("\"seed\"") != std::string::npos) {
+        out.seed = std::stoull(field(line, "seed"));
+      } else if (line.find("\"ranks\"") != std::string::npos) {
+        out.ranks = std::stoi(field(line, "ranks"));
+        out.ranksPerNode = std::stoi(field(line, "ranks_per_node"));
+        out.partition = std::stoi(field(line, "partition"));
       }
     }
   } catch (const std::exception &) {
-    haveStep = false;
+    out.haveStep = false;
   }
-  if (!haveStep) {
-    step = 0;
-    return Status::error("checkpoint '" + folder + "' has a damaged index.json");
-  }
-  if (savedFingerprint != fingerprint)
+  if (!out.haveStep)
     return Status::error("checkpoint '" + folder +
-                         "' was written by a different artifact (fingerprint " +
-                         savedFingerprint + ", this artifact " + fingerprint +
-                         "); resume with the artifact that wrote it");
+                         "' has a damaged index.json");
+  return Status::ok();
+}
+
+/// The folder DIR/latest names ("" and a note when there is none).
+std::string latestFolder(const std::string &dir, bool note) {
+  std::ifstream latest(dir + "/latest");
+  std::string name;
+  if (!latest || !std::getline(latest, name) || name.empty()) {
+    if (note)
+      std::cerr << "strata-run: note: no checkpoint in '" << dir
+                << "' yet; starting from step 1\n";
+    return "";
+  }
+  return dir + "/" + name;
+}
+
+/// Loads a state folder into the executor; everything is read and checked
+/// before the executor's state changes.
+Status loadStateFolder(const std::string &folder, const Index &index,
+                       Executor &executor) {
   std::ifstream state(folder + "/state.bin", std::ios::binary);
   if (!state)
     return Status::error("checkpoint '" + folder + "' has no state.bin");
-  // Everything is read and checked before the executor's state changes.
   std::vector<std::pair<TensorView *, std::string>> loaded;
   for (const auto &s : executor.getStates()) {
     if (!isCheckpointed(s.kind))
       continue;
     const TensorView &t = *s.view;
-    auto it = entries.find(s.name);
-    if (it == entries.end())
+    auto it = index.entries.find(s.name);
+    if (it == index.entries.end())
       return Status::error("checkpoint '" + folder + "' lacks '" + s.name + "'");
     const Entry &e = it->second;
     if (e.dtype != runtime::name(t.dtype) || e.shape != jsonShape(t.shape) ||
@@ -305,6 +366,252 @@ Status loadCheckpoint(const std::string &dir, const std::string &fingerprint,
   for (auto &[view, bytes] : loaded)
     std::memcpy(view->data, bytes.data(), bytes.size());
   return Status::ok();
+}
+
+} // namespace
+
+Status saveCheckpoint(const std::string &dir, const std::string &fingerprint,
+                      uint64_t step, uint64_t seed, Executor &executor,
+                      Communicator *comm) {
+  std::string name = stepName(step);
+  std::string staging = dir + "/" + name + ".tmp";
+  std::error_code ec;
+  if (!comm) {
+    fs::create_directories(dir, ec);
+    fs::remove_all(staging, ec);
+    if (Status s = writeStateFolder(staging, dir, fingerprint, step, seed,
+                                    executor);
+        !s)
+      return s;
+    return commitCheckpoint(dir, name, staging);
+  }
+  // Rank 0 prepares the shared folder, every rank writes its own, rank 0
+  // commits once all have.
+  const TopologyInfo &t = comm->topology();
+  bool leader = comm->rank() == 0;
+  Status prepared = Status::ok();
+  if (leader) {
+    fs::create_directories(dir, ec);
+    fs::remove_all(staging, ec);
+    if (!fs::create_directory(staging, ec))
+      prepared = Status::error("cannot create '" + staging + "'");
+  }
+  if (Status s = agree(*comm, prepared, "checkpoint " + name); !s)
+    return s;
+  Status written = writeStateFolder(staging + "/" + rankName(comm->rank()),
+                                    dir, fingerprint, step, seed, executor);
+  if (Status s = agree(*comm, written, "checkpoint " + name); !s)
+    return s;
+  Status committed = Status::ok();
+  if (leader) {
+    std::ostringstream index;
+    index << "{\n  \"format\": 2,\n  \"fingerprint\": " << quoted(fingerprint)
+          << ",\n  \"step\": " << step << ",\n  \"seed\": " << seed
+          << ",\n  \"topology\": {\"ranks\": " << t.world
+          << ", \"ranks_per_node\": " << t.ranksPerNode
+          << ", \"partition\": " << t.partition << "},\n  \"shards\": [";
+    for (int r = 0; r < t.world; ++r)
+      index << (r ? ", " : "") << quoted(rankName(r));
+    index << "]\n}\n";
+    committed = writeFileSynced(staging + "/index.json", index.str());
+    if (committed)
+      committed = commitCheckpoint(dir, name, staging);
+  }
+  return agree(*comm, committed, "checkpoint " + name);
+}
+
+Status loadCheckpoint(const std::string &dir, const std::string &fingerprint,
+                      Executor &executor, uint64_t &step,
+                      Communicator *comm) {
+  step = 0;
+  std::string folder = latestFolder(dir, !comm || comm->rank() == 0);
+  if (folder.empty())
+    return Status::ok();
+  Index index;
+  if (Status s = readIndex(folder, index); !s)
+    return s;
+  if (index.fingerprint != fingerprint)
+    return Status::error("checkpoint '" + folder +
+                         "' was written by a different artifact (fingerprint " +
+                         index.fingerprint + ", this artifact " + fingerprint +
+                         "); resume with the artifact that wrote it");
+  bool distributed = index.ranks > 0;
+  if (distributed != (comm != nullptr))
+    return Status::error(
+        "checkpoint '" + folder + "' was written by " +
+        (distributed ? std::to_string(index.ranks) + " ranks" : "one rank") +
+        ", this run has " +
+        (comm ? std::to_string(comm->world()) + " ranks" : "one"));
+  if (comm) {
+    const TopologyInfo &t = comm->topology();
+    if (index.ranks != t.world || index.ranksPerNode != t.ranksPerNode ||
+        index.partition != t.partition)
+      return Status::error("checkpoint '" + folder + "' was written by " +
+                           std::to_string(index.ranks) + " ranks, K = " +
+                           std::to_string(index.ranksPerNode) + ", P = " +
+                           std::to_string(index.partition) +
+                           "; resume with the same topology");
+    folder += "/" + rankName(comm->rank());
+    Index shard;
+    if (Status s = readIndex(folder, shard); !s)
+      return s;
+    if (shard.fingerprint != fingerprint || shard.step != index.step)
+      return Status::error("checkpoint '" + folder +
+                           "' does not belong to its step folder");
+    index.entries = std::move(shard.entries);
+  }
+  if (Status s = loadStateFolder(folder, index, executor); !s)
+    return s;
+  step = index.step;
+  return Status::ok();
+}
+
+Status consolidateCheckpoint(const Artifact &artifact, const std::string &dir,
+                             const std::string &outDir, uint64_t &step) {
+  const plan::Plan &plan = artifact.getPlan();
+  std::string folder = latestFolder(dir, false);
+  if (folder.empty())
+    return Status::error("no checkpoint in '" + dir + "' to consolidate");
+  Index top;
+  if (Status s = readIndex(folder, top); !s)
+    return s;
+  if (top.fingerprint != plan.fingerprint())
+    return Status::error("checkpoint '" + folder +
+                         "' was written by a different artifact (fingerprint " +
+                         top.fingerprint + ", this artifact " +
+                         plan.fingerprint() + ")");
+  if (top.ranks == 0)
+    return Status::error("checkpoint '" + folder +
+                         "' is a one-rank checkpoint: its weights are whole "
+                         "already");
+  step = top.step;
+  // Replica 0 (ranks 0 .. P-1) holds every shard.
+  int p = std::max(top.partition, 1);
+  std::vector<Index> shards(p);
+  std::vector<std::ifstream> states(p);
+  for (int r = 0; r < p; ++r) {
+    std::string rankFolder = folder + "/" + rankName(r);
+    if (Status s = readIndex(rankFolder, shards[r]); !s)
+      return s;
+    states[r].open(rankFolder + "/state.bin", std::ios::binary);
+    if (!states[r])
+      return Status::error("checkpoint '" + rankFolder + "' has no state.bin");
+  }
+  std::error_code ec;
+  std::string staging = outDir + ".tmp";
+  fs::remove_all(staging, ec);
+  if (!fs::create_directories(staging, ec))
+    return Status::error("cannot create '" + staging + "'");
+  std::string statePath = staging + "/state.bin";
+  int fd = ::open(statePath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0)
+    return Status::error("cannot create '" + statePath + "'");
+  std::ostringstream index;
+  index << "{\n  \"format\": 1,\n  \"fingerprint\": "
+        << quoted("consolidated:" + plan.fingerprint()) << ",\n  \"step\": "
+        << top.step << ",\n  \"seed\": " << top.seed
+        << ",\n  \"tensors\": [\n";
+  uint64_t offset = 0;
+  bool first = true;
+  // One value at a time: its P slices read, padding dropped, written.
+  for (const plan::Parameter &param : plan.parameters()) {
+    const plan::Tensor &tensor = plan.tensors(param.tensor());
+    int parts = std::max<int>(int(param.shards()), 1);
+    std::vector<int64_t> shape(param.full_shape().begin(),
+                               param.full_shape().end());
+    if (shape.empty() && parts == 1)
+      shape.assign(tensor.shape().begin(), tensor.shape().end());
+    DType dtype = fromPlanDType(tensor.dtype());
+    int64_t numel = 1;
+    for (int64_t d : shape)
+      numel *= d;
+    std::string value;
+    for (int r = 0; r < parts; ++r) {
+      auto it = shards[r].entries.find(param.name());
+      if (it == shards[r].entries.end())
+        return Status::error("checkpoint '" + folder + "/" + rankName(r) +
+                             "' lacks '" + param.name() + "'");
+      const Entry &e = it->second;
+      std::string bytes(e.bytes, '\0');
+      states[r].seekg(static_cast<std::streamoff>(e.offset));
+      states[r].read(bytes.data(), static_cast<std::streamsize>(e.bytes));
+      if (!states[r] || hex(fnv1a64(bytes.data(), bytes.size())) != e.checksum)
+        return Status::error("checkpoint '" + folder + "/" + rankName(r) +
+                             "': '" + param.name() +
+                             "' is truncated or corrupt");
+      value += bytes;
+    }
+    size_t bytes = size_t(numel) * byteWidth(dtype);
+    if (value.size() < bytes)
+      return Status::error("checkpoint '" + folder + "': the shards of '" +
+                           param.name() + "' hold " +
+                           std::to_string(value.size()) + " bytes, the value " +
+                           std::to_string(bytes));
+    value.resize(bytes);
+    if (Status s = writeAll(fd, value.data(), value.size(), statePath); !s) {
+      ::close(fd);
+      return s;
+    }
+    index << (first ? "" : ",\n") << "    {\"name\": " << quoted(param.name())
+          << ", \"kind\": " << tensor.kind() << ", \"dtype\": \""
+          << runtime::name(dtype) << "\", \"shape\": " << jsonShape(shape)
+          << ", \"offset\": " << offset << ", \"bytes\": " << value.size()
+          << ", \"checksum\": \"" << hex(fnv1a64(value.data(), value.size()))
+          << "\"}";
+    first = false;
+    offset += value.size();
+  }
+  index << "\n  ]\n}\n";
+  ::fsync(fd);
+  ::close(fd);
+  if (Status s = writeFileSynced(staging + "/index.json", index.str()); !s)
+    return s;
+  fs::remove_all(outDir, ec);
+  fs::rename(staging, outDir, ec);
+  if (ec)
+    return Status::error("cannot rename '" + staging + "': " + ec.message());
+  return Status::ok();
+}
+
+Status MappedWeights::open(const std::string &folder,
+                           std::unique_ptr<MappedWeights> &out) {
+  Index index;
+  if (Status s = readIndex(folder, index); !s)
+    return s;
+  std::string path = folder + "/state.bin";
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    return Status::error("cannot open '" + path + "'");
+  struct stat st;
+  ::fstat(fd, &st);
+  std::unique_ptr<MappedWeights> w(new MappedWeights());
+  w->size_ = size_t(st.st_size);
+  if (w->size_) {
+    void *m = ::mmap(nullptr, w->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m == MAP_FAILED) {
+      ::close(fd);
+      return Status::error("cannot map '" + path + "'");
+    }
+    w->data_ = static_cast<const char *>(m);
+  }
+  ::close(fd);
+  for (const auto &[name, e] : index.entries) {
+    if (e.offset + e.bytes > w->size_)
+      return Status::error("'" + path + "' is shorter than its index.json");
+    w->values_[name] = std::string_view(w->data_ + e.offset, e.bytes);
+  }
+  out = std::move(w);
+  return Status::ok();
+}
+
+MappedWeights::~MappedWeights() {
+  if (data_)
+    ::munmap(const_cast<char *>(data_), size_);
+}
+
+std::string_view MappedWeights::get(const std::string &name) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? std::string_view() : it->second;
 }
 
 } // namespace strata::runtime

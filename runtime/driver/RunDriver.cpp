@@ -49,6 +49,12 @@ const char *kUsage =
     "  --quiet                 no progress lines\n"
     "  --timeout S             abort every rank when a collective has not\n"
     "                          completed after S seconds (60)\n"
+    "  --check-replicas        distributed: after every step, check that\n"
+    "                          replicas hold bit-identical state (hashes)\n"
+    "  --consolidate OUT       instead of training: write the whole weights\n"
+    "                          of the distributed checkpoint in\n"
+    "                          --checkpoint-dir to the folder OUT (one\n"
+    "                          process; with --export-onnx, the model too)\n"
     "  --export-onnx OUT.onnx  then write the model with the trained weights\n"
     "  --sample N              then continue --prompt by N tokens (byte-level\n"
     "                          next-token models), printing the text\n"
@@ -185,13 +191,15 @@ int runMain(int argc, char **argv) {
         return error(arg + " expects a positive number, got '" + value + "'");
       }
     } else if (arg == "--data" || arg == "--data-dtype" || arg == "--log" ||
-               arg == "--checkpoint-dir" || arg == "--export-onnx") {
+               arg == "--checkpoint-dir" || arg == "--export-onnx" ||
+               arg == "--consolidate") {
       if (!next(value))
         return error(arg + " expects a value");
       (arg == "--data"           ? train.data
        : arg == "--data-dtype"   ? train.dataDtype
        : arg == "--log"          ? train.logPath
        : arg == "--export-onnx"  ? train.exportOnnx
+       : arg == "--consolidate"  ? train.consolidateTo
                                  : train.checkpointDir) = value;
     } else if (arg == "--steps" || arg == "--seed" || arg == "--print-every" ||
                arg == "--save-every" || arg == "--lr") {
@@ -231,6 +239,8 @@ int runMain(int argc, char **argv) {
       train.resume = true;
     } else if (arg == "--quiet") {
       train.quiet = true;
+    } else if (arg == "--check-replicas") {
+      train.checkReplicas = true;
     } else if (arg == "--backend") {
       if (!next(backend))
         return error("--backend expects cpu, cuda or auto");
@@ -259,6 +269,12 @@ int runMain(int argc, char **argv) {
   std::unique_ptr<Artifact> artifact;
   if (Status s = Artifact::load(artifactDir, artifact); !s)
     return error(s.message());
+  if (artifact->getPlan().has_topology() &&
+      artifact->getPlan().topology().world() > 1)
+    return error("--forward evaluates a one-rank artifact; '" + artifactDir +
+                 "' is sharded over " +
+                 std::to_string(artifact->getPlan().topology().world()) +
+                 " ranks (compile without --world to evaluate)");
   std::unique_ptr<Executor> executor;
   if (Status s = Executor::create(*artifact, getCpuKernels(), executor); !s)
     return error(s.message());

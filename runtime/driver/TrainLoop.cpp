@@ -24,6 +24,8 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <iterator>
+#include <map>
 
 namespace strata::runtime {
 namespace {
@@ -132,6 +134,46 @@ Status generateText(Executor &executor, const std::string &prompt,
   return Status::ok();
 }
 
+namespace {
+
+/// strata-run ARTIFACT --checkpoint-dir DIR --consolidate OUT
+/// [--export-onnx OUT.onnx]: one process, no MPI.
+int consolidate(const Artifact &artifact, const TrainOptions &options) {
+  const plan::Plan &plan = artifact.getPlan();
+  if (!plan.has_topology() || plan.topology().world() <= 1)
+    return error("--consolidate needs a distributed artifact; a one-rank "
+                 "checkpoint holds whole weights already");
+  if (options.checkpointDir.empty())
+    return error("--consolidate needs --checkpoint-dir DIR");
+  uint64_t step = 0;
+  if (Status s = consolidateCheckpoint(artifact, options.checkpointDir,
+                                       options.consolidateTo, step);
+      !s)
+    return error(s.message());
+  if (!options.quiet)
+    std::cout << "consolidated step " << step << " of "
+              << options.checkpointDir << " into " << options.consolidateTo
+              << "\n";
+  if (options.exportOnnx.empty())
+    return 0;
+  if (!onnxExporter())
+    return error("--export-onnx is not available in this build");
+  std::unique_ptr<MappedWeights> weights;
+  if (Status s = MappedWeights::open(options.consolidateTo, weights); !s)
+    return error(s.message());
+  if (Status s = onnxExporter()(
+          options.artifactDir,
+          [&](const std::string &name) { return weights->get(name); },
+          options.exportOnnx);
+      !s)
+    return error(s.message());
+  if (!options.quiet)
+    std::cout << "wrote " << options.exportOnnx << "\n";
+  return 0;
+}
+
+} // namespace
+
 int train(const TrainOptions &options) {
   std::unique_ptr<Artifact> artifact;
   if (Status s = Artifact::load(options.artifactDir, artifact); !s)
@@ -142,12 +184,15 @@ int train(const TrainOptions &options) {
                  "' was compiled with --forward-only; recompile without it to "
                  "train, or pass --forward to evaluate it");
   const plan::Training &training = plan.training();
+  bool distributed = plan.has_topology() && plan.topology().world() > 1;
+  if (!options.consolidateTo.empty())
+    return consolidate(*artifact, options);
   std::unique_ptr<Executor> executor;
   // A distributed artifact: one communicator per group kind, this rank's
-  // parameter shards, its own micro-batches.
+  // section of params.bin, its own micro-batches.
   std::unique_ptr<Communicator> comm;
   int rank = 0, world = 1;
-  if (plan.has_topology() && plan.topology().world() > 1) {
+  if (distributed) {
     TopologyInfo topology{int(plan.topology().world()),
                           int(plan.topology().ranks_per_node()),
                           int(plan.topology().partition())};
@@ -157,20 +202,21 @@ int train(const TrainOptions &options) {
     rank = comm->rank();
     world = comm->world();
     if (!options.exportOnnx.empty() || options.sampleTokens > 0)
-      return error("--export-onnx and --sample need a one-rank artifact "
-                   "(consolidating shards is not built yet)");
+      return error("--export-onnx and --sample need whole weights: save a "
+                   "checkpoint (--save-every), then run strata-run " +
+                   options.artifactDir +
+                   " --checkpoint-dir DIR --consolidate OUT "
+                   "[--export-onnx OUT.onnx]");
+    if (Status s = artifact->mapShard(uint32_t(rank % topology.partition));
+        !s)
+      return error(s.message());
   }
   if (Status s = Executor::create(*artifact, getCpuKernels(), executor, rank);
       !s)
     return error(s.message());
   executor->setCommunicator(comm.get());
   bool leader = rank == 0;
-  std::string checkpointDir = options.checkpointDir;
-  if (world > 1 && !checkpointDir.empty()) {
-    char suffix[32];
-    std::snprintf(suffix, sizeof(suffix), "/rank-%05d", rank);
-    checkpointDir += suffix;
-  }
+  const std::string &checkpointDir = options.checkpointDir;
 
   // The loader fills every micro_step input but the optimizer's scalars.
   std::vector<LoaderInput> inputs;
@@ -218,7 +264,7 @@ int train(const TrainOptions &options) {
     if (options.checkpointDir.empty())
       return error("--resume needs --checkpoint-dir DIR");
     if (Status s = loadCheckpoint(checkpointDir, plan.fingerprint(),
-                                  *executor, start);
+                                  *executor, start, comm.get());
         !s)
       return error(s.message());
     if (start && !options.quiet && leader)
@@ -259,8 +305,8 @@ int train(const TrainOptions &options) {
   uint64_t tailCount = 0;
   for (uint64_t s = start; s < steps; ++s) {
     auto t0 = std::chrono::steady_clock::now();
-    uint64_t intraBefore = comm ? comm->intraNodeBytes() : 0;
-    uint64_t interBefore = comm ? comm->interNodeBytes() : 0;
+    Communicator::Traffic before = comm ? comm->traffic()
+                                        : Communicator::Traffic{};
     if (accum > 1)
       executor->zeroGradients();
     double loss = 0;
@@ -279,9 +325,6 @@ int train(const TrainOptions &options) {
       loss += scalar(*lossOutput);
     }
     loss /= accum;
-    // Bytes this rank received this step, by link class (logged below).
-    uint64_t intra = comm ? comm->intraNodeBytes() - intraBefore : 0;
-    uint64_t inter = comm ? comm->interNodeBytes() - interBefore : 0;
     double lr = scheduledLearningRate(training, baseLr, s + 1);
     lrInput->as<double>()[0] = lr;
     stepInput->as<int64_t>()[0] =
@@ -290,18 +333,50 @@ int train(const TrainOptions &options) {
     if (Status st = executor->run("optimizer_step"); !st)
       return error("step " + std::to_string(s + 1) + ": " + st.message());
     double norm = scalar(*normOutput);
-    intra = comm ? comm->intraNodeBytes() - intraBefore : 0;
-    inter = comm ? comm->interNodeBytes() - interBefore : 0;
+    // The step's bytes by collective and link class, summed over the ranks,
+    // and its loss, the mean over the ranks (bookkeeping outside the
+    // counters).
+    double sums[1 + 2 * Communicator::kKinds] = {loss};
     if (comm) {
-      // The step's loss is the mean over the ranks (not counted as
-      // training traffic: the counters were read above).
-      double sum = 0;
-      if (Status st = comm->allReduceSum(Communicator::Group::World,
-                                         DType::F64, &loss, &sum, 1,
-                                         "loss all_reduce");
+      const Communicator::Traffic &after = comm->traffic();
+      for (int k = 0; k < Communicator::kKinds; ++k)
+        for (int l = 0; l < 2; ++l)
+          sums[1 + 2 * k + l] = after[k][l] - before[k][l];
+      if (Status st = comm->sumOverWorld(sums, std::size(sums), "step log");
           !st)
         return error(st.message());
-      loss = sum / world;
+      loss = sums[0] / world;
+    }
+    // Tests of the replica check: this rank's first state changes in its
+    // last bit at step 2.
+    if (comm && s == 1)
+      if (const char *perturb = std::getenv("STRATA_TEST_PERTURB_RANK");
+          perturb && std::atoi(perturb) == rank)
+        for (const auto &state : executor->getStates())
+          if (state.kind == plan::PARAMETER && state.view->bytes()) {
+            static_cast<unsigned char *>(state.view->data)[0] ^= 1;
+            break;
+          }
+    // Replicas (ranks r and r % P) must hold the same bits after the update.
+    bool replicasChecked = false;
+    if (comm && options.checkReplicas) {
+      uint64_t hash = 0xcbf29ce484222325ull;
+      for (const auto &state : executor->getStates())
+        if (state.kind == plan::PARAMETER || state.kind == plan::BUFFER ||
+            state.kind == plan::OPTIMIZER_STATE)
+          hash = fnv1a64(state.view->data, state.view->bytes(), hash);
+      std::vector<uint64_t> hashes;
+      if (Status st = comm->gatherOverWorld(hash, hashes, "replica check");
+          !st)
+        return error(st.message());
+      int p = int(plan.topology().partition());
+      for (int r = p; r < world; ++r)
+        if (hashes[r] != hashes[r % p]) // every rank sees it; one says it
+          return leader ? error("step " + std::to_string(s + 1) + ": rank " +
+                                std::to_string(r) + "'s state differs from "
+                                "its replica rank " + std::to_string(r % p))
+                        : 1;
+      replicasChecked = true;
     }
     bool skipped = false;
     if (scaling) {
@@ -351,11 +426,26 @@ int train(const TrainOptions &options) {
         log << line;
       }
       if (comm) {
+        double intra = 0, inter = 0;
+        for (int k = 0; k < Communicator::kKinds; ++k) {
+          intra += sums[1 + 2 * k];
+          inter += sums[2 + 2 * k];
+        }
         std::snprintf(line, sizeof(line),
-                      ", \"intra_node_bytes\": %llu, \"inter_node_bytes\": %llu",
-                      static_cast<unsigned long long>(intra),
-                      static_cast<unsigned long long>(inter));
+                      ", \"intra_node_bytes\": %.0f, \"inter_node_bytes\": "
+                      "%.0f, \"bytes\": {",
+                      intra, inter);
         log << line;
+        for (int k = 0; k < Communicator::kKinds; ++k) {
+          std::snprintf(line, sizeof(line), "%s\"%s\": [%.0f, %.0f]",
+                        k ? ", " : "",
+                        Communicator::kindName(Communicator::Kind(k)),
+                        sums[1 + 2 * k], sums[2 + 2 * k]);
+          log << line;
+        }
+        log << "}";
+        if (replicasChecked)
+          log << ", \"replicas_identical\": true";
       }
       log << "}\n" << std::flush;
     }
@@ -376,7 +466,8 @@ int train(const TrainOptions &options) {
       if (options.checkpointDir.empty())
         return error("--save-every needs --checkpoint-dir DIR");
       if (Status st = saveCheckpoint(checkpointDir, plan.fingerprint(),
-                                     s + 1, options.seed, *executor);
+                                     s + 1, options.seed, *executor,
+                                     comm.get());
           !st)
         return error(st.message());
     }
@@ -395,7 +486,15 @@ int train(const TrainOptions &options) {
   if (!options.exportOnnx.empty()) {
     if (!onnxExporter())
       return error("--export-onnx is not available in this build");
-    if (Status s = onnxExporter()(options.artifactDir, *executor,
+    std::map<std::string, std::string_view> values;
+    for (const auto &state : executor->getStates())
+      values[state.name] = std::string_view(
+          static_cast<const char *>(state.view->data), state.view->bytes());
+    WeightLookup lookup = [&](const std::string &name) {
+      auto it = values.find(name);
+      return it == values.end() ? std::string_view() : it->second;
+    };
+    if (Status s = onnxExporter()(options.artifactDir, lookup,
                                   options.exportOnnx);
         !s)
       return error(s.message());

@@ -41,8 +41,9 @@ DType fromPlanDType(int dtype) {
 Artifact::Artifact() : plan_(std::make_unique<plan::Plan>()) {}
 
 Artifact::~Artifact() {
-  if (params_ && paramsSize_)
-    munmap(const_cast<unsigned char *>(params_), paramsSize_);
+  for (Section &s : sections_)
+    if (s.size)
+      munmap(const_cast<unsigned char *>(s.data), s.size);
 }
 
 Status Artifact::load(const std::string &dir, std::unique_ptr<Artifact> &out) {
@@ -97,38 +98,82 @@ Status Artifact::load(const std::string &dir, std::unique_ptr<Artifact> &out) {
   }
 
   std::string paramsPath = dir + "/params.bin";
-  int fd = open(paramsPath.c_str(), O_RDONLY);
-  if (fd < 0)
-    return Status::error("cannot open '" + paramsPath + "'");
   struct stat st;
-  fstat(fd, &st);
+  if (stat(paramsPath.c_str(), &st) != 0)
+    return Status::error("cannot open '" + paramsPath + "'");
   size_t size = static_cast<size_t>(st.st_size);
-  if (size != p.params_size_bytes()) {
-    close(fd);
+  if (size != p.params_size_bytes())
     return Status::error("'" + paramsPath + "' has " + std::to_string(size) +
                          " bytes, the plan expects " +
                          std::to_string(p.params_size_bytes()));
+  if (p.params_sections_size() == 0 && size != 0)
+    return Status::error("plan: params.bin has no sections");
+  for (int i = 0; i < p.params_sections_size(); ++i) {
+    const plan::ParamsSection &section = p.params_sections(i);
+    if (section.offset() % kParamsSectionAlign != 0 ||
+        section.offset() + section.size_bytes() > size)
+      return Status::error("plan: params.bin section " + std::to_string(i) +
+                           " is misaligned or lies outside the file");
   }
-  if (size) {
-    void *m = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m == MAP_FAILED) {
-      close(fd);
-      return Status::error("cannot map '" + paramsPath + "'");
-    }
-    a->params_ = static_cast<const unsigned char *>(m);
-    a->paramsSize_ = size;
-  }
-  close(fd);
-  if (fnv1a64(a->params_, a->paramsSize_) != p.params_checksum())
-    return Status::error("'" + paramsPath +
-                         "' does not match its checksum in plan.pb");
-  for (const auto &param : p.parameters())
+  for (const auto &param : p.parameters()) {
+    uint32_t section = param.shards() > 1 ? 1 : 0;
     if (param.tensor() >= count ||
-        param.offset() + param.size_bytes() > a->paramsSize_)
+        section >= uint32_t(p.params_sections_size()) ||
+        param.offset() + param.size_bytes() >
+            p.params_sections(section).size_bytes())
       return Status::error("plan: parameter '" + param.name() +
-                           "' lies outside params.bin");
+                           "' lies outside its params.bin section");
+  }
+  a->sections_.resize(p.params_sections_size());
+  if (p.params_sections_size())
+    if (Status s = a->mapSection(0); !s)
+      return s;
   out = std::move(a);
   return Status::ok();
+}
+
+Status Artifact::mapSection(uint32_t index) {
+  if (index >= sections_.size())
+    return Status::error("plan: params.bin has no section " +
+                         std::to_string(index));
+  Section &mapped = sections_[index];
+  if (mapped.data)
+    return Status::ok();
+  const plan::ParamsSection &section = plan_->params_sections(index);
+  std::string paramsPath = dir_ + "/params.bin";
+  if (section.size_bytes() == 0) {
+    static const unsigned char empty = 0;
+    mapped.data = &empty;
+    return Status::ok();
+  }
+  int fd = open(paramsPath.c_str(), O_RDONLY);
+  if (fd < 0)
+    return Status::error("cannot open '" + paramsPath + "'");
+  void *m = mmap(nullptr, section.size_bytes(), PROT_READ, MAP_PRIVATE, fd,
+                 static_cast<off_t>(section.offset()));
+  close(fd);
+  if (m == MAP_FAILED)
+    return Status::error("cannot map '" + paramsPath + "'");
+  mapped.data = static_cast<const unsigned char *>(m);
+  mapped.size = section.size_bytes();
+  if (fnv1a64(mapped.data, mapped.size) != section.checksum())
+    return Status::error("'" + paramsPath + "' section " +
+                         std::to_string(index) +
+                         " does not match its checksum in plan.pb");
+  return Status::ok();
+}
+
+Status Artifact::mapShard(uint32_t shardIndex) {
+  if (sections_.size() <= 1)
+    return Status::ok();
+  if (1 + shardIndex >= sections_.size())
+    return Status::error("plan: params.bin has no shard " +
+                         std::to_string(shardIndex));
+  return mapSection(1 + shardIndex);
+}
+
+const unsigned char *Artifact::getSection(uint32_t index) const {
+  return index < sections_.size() ? sections_[index].data : nullptr;
 }
 
 } // namespace strata::runtime

@@ -66,14 +66,18 @@ Status Executor::create(const Artifact &artifact, const KernelRegistry &kernels,
   }
   for (const auto &param : p.parameters()) {
     TensorView &v = e->tensors_[param.tensor()];
-    uint32_t shards = std::max<uint32_t>(param.shards(), 1);
-    if (param.size_bytes() != v.bytes() * shards)
+    if (param.size_bytes() != v.bytes())
       return Status::error("plan: parameter '" + param.name() +
                            "' size does not match its tensor");
-    // A sharded parameter: this rank's slice of the padded value.
-    size_t slice = static_cast<size_t>(rank) % shards * v.bytes();
-    std::memcpy(v.data, artifact.getParams() + param.offset() + slice,
-                v.bytes());
+    // A sharded parameter: this rank's slice, from its own section.
+    uint32_t shards = std::max<uint32_t>(param.shards(), 1);
+    uint32_t section = shards > 1 ? 1 + uint32_t(rank) % shards : 0;
+    const unsigned char *base = artifact.getSection(section);
+    if (!base)
+      return Status::error("plan: parameter '" + param.name() +
+                           "' is sharded but this rank's params.bin section "
+                           "is not mapped");
+    std::memcpy(v.data, base + param.offset(), v.bytes());
   }
   for (const auto &t : p.tensors()) {
     if (t.kind() == plan::PARAMETER || t.kind() == plan::BUFFER ||

@@ -339,7 +339,7 @@ TEST(ExecutorTest, RejectsOtherFormatVersions) {
   b.write(dir / "a.strata");
   EXPECT_EQ(loadError(dir / "a.strata"),
             "artifact format version 1 is not supported by this strata-run "
-            "(version 2); recompile the model with this Strata");
+            "(version 3); recompile the model with this Strata");
 }
 
 TEST(ExecutorTest, RejectsOutOfRangeTensorsInAnyProgram) {
@@ -382,7 +382,7 @@ TEST(ExecutorTest, RejectsParametersOutsideParamsBin) {
   b.plan().mutable_parameters(1)->set_offset(1000);
   b.write(dir / "a.strata");
   EXPECT_EQ(loadError(dir / "a.strata"),
-            "plan: parameter 'steps' lies outside params.bin");
+            "plan: parameter 'steps' lies outside its params.bin section");
 }
 
 TEST(ExecutorTest, RejectsDamagedParamsBin) {
@@ -395,8 +395,8 @@ TEST(ExecutorTest, RejectsDamagedParamsBin) {
     f.put('\x7f');
   }
   EXPECT_EQ(loadError(path), "'" + path +
-                                 "/params.bin' does not match its checksum in "
-                                 "plan.pb");
+                                 "/params.bin' section 0 does not match its "
+                                 "checksum in plan.pb");
 }
 
 TEST(ExecutorTest, RejectsATensorIdUsedTwice) {

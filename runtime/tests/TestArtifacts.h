@@ -173,8 +173,13 @@ public:
   /// Writes `dir`/plan.pb and `dir`/params.bin (size and checksum filled in).
   void write(const std::string &dir) {
     std::filesystem::create_directories(dir);
+    // One section: every value unsharded, offsets are file offsets.
     plan_.set_params_size_bytes(params_.size());
-    plan_.set_params_checksum(fnv1a64(params_.data(), params_.size()));
+    plan_.clear_params_sections();
+    plan::ParamsSection *section = plan_.add_params_sections();
+    section->set_offset(0);
+    section->set_size_bytes(params_.size());
+    section->set_checksum(fnv1a64(params_.data(), params_.size()));
     std::ofstream planFile(dir + "/plan.pb", std::ios::binary);
     plan_.SerializeToOstream(&planFile);
     std::ofstream paramsFile(dir + "/params.bin", std::ios::binary);

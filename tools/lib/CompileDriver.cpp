@@ -34,7 +34,7 @@ namespace cl = llvm::cl;
 
 namespace {
 
-enum class EmitStage { Onnx, Graph, Summary, Training };
+enum class EmitStage { Onnx, Graph, Summary, Training, Distributed };
 
 struct CompileOptions {
   cl::OptionCategory category{"strata-compile options"};
@@ -54,7 +54,11 @@ struct CompileOptions {
                      "a readable summary: inputs, parameters, op counts"),
           clEnumValN(EmitStage::Training, "training",
                      "the graph with @micro_step (loss, backward) and "
-                     "@optimizer_step")),
+                     "@optimizer_step"),
+          clEnumValN(EmitStage::Distributed, "distributed",
+                     "the training step sharded over the topology "
+                     "(strata-partition: all-gathers, reduce-scatters, "
+                     "all-reduces)")),
       cl::cat(category)};
   cl::list<std::string> inputShapes{
       "input-shape",
@@ -134,8 +138,17 @@ struct CompileOptions {
   cl::opt<std::string> hierarchical{
       "hierarchical", cl::desc("auto, on or off: hierarchical all-gather"),
       cl::init("auto"), cl::cat(category)};
-  cl::opt<std::string> gradSync{"grad-sync", cl::desc("2hop or global"),
-                                cl::init("2hop"), cl::cat(category)};
+  cl::opt<std::string> gradSync{
+      "grad-sync",
+      cl::desc("2hop (reduce-scatter each micro-step, replication all-reduce "
+               "each step) or global (all-reduce over every rank each "
+               "micro-step)"),
+      cl::init("2hop"), cl::cat(category)};
+  cl::opt<uint64_t> bucketBytes{
+      "bucket-bytes",
+      cl::desc("Coalesce a layer's collectives into buckets of at most this "
+               "many bytes (0: one parameter a collective)"),
+      cl::init(32ull << 20), cl::cat(category)};
   cl::list<std::string> freeze{
       "freeze", cl::desc("Keep parameters matching a glob fixed (repeatable)"),
       cl::value_desc("glob"), cl::cat(category)};
@@ -230,7 +243,8 @@ strata::importGraph(MLIRContext &context, llvm::StringRef path,
 llvm::Error strata::buildTrainingStep(MLIRContext &context, ModuleOp module,
                               const strata::codegen::TrainingOptions &t,
                               llvm::ArrayRef<std::string> freeze,
-                              const strata::codegen::TopologyOptions &topology) {
+                              const strata::codegen::TopologyOptions &topology,
+                              bool distribute) {
   std::string diagnostic;
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
     if (diagnostic.empty())
@@ -266,12 +280,14 @@ llvm::Error strata::buildTrainingStep(MLIRContext &context, ModuleOp module,
   optimizer.accum = t.accum;
   optimizer.lossScale = t.dtype == "fp16";
   pm.addPass(strata::createOptimizerPass(optimizer));
-  if (topology.world > 1) {
+  if (topology.world > 1 && distribute) {
     strata::PartitionPassOptions partition;
     partition.world = topology.world;
     partition.ranksPerNode = topology.ranksPerNode;
     partition.partition = topology.partition;
     partition.hierarchical = topology.hierarchical;
+    partition.gradSync = topology.gradSync;
+    partition.bucketBytes = topology.bucketBytes;
     pm.addPass(strata::createPartitionPass(partition));
   }
   pm.addPass(createCanonicalizerPass());
@@ -313,8 +329,9 @@ int strata::compileMain(int argc, char **argv) {
     importOptions.batch = options.batch;
   }
   bool writeArtifact = options.emit.getNumOccurrences() == 0;
-  bool training = !options.forwardOnly && (writeArtifact ||
-                                           options.emit == EmitStage::Training);
+  bool training = !options.forwardOnly &&
+                  (writeArtifact || options.emit == EmitStage::Training ||
+                   options.emit == EmitStage::Distributed);
   strata::codegen::TrainingOptions trainingOptions;
   if (training) {
     if (llvm::Error e = readTrainingOptions(options, trainingOptions))
@@ -343,8 +360,8 @@ int strata::compileMain(int argc, char **argv) {
         options.hierarchical != "off")
       return error("--hierarchical must be auto, on or off, not '" +
                    options.hierarchical + "'");
-    if (options.gradSync == "global")
-      return error("--grad-sync global is not implemented yet; use 2hop");
+    topology.gradSync = options.gradSync;
+    topology.bucketBytes = options.bucketBytes;
     bool possible = p > k && p % k == 0;
     if (options.hierarchical == "on" && !possible)
       return error("--hierarchical on needs --partition-group > "
@@ -362,8 +379,12 @@ int strata::compileMain(int argc, char **argv) {
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
 
+  // Without --emit, `emit` holds its first value (onnx): an artifact is
+  // compiled from the cleaned-up, raised graph like every later stage.
+  bool rawImport =
+      options.emit.getNumOccurrences() && options.emit == EmitStage::Onnx;
   auto module =
-      options.emit == EmitStage::Onnx
+      rawImport
           ? frontend::importOnnxFile(context, options.input, importOptions)
           : importGraph(context, options.input, importOptions,
                         !options.noFuseAttention);
@@ -371,7 +392,8 @@ int strata::compileMain(int argc, char **argv) {
     return error(llvm::toString(module.takeError()));
   if (training)
     if (llvm::Error e = buildTrainingStep(context, **module, trainingOptions,
-                                          options.freeze, topology))
+                                          options.freeze, topology,
+                                          options.emit != EmitStage::Training))
       return error(llvm::toString(std::move(e)));
 
   if (writeArtifact) {

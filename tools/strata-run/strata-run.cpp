@@ -9,25 +9,15 @@
 #include "strata/Runtime/RunDriver.h"
 #include "strata/Runtime/Training.h"
 
-#include <map>
-
 using namespace strata;
 
 int main(int argc, char **argv) {
   runtime::setOnnxExporter([](const std::string &artifactDir,
-                              runtime::Executor &executor,
+                              const runtime::WeightLookup &weights,
                               const std::string &outPath) {
-    std::map<std::string, std::string_view> values;
-    for (const auto &state : executor.getStates())
-      values[state.name] = std::string_view(
-          static_cast<const char *>(state.view->data), state.view->bytes());
     std::string error = frontend::exportTrainedModel(
         artifactDir + "/model.onnx",
-        [&](const std::string &name) {
-          auto it = values.find(name);
-          return it == values.end() ? std::string_view() : it->second;
-        },
-        outPath);
+        [&](const std::string &name) { return weights(name); }, outPath);
     return error.empty() ? runtime::Status::ok()
                          : runtime::Status::error("--export-onnx: " + error);
   });

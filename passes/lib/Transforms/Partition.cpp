@@ -1,9 +1,14 @@
 //===- Partition.cpp - ZeRO-3 / MiCS sharding of the training step --------===//
 //
 // strata-partition: parameters, gradients and optimizer states become flat
-// shards over the partition group; all-gathers before use (forward, and
-// again in backward), reduce-scatters of the gradients every micro-step, an
-// all-reduce over the replication group at the accumulation boundary.
+// shards over the partition group. Parameters are bucketed (per layer, up to
+// a size); each bucket is all-gathered by one coalesced collective before its
+// first use in forward and again before its first use in backward
+// (hierarchically when the group spans nodes), its gradients are
+// reduce-scattered by one collective as soon as the last of them is computed,
+// and at the accumulation boundary the gradient shards are all-reduced over
+// the replication group (2-hop). `grad-sync=global` instead all-reduces the
+// full gradients over every rank each micro-step and keeps the local shard.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +18,7 @@
 #include "strata/Dialect/Sched/IR/SchedOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringExtras.h"
 
 namespace strata {
 #define GEN_PASS_DEF_PARTITIONPASS
@@ -29,9 +35,19 @@ StringRef argRole(func::FuncOp func, unsigned i) {
   return role ? role.getValue() : StringRef();
 }
 
+StringRef argName(func::FuncOp func, unsigned i) {
+  auto name = func.getArgAttrOfType<StringAttr>(i, graph::kNameAttrName);
+  return name ? name.getValue() : StringRef();
+}
+
 StringRef resultRole(func::FuncOp func, unsigned i) {
   auto role = func.getResultAttrOfType<StringAttr>(i, graph::kRoleAttrName);
   return role ? role.getValue() : StringRef();
+}
+
+StringRef resultName(func::FuncOp func, unsigned i) {
+  auto name = func.getResultAttrOfType<StringAttr>(i, graph::kNameAttrName);
+  return name ? name.getValue() : StringRef();
 }
 
 /// The shard type of a parameter-shaped type over `parts` ranks.
@@ -41,24 +57,79 @@ RankedTensorType shardType(Type type, int64_t parts) {
   return RankedTensorType::get({(n + parts - 1) / parts}, t.getElementType());
 }
 
+int64_t byteWidth(Type element) {
+  return std::max<int64_t>(element.getIntOrFloatBitWidth() / 8, 1);
+}
+
+/// Gives argument `arg` its shard type over `parts` ranks, marked with
+/// `graph.shards` and the value's `graph.full_shape`.
+void shardArgument(func::FuncOp func, BlockArgument arg, int64_t parts) {
+  auto full = cast<RankedTensorType>(arg.getType());
+  Builder b(func.getContext());
+  arg.setType(shardType(full, parts));
+  func.setArgAttr(arg.getArgNumber(), "graph.shards",
+                  b.getI64IntegerAttr(parts));
+  func.setArgAttr(arg.getArgNumber(), "graph.full_shape",
+                  b.getDenseI64ArrayAttr(full.getShape()));
+}
+
+/// The layer a parameter belongs to, from the module path in its name: up
+/// to the first numeric component ("transformer.h.0.attn.c_attn.weight" ->
+/// "transformer.h.0"), else its module ("transformer.wte.weight" ->
+/// "transformer.wte"); a name without dots is its own layer.
+std::string layerOf(StringRef name) {
+  SmallVector<StringRef> parts;
+  name.split(parts, '.');
+  if (parts.size() == 1)
+    return name.str();
+  for (size_t i = 0; i < parts.size(); ++i)
+    if (!parts[i].empty() && llvm::all_of(parts[i], llvm::isDigit))
+      return llvm::join(ArrayRef(parts).take_front(i + 1), ".");
+  return llvm::join(ArrayRef(parts).drop_back(), ".");
+}
+
+/// The position of `op` in its block, for ordering uses.
+using Positions = DenseMap<Operation *, unsigned>;
+
+Positions numberOps(Block &block) {
+  Positions positions;
+  unsigned i = 0;
+  for (Operation &op : block)
+    positions[&op] = i++;
+  return positions;
+}
+
 struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
   using PartitionPassBase::PartitionPassBase;
+
+  /// Parameter names, bucket by bucket, in the order of first use in
+  /// @micro_step.
+  std::vector<SmallVector<std::string>> buckets;
+  bool global = false;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (world < 1 || partition < 1 || world % partition != 0 ||
         ranksPerNode < 1 || world % ranksPerNode != 0) {
       module.emitError("strata-partition: need P | N and K | N, got N = ")
-          << world << ", K = " << ranksPerNode << ", P = " << partition;
+          << unsigned(world) << ", K = " << unsigned(ranksPerNode)
+          << ", P = " << unsigned(partition);
       return signalPassFailure();
     }
     if (hierarchical &&
         (partition <= ranksPerNode || partition % ranksPerNode != 0)) {
       module.emitError("strata-partition: a hierarchical all-gather needs "
                        "P > K and K | P, got K = ")
-          << ranksPerNode << ", P = " << partition;
+          << unsigned(ranksPerNode) << ", P = " << unsigned(partition);
       return signalPassFailure();
     }
+    if (gradSync != "2hop" && gradSync != "global") {
+      module.emitError("strata-partition: grad-sync must be 2hop or global, "
+                       "got '")
+          << std::string(gradSync) << "'";
+      return signalPassFailure();
+    }
+    global = gradSync == "global";
     auto step = module.lookupSymbol<func::FuncOp>("micro_step");
     auto update = module.lookupSymbol<func::FuncOp>("optimizer_step");
     if (!step || !update) {
@@ -66,52 +137,126 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
                        "strata-optimizer first");
       return signalPassFailure();
     }
-    if (partition > 1) {
+    formBuckets(step);
+    if (partition > 1)
       // @main (the forward program) shares the parameter shards.
       if (auto main = module.lookupSymbol<func::FuncOp>("main"))
-        partitionMicroStep(main);
-      partitionMicroStep(step);
-    }
+        gatherParameters(main, /*lossOp=*/nullptr);
+    partitionMicroStep(step);
     partitionOptimizerStep(update);
   }
 
-  /// A gather of `shard` back to `type`, before `before`.
-  Value gather(OpBuilder &b, Location loc, Value shard, Type type) {
-    auto full = cast<RankedTensorType>(type);
-    auto shardT = cast<RankedTensorType>(shard.getType());
-    int64_t padded = shardT.getNumElements() * partition;
-    int64_t n = full.getNumElements();
-    Type element = full.getElementType();
-    Value v;
-    if (!hierarchical) {
-      v = b.create<sched::AllGatherOp>(
-          loc, RankedTensorType::get({padded}, element), shard,
-          b.getStringAttr("partition"));
-    } else {
-      // MiCS: (1) inter-node all-gather among the ranks with this local
-      // rank: shards of partition ranks l, l+K, ... (one per node); (2)
-      // rearranged into those P/K shards; (3) one intra-node all-gather per
-      // shard, giving [C(iK), ..., C(iK+K-1)] for node i: concatenated in
-      // order, [C0, ..., C(P-1)].
-      int64_t size = shardT.getNumElements();
-      int64_t nodes = partition / ranksPerNode;
-      Value inter = b.create<sched::AllGatherOp>(
-          loc, RankedTensorType::get({nodes * size}, element), shard,
-          b.getStringAttr("inter"));
-      SmallVector<Type> pieces(nodes, shardT);
-      auto split = b.create<graph::SplitOp>(loc, pieces, inter,
-                                            b.getI64IntegerAttr(0));
-      SmallVector<Value> gathered;
-      for (Value piece : split.getOutputs())
-        gathered.push_back(b.create<sched::AllGatherOp>(
-            loc, RankedTensorType::get({ranksPerNode * size}, element), piece,
-            b.getStringAttr("intra")));
-      v = nodes == 1 ? gathered.front()
-                     : b.create<graph::ConcatOp>(
-                           loc, RankedTensorType::get({padded}, element),
-                           gathered, b.getI64IntegerAttr(0));
+  //===--------------------------------------------------------------------===//
+  // Buckets
+  //===--------------------------------------------------------------------===//
+
+  /// Parameters in order of first use, cut into runs of one layer of at
+  /// most `bucketBytes` (padded, gathered size; 0: one parameter a bucket).
+  void formBuckets(func::FuncOp step) {
+    Block &body = step.getBody().front();
+    Positions positions = numberOps(body);
+    struct Entry {
+      unsigned first;
+      std::string name;
+      int64_t bytes;
+    };
+    std::vector<Entry> entries;
+    for (BlockArgument arg : step.getArguments()) {
+      if (argRole(step, arg.getArgNumber()) != "parameter")
+        continue;
+      unsigned first = ~0u;
+      for (Operation *user : arg.getUsers())
+        first = std::min(first, positions.lookup(user));
+      auto shard = shardType(arg.getType(), partition);
+      entries.push_back({first, argName(step, arg.getArgNumber()).str(),
+                         shard.getNumElements() * int64_t(partition) *
+                             byteWidth(shard.getElementType())});
     }
-    if (padded != n)
+    std::stable_sort(entries.begin(), entries.end(),
+                     [](const Entry &a, const Entry &b) {
+                       return a.first < b.first;
+                     });
+    buckets.clear();
+    std::string layer;
+    int64_t bytes = 0;
+    for (const Entry &e : entries) {
+      std::string l = layerOf(e.name);
+      if (buckets.empty() || bucketBytes == 0 || l != layer ||
+          bytes + e.bytes > int64_t(bucketBytes)) {
+        buckets.emplace_back();
+        bytes = 0;
+      }
+      buckets.back().push_back(e.name);
+      layer = l;
+      bytes += e.bytes;
+    }
+  }
+
+  //===--------------------------------------------------------------------===//
+  // All-gathers
+  //===--------------------------------------------------------------------===//
+
+  /// The full values of `shards` (one coalesced gather; with `hierarchical`
+  /// MiCS's three stages), flattened and padded: each P times its shard.
+  SmallVector<Value> gatherPadded(OpBuilder &b, Location loc,
+                                  ArrayRef<Value> shards) {
+    SmallVector<Type> padded;
+    for (Value s : shards) {
+      auto t = cast<RankedTensorType>(s.getType());
+      padded.push_back(RankedTensorType::get(
+          {t.getNumElements() * int64_t(partition)}, t.getElementType()));
+    }
+    if (!hierarchical)
+      return b.create<sched::AllGatherOp>(loc, padded, shards,
+                                          b.getStringAttr("partition"))
+          .getResults();
+    // (1) An inter-node all-gather among the ranks with this local rank
+    // (one per node): the shards of partition ranks l, l+K, ...;
+    // (2) rearranged: split into those P/K shards; (3) P/K batched
+    // intra-node all-gathers, the i-th giving [C(iK), ..., C(iK+K-1)] of
+    // every member; concatenated in order, [C0, ..., C(P-1)].
+    int64_t nodes = partition / ranksPerNode;
+    SmallVector<Type> interTypes;
+    for (Value s : shards) {
+      auto t = cast<RankedTensorType>(s.getType());
+      interTypes.push_back(RankedTensorType::get(
+          {t.getNumElements() * nodes}, t.getElementType()));
+    }
+    auto inter = b.create<sched::AllGatherOp>(loc, interTypes, shards,
+                                              b.getStringAttr("inter"));
+    SmallVector<Value> pieces;
+    SmallVector<Type> intraTypes;
+    for (auto [shard, gathered] : llvm::zip(shards, inter.getResults())) {
+      auto t = cast<RankedTensorType>(shard.getType());
+      SmallVector<Type> pieceTypes(nodes, t);
+      auto split = b.create<graph::SplitOp>(loc, pieceTypes, gathered,
+                                            b.getI64IntegerAttr(0));
+      for (Value piece : split.getOutputs()) {
+        pieces.push_back(piece);
+        intraTypes.push_back(RankedTensorType::get(
+            {t.getNumElements() * int64_t(ranksPerNode)}, t.getElementType()));
+      }
+    }
+    auto intra = b.create<sched::AllGatherOp>(loc, intraTypes, pieces,
+                                              b.getStringAttr("intra"));
+    SmallVector<Value> results;
+    for (unsigned i = 0; i < shards.size(); ++i) {
+      auto blocks = intra.getResults().slice(i * nodes, nodes);
+      results.push_back(nodes == 1 ? Value(blocks.front())
+                                   : b.create<graph::ConcatOp>(
+                                         loc, padded[i], blocks,
+                                         b.getI64IntegerAttr(0))
+                                         .getResult());
+    }
+    return results;
+  }
+
+  /// Drops the padding and restores the shape.
+  Value unflatten(OpBuilder &b, Location loc, Value padded, Type type) {
+    auto full = cast<RankedTensorType>(type);
+    int64_t n = full.getNumElements();
+    Value v = padded;
+    if (cast<RankedTensorType>(padded.getType()).getNumElements() != n)
       v = b.create<graph::SliceOp>(
           loc, RankedTensorType::get({n}, full.getElementType()), v,
           b.getDenseI64ArrayAttr({0}), b.getDenseI64ArrayAttr({n}),
@@ -121,12 +266,82 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
     return v;
   }
 
-  /// The flattened, padded value of `grad` reduce-scattered to its shard.
-  Value scatter(OpBuilder &b, Location loc, Value grad) {
+  /// Shards every parameter argument of `func` and gathers each bucket
+  /// before its first use; in @micro_step (`lossOp` set) once for the
+  /// forward uses and once more for the backward uses (after `lossOp`).
+  void gatherParameters(func::FuncOp func, Operation *lossOp) {
+    Block &body = func.getBody().front();
+    Positions positions = numberOps(body);
+    unsigned lossAt = lossOp ? positions.lookup(lossOp) : ~0u;
+    llvm::StringMap<BlockArgument> byName;
+    DenseMap<BlockArgument, Type> fullTypes;
+    for (BlockArgument arg : func.getArguments()) {
+      if (argRole(func, arg.getArgNumber()) != "parameter")
+        continue;
+      byName[argName(func, arg.getArgNumber())] = arg;
+      fullTypes[arg] = arg.getType();
+      shardArgument(func, arg, partition);
+    }
+    // Every use, taken before any is rewritten.
+    DenseMap<BlockArgument, SmallVector<OpOperand *>> allUses;
+    for (auto &[arg, type] : fullTypes)
+      for (OpOperand &use : arg.getUses())
+        allUses[arg].push_back(&use);
+    OpBuilder b(func.getContext());
+    for (const auto &bucket : buckets) {
+      for (bool backward : {false, true}) {
+        if (backward && !lossOp)
+          continue;
+        // The members used in this phase, and their uses there.
+        SmallVector<BlockArgument> members;
+        SmallVector<SmallVector<OpOperand *>> uses;
+        Operation *first = nullptr;
+        for (const std::string &name : bucket) {
+          BlockArgument arg = byName.lookup(name);
+          if (!arg)
+            continue;
+          SmallVector<OpOperand *> phase;
+          for (OpOperand *use : allUses.lookup(arg)) {
+            unsigned at = positions.lookup(use->getOwner());
+            if ((at > lossAt) != backward)
+              continue;
+            phase.push_back(use);
+            if (!first || at < positions.lookup(first))
+              first = use->getOwner();
+          }
+          if (phase.empty())
+            continue;
+          members.push_back(arg);
+          uses.push_back(std::move(phase));
+        }
+        if (members.empty())
+          continue;
+        b.setInsertionPoint(first);
+        Location loc = members.front().getLoc();
+        SmallVector<Value> shards(members.begin(), members.end());
+        SmallVector<Value> padded = gatherPadded(b, loc, shards);
+        for (unsigned i = 0; i < members.size(); ++i) {
+          Value full = unflatten(b, loc, padded[i], fullTypes[members[i]]);
+          for (OpOperand *use : uses[i])
+            use->set(full);
+        }
+      }
+    }
+    func.setFunctionType(FunctionType::get(
+        func.getContext(), body.getArgumentTypes(),
+        func.getFunctionType().getResults()));
+  }
+
+  //===--------------------------------------------------------------------===//
+  // @micro_step
+  //===--------------------------------------------------------------------===//
+
+  /// `grad` flattened and zero-padded to `parts` equal slices.
+  Value flattenPadded(OpBuilder &b, Location loc, Value grad, int64_t parts) {
     auto full = cast<RankedTensorType>(grad.getType());
-    auto shardT = shardType(full, partition);
+    auto shardT = shardType(full, parts);
     int64_t n = full.getNumElements();
-    int64_t padded = shardT.getNumElements() * partition;
+    int64_t padded = shardT.getNumElements() * parts;
     Value v = grad;
     if (full.getRank() != 1)
       v = b.create<graph::ReshapeOp>(
@@ -136,76 +351,132 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
           loc, RankedTensorType::get({padded}, full.getElementType()), v,
           b.getDenseI64ArrayAttr({0, padded - n}), b.getStringAttr("constant"),
           b.getF64FloatAttr(0.0));
-    return b.create<sched::ReduceScatterOp>(loc, shardT, v,
-                                            b.getStringAttr("partition"));
+    return v;
   }
 
   void partitionMicroStep(func::FuncOp func) {
     Block &body = func.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
-    OpBuilder b(func.getContext());
-    // Ops after the loss's producer are the backward pass (@main has none).
-    Operation *lossOp = func.getSymName() == "main"
-                            ? nullptr
-                            : ret.getOperand(0).getDefiningOp();
-    auto isBackward = [&](Operation *op) {
-      return lossOp && lossOp->isBeforeInBlock(op);
-    };
-
-    for (BlockArgument arg : func.getArguments()) {
-      StringRef role = argRole(func, arg.getArgNumber());
-      if (role != "parameter" && role != "gradient")
-        continue;
-      Type full = arg.getType();
-      arg.setType(shardType(full, partition));
-      func.setArgAttr(arg.getArgNumber(), "graph.shards",
-                      b.getI64IntegerAttr(partition));
-      if (role != "parameter")
-        continue;
-      SmallVector<OpOperand *> forwardUses, backwardUses;
-      for (OpOperand &use : arg.getUses())
-        (isBackward(use.getOwner()) ? backwardUses : forwardUses)
-            .push_back(&use);
-      auto firstUser = [&](ArrayRef<OpOperand *> uses) {
-        Operation *first = uses.front()->getOwner();
-        for (OpOperand *u : uses)
-          if (u->getOwner()->isBeforeInBlock(first))
-            first = u->getOwner();
-        return first;
-      };
-      for (ArrayRef<OpOperand *> uses : {ArrayRef(forwardUses),
-                                         ArrayRef(backwardUses)}) {
-        if (uses.empty())
-          continue;
-        b.setInsertionPoint(firstUser(uses));
-        Value value = gather(b, arg.getLoc(), arg, full);
-        for (OpOperand *u : uses)
-          u->set(value);
-      }
+    // Ops after the loss's producer are the backward pass.
+    Operation *lossOp = ret.getOperand(0).getDefiningOp();
+    if (partition > 1) {
+      gatherParameters(func, lossOp);
+      for (BlockArgument arg : func.getArguments())
+        if (argRole(func, arg.getArgNumber()) == "gradient")
+          shardArgument(func, arg, partition);
     }
+    // Without sharding and with 2-hop sync, gradients stay local until the
+    // accumulation boundary (one all-reduce in @optimizer_step).
+    bool syncHere = partition > 1 || global;
+    if (!syncHere)
+      return;
 
-    // Gradients: reduce-scatter into the shard (accumulator).
-    b.setInsertionPoint(ret);
+    // Each gradient result: the micro-step's own gradient and, with
+    // accumulation, the accumulator it is added to.
+    struct Result {
+      unsigned index;
+      Value grad;
+      BlockArgument acc;
+      Operation *add;
+    };
+    llvm::StringMap<Result> results;
     for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
       if (resultRole(func, i) != "gradient")
         continue;
-      Value result = ret.getOperand(i);
-      auto add = result.getDefiningOp<graph::AddOp>();
-      auto acc = add ? dyn_cast<BlockArgument>(add.getLhs()) : BlockArgument();
-      if (acc && argRole(func, acc.getArgNumber()) == "gradient") {
-        Value shard = scatter(b, add.getLoc(), add.getRhs());
-        Value sum = b.create<graph::AddOp>(add.getLoc(), acc.getType(), acc,
-                                           shard);
-        ret.setOperand(i, sum);
-        if (add->use_empty())
-          add->erase();
+      Value value = ret.getOperand(i);
+      Result r{i, value, BlockArgument(), nullptr};
+      if (auto add = value.getDefiningOp<graph::AddOp>())
+        if (auto acc = dyn_cast<BlockArgument>(add.getLhs());
+            acc && argRole(func, acc.getArgNumber()) == "gradient") {
+          r = {i, add.getRhs(), acc, add};
+        }
+      results[resultName(func, i).drop_front(strlen("grad:"))] = r;
+    }
+
+    OpBuilder b(func.getContext());
+    SmallVector<Operation *> replaced;
+    for (const auto &bucket : buckets) {
+      SmallVector<Result> members;
+      for (const std::string &name : bucket)
+        if (auto it = results.find(name); it != results.end())
+          members.push_back(it->second);
+      if (members.empty())
+        continue;
+      // Right after the last of the bucket's gradients is computed.
+      Operation *last = nullptr;
+      for (const Result &r : members) {
+        Operation *def = r.grad.getDefiningOp();
+        if (def && (!last || last->isBeforeInBlock(def)))
+          last = def;
+      }
+      if (last)
+        b.setInsertionPointAfter(last);
+      else
+        b.setInsertionPointToStart(&body);
+      Location loc = last ? last->getLoc() : func.getLoc();
+      // Sharded: flattened and padded; unsharded (P = 1, global sync): as
+      // they are.
+      SmallVector<Value> flat;
+      SmallVector<Type> shardTypes;
+      for (const Result &r : members) {
+        flat.push_back(partition == 1
+                           ? r.grad
+                           : flattenPadded(b, loc, r.grad, partition));
+        shardTypes.push_back(partition == 1
+                                 ? r.grad.getType()
+                                 : shardType(r.grad.getType(), partition));
+      }
+      SmallVector<Value> shards;
+      if (!global) {
+        shards = b.create<sched::ReduceScatterOp>(
+                      loc, shardTypes, flat, b.getStringAttr("partition"))
+                     .getResults();
       } else {
-        ret.setOperand(i, scatter(b, func.getLoc(), result));
+        // DeepSpeed's default, kept for ablation: the full gradient summed
+        // over every rank, then this rank's shard of it.
+        SmallVector<Type> types;
+        for (Value v : flat)
+          types.push_back(v.getType());
+        auto sum = b.create<sched::AllReduceOp>(loc, types, flat,
+                                                b.getStringAttr("world"));
+        for (auto [value, type] : llvm::zip(sum.getResults(), shardTypes))
+          shards.push_back(partition == 1
+                               ? Value(value)
+                               : b.create<sched::LocalShardOp>(
+                                     loc, type, value,
+                                     b.getStringAttr("partition"))
+                                     .getResult());
+      }
+      for (auto [r, shard] : llvm::zip(members, shards)) {
+        Value out = shard;
+        if (r.acc) {
+          out = b.create<graph::AddOp>(loc, r.acc.getType(), r.acc, out);
+          replaced.push_back(r.add);
+        }
+        ret.setOperand(r.index, out);
       }
     }
+    // The old accumulations, once nothing inserts next to them.
+    for (Operation *add : replaced)
+      if (add->use_empty())
+        add->erase();
     func.setFunctionType(FunctionType::get(func.getContext(),
                                            body.getArgumentTypes(),
                                            ret.getOperandTypes()));
+  }
+
+  //===--------------------------------------------------------------------===//
+  // @optimizer_step
+  //===--------------------------------------------------------------------===//
+
+  /// Whether `v` is a sum of graph.sum_squares results (the global norm).
+  static bool isSumOfSquares(Value v) {
+    Operation *def = v.getDefiningOp();
+    if (isa_and_nonnull<graph::SumSquaresOp>(def))
+      return true;
+    if (auto add = dyn_cast_or_null<graph::AddOp>(def))
+      return isSumOfSquares(add.getLhs()) && isSumOfSquares(add.getRhs());
+    return false;
   }
 
   void partitionOptimizerStep(func::FuncOp func) {
@@ -213,40 +484,53 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     OpBuilder b(func.getContext());
     int64_t replicas = world / partition;
+    llvm::StringMap<BlockArgument> gradients;
     for (BlockArgument arg : func.getArguments()) {
       StringRef role = argRole(func, arg.getArgNumber());
       if (role != "parameter" && role != "gradient" &&
           role != "optimizer_state")
         continue;
-      auto type = cast<RankedTensorType>(arg.getType());
-      if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                        graph::kNameAttrName);
-          name && name.getValue().starts_with("strata."))
+      StringRef name = argName(func, arg.getArgNumber());
+      if (name.starts_with("strata."))
         continue; // loss-scaling counters are scalars, not shards
-      if (partition > 1) {
-        arg.setType(shardType(type, partition));
-        func.setArgAttr(arg.getArgNumber(), "graph.shards",
-                        b.getI64IntegerAttr(partition));
-      }
-      // 2-hop: the gradient shards of the replicas are summed once per
-      // optimizer step.
-      if (role == "gradient" && replicas > 1) {
-        b.setInsertionPointToStart(&body);
+      if (partition > 1)
+        shardArgument(func, arg, partition);
+      if (role == "gradient")
+        gradients[name.drop_front(strlen("grad:"))] = arg;
+    }
+    // 2-hop: the gradient shards of the replicas are summed once per
+    // optimizer step, one coalesced all-reduce per bucket.
+    if (!global && replicas > 1) {
+      b.setInsertionPointToStart(&body);
+      for (const auto &bucket : buckets) {
+        SmallVector<Value> members;
+        SmallVector<Type> types;
+        for (const std::string &name : bucket)
+          if (BlockArgument arg = gradients.lookup(name)) {
+            members.push_back(arg);
+            types.push_back(arg.getType());
+          }
+        if (members.empty())
+          continue;
         auto reduced = b.create<sched::AllReduceOp>(
-            arg.getLoc(), arg.getType(), arg, b.getStringAttr("replication"));
-        arg.replaceAllUsesExcept(reduced, reduced);
+            members.front().getLoc(), types, members,
+            b.getStringAttr("replication"));
+        for (auto [arg, sum] : llvm::zip(members, reduced.getResults()))
+          arg.replaceAllUsesExcept(sum, reduced);
       }
     }
-    // Updates and the global norm over the partition group's shards.
+    // Updates on shards; the squared norm summed over the partition group.
     func.walk([&](Operation *op) {
       if (isa<graph::AdamWUpdateOp, graph::SGDUpdateOp>(op))
         for (Value result : op->getResults())
           result.setType(op->getOperand(0).getType());
-      if (auto sqrt = dyn_cast<graph::SqrtOp>(op); sqrt && partition > 1) {
+      if (auto sqrt = dyn_cast<graph::SqrtOp>(op);
+          sqrt && partition > 1 && isSumOfSquares(sqrt.getInput())) {
         b.setInsertionPoint(sqrt);
         Value total = b.create<sched::AllReduceOp>(
-            sqrt.getLoc(), sqrt.getInput().getType(), sqrt.getInput(),
-            b.getStringAttr("partition"));
+                           sqrt.getLoc(), sqrt.getInput().getType(),
+                           sqrt.getInput(), b.getStringAttr("partition"))
+                          .getResult(0);
         sqrt->setOperand(0, total);
       }
     });

@@ -1,60 +1,133 @@
-// RUN: strata-opt %s --strata-autodiff=accumulate=true --strata-optimizer=accum=2 "--strata-partition=world=4 ranks-per-node=2 partition=2" | FileCheck %s
-// RUN: strata-opt %s --strata-autodiff --strata-optimizer "--strata-partition=world=4 partition=1" | FileCheck %s --check-prefix=DP
+// RUN: strata-opt %s --strata-autodiff=accumulate=true --strata-optimizer=accum=2 "--strata-partition=world=4 ranks-per-node=2 partition=2 bucket-bytes=1024" | FileCheck %s
+// RUN: strata-opt %s --strata-autodiff --strata-optimizer "--strata-partition=world=4 ranks-per-node=2 partition=2 bucket-bytes=0" | FileCheck %s --check-prefix=ONE
+// RUN: strata-opt %s --strata-autodiff --strata-optimizer "--strata-partition=world=4 ranks-per-node=2 partition=4 hierarchical=true bucket-bytes=1024" | FileCheck %s --check-prefix=HIER
+// RUN: strata-opt %s --strata-autodiff=accumulate=true --strata-optimizer=accum=2 "--strata-partition=world=4 ranks-per-node=2 partition=2 grad-sync=global bucket-bytes=1024" | FileCheck %s --check-prefix=GLOBAL
+// RUN: strata-opt %s --strata-autodiff --strata-optimizer "--strata-partition=world=4 partition=1 bucket-bytes=1024" | FileCheck %s --check-prefix=DP
+// RUN: strata-opt %s --strata-autodiff --strata-optimizer "--strata-partition=world=4 partition=1 grad-sync=global bucket-bytes=1024" | FileCheck %s --check-prefix=DPGLOBAL
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer "--strata-partition=world=4 ranks-per-node=2 partition=2 hierarchical=true" 2>&1 | FileCheck %s --check-prefix=NOHIER
 
-// The tied table (5x4 = 20 elements) becomes a 10-element shard over the
-// partition group; the bias (5 elements) a padded 3-element shard.
-func.func @main(%ids: tensor<2x3xi64> {graph.name = "ids", graph.role = "input"},
-                %table: tensor<5x4xf32> {graph.name = "wte", graph.role = "parameter"},
-                %bias: tensor<5xf32> {graph.name = "head.bias", graph.role = "parameter"})
-    -> (tensor<2x3x5xf32> {graph.name = "logits", graph.role = "output"}) {
-  %e = graph.embedding %table, %ids : (tensor<5x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
-  %t = graph.tanh %e : tensor<2x3x4xf32>
-  %y = graph.linear %t, %table, %bias {transpose_weight = true} : (tensor<2x3x4xf32>, tensor<5x4xf32>, tensor<5xf32>) -> tensor<2x3x5xf32>
-  return %y : tensor<2x3x5xf32>
+// Three layers (h.0, h.1, head), each a weight and a bias. Over P = 2 the
+// 4x4 weights become 8-element shards, the 3-element head bias a padded
+// 2-element shard.
+func.func @main(%x: tensor<2x4xf32> {graph.name = "x", graph.role = "input"},
+                %w0: tensor<4x4xf32> {graph.name = "h.0.weight", graph.role = "parameter"},
+                %b0: tensor<4xf32> {graph.name = "h.0.bias", graph.role = "parameter"},
+                %w1: tensor<4x4xf32> {graph.name = "h.1.weight", graph.role = "parameter"},
+                %b1: tensor<4xf32> {graph.name = "h.1.bias", graph.role = "parameter"},
+                %wh: tensor<3x4xf32> {graph.name = "head.weight", graph.role = "parameter"},
+                %bh: tensor<3xf32> {graph.name = "head.bias", graph.role = "parameter"})
+    -> (tensor<2x3xf32> {graph.name = "logits", graph.role = "output"}) {
+  %0 = graph.linear %x, %w0, %b0 {transpose_weight = true} : (tensor<2x4xf32>, tensor<4x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  %1 = graph.tanh %0 : tensor<2x4xf32>
+  %2 = graph.linear %1, %w1, %b1 {transpose_weight = true} : (tensor<2x4xf32>, tensor<4x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  %3 = graph.tanh %2 : tensor<2x4xf32>
+  %4 = graph.linear %3, %wh, %bh {transpose_weight = true} : (tensor<2x4xf32>, tensor<3x4xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return %4 : tensor<2x3xf32>
 }
 
-// The forward program gathers too.
+// The forward program gathers each layer's bucket (weight and bias) with one
+// coalesced all-gather, before the layer.
 // CHECK-LABEL: func.func @main
-// CHECK-SAME: %[[T:[^:]*]]: tensor<10xf32> {graph.name = "wte", graph.role = "parameter", graph.shards = 2 : i64}
-// CHECK-SAME: %[[B:[^:]*]]: tensor<3xf32> {graph.name = "head.bias", graph.role = "parameter", graph.shards = 2 : i64}
-// CHECK: %[[G:.*]] = sched.all_gather %[[T]] {group = "partition"} : tensor<10xf32> -> tensor<20xf32>
-// CHECK: graph.reshape %[[G]] : tensor<20xf32> -> tensor<5x4xf32>
-// CHECK: %[[GB:.*]] = sched.all_gather %[[B]] {group = "partition"} : tensor<3xf32> -> tensor<6xf32>
-// CHECK: graph.slice %[[GB]] {offsets = array<i64: 0>, sizes = array<i64: 5>, strides = array<i64: 1>} : (tensor<6xf32>) -> tensor<5xf32>
+// CHECK-SAME: %[[W0:[^:]*]]: tensor<8xf32> {graph.full_shape = array<i64: 4, 4>, graph.name = "h.0.weight", graph.role = "parameter", graph.shards = 2 : i64}
+// CHECK-SAME: %[[B0:[^:]*]]: tensor<2xf32> {graph.full_shape = array<i64: 4>, graph.name = "h.0.bias", graph.role = "parameter", graph.shards = 2 : i64}
+// CHECK-SAME: tensor<2xf32> {graph.full_shape = array<i64: 3>, graph.name = "head.bias", graph.role = "parameter", graph.shards = 2 : i64}
+// CHECK: %[[G0:.*]]:2 = sched.all_gather %[[W0]], %[[B0]] {group = "partition"} : tensor<8xf32>, tensor<2xf32> -> tensor<16xf32>, tensor<4xf32>
+// CHECK: %[[R0:.*]] = graph.reshape %[[G0]]#0 : tensor<16xf32> -> tensor<4x4xf32>
+// CHECK: graph.linear %{{.*}}, %[[R0]], %[[G0]]#1
+// CHECK: sched.all_gather {{.*}} : tensor<8xf32>, tensor<2xf32> -> tensor<16xf32>, tensor<4xf32>
+// CHECK: graph.linear
+// CHECK: %[[GH:.*]]:2 = sched.all_gather {{.*}} : tensor<6xf32>, tensor<2xf32> -> tensor<12xf32>, tensor<4xf32>
+// CHECK: graph.slice %[[GH]]#1 {offsets = array<i64: 0>, sizes = array<i64: 3>, strides = array<i64: 1>} : (tensor<4xf32>) -> tensor<3xf32>
+// CHECK: graph.linear
+// CHECK-NOT: sched.
+// CHECK: return
 
-// @micro_step: a gather before the first forward use, another before the
-// first backward use; each gradient reduce-scattered into its shard
-// accumulator.
+// @micro_step: the same gathers in forward; in backward each layer's
+// weight is gathered again (biases and h.0.weight are not needed there);
+// each layer's gradients are reduce-scattered together right after the
+// last of them is computed, and added into the shard accumulators.
 // CHECK-LABEL: func.func @micro_step
-// CHECK-SAME: %[[ACC:[^:]*]]: tensor<10xf32> {graph.name = "grad:wte", graph.role = "gradient", graph.shards = 2 : i64}
-// CHECK: sched.all_gather %{{.*}} {group = "partition"} : tensor<10xf32> -> tensor<20xf32>
-// CHECK: graph.embedding
+// CHECK-SAME: %[[ACC0:[^:]*]]: tensor<8xf32> {graph.full_shape = array<i64: 4, 4>, graph.name = "grad:h.0.weight", graph.role = "gradient", graph.shards = 2 : i64}
+// CHECK-COUNT-3: sched.all_gather {{.*}} {group = "partition"} : tensor<{{[0-9]+}}xf32>, tensor<2xf32>
 // CHECK: graph.cross_entropy
-// CHECK: graph.cross_entropy_grad
-// CHECK: sched.all_gather %{{.*}} {group = "partition"} : tensor<10xf32> -> tensor<20xf32>
-// CHECK: graph.embedding_grad
-// CHECK: %[[FLAT:.*]] = graph.reshape %{{.*}} : tensor<5x4xf32> -> tensor<20xf32>
-// CHECK: %[[RS:.*]] = sched.reduce_scatter %[[FLAT]] {group = "partition"} : tensor<20xf32> -> tensor<10xf32>
-// CHECK: %[[SUM:.*]] = graph.add %[[ACC]], %[[RS]] : tensor<10xf32>, tensor<10xf32> -> tensor<10xf32>
-// CHECK: graph.pad %{{.*}} {pads = array<i64: 0, 1>} : (tensor<5xf32>) -> tensor<6xf32>
-// CHECK: sched.reduce_scatter %{{.*}} {group = "partition"} : tensor<6xf32> -> tensor<3xf32>
-// CHECK: return %{{.*}}, %[[SUM]]
+// CHECK: sched.all_gather %{{.*}} {group = "partition"} : tensor<6xf32> -> tensor<12xf32>
+// CHECK: graph.linear_grad_weight
+// CHECK: graph.reduce_sum
+// CHECK: %[[RSH:.*]]:2 = sched.reduce_scatter %{{.*}}, %{{.*}} {group = "partition"} : tensor<12xf32>, tensor<4xf32> -> tensor<6xf32>, tensor<2xf32>
+// CHECK: graph.add %{{.*}}, %[[RSH]]#0 : tensor<6xf32>
+// CHECK: graph.add %{{.*}}, %[[RSH]]#1 : tensor<2xf32>
+// CHECK: sched.all_gather %{{.*}} {group = "partition"} : tensor<8xf32> -> tensor<16xf32>
+// CHECK: graph.linear_grad_weight
+// CHECK: sched.reduce_scatter {{.*}} : tensor<16xf32>, tensor<4xf32> -> tensor<8xf32>, tensor<2xf32>
+// CHECK-NOT: sched.all_gather
+// CHECK: graph.linear_grad_weight
+// CHECK: %[[RS0:.*]]:2 = sched.reduce_scatter {{.*}} : tensor<16xf32>, tensor<4xf32> -> tensor<8xf32>, tensor<2xf32>
+// CHECK: %[[SUM0:.*]] = graph.add %[[ACC0]], %[[RS0]]#0 : tensor<8xf32>
+// CHECK: return %{{.*}}, %[[SUM0]],
 
-// @optimizer_step: the replication all-reduce once per step (2-hop), the
-// norm summed over the partition group, updates on shards.
+// @optimizer_step: the 2-hop boundary all-reduce of each bucket's gradient
+// shards over the replication group, once per step; the squared norm summed
+// over the partition group; the updates on shards.
 // CHECK-LABEL: func.func @optimizer_step
-// CHECK: sched.all_reduce %{{.*}} {group = "replication"} : tensor<3xf32> -> tensor<3xf32>
-// CHECK: sched.all_reduce %{{.*}} {group = "replication"} : tensor<10xf32> -> tensor<10xf32>
+// CHECK: sched.all_reduce %{{.*}}, %{{.*}} {group = "replication"} : tensor<8xf32>, tensor<2xf32> -> tensor<8xf32>, tensor<2xf32>
+// CHECK: sched.all_reduce %{{.*}}, %{{.*}} {group = "replication"} : tensor<8xf32>, tensor<2xf32>
+// CHECK: sched.all_reduce %{{.*}}, %{{.*}} {group = "replication"} : tensor<6xf32>, tensor<2xf32>
 // CHECK: %[[SQ:.*]] = sched.all_reduce %{{.*}} {group = "partition"} : tensor<f32> -> tensor<f32>
 // CHECK: graph.sqrt %[[SQ]]
-// CHECK: graph.adamw_update {{.*}} -> (tensor<10xf32>, tensor<10xf32>, tensor<10xf32>)
+// CHECK: graph.adamw_update {{.*}} -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+
+// bucket-bytes=0: one collective per parameter.
+// ONE-LABEL: func.func @micro_step
+// ONE-COUNT-6: sched.all_gather %{{[^,]*}} {group = "partition"}
+// ONE: graph.cross_entropy
+// ONE-LABEL: func.func @optimizer_step
+// ONE-COUNT-6: sched.all_reduce %{{[^,]*}} {group = "replication"}
+
+// Hierarchical (P = 4 over two nodes of K = 2): (1) one inter-node
+// all-gather of the bucket among the ranks with this local rank, (2) each
+// result split into its P/K = 2 shards, (3) the P/K batched intra-node
+// all-gathers as one coalesced op, concatenated to [C0, C1, C2, C3].
+// HIER-LABEL: func.func @micro_step
+// HIER: %[[INTER:.*]]:2 = sched.all_gather %{{.*}}, %{{.*}} {group = "inter"} : tensor<4xf32>, tensor<1xf32> -> tensor<8xf32>, tensor<2xf32>
+// HIER: %[[W:.*]]:2 = graph.split %[[INTER]]#0 {axis = 0 : i64} : (tensor<8xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+// HIER: %[[B:.*]]:2 = graph.split %[[INTER]]#1 {axis = 0 : i64} : (tensor<2xf32>) -> (tensor<1xf32>, tensor<1xf32>)
+// HIER: %[[INTRA:.*]]:4 = sched.all_gather %[[W]]#0, %[[W]]#1, %[[B]]#0, %[[B]]#1 {group = "intra"} : tensor<4xf32>, tensor<4xf32>, tensor<1xf32>, tensor<1xf32> -> tensor<8xf32>, tensor<8xf32>, tensor<2xf32>, tensor<2xf32>
+// HIER: %[[FULL:.*]] = graph.concat %[[INTRA]]#0, %[[INTRA]]#1 {axis = 0 : i64} : (tensor<8xf32>, tensor<8xf32>) -> tensor<16xf32>
+// HIER: graph.concat %[[INTRA]]#2, %[[INTRA]]#3
+// HIER: graph.reshape %[[FULL]] : tensor<16xf32> -> tensor<4x4xf32>
+// HIER-NOT: group = "partition"} : tensor<{{.*}}> -> tensor<
+// HIER: graph.cross_entropy
+// HIER: sched.reduce_scatter {{.*}} {group = "partition"}
+// HIER-LABEL: func.func @optimizer_step
+// HIER-NOT: group = "replication"
+
+// --grad-sync global: the full gradients all-reduced over every rank each
+// micro-step, this rank's shard kept; no boundary all-reduce.
+// GLOBAL-LABEL: func.func @micro_step
+// GLOBAL-NOT: sched.reduce_scatter
+// GLOBAL: %[[AR:.*]]:2 = sched.all_reduce %{{.*}}, %{{.*}} {group = "world"} : tensor<12xf32>, tensor<4xf32> -> tensor<12xf32>, tensor<4xf32>
+// GLOBAL: %[[MINE:.*]] = sched.local_shard %[[AR]]#0 {group = "partition"} : tensor<12xf32> -> tensor<6xf32>
+// GLOBAL: sched.local_shard %[[AR]]#1 {group = "partition"} : tensor<4xf32> -> tensor<2xf32>
+// GLOBAL: graph.add %{{.*}}, %[[MINE]] : tensor<6xf32>
+// GLOBAL-NOT: sched.reduce_scatter
+// GLOBAL-LABEL: func.func @optimizer_step
+// GLOBAL-NOT: group = "replication"
+// GLOBAL: sched.all_reduce %{{.*}} {group = "partition"} : tensor<f32>
 
 // Data parallelism (P = 1): nothing is sharded or gathered; the gradients
-// are all-reduced over the replication group (every rank) once per step and
-// each rank's backward pass is seeded with 1/N (set by strata-compile).
+// are summed over the replication group (every rank) once per step, per
+// bucket, and each rank's backward pass is seeded with 1/N (set by
+// strata-compile).
 // DP-LABEL: func.func @micro_step
 // DP-NOT: sched.
 // DP-LABEL: func.func @optimizer_step
-// DP: sched.all_reduce %{{.*}} {group = "replication"} : tensor<5xf32> -> tensor<5xf32>
-// DP: sched.all_reduce %{{.*}} {group = "replication"} : tensor<5x4xf32> -> tensor<5x4xf32>
+// DP: sched.all_reduce %{{.*}}, %{{.*}} {group = "replication"} : tensor<4x4xf32>, tensor<4xf32> -> tensor<4x4xf32>, tensor<4xf32>
 // DP-NOT: group = "partition"
+
+// DPGLOBAL-LABEL: func.func @micro_step
+// DPGLOBAL: sched.all_reduce %{{.*}}, %{{.*}} {group = "world"} : tensor<3x4xf32>, tensor<3xf32> -> tensor<3x4xf32>, tensor<3xf32>
+// DPGLOBAL-NOT: sched.local_shard
+// DPGLOBAL-LABEL: func.func @optimizer_step
+// DPGLOBAL-NOT: sched.
+
+// NOHIER: error: strata-partition: a hierarchical all-gather needs P > K and K | P, got K = 2, P = 2

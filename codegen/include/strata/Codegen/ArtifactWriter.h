@@ -46,6 +46,10 @@ struct TrainingOptions {
 struct TopologyOptions {
   unsigned world = 1, ranksPerNode = 1, partition = 1;
   bool hierarchical = false;
+  /// "2hop" or "global".
+  std::string gradSync = "2hop";
+  /// The largest coalesced bucket (0: one parameter a bucket).
+  uint64_t bucketBytes = 32ull << 20;
 };
 
 struct ArtifactOptions {

@@ -149,26 +149,46 @@ def PartitionPass : Pass<"strata-partition", "::mlir::ModuleOp"> {
   let summary = "Shard parameters, gradients and optimizer states (ZeRO-3 / MiCS)";
   let description = [{
     Over a partition group of `partition` ranks (ranks {gP .. gP+P-1}), every
-    parameter of `@micro_step` and `@optimizer_step` becomes a flat shard of
+    parameter, gradient and optimizer state becomes a flat shard of
     ceil(n/P) elements (the value zero-padded to a multiple of P; argument
-    attribute `graph.shards = P`):
-    - `@micro_step` all-gathers each shard before its first forward use,
-      and again before its first backward use (a second gather, so the full
-      value need not live across the step); each gradient is flattened,
-      padded and reduce-scattered over the partition group, into the shard
-      accumulator with accumulation;
-    - `@optimizer_step` works on shards only: when N/P > 1 each gradient
-      shard is all-reduced over the replication group ({j, j+P, ...}) once
-      per optimizer step (2-hop sync), the squared norm is all-reduced over
-      the partition group before its square root, and the updates keep
-      replicas bit-identical without a broadcast.
+    attribute `graph.shards = P`). Parameters are *bucketed*: taken in order
+    of first use in `@micro_step`, cut where the layer changes (the module
+    path up to its first numeric component, `transformer.h.0`, else the
+    module, `transformer.wte`) or where the bucket would exceed
+    `bucket-bytes` (gathered size; 0 puts each parameter in its own bucket).
+    Each bucket's collectives are one coalesced `sched` op.
+    - `@main` and `@micro_step` all-gather each bucket before its first
+      forward use, and `@micro_step` again before its first backward use
+      (the members used there), so the full values need not live across
+      the step;
+    - `@micro_step` reduce-scatters each bucket's gradients (flattened,
+      padded) over the partition group right after the last of them is
+      computed, into the shard accumulator with accumulation;
+    - `@optimizer_step` works on shards only: with 2-hop sync and N/P > 1
+      each bucket's gradient shards are all-reduced over the replication
+      group ({j, j+P, ...}) once per optimizer step; the squared norm is
+      all-reduced over the partition group before its square root; the
+      updates keep replicas bit-identical without a broadcast.
+    `grad-sync=global` (DeepSpeed's default, for ablation) instead
+    all-reduces the full gradients over every rank each micro-step and keeps
+    this rank's shard (`sched.local_shard`); no boundary all-reduce.
     With `hierarchical`, each all-gather is MiCS's three stages: an
     all-gather among the group's ranks with the same local rank (one per
     node, "inter"), the result split into its P/K shards (the
-    rearrangement), and P/K intra-node all-gathers ("intra") whose results
-    concatenate to [C0, C1, ..., C(P-1)].
-    `partition = 1` is data parallelism (replicated states, one all-reduce
-    of the gradients per step); `partition = world` is ZeRO-3.
+    rearrangement), and the P/K batched intra-node all-gathers ("intra", one
+    coalesced op) whose results concatenate to [C0, C1, ..., C(P-1)].
+    `partition = 1` is data parallelism (replicated states, the gradients
+    summed once per step); `partition = world` is ZeRO-3.
+
+    ```mlir
+    // P = 2: before
+    %y = graph.linear %x, %w, %b : ...
+    // after
+    %g:2 = sched.all_gather %ws, %bs {group = "partition"} : tensor<10xf32>, tensor<3xf32> -> tensor<20xf32>, tensor<6xf32>
+    %w = graph.reshape %g#0 : tensor<20xf32> -> tensor<5x4xf32>
+    %b = graph.slice %g#1 {...} : (tensor<6xf32>) -> tensor<5xf32>
+    %y = graph.linear %x, %w, %b : ...
+    ```
   }];
   let dependentDialects = ["::strata::graph::GraphDialect",
                            "::strata::sched::SchedDialect"];
@@ -180,6 +200,11 @@ def PartitionPass : Pass<"strata-partition", "::mlir::ModuleOp"> {
            "Partition group size P (P | N)">,
     Option<"hierarchical", "hierarchical", "bool", /*default=*/"false",
            "MiCS hierarchical all-gather (needs P > K and K | P)">,
+    Option<"gradSync", "grad-sync", "std::string", /*default=*/"\"2hop\"",
+           "2hop (reduce-scatter per micro-step, replication all-reduce per "
+           "step) or global (all-reduce over every rank per micro-step)">,
+    Option<"bucketBytes", "bucket-bytes", "uint64_t", /*default=*/"0",
+           "Largest coalesced bucket in bytes (0: one parameter a bucket)">,
   ];
 }
 

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace strata::plan {
 class Plan;
@@ -25,7 +26,10 @@ namespace strata::runtime {
 /// "STRA" read as a little-endian uint32.
 inline constexpr uint32_t kPlanMagic = 0x41525453;
 /// Bumped whenever an older runtime would misread a newer plan.
-inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kFormatVersion = 3;
+/// params.bin sections start at multiples of this (any page size divides
+/// it), so a rank maps only its own.
+inline constexpr uint64_t kParamsSectionAlign = 65536;
 
 /// FNV-1a, 64 bits: the params.bin checksum and the plan fingerprint.
 uint64_t fnv1a64(const void *data, size_t size, uint64_t seed = 0xcbf29ce484222325ull);
@@ -36,20 +40,29 @@ DType fromPlanDType(int dtype);
 class Artifact {
 public:
   ~Artifact();
-  /// Loads `dir`/plan.pb and maps `dir`/params.bin.
+  /// Loads `dir`/plan.pb and maps section 0 of `dir`/params.bin (the values
+  /// that are not sharded), checking its checksum.
   static Status load(const std::string &dir, std::unique_ptr<Artifact> &out);
+  /// Maps the section holding slice `shardIndex` (the rank's index in its
+  /// partition group) of every sharded value, checking its checksum; a
+  /// one-rank artifact has none and needs none.
+  Status mapShard(uint32_t shardIndex);
 
   const plan::Plan &getPlan() const { return *plan_; }
-  const unsigned char *getParams() const { return params_; }
-  size_t getParamsSize() const { return paramsSize_; }
+  /// The mapped bytes of a params.bin section, or null when not mapped.
+  const unsigned char *getSection(uint32_t index) const;
   const std::string &getDir() const { return dir_; }
 
 private:
   Artifact();
+  Status mapSection(uint32_t index);
+  struct Section {
+    const unsigned char *data = nullptr;
+    size_t size = 0; // mapped bytes (0: nothing to unmap)
+  };
   std::string dir_;
   std::unique_ptr<plan::Plan> plan_;
-  const unsigned char *params_ = nullptr;
-  size_t paramsSize_ = 0;
+  std::vector<Section> sections_;
 };
 
 } // namespace strata::runtime

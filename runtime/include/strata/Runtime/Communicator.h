@@ -1,10 +1,19 @@
 //===- Communicator.h - Collectives between ranks ---------------*- C++ -*-===//
 //
 // The CPU backend's collectives over MPI: one communicator per group kind of
-// the artifact's topology (partition, replication, world), non-blocking
-// calls polled against a deadline, and per-link byte counters (a peer on
-// the same node, rank / K, is an intra-node link). A collective that does
-// not complete in time aborts every rank with a message naming it.
+// the artifact's topology, coalesced (grouped) non-blocking calls polled
+// against a deadline, and byte counters per collective and link class. A
+// collective that does not complete in time aborts every rank with a
+// message naming it, its group and the ranks that never arrived.
+//
+// The counters model ring algorithms, as NCCL runs them: in a group of G
+// members (in group order), each member receives from its predecessor
+// (G-1)/G of an all-gather's result or of a reduce-scatter's operand, and
+// 2(G-1)/G of an all-reduce's buffer; the bytes count as intra-node when
+// the predecessor is on the same node (rank / K), inter-node otherwise.
+// Over MPI the library picks its own algorithm; the counters are what the
+// schedule moves on a ring, which is what the formulas in
+// docs/distributed.md are stated for.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +22,7 @@
 
 #include "strata/Runtime/Kernel.h"
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -26,10 +36,28 @@ struct TopologyInfo {
 
 class Communicator {
 public:
-  /// Inter: the ranks of this partition group with this rank's local rank
-  /// (one per node); Intra: the ranks of this node (K | P: a partition
-  /// group holds whole nodes).
+  /// Partition {gP..gP+P-1}; Replication {j, j+P, ...}; World; Inter: the
+  /// ranks of this partition group with this rank's local rank (one per
+  /// node); Intra: the ranks of this node (K | P: a partition group holds
+  /// whole nodes).
   enum class Group { Partition, Replication, World, Inter, Intra };
+  static constexpr int kGroups = 5;
+  enum class Kind { AllGather, ReduceScatter, AllReduce };
+  static constexpr int kKinds = 3;
+  enum Link { IntraNode = 0, InterNode = 1 };
+
+  /// One tensor of a coalesced call. `count` is elements: per member for
+  /// all-gather (the shard) and reduce-scatter (the result), the whole
+  /// buffer for all-reduce.
+  struct Buffer {
+    DType dtype;
+    const void *in;
+    void *out;
+    size_t count;
+  };
+
+  /// Bytes received, by collective and link class.
+  using Traffic = std::array<std::array<double, 2>, kKinds>;
 
   ~Communicator();
   /// Initializes MPI if needed; the launch must have `topology.world` ranks.
@@ -41,33 +69,47 @@ public:
   const TopologyInfo &topology() const { return topology_; }
   /// The ranks of this rank's group of a kind, in group order.
   std::vector<int> members(Group group) const;
+  /// This rank's position in its group of a kind.
+  int indexIn(Group group) const;
   static bool parseGroup(std::string_view name, Group &group);
+  static const char *groupName(Group group);
+  static const char *kindName(Kind kind);
 
-  /// out = concatenation over the group of each member's `bytes` bytes.
-  Status allGather(Group group, const void *in, void *out, size_t bytes,
-                   const std::string &what);
-  /// out = this member's slice of the element-wise sum over the group of
-  /// `in` (count elements per member).
-  Status reduceScatterSum(Group group, DType dtype, const void *in, void *out,
-                          size_t countPerMember, const std::string &what);
-  /// out = element-wise sum over the group.
-  Status allReduceSum(Group group, DType dtype, const void *in, void *out,
-                      size_t count, const std::string &what);
+  /// Each out = concatenation over the group of each member's in.
+  Status allGather(Group group, const std::vector<Buffer> &buffers);
+  /// Each out = this member's slice of the element-wise sum of in over
+  /// the group.
+  Status reduceScatterSum(Group group, const std::vector<Buffer> &buffers);
+  /// Each out = element-wise sum of in over the group (in == out: in place).
+  Status allReduceSum(Group group, const std::vector<Buffer> &buffers);
 
-  /// Bytes this rank received over intra- and inter-node links.
-  uint64_t intraNodeBytes() const { return intraBytes_; }
-  uint64_t interNodeBytes() const { return interBytes_; }
+  /// Bookkeeping outside the counters: the element-wise sum over every
+  /// rank of `values` (f64), in place.
+  Status sumOverWorld(double *values, size_t count, const std::string &what);
+  /// Bookkeeping outside the counters: every rank's `value`, by rank.
+  Status gatherOverWorld(uint64_t value, std::vector<uint64_t> &out,
+                         const std::string &what);
+
+  const Traffic &traffic() const { return traffic_; }
 
 private:
   Communicator() = default;
-  void count(Group group, size_t bytesPerPeer);
-  Status wait(void *request, Group group, const std::string &what);
+  void count(Group group, Kind kind, double bytes);
+  /// Polls `requests` until all complete; on timeout diagnoses who never
+  /// arrived and aborts every rank.
+  Status waitAll(std::vector<void *> &requests, Group group,
+                 const std::string &what);
+  [[noreturn]] void abortStalled(Group group, const std::string &what);
 
   TopologyInfo topology_;
   int rank_ = 0;
   double timeout_ = 60;
-  void *comms_[5] = {nullptr, nullptr, nullptr, nullptr, nullptr};
-  uint64_t intraBytes_ = 0, interBytes_ = 0;
+  void *comms_[kGroups] = {};
+  /// A duplicate of the world communicator for timeout notices.
+  void *notices_ = nullptr;
+  /// Collectives started per group kind (ranks of a group agree on it).
+  uint64_t sequence_[kGroups] = {};
+  Traffic traffic_ = {};
 };
 
 } // namespace strata::runtime

@@ -12,13 +12,19 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
 #include <string>
+#include <string_view>
 
 namespace strata::plan {
 class Training;
 } // namespace strata::plan
 
 namespace strata::runtime {
+
+class Artifact;
+class Communicator;
 
 struct TrainOptions {
   std::string artifactDir;
@@ -40,15 +46,24 @@ struct TrainOptions {
   int64_t topK = 1;
   /// A collective that has not completed after this long aborts every rank.
   double timeoutSeconds = 60;
+  /// Distributed: after every step, check by hashing that the ranks of each
+  /// replication group hold bit-identical state (and log it).
+  bool checkReplicas = false;
   /// After training: write the user's model with the trained weights.
   std::string exportOnnx;
+  /// Instead of training: consolidate the distributed checkpoint in
+  /// `checkpointDir` into this folder (and --export-onnx from it).
+  std::string consolidateTo;
 };
 
-/// Writes the artifact's model.onnx with the executor's trained parameters
-/// and buffers to a path; strata-run's main installs it (the runtime itself
-/// knows no ONNX).
+/// The bytes of a trained parameter or buffer by name (empty when absent).
+using WeightLookup = std::function<std::string_view(const std::string &name)>;
+
+/// Writes the artifact's model.onnx with the trained parameters and buffers
+/// `weights` gives to a path; strata-run's main installs it (the runtime
+/// itself knows no ONNX).
 using OnnxExporter = std::function<Status(const std::string &artifactDir,
-                                          Executor &executor,
+                                          const WeightLookup &weights,
                                           const std::string &outPath)>;
 void setOnnxExporter(OnnxExporter exporter);
 
@@ -67,17 +82,45 @@ double scheduledLearningRate(const plan::Training &training, double lr,
 /// `dir`/step-%08d/ (atomically: temp + rename) and points `dir`/latest at it;
 /// keeps that checkpoint and the one `latest` named before, removes the rest.
 /// index.json lists each tensor's name, kind, dtype, shape, offset, bytes and
-/// FNV-1a checksum. STRATA_TEST_KILL_DURING_SAVE=N: the N-th save of the
-/// process into `dir` raises SIGKILL halfway through state.bin.
+/// FNV-1a checksum. With `comm` (a distributed run; every rank calls it)
+/// each rank's shards go to step-%08d/rank-%05d/ and the step folder's
+/// index.json names the topology; rank 0 commits once every rank has
+/// written. STRATA_TEST_KILL_DURING_SAVE=N: the N-th save of the process
+/// into `dir` raises SIGKILL halfway through state.bin.
 Status saveCheckpoint(const std::string &dir, const std::string &fingerprint,
-                      uint64_t step, uint64_t seed, Executor &executor);
+                      uint64_t step, uint64_t seed, Executor &executor,
+                      Communicator *comm = nullptr);
 
 /// Loads `dir`/latest into the executor's state after checking the
-/// fingerprint and every tensor's dtype, shape and checksum (on an error the
-/// state is untouched); `step` receives the step it was written after (0 and
-/// a note on stderr when there is none yet).
+/// fingerprint (and with `comm` the topology) and every tensor's dtype,
+/// shape and checksum (on an error the state is untouched); `step` receives
+/// the step it was written after (0 and a note on stderr when there is none
+/// yet).
 Status loadCheckpoint(const std::string &dir, const std::string &fingerprint,
-                      Executor &executor, uint64_t &step);
+                      Executor &executor, uint64_t &step,
+                      Communicator *comm = nullptr);
+
+/// Writes the whole parameters and buffers of the distributed checkpoint
+/// `dir`/latest (written by `artifact`) to `outDir`/{state.bin, index.json}
+/// in the one-rank layout, holding one value at a time beyond the file
+/// reads; optimizer states stay in the shards. `step` receives its step.
+Status consolidateCheckpoint(const Artifact &artifact, const std::string &dir,
+                             const std::string &outDir, uint64_t &step);
+
+/// A state folder (state.bin + index.json) mapped read-only, by name.
+class MappedWeights {
+public:
+  static Status open(const std::string &folder,
+                     std::unique_ptr<MappedWeights> &out);
+  ~MappedWeights();
+  std::string_view get(const std::string &name) const;
+
+private:
+  MappedWeights() = default;
+  const char *data_ = nullptr;
+  size_t size_ = 0;
+  std::map<std::string, std::string_view> values_;
+};
 
 /// The loop: returns the process exit code, errors as one line on stderr.
 int train(const TrainOptions &options);

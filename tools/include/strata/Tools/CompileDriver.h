@@ -20,11 +20,13 @@ importGraph(mlir::MLIRContext &context, llvm::StringRef path,
 
 /// Adds @micro_step (loss, backward) and @optimizer_step to an imported
 /// module: strata-autodiff, strata-optimizer, canonicalize, CSE.
-/// With a topology of more than one rank, strata-partition follows.
+/// With a topology of more than one rank and `distribute`, strata-partition
+/// follows (the loss is weighted 1/N either way).
 llvm::Error buildTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
                               const codegen::TrainingOptions &options,
                               llvm::ArrayRef<std::string> freeze = {},
-                              const codegen::TopologyOptions &topology = {});
+                              const codegen::TopologyOptions &topology = {},
+                              bool distribute = true);
 
 /// The whole of strata-compile: parses the command line, imports the model,
 /// runs the pipeline up to `--emit`, and prints or writes the result.
