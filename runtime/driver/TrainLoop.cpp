@@ -319,7 +319,9 @@ int train(const TrainOptions &options) {
     for (uint32_t m = 0; m < accum; ++m) {
       if (Status st = loader->fill(s, m, accum); !st)
         return error(st.message());
-      uint64_t microSeed = splitmix64(splitmix64(options.seed) ^ (s * accum + m));
+      // Each rank its own dropout masks (one rank: (s * A + m)).
+      uint64_t microSeed = splitmix64(
+          splitmix64(options.seed) ^ ((s * accum + m) * uint64_t(world) + rank));
       if (Status st = executor->run("micro_step", microSeed); !st)
         return error("step " + std::to_string(s + 1) + ": " + st.message());
       loss += scalar(*lossOutput);
@@ -362,7 +364,8 @@ int train(const TrainOptions &options) {
     if (comm && options.checkReplicas) {
       uint64_t hash = 0xcbf29ce484222325ull;
       for (const auto &state : executor->getStates())
-        if (state.kind == plan::PARAMETER || state.kind == plan::BUFFER ||
+        // Buffers (batch-norm statistics) follow each rank's own data.
+        if (state.kind == plan::PARAMETER ||
             state.kind == plan::OPTIMIZER_STATE)
           hash = fnv1a64(state.view->data, state.view->bytes(), hash);
       std::vector<uint64_t> hashes;
@@ -403,7 +406,9 @@ int train(const TrainOptions &options) {
       tailSum += loss;
       ++tailCount;
     }
-    double perSecond = loader->itemsPerMicroStep() * accum / (ms / 1000.0);
+    // The whole global batch: every rank's micro-batches.
+    double perSecond =
+        loader->itemsPerMicroStep() * accum * world / (ms / 1000.0);
     const char *unit = loader->countsTokens() ? "tokens_per_s" : "samples_per_s";
     if (log && leader) {
       // JSON has no NaN or infinity: an overflowed norm is null.
