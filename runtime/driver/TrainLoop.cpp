@@ -25,6 +25,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <vector>
 #include <map>
 
 namespace strata::runtime {
@@ -338,13 +339,20 @@ int train(const TrainOptions &options) {
     // The step's bytes by collective and link class, summed over the ranks,
     // and its loss, the mean over the ranks (bookkeeping outside the
     // counters).
-    double sums[1 + 2 * Communicator::kKinds] = {loss};
+    // Layout: the loss, [intra, inter] per collective summed over the
+    // ranks, then [intra, inter] of each rank (the others' slots zero).
+    constexpr int kRankSlots = 1 + 2 * Communicator::kKinds;
+    std::vector<double> sums(kRankSlots + 2 * world, 0.0);
+    sums[0] = loss;
     if (comm) {
       const Communicator::Traffic &after = comm->traffic();
       for (int k = 0; k < Communicator::kKinds; ++k)
-        for (int l = 0; l < 2; ++l)
-          sums[1 + 2 * k + l] = after[k][l] - before[k][l];
-      if (Status st = comm->sumOverWorld(sums, std::size(sums), "step log");
+        for (int l = 0; l < 2; ++l) {
+          double bytes = after[k][l] - before[k][l];
+          sums[1 + 2 * k + l] = bytes;
+          sums[kRankSlots + 2 * rank + l] += bytes;
+        }
+      if (Status st = comm->sumOverWorld(sums.data(), sums.size(), "step log");
           !st)
         return error(st.message());
       loss = sums[0] / world;
@@ -448,7 +456,14 @@ int train(const TrainOptions &options) {
                         sums[1 + 2 * k], sums[2 + 2 * k]);
           log << line;
         }
-        log << "}";
+        log << "}, \"rank_bytes\": [";
+        for (int r = 0; r < world; ++r) {
+          std::snprintf(line, sizeof(line), "%s[%.0f, %.0f]", r ? ", " : "",
+                        sums[kRankSlots + 2 * r],
+                        sums[kRankSlots + 2 * r + 1]);
+          log << line;
+        }
+        log << "]";
         if (replicasChecked)
           log << ", \"replicas_identical\": true";
       }

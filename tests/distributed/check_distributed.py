@@ -225,6 +225,13 @@ def check_topology(args, work, ref_cache):
                             f"{measured}, the formula gives {formula:.1f} "
                             f"(forward {fwd}, backward {bwd}, gradients "
                             f"{grad})")
+        # Per rank: the ranks' own counters add up to the totals.
+        ranks = step["rank_bytes"]
+        for link in (0, 1):
+            total = sum(v[link] for v in step["bytes"].values())
+            if len(ranks) != n or abs(sum(r[link] for r in ranks) - total) > n:
+                return (f"{name}: step {i + 1} per-rank bytes {ranks} do not "
+                        f"add up to {total}")
     ag = dist_steps[0]["bytes"]["all_gather"]
     print(f"{name}: {args.steps} steps equal one rank (worst {worst:.2g}); "
           f"replicas identical; bytes match the formulas (all-gather "
