@@ -8,10 +8,10 @@
 # flat all-gathers) moves, then consolidates the sharded checkpoint, exports
 # the trained model to ONNX and samples text from it.
 #
-#   tools/demo.sh [--steps N]      (600 by default: a few minutes)
+#   tools/demo.sh [--steps N]      (1200 by default: about 3 minutes)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-steps=600
+steps=1200
 if [[ "${1:-}" == "--steps" && -n "${2:-}" ]]; then steps="$2"; fi
 "$root/tools/install-deps.sh"
 "$root/tools/build.sh" strata-compile strata-run
@@ -26,11 +26,13 @@ training=(--optimizer adamw --lr 1e-2 --lr-schedule cosine --warmup-steps 30
           --clip-norm 1.0 --steps "$steps")
 
 echo "== strata-compile $(basename "$model") --emit=summary --batch 8"
-"$build/bin/strata-compile" "$model" --batch 8 --emit=summary | head -n 8
+"$build/bin/strata-compile" "$model" --batch 8 --emit=summary > "$work/summary.txt"
+head -n 8 "$work/summary.txt"
 echo
 echo "== strata-compile --emit=distributed: the first hierarchical all-gather"
 "$build/bin/strata-compile" "$model" "${topology[@]}" --hierarchical on \
-  --emit=distributed | grep -m 4 -E 'sched\.|graph\.(split|concat)' |
+  --emit=distributed > "$work/distributed.mlir"
+grep -m 4 -E 'sched\.|graph\.(split|concat)' "$work/distributed.mlir" |
   cut -c 1-150
 echo
 echo "== strata-compile -> $work/gpt.strata (N=4, K=2, P=4, hierarchical)"
