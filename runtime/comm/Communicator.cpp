@@ -244,70 +244,60 @@ Status Communicator::waitAll(std::vector<void *> &requests, Group group,
   }
 }
 
-Status Communicator::allGather(Group group, const std::vector<Buffer> &buffers) {
-  ++sequence_[int(group)];
-  size_t g = members(group).size();
-  std::vector<MPI_Request> requests(buffers.size());
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    const Buffer &b = buffers[i];
-    int bytes = static_cast<int>(b.count * byteWidth(b.dtype));
-    MPI_Iallgather(b.in, bytes, MPI_BYTE, b.out, bytes, MPI_BYTE,
-                   comm(comms_[int(group)]), &requests[i]);
-    count(group, Kind::AllGather, double(g - 1) * bytes);
-
-  }
-  std::vector<void *> pending;
-  for (MPI_Request &r : requests)
-    pending.push_back(&r);
-  return waitAll(pending, group, "all_gather");
-}
-
-Status Communicator::reduceScatterSum(Group group,
-                                      const std::vector<Buffer> &buffers) {
-  ++sequence_[int(group)];
-  size_t g = members(group).size();
-  std::vector<MPI_Request> requests(buffers.size());
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    const Buffer &b = buffers[i];
-    MPI_Datatype type = mpiType(b.dtype);
-    if (type == MPI_DATATYPE_NULL)
-      return Status::error(std::string("reduce_scatter: unsupported element "
-                                       "type ") +
-                           std::string(name(b.dtype)));
-    MPI_Ireduce_scatter_block(b.in, b.out, static_cast<int>(b.count), type,
-                              MPI_SUM, comm(comms_[int(group)]),
-                              &requests[i]);
-    count(group, Kind::ReduceScatter,
-          double(g - 1) * double(b.count * byteWidth(b.dtype)));
-  }
-  std::vector<void *> pending;
-  for (MPI_Request &r : requests)
-    pending.push_back(&r);
-  return waitAll(pending, group, "reduce_scatter");
-}
-
-Status Communicator::allReduceSum(Group group,
-                                  const std::vector<Buffer> &buffers) {
+/// One grouped call: `start` issues buffer i's non-blocking collective and
+/// returns the bytes the rank receives for it on a ring (counted under
+/// `kind`); then every request is polled together.
+template <typename Start>
+Status Communicator::grouped(Group group, Kind kind,
+                             const std::vector<Buffer> &buffers,
+                             const char *what, Start start) {
   ++sequence_[int(group)];
   double g = double(members(group).size());
   std::vector<MPI_Request> requests(buffers.size());
   for (size_t i = 0; i < buffers.size(); ++i) {
     const Buffer &b = buffers[i];
-    MPI_Datatype type = mpiType(b.dtype);
-    if (type == MPI_DATATYPE_NULL)
-      return Status::error(std::string("all_reduce: unsupported element "
-                                       "type ") +
+    if (kind != Kind::AllGather && mpiType(b.dtype) == MPI_DATATYPE_NULL)
+      return Status::error(std::string(what) + ": unsupported element type " +
                            std::string(name(b.dtype)));
-    const void *send = b.in == b.out ? MPI_IN_PLACE : b.in;
-    MPI_Iallreduce(send, b.out, static_cast<int>(b.count), type, MPI_SUM,
-                   comm(comms_[int(group)]), &requests[i]);
-    count(group, Kind::AllReduce,
-          2.0 * (g - 1) / g * double(b.count * byteWidth(b.dtype)));
+    count(group, kind, start(b, g, comm(comms_[int(group)]), &requests[i]));
   }
   std::vector<void *> pending;
   for (MPI_Request &r : requests)
     pending.push_back(&r);
-  return waitAll(pending, group, "all_reduce");
+  return waitAll(pending, group, what);
+}
+
+Status Communicator::allGather(Group group, const std::vector<Buffer> &buffers) {
+  return grouped(group, Kind::AllGather, buffers, "all_gather",
+                 [](const Buffer &b, double g, MPI_Comm c, MPI_Request *r) {
+                   int bytes = static_cast<int>(b.count * byteWidth(b.dtype));
+                   MPI_Iallgather(b.in, bytes, MPI_BYTE, b.out, bytes,
+                                  MPI_BYTE, c, r);
+                   return (g - 1) * bytes;
+                 });
+}
+
+Status Communicator::reduceScatterSum(Group group,
+                                      const std::vector<Buffer> &buffers) {
+  return grouped(group, Kind::ReduceScatter, buffers, "reduce_scatter",
+                 [](const Buffer &b, double g, MPI_Comm c, MPI_Request *r) {
+                   MPI_Ireduce_scatter_block(b.in, b.out,
+                                             static_cast<int>(b.count),
+                                             mpiType(b.dtype), MPI_SUM, c, r);
+                   return (g - 1) * double(b.count * byteWidth(b.dtype));
+                 });
+}
+
+Status Communicator::allReduceSum(Group group,
+                                  const std::vector<Buffer> &buffers) {
+  return grouped(group, Kind::AllReduce, buffers, "all_reduce",
+                 [](const Buffer &b, double g, MPI_Comm c, MPI_Request *r) {
+                   const void *send = b.in == b.out ? MPI_IN_PLACE : b.in;
+                   MPI_Iallreduce(send, b.out, static_cast<int>(b.count),
+                                  mpiType(b.dtype), MPI_SUM, c, r);
+                   return 2.0 * (g - 1) / g *
+                          double(b.count * byteWidth(b.dtype));
+                 });
 }
 
 Status Communicator::sumOverWorld(double *values, size_t n,

@@ -70,6 +70,26 @@ inline Status checkArity(const KernelContext &ctx, std::string_view op,
   return Status::ok();
 }
 
+/// Calls fn(I{}) with I the C++ type of an index dtype (gather, embedding
+/// and their gradients).
+template <typename Fn>
+Status dispatchIndex(DType t, std::string_view op, Fn &&fn) {
+  switch (t) {
+  case DType::I64:
+    return fn(int64_t{});
+  case DType::I32:
+    return fn(int32_t{});
+  case DType::I16:
+    return fn(int16_t{});
+  case DType::I8:
+    return fn(int8_t{});
+  default:
+    return Status::error(std::string(op) +
+                         ": indices must be i64, i32, i16 or i8, got " +
+                         std::string(name(t)));
+  }
+}
+
 /// Checks that every attribute in `names` is set (those without an ODS
 /// default, which codegen always writes).
 inline Status requireAttributes(const KernelContext &ctx, std::string_view op,

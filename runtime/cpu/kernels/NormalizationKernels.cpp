@@ -18,16 +18,6 @@
 namespace strata::runtime::cpu {
 namespace {
 
-/// Attributes without an ODS default must be written by codegen.
-Status requireAttrs(const KernelContext &ctx, std::string_view op,
-                    std::initializer_list<const char *> names) {
-  for (const char *name : names)
-    if (!ctx.attrs.has(name))
-      return Status::error(std::string(op) + ": missing attribute '" + name +
-                           "'");
-  return Status::ok();
-}
-
 Status sameDType(std::string_view op, const TensorView &ref,
                  std::initializer_list<const TensorView *> others) {
   for (const TensorView *t : others)
@@ -53,7 +43,7 @@ Status layerNormKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.layer_norm";
   if (Status s = checkArity(ctx, kOp, 2, 3, 1); !s)
     return s;
-  if (Status s = requireAttrs(ctx, kOp, {"axis", "epsilon"}); !s)
+  if (Status s = requireAttributes(ctx, kOp, {"axis", "epsilon"}); !s)
     return s;
   const TensorView &x = ctx.inputs[0], &scale = ctx.inputs[1];
   const TensorView *bias = ctx.inputs.size() > 2 ? &ctx.inputs[2] : nullptr;
@@ -111,7 +101,7 @@ Status batchNormKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.batch_norm";
   if (Status s = checkArity(ctx, kOp, 5, 5, 3); !s)
     return s;
-  if (Status s = requireAttrs(ctx, kOp, {"epsilon", "momentum", "training"});
+  if (Status s = requireAttributes(ctx, kOp, {"epsilon", "momentum", "training"});
       !s)
     return s;
   const TensorView &x = ctx.inputs[0];
@@ -220,7 +210,7 @@ void addSoftmax(KernelRegistry &r, std::string op, bool log) {
   r.add(op, [op, log](KernelContext &ctx) -> Status {
     if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
       return s;
-    if (Status s = requireAttrs(ctx, op, {"axis"}); !s)
+    if (Status s = requireAttributes(ctx, op, {"axis"}); !s)
       return s;
     const TensorView &x = ctx.inputs[0];
     TensorView &y = ctx.outputs[0];

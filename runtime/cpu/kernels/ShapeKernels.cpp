@@ -530,25 +530,6 @@ Status triluKernel(KernelContext &ctx) {
 // Gather and embedding
 //===----------------------------------------------------------------------===//
 
-/// Calls fn(T{}) with T the C++ type of integer index dtype `t`.
-template <typename Fn>
-Status dispatchIndex(DType t, std::string_view op, Fn &&fn) {
-  switch (t) {
-  case DType::I64:
-    return fn(int64_t{});
-  case DType::I32:
-    return fn(int32_t{});
-  case DType::I16:
-    return fn(int16_t{});
-  case DType::I8:
-    return fn(int8_t{});
-  default:
-    return Status::error(std::string(op) +
-                         ": indices must be i64, i32, i16 or i8, got " +
-                         std::string(name(t)));
-  }
-}
-
 /// Copies blocks of `inner` elements: for every outer index o and every
 /// index i, block (o, idx[i]) of `in` (with `axisSize` blocks per outer
 /// index) to block (o, i) of `out`. Negative indices count from the end (ONNX

@@ -95,6 +95,9 @@ public:
 private:
   Communicator() = default;
   void count(Group group, Kind kind, double bytes);
+  template <typename Start>
+  Status grouped(Group group, Kind kind, const std::vector<Buffer> &buffers,
+                 const char *what, Start start);
   /// Polls `requests` until all complete; on timeout diagnoses who never
   /// arrived and aborts every rank.
   Status waitAll(std::vector<void *> &requests, Group group,
