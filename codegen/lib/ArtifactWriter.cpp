@@ -3,6 +3,7 @@
 #include "strata/Codegen/ArtifactWriter.h"
 
 #include "strata/Dialect/Graph/IR/GraphOps.h"
+#include "strata/Dialect/Graph/IR/StateUpdates.h"
 #include "strata/Dialect/Sched/IR/SchedOps.h"
 #include "strata/Runtime/Artifact.h"
 
@@ -242,18 +243,6 @@ std::optional<plan::TensorKind> stateKind(StringRef role) {
   return std::nullopt;
 }
 
-/// Whether `op` may write its results over operand `operand`'s storage: it
-/// reads each element before writing the same element and nothing else.
-bool isInPlaceSafe(Operation *op) {
-  if (isa<graph::AdamWUpdateOp, graph::SGDUpdateOp>(op))
-    return true;
-  if (!isa<graph::AddOp, graph::SubOp, graph::MulOp>(op))
-    return false;
-  Type result = op->getResult(0).getType();
-  return llvm::all_of(op->getOperandTypes(),
-                      [&](Type t) { return t == result; });
-}
-
 /// Lowers one function into a program. A result that updates persistent
 /// state is computed straight into the state's tensor when that is safe (its
 /// producer runs after every other read of the old value, and reads the old
@@ -295,8 +284,10 @@ Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
     }
   }
 
-  // Where each state-updating result goes.
+  // Where each state-updating result goes: straight into the state's
+  // tensor, or copied there at the end (graph::findInPlaceStateUpdates).
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  llvm::DenseMap<Value, StringRef> inPlace = graph::findInPlaceStateUpdates(func);
   llvm::DenseMap<Value, uint32_t> aliased;
   SmallVector<std::pair<Value, uint32_t>> copies;
   for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
@@ -310,18 +301,10 @@ Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
         b.sharedTensor(value.getType(), *kind, name.getValue());
     if (!target)
       return target.takeError();
-    BlockArgument old = stateArgs.lookup(name.getValue());
-    if (value == old)
+    if (value == stateArgs.lookup(name.getValue()))
       continue; // Unchanged.
-    Operation *producer = value.getDefiningOp();
-    bool safe = producer && !isa<graph::ConstantOp>(producer) &&
-                !aliased.count(value);
-    if (safe && old)
-      for (Operation *user : old.getUsers())
-        if (user == producer ? !isInPlaceSafe(producer)
-                             : !user->isBeforeInBlock(producer))
-          safe = false;
-    if (safe)
+    auto it = inPlace.find(value);
+    if (it != inPlace.end() && it->second == name.getValue())
       aliased[value] = *target;
     else
       copies.push_back({value, *target});

@@ -311,6 +311,8 @@ int train(const TrainOptions &options) {
     if (accum > 1)
       executor->zeroGradients();
     double loss = 0;
+    // Heap allocations inside the step's programs (0 after the first).
+    uint64_t allocations = 0;
     // Tests of the timeout: this rank stops participating at step 2.
     if (comm && s == 1)
       if (const char *stall = std::getenv("STRATA_TEST_STALL_RANK");
@@ -325,6 +327,7 @@ int train(const TrainOptions &options) {
           splitmix64(options.seed) ^ ((s * accum + m) * uint64_t(world) + rank));
       if (Status st = executor->run("micro_step", microSeed); !st)
         return error("step " + std::to_string(s + 1) + ": " + st.message());
+      allocations += executor->getLastRunAllocations();
       loss += scalar(*lossOutput);
     }
     loss /= accum;
@@ -335,6 +338,7 @@ int train(const TrainOptions &options) {
     double usedScale = scaling ? *lossScale : 1.0;
     if (Status st = executor->run("optimizer_step"); !st)
       return error("step " + std::to_string(s + 1) + ": " + st.message());
+    allocations += executor->getLastRunAllocations();
     double norm = scalar(*normOutput);
     // The step's bytes by collective and link class, summed over the ranks,
     // and its loss, the mean over the ranks (bookkeeping outside the
@@ -427,10 +431,11 @@ int train(const TrainOptions &options) {
       std::snprintf(line, sizeof(line),
                     "{\"step\": %llu, \"loss\": %.9g, \"lr\": %.9g, "
                     "\"grad_norm\": %s, \"%s\": %.1f, \"step_ms\": %.3f, "
-                    "\"peak_memory_bytes\": %lld",
+                    "\"peak_memory_bytes\": %lld, \"allocations\": %llu",
                     static_cast<unsigned long long>(s + 1), loss, lr, normText,
                     unit, perSecond, ms,
-                    static_cast<long long>(peakMemoryBytes()));
+                    static_cast<long long>(peakMemoryBytes()),
+                    static_cast<unsigned long long>(allocations));
       log << line;
       if (scaling) {
         std::snprintf(line, sizeof(line),

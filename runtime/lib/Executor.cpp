@@ -2,6 +2,10 @@
 
 #include "strata/Runtime/Executor.h"
 
+#include "strata/Runtime/ScratchArena.h"
+
+#include <optional>
+
 #include "plan.pb.h"
 
 #include <cstring>
@@ -39,16 +43,36 @@ Status Executor::create(const Artifact &artifact, const KernelRegistry &kernels,
   const plan::Plan &p = artifact.getPlan();
   std::unique_ptr<Executor> e(new Executor());
 
-  // One arena, every tensor at an aligned offset.
+  // One block: the persistent tensors and the constants end to end, then
+  // the activation arena at the offsets strata-plan-memory chose (without a
+  // memory plan, every activation its own slot after them).
   e->tensors_.resize(p.tensors_size());
   std::vector<size_t> offsets(p.tensors_size());
   size_t total = 0;
+  bool planned = p.has_memory();
   for (const auto &t : p.tensors()) {
     TensorView &v = e->tensors_[t.id()];
     v.dtype = fromPlanDType(t.dtype());
     v.shape.assign(t.shape().begin(), t.shape().end());
+    if (planned && t.kind() == plan::ACTIVATION)
+      continue;
     offsets[t.id()] = total;
     total += alignUp(std::max<size_t>(v.bytes(), 1));
+  }
+  if (planned) {
+    size_t arena = p.memory().activation_bytes();
+    for (const auto &t : p.tensors()) {
+      if (t.kind() != plan::ACTIVATION)
+        continue;
+      size_t bytes = e->tensors_[t.id()].bytes();
+      if (t.offset() % kAlignment != 0 || t.offset() + bytes > arena)
+        return Status::error("plan: activation tensor " +
+                             std::to_string(t.id()) +
+                             " lies outside the planned arena of " +
+                             std::to_string(arena) + " bytes");
+      offsets[t.id()] = total + t.offset();
+    }
+    total += arena;
   }
   e->arena_.assign(total, 0);
   for (size_t i = 0; i < e->tensors_.size(); ++i)
@@ -158,15 +182,23 @@ Status Executor::run(std::string_view name, uint64_t seed) {
     return Status::error("the artifact has no program '" + std::string(name) +
                          "'");
   std::vector<Step> &steps = it->second.steps;
+  uint64_t before = heapAllocations();
   for (size_t i = 0; i < steps.size(); ++i) {
     Step &step = steps[i];
     KernelContext ctx{step.inputs, step.outputs, step.attrs,
                       fnv1a64(&step.stream, sizeof(step.stream), seed), comm_};
-    if (Status s = (*step.kernel)(ctx); !s)
+    std::optional<Status> status;
+    {
+      // The kernel's scratch comes from the arena, rewound after it.
+      ScratchArena::Scope scope(scratch_);
+      status.emplace((*step.kernel)(ctx));
+    }
+    if (!*status)
       return Status::error(std::string(name) + " instruction " +
                            std::to_string(i) + ", " + step.description + ": " +
-                           s.message());
+                           status->message());
   }
+  lastRunAllocations_ = heapAllocations() - before;
   return Status::ok();
 }
 

@@ -1,8 +1,10 @@
 //===- Executor.h - Runs an artifact's instructions -------------*- C++ -*-===//
 //
-// The executor owns one arena holding every tensor of the plan, allocated
-// once when it is created; running the plan allocates nothing. Kernels come
-// from a backend's registry (the CPU one for now).
+// The executor owns one block holding every tensor of the plan (persistent
+// state, constants, and the activation arena laid out by strata-plan-memory),
+// allocated once when it is created, and a ScratchArena for the kernels'
+// scratch, so a step after the first calls the allocator zero times.
+// Kernels come from a backend's registry (the CPU one for now).
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +12,7 @@
 #define STRATA_RUNTIME_EXECUTOR_H
 
 #include "strata/Runtime/Artifact.h"
+#include "strata/Runtime/ScratchArena.h"
 
 #include <map>
 #include <memory>
@@ -54,6 +57,12 @@ public:
   Status run(std::string_view program = "forward", uint64_t seed = 0);
 
   size_t getArenaBytes() const { return arena_.size(); }
+  /// Heap allocations (operator new) during the last run(): kernels'
+  /// scratch comes from the executor's ScratchArena, so after the first
+  /// step this is 0.
+  uint64_t getLastRunAllocations() const { return lastRunAllocations_; }
+  /// Bytes the kernels' scratch arena holds.
+  size_t getScratchBytes() const { return scratch_.capacity(); }
 
 private:
   /// An instruction with its views prebuilt: the arena never moves, so a
@@ -78,6 +87,8 @@ private:
   std::map<std::string, uint32_t> inputs_, outputs_;
   std::vector<StateTensor> states_;
   Communicator *comm_ = nullptr;
+  ScratchArena scratch_;
+  uint64_t lastRunAllocations_ = 0;
 };
 
 } // namespace strata::runtime

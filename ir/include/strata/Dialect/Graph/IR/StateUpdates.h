@@ -1,0 +1,37 @@
+//===- StateUpdates.h - Results written over persistent state ---*- C++ -*-===//
+//
+// A training function returns the new values of its persistent state
+// (parameters, gradients, optimizer states) by name. A returned value can be
+// computed straight into its state's storage when its producer runs after
+// every other read of the old value and reads the old value only
+// elementwise; otherwise it lives in its own buffer and is copied over the
+// state at the end. Codegen and strata-plan-memory both ask here, so the
+// memory plan and the artifact agree.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_DIALECT_GRAPH_IR_STATEUPDATES_H
+#define STRATA_DIALECT_GRAPH_IR_STATEUPDATES_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringRef.h"
+
+namespace strata::graph {
+
+/// Whether a role names persistent state ("parameter", "buffer",
+/// "gradient", "optimizer_state").
+bool isStateRole(llvm::StringRef role);
+
+/// Whether `op` may write its results over an operand's storage: it reads
+/// each element before writing the same element and nothing else.
+bool isInPlaceSafe(mlir::Operation *op);
+
+/// The returned values of `func` computed straight into their state's
+/// storage, each with the state's name.
+llvm::DenseMap<mlir::Value, llvm::StringRef>
+findInPlaceStateUpdates(mlir::func::FuncOp func);
+
+} // namespace strata::graph
+
+#endif // STRATA_DIALECT_GRAPH_IR_STATEUPDATES_H

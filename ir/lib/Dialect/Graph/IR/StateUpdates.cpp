@@ -1,0 +1,63 @@
+//===- StateUpdates.cpp - Results written over persistent state -----------===//
+
+#include "strata/Dialect/Graph/IR/StateUpdates.h"
+
+#include "strata/Dialect/Graph/IR/GraphOps.h"
+
+#include "llvm/ADT/StringMap.h"
+
+using namespace mlir;
+
+namespace strata::graph {
+
+bool isStateRole(llvm::StringRef role) {
+  return role == "parameter" || role == "buffer" || role == "gradient" ||
+         role == "optimizer_state";
+}
+
+bool isInPlaceSafe(Operation *op) {
+  if (isa<AdamWUpdateOp, SGDUpdateOp>(op))
+    return true;
+  if (!isa<AddOp, SubOp, MulOp>(op))
+    return false;
+  Type result = op->getResult(0).getType();
+  return llvm::all_of(op->getOperandTypes(),
+                      [&](Type t) { return t == result; });
+}
+
+llvm::DenseMap<Value, llvm::StringRef>
+findInPlaceStateUpdates(func::FuncOp func) {
+  llvm::StringMap<BlockArgument> stateArgs;
+  for (BlockArgument arg : func.getArguments()) {
+    auto role = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                  kRoleAttrName);
+    auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                  kNameAttrName);
+    if (role && name && isStateRole(role.getValue()))
+      stateArgs[name.getValue()] = arg;
+  }
+  llvm::DenseMap<Value, llvm::StringRef> inPlace;
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+    auto role = func.getResultAttrOfType<StringAttr>(i, kRoleAttrName);
+    auto name = func.getResultAttrOfType<StringAttr>(i, kNameAttrName);
+    if (!role || !name || !isStateRole(role.getValue()))
+      continue;
+    BlockArgument old = stateArgs.lookup(name.getValue());
+    if (value == old)
+      continue; // unchanged
+    Operation *producer = value.getDefiningOp();
+    bool safe = producer && !isa<ConstantOp>(producer) &&
+                !inPlace.count(value);
+    if (safe && old)
+      for (Operation *user : old.getUsers())
+        if (user == producer ? !isInPlaceSafe(producer)
+                             : !user->isBeforeInBlock(producer))
+          safe = false;
+    if (safe)
+      inPlace[value] = name.getValue();
+  }
+  return inPlace;
+}
+
+} // namespace strata::graph
