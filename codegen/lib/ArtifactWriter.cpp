@@ -235,6 +235,23 @@ public:
   std::vector<std::string> shardSections;
 };
 
+/// Bytes of a plan tensor as the runtime stores it (i1 as one byte).
+uint64_t tensorBytes(const plan::Tensor &t) {
+  uint64_t n = 1;
+  for (int64_t d : t.shape())
+    n *= uint64_t(d);
+  switch (t.dtype()) {
+  case plan::F64:
+  case plan::I64: return n * 8;
+  case plan::F32:
+  case plan::I32: return n * 4;
+  case plan::F16:
+  case plan::BF16:
+  case plan::I16: return n * 2;
+  default: return n;
+  }
+}
+
 std::optional<plan::TensorKind> stateKind(StringRef role) {
   if (role == "parameter") return plan::PARAMETER;
   if (role == "buffer") return plan::BUFFER;
@@ -348,7 +365,9 @@ Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
                     " is not defined before it");
       inst->add_inputs(it->second);
     }
-    for (Value result : op.getResults()) {
+    // strata-plan-memory's offsets, when it ran.
+    auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("memory.offsets");
+    for (OpResult result : op.getResults()) {
       uint32_t id;
       if (auto it = aliased.find(result); it != aliased.end()) {
         id = it->second;
@@ -358,13 +377,24 @@ Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
         if (!fresh)
           return fresh.takeError();
         id = *fresh;
+        if (offsets) {
+          int64_t offset = offsets[result.getResultNumber()];
+          if (offset < 0)
+            return fail("codegen: the memory plan puts a result of " +
+                        op.getName().getStringRef() +
+                        " in state storage, codegen does not");
+          b.plan.mutable_tensors(id)->set_offset(uint64_t(offset));
+        }
       }
       ids[result] = id;
       inst->add_outputs(id);
     }
-    for (NamedAttribute attr : op.getAttrs())
+    for (NamedAttribute attr : op.getAttrs()) {
+      if (attr.getName().getValue().starts_with("memory."))
+        continue; // the plan's, not the kernel's
       if (Error e = setAttribute(*inst->add_attributes(), attr, &op))
         return e;
+    }
   }
   for (auto [value, target] : copies) {
     plan::Instruction *inst = program.add_instructions();
@@ -490,6 +520,26 @@ Error writeArtifact(ModuleOp module, llvm::StringRef dir,
   plan.set_fingerprint(llvm::formatv(
       "{0:x16}", runtime::fnv1a64(ir.data(), ir.size())).str());
   std::string params = builder.layOutParams();
+  if (auto arena = module->getAttrOfType<IntegerAttr>("memory.arena_bytes")) {
+    plan::MemoryPlan &memory = *plan.mutable_memory();
+    memory.set_activation_bytes(arena.getInt());
+    if (auto live = module->getAttrOfType<IntegerAttr>("memory.live_bytes"))
+      memory.set_activation_lower_bound(live.getInt());
+    if (auto page = module->getAttrOfType<IntegerAttr>("memory.page_size"))
+      memory.set_page_size(page.getInt());
+    memory.set_alignment(64);
+    // The runtime lays the persistent tensors and the constants end to end,
+    // each 64-byte aligned (runtime/lib/Executor.cpp).
+    uint64_t state = 0, constants = 0;
+    for (const plan::Tensor &t : plan.tensors()) {
+      if (t.kind() == plan::ACTIVATION)
+        continue;
+      uint64_t bytes = std::max<uint64_t>(tensorBytes(t), 1);
+      (t.kind() == plan::CONSTANT ? constants : state) += (bytes + 63) / 64 * 64;
+    }
+    memory.set_state_bytes(state);
+    memory.set_constant_bytes(constants);
+  }
 
   // Write beside the target, then swap it into place.
   std::string target = dir.str();

@@ -34,7 +34,7 @@ namespace cl = llvm::cl;
 
 namespace {
 
-enum class EmitStage { Onnx, Graph, Summary, Training, Distributed };
+enum class EmitStage { Onnx, Graph, Summary, Training, Distributed, Memory };
 
 struct CompileOptions {
   cl::OptionCategory category{"strata-compile options"};
@@ -58,7 +58,10 @@ struct CompileOptions {
           clEnumValN(EmitStage::Distributed, "distributed",
                      "the training step sharded over the topology "
                      "(strata-partition: all-gathers, reduce-scatters, "
-                     "all-reduces)")),
+                     "all-reduces)"),
+          clEnumValN(EmitStage::Memory, "memory",
+                     "the module an artifact is written from, with "
+                     "strata-plan-memory's offsets")),
       cl::cat(category)};
   cl::list<std::string> inputShapes{
       "input-shape",
@@ -149,6 +152,12 @@ struct CompileOptions {
       cl::desc("Coalesce a layer's collectives into buckets of at most this "
                "many bytes (0: one parameter a collective)"),
       cl::init(32ull << 20), cl::cat(category)};
+  // Memory.
+  cl::opt<uint64_t> pageSize{
+      "page-size",
+      cl::desc("Bytes of a memory page, the unit pools allocate and moves "
+               "transfer (4 MiB)"),
+      cl::init(4ull << 20), cl::cat(category)};
   cl::list<std::string> freeze{
       "freeze", cl::desc("Keep parameters matching a glob fixed (repeatable)"),
       cl::value_desc("glob"), cl::cat(category)};
@@ -329,8 +338,9 @@ int strata::compileMain(int argc, char **argv) {
     importOptions.batch = options.batch;
   }
   bool writeArtifact = options.emit.getNumOccurrences() == 0;
+  bool planned = writeArtifact || options.emit == EmitStage::Memory;
   bool training = !options.forwardOnly &&
-                  (writeArtifact || options.emit == EmitStage::Training ||
+                  (planned || options.emit == EmitStage::Training ||
                    options.emit == EmitStage::Distributed);
   strata::codegen::TrainingOptions trainingOptions;
   if (training) {
@@ -395,6 +405,17 @@ int strata::compileMain(int argc, char **argv) {
                                           options.freeze, topology,
                                           options.emit != EmitStage::Training))
       return error(llvm::toString(std::move(e)));
+
+  if (planned) {
+    if (options.pageSize == 0)
+      return error("--page-size must be positive");
+    PassManager pm(&context);
+    strata::PlanMemoryPassOptions memory;
+    memory.pageSize = options.pageSize;
+    pm.addPass(strata::createPlanMemoryPass(memory));
+    if (failed(pm.run(**module)))
+      return error("planning memory failed");
+  }
 
   if (writeArtifact) {
     auto weights = frontend::openOnnxWeights(options.input);

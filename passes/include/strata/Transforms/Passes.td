@@ -208,4 +208,43 @@ def PartitionPass : Pass<"strata-partition", "::mlir::ModuleOp"> {
   ];
 }
 
+//===----------------------------------------------------------------------===//
+// Memory
+//===----------------------------------------------------------------------===//
+
+def PlanMemoryPass : Pass<"strata-plan-memory", "::mlir::ModuleOp"> {
+  let summary = "Place every activation in one arena by lifetime";
+  let description = [{
+    Each function is one program; programs run one at a time, so their
+    activations share one arena. Within a function, ops are numbered in
+    block order; a result lives from its op to its last user (the return
+    counts as a user at the end). Results a function computes straight into
+    persistent state (graph::findInPlaceStateUpdates, the rule codegen
+    applies) and constants take no arena bytes. The offsets are chosen
+    greedily by size: largest first, each at the best-fitting gap among the
+    already placed tensors whose lifetimes overlap its own, every offset a
+    multiple of `alignment`. Two results whose lifetimes overlap never share
+    a byte; an op's results never share bytes with its operands.
+
+    Results: on each op, `memory.offsets` (one per result; -1: in its
+    state's storage); on each function `memory.arena_bytes` (the planned
+    peak) and `memory.live_bytes` (the most bytes live at once, the lower
+    bound); on the module the maxima over the functions and `memory.page_size`.
+
+    ```mlir
+    // after
+    %0 = graph.tanh %x {memory.offsets = array<i64: 0>} : tensor<16xf32>
+    %1 = graph.exp %0 {memory.offsets = array<i64: 64>} : tensor<16xf32>
+    %2 = graph.neg %1 {memory.offsets = array<i64: 0>} : tensor<16xf32>
+    ```
+  }];
+  let dependentDialects = ["::strata::graph::GraphDialect"];
+  let options = [
+    Option<"pageSize", "page-size", "uint64_t", /*default=*/"4194304",
+           "Bytes of a page, the unit the pools allocate and moves transfer">,
+    Option<"alignment", "alignment", "uint64_t", /*default=*/"64",
+           "Every offset is a multiple of this">,
+  ];
+}
+
 #endif // STRATA_TRANSFORMS_PASSES_TD

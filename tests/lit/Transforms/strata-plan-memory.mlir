@@ -1,0 +1,57 @@
+// RUN: strata-opt %s --split-input-file --strata-plan-memory | FileCheck %s
+// RUN: strata-opt %s --split-input-file "--strata-plan-memory=alignment=256 page-size=1024" | FileCheck %s --check-prefix=ALIGN
+// RUN: not strata-opt %s --split-input-file "--strata-plan-memory=alignment=48" 2>&1 | FileCheck %s --check-prefix=BAD
+
+// A chain: each value lives from its op to the next, so two slots suffice
+// and they alternate; an op's result never shares its operand's bytes.
+// CHECK-LABEL: module attributes {memory.alignment = 64 : i64, memory.arena_bytes = 128 : i64, memory.live_bytes = 128 : i64, memory.page_size = 4194304 : i64}
+// CHECK: func.func @chain
+// CHECK-SAME: attributes {memory.arena_bytes = 128 : i64, memory.live_bytes = 128 : i64}
+// CHECK: graph.tanh %{{.*}} {memory.offsets = array<i64: 0>}
+// CHECK: graph.exp %{{.*}} {memory.offsets = array<i64: 64>}
+// CHECK: graph.neg %{{.*}} {memory.offsets = array<i64: 0>}
+// CHECK: graph.exp %{{.*}} {memory.offsets = array<i64: 64>}
+// ALIGN: memory.alignment = 256 : i64, memory.arena_bytes = 512 : i64, memory.live_bytes = 128 : i64, memory.page_size = 1024 : i64
+// ALIGN: graph.exp %{{.*}} {memory.offsets = array<i64: 256>}
+// BAD: error: strata-plan-memory: alignment must be a power of two, got 48
+func.func @chain(%x: tensor<16xf32> {graph.name = "x", graph.role = "input"}) -> (tensor<16xf32> {graph.name = "y", graph.role = "output"}) {
+  %0 = graph.tanh %x : tensor<16xf32>
+  %1 = graph.exp %0 : tensor<16xf32>
+  %2 = graph.neg %1 : tensor<16xf32>
+  %3 = graph.exp %2 : tensor<16xf32>
+  return %3 : tensor<16xf32>
+}
+
+// -----
+
+// A long-lived value (%big, read at the end) keeps its bytes; the short
+// ones reuse the rest. Largest first: %big at 0. The lower bound counts raw
+// bytes (a 3-element f32 is 12 bytes), the arena aligned ones.
+// CHECK-LABEL: func.func @long_lived
+// CHECK-SAME: attributes {memory.arena_bytes = 384 : i64, memory.live_bytes = 332 : i64}
+// CHECK: %[[BIG:.*]] = graph.tanh %{{.*}} {memory.offsets = array<i64: 0>} : tensor<64xf32>
+// CHECK: graph.exp %{{.*}} {memory.offsets = array<i64: 256>} : tensor<16xf32>
+// CHECK: graph.neg %{{.*}} {memory.offsets = array<i64: 320>} : tensor<3xf32>
+func.func @long_lived(%x: tensor<64xf32> {graph.name = "x", graph.role = "input"}, %y: tensor<16xf32> {graph.name = "y", graph.role = "input"}, %z: tensor<3xf32> {graph.name = "z", graph.role = "input"}) -> (tensor<64xf32> {graph.name = "big", graph.role = "output"}, tensor<16xf32> {graph.name = "small", graph.role = "output"}, tensor<3xf32> {graph.name = "tiny", graph.role = "output"}) {
+  %big = graph.tanh %x : tensor<64xf32>
+  %0 = graph.exp %y : tensor<16xf32>
+  %1 = graph.neg %z : tensor<3xf32>
+  return %big, %0, %1 : tensor<64xf32>, tensor<16xf32>, tensor<3xf32>
+}
+
+// -----
+
+// A state update computed straight into its state's storage (the AdamW
+// update is the last reader of the old value) takes no arena bytes: -1.
+// Constants take none either.
+// CHECK-LABEL: func.func @state
+// CHECK: graph.constant
+// CHECK-NOT: memory.offsets
+// CHECK: graph.mul %{{.*}} {memory.offsets = array<i64: 0>}
+// CHECK: graph.add %{{.*}} {memory.offsets = array<i64: -1>}
+func.func @state(%w: tensor<8xf32> {graph.name = "w", graph.role = "parameter"}, %g: tensor<8xf32> {graph.name = "grad:w", graph.role = "gradient"}) -> (tensor<8xf32> {graph.name = "w", graph.role = "parameter"}) {
+  %c = graph.constant dense<0.5> : tensor<8xf32>
+  %0 = graph.mul %g, %c : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
+  %1 = graph.add %w, %0 : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
+  return %1 : tensor<8xf32>
+}
