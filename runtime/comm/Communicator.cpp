@@ -39,26 +39,6 @@ std::string list(const std::vector<int> &ranks) {
 
 } // namespace
 
-const char *Communicator::groupName(Group g) {
-  switch (g) {
-  case Group::Partition: return "partition";
-  case Group::Replication: return "replication";
-  case Group::World: return "world";
-  case Group::Inter: return "inter-node";
-  case Group::Intra: return "intra-node";
-  }
-  return "?";
-}
-
-const char *Communicator::kindName(Kind k) {
-  switch (k) {
-  case Kind::AllGather: return "all_gather";
-  case Kind::ReduceScatter: return "reduce_scatter";
-  case Kind::AllReduce: return "all_reduce";
-  }
-  return "?";
-}
-
 Communicator::~Communicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -73,16 +53,6 @@ Communicator::~Communicator() {
     MPI_Comm m = comm(notices_);
     MPI_Comm_free(&m);
   }
-}
-
-bool Communicator::parseGroup(std::string_view name, Group &group) {
-  if (name == "partition") group = Group::Partition;
-  else if (name == "replication") group = Group::Replication;
-  else if (name == "world") group = Group::World;
-  else if (name == "inter") group = Group::Inter;
-  else if (name == "intra") group = Group::Intra;
-  else return false;
-  return true;
 }
 
 Status Communicator::create(const TopologyInfo &topology, double timeoutSeconds,
@@ -120,40 +90,13 @@ Status Communicator::create(const TopologyInfo &topology, double timeoutSeconds,
     MPI_Comm_split(MPI_COMM_WORLD, colors[i], r, &m);
     c->comms_[i] = m;
   }
+  for (int g = 0; g < kGroups; ++g)
+    c->members_[g] = groupMembers(topology, Group(g), c->rank_);
   MPI_Comm notices;
   MPI_Comm_dup(MPI_COMM_WORLD, &notices);
   c->notices_ = notices;
   out = std::move(c);
   return Status::ok();
-}
-
-std::vector<int> Communicator::members(Group group) const {
-  std::vector<int> ranks;
-  int p = topology_.partition, n = topology_.world;
-  int k = std::max(topology_.ranksPerNode, 1);
-  switch (group) {
-  case Group::Partition:
-    for (int i = 0; i < p; ++i)
-      ranks.push_back(rank_ / p * p + i);
-    break;
-  case Group::Replication:
-    for (int i = rank_ % p; i < n; i += p)
-      ranks.push_back(i);
-    break;
-  case Group::World:
-    for (int i = 0; i < n; ++i)
-      ranks.push_back(i);
-    break;
-  case Group::Inter:
-    for (int i = rank_ / p * p + rank_ % k; i < rank_ / p * p + p; i += k)
-      ranks.push_back(i);
-    break;
-  case Group::Intra:
-    for (int i = rank_ / k * k; i < rank_ / k * k + k; ++i)
-      ranks.push_back(i);
-    break;
-  }
-  return ranks;
 }
 
 int Communicator::indexIn(Group group) const {
@@ -162,14 +105,9 @@ int Communicator::indexIn(Group group) const {
 }
 
 void Communicator::count(Group group, Kind kind, double bytes) {
-  std::vector<int> m = members(group);
-  if (m.size() < 2)
-    return;
-  int i = indexIn(group);
-  int predecessor = m[(i + m.size() - 1) % m.size()];
-  int k = std::max(topology_.ranksPerNode, 1);
-  Link link = predecessor / k == rank_ / k ? IntraNode : InterNode;
-  traffic_[int(kind)][link] += bytes;
+  Link link;
+  if (ringLink(topology_, group, rank_, link))
+    traffic_[int(kind)][link] += bytes;
 }
 
 void Communicator::abortStalled(Group group, const std::string &what) {
@@ -245,8 +183,9 @@ Status Communicator::waitAll(std::vector<void *> &requests, Group group,
 }
 
 /// One grouped call: `start` issues buffer i's non-blocking collective and
-/// returns the bytes the rank receives for it on a ring (counted under
-/// `kind`); then every request is polled together.
+/// returns its shard (all-gather, reduce-scatter) or buffer (all-reduce)
+/// bytes, counted on the ring model under `kind`; then every request is
+/// polled together.
 template <typename Start>
 Status Communicator::grouped(Group group, Kind kind,
                              const std::vector<Buffer> &buffers,
@@ -259,7 +198,9 @@ Status Communicator::grouped(Group group, Kind kind,
     if (kind != Kind::AllGather && mpiType(b.dtype) == MPI_DATATYPE_NULL)
       return Status::error(std::string(what) + ": unsupported element type " +
                            std::string(name(b.dtype)));
-    count(group, kind, start(b, g, comm(comms_[int(group)]), &requests[i]));
+    count(group, kind,
+          ringBytes(kind, int(g),
+                    start(b, comm(comms_[int(group)]), &requests[i])));
   }
   std::vector<void *> pending;
   for (MPI_Request &r : requests)
@@ -269,34 +210,33 @@ Status Communicator::grouped(Group group, Kind kind,
 
 Status Communicator::allGather(Group group, const std::vector<Buffer> &buffers) {
   return grouped(group, Kind::AllGather, buffers, "all_gather",
-                 [](const Buffer &b, double g, MPI_Comm c, MPI_Request *r) {
+                 [](const Buffer &b, MPI_Comm c, MPI_Request *r) {
                    int bytes = static_cast<int>(b.count * byteWidth(b.dtype));
                    MPI_Iallgather(b.in, bytes, MPI_BYTE, b.out, bytes,
                                   MPI_BYTE, c, r);
-                   return (g - 1) * bytes;
+                   return double(bytes);
                  });
 }
 
 Status Communicator::reduceScatterSum(Group group,
                                       const std::vector<Buffer> &buffers) {
   return grouped(group, Kind::ReduceScatter, buffers, "reduce_scatter",
-                 [](const Buffer &b, double g, MPI_Comm c, MPI_Request *r) {
+                 [](const Buffer &b, MPI_Comm c, MPI_Request *r) {
                    MPI_Ireduce_scatter_block(b.in, b.out,
                                              static_cast<int>(b.count),
                                              mpiType(b.dtype), MPI_SUM, c, r);
-                   return (g - 1) * double(b.count * byteWidth(b.dtype));
+                   return double(b.count * byteWidth(b.dtype));
                  });
 }
 
 Status Communicator::allReduceSum(Group group,
                                   const std::vector<Buffer> &buffers) {
   return grouped(group, Kind::AllReduce, buffers, "all_reduce",
-                 [](const Buffer &b, double g, MPI_Comm c, MPI_Request *r) {
+                 [](const Buffer &b, MPI_Comm c, MPI_Request *r) {
                    const void *send = b.in == b.out ? MPI_IN_PLACE : b.in;
                    MPI_Iallreduce(send, b.out, static_cast<int>(b.count),
                                   mpiType(b.dtype), MPI_SUM, c, r);
-                   return 2.0 * (g - 1) / g *
-                          double(b.count * byteWidth(b.dtype));
+                   return double(b.count * byteWidth(b.dtype));
                  });
 }
 

@@ -21,6 +21,7 @@
 #define STRATA_RUNTIME_COMMUNICATOR_H
 
 #include "strata/Runtime/Kernel.h"
+#include "strata/Runtime/Topology.h"
 
 #include <array>
 #include <cstdint>
@@ -30,21 +31,12 @@
 
 namespace strata::runtime {
 
-struct TopologyInfo {
-  int world = 1, ranksPerNode = 1, partition = 1;
-};
-
 class Communicator {
 public:
-  /// Partition {gP..gP+P-1}; Replication {j, j+P, ...}; World; Inter: the
-  /// ranks of this partition group with this rank's local rank (one per
-  /// node); Intra: the ranks of this node (K | P: a partition group holds
-  /// whole nodes).
-  enum class Group { Partition, Replication, World, Inter, Intra };
-  static constexpr int kGroups = 5;
-  enum class Kind { AllGather, ReduceScatter, AllReduce };
-  static constexpr int kKinds = 3;
-  enum Link { IntraNode = 0, InterNode = 1 };
+  using Group = runtime::Group;
+  using Kind = CollectiveKind;
+  static constexpr int kGroups = runtime::kGroups;
+  static constexpr int kKinds = kCollectiveKinds;
 
   /// One tensor of a coalesced call. `count` is elements: per member for
   /// all-gather (the shard) and reduce-scatter (the result), the whole
@@ -68,12 +60,15 @@ public:
   int world() const { return topology_.world; }
   const TopologyInfo &topology() const { return topology_; }
   /// The ranks of this rank's group of a kind, in group order.
-  std::vector<int> members(Group group) const;
+  const std::vector<int> &members(Group group) const {
+    return members_[int(group)];
+  }
   /// This rank's position in its group of a kind.
   int indexIn(Group group) const;
-  static bool parseGroup(std::string_view name, Group &group);
-  static const char *groupName(Group group);
-  static const char *kindName(Kind kind);
+  static bool parseGroup(std::string_view name, Group &group) {
+    return runtime::parseGroup(name, group);
+  }
+  static const char *kindName(Kind kind) { return collectiveName(kind); }
 
   /// Each out = concatenation over the group of each member's in.
   Status allGather(Group group, const std::vector<Buffer> &buffers);
@@ -113,6 +108,7 @@ private:
   /// Collectives started per group kind (ranks of a group agree on it).
   uint64_t sequence_[kGroups] = {};
   Traffic traffic_ = {};
+  std::vector<int> members_[kGroups];
 };
 
 } // namespace strata::runtime
