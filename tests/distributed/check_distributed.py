@@ -12,8 +12,9 @@ N ranks at the micro-batch G / (N A). It runs the second under mpirun with
     state (strata-run hashes it and logs "replicas_identical");
   * the bytes of every step, by collective and link class (summed over the
     ranks), equal the MiCS formulas (docs/distributed.md) for the gathered
-    and reduced sizes the compiled IR holds; and the forward gathers cover
-    every parameter exactly once.
+    and reduced sizes the compiled IR holds, and strata-inspect's prediction
+    from the plan; and the forward gathers cover every parameter exactly
+    once.
 
     check_distributed.py --bin BUILD/bin --model gpt_tiny --world 8 \\
         --ranks-per-node 2 --partition 4 --hierarchical on --grad-sync 2hop \\
@@ -232,6 +233,14 @@ def check_topology(args, work, ref_cache):
             if len(ranks) != n or abs(sum(r[link] for r in ranks) - total) > n:
                 return (f"{name}: step {i + 1} per-rank bytes {ranks} do not "
                         f"add up to {total}")
+    # strata-inspect predicts the same bytes from the plan alone.
+    inspect = os.path.join(args.bin, "strata-inspect")
+    predicted = json.loads(run([inspect, dist, "--json"], capture_output=True,
+                               text=True).stdout)["traffic"]
+    for kind, measured in dist_steps[0]["bytes"].items():
+        if any(abs(a - b) > 1 for a, b in zip(predicted[kind], measured)):
+            return (f"{name}: strata-inspect predicts {kind} {predicted[kind]}, "
+                    f"the run measured {measured}")
     ag = dist_steps[0]["bytes"]["all_gather"]
     print(f"{name}: {args.steps} steps equal one rank (worst {worst:.2g}); "
           f"replicas identical; bytes match the formulas (all-gather "

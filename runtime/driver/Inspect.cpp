@@ -1,0 +1,607 @@
+//===- Inspect.cpp - strata-inspect ---------------------------------------===//
+//
+// strata-inspect ARTIFACT [--json] [--trace OUT.json] [--memory-plot OUT.svg]
+// What an artifact holds, read from its plan alone: programs, parameters and
+// shards, the topology and its groups, the memory plan (planned peak against
+// the lower bound, pages), the bytes a training step moves per collective
+// and link class (predicted on the ring model the runtime counts with, so a
+// run's step log can be checked against it), offloaded and recomputed
+// tensors; the planned schedule as Chrome-trace JSON (Perfetto) and the
+// bytes live over one step as an SVG, stacked by kind.
+//
+//===----------------------------------------------------------------------===//
+
+#include "strata/Runtime/Inspect.h"
+
+#include "strata/Runtime/Artifact.h"
+#include "strata/Runtime/Topology.h"
+
+#include "plan.pb.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace strata::runtime {
+namespace {
+
+const char *kUsage =
+    "USAGE: strata-inspect ARTIFACT.strata [options]\n"
+    "\n"
+    "Prints what a Strata artifact holds: programs, parameters, topology and\n"
+    "groups, the memory plan, the bytes a step moves per link class.\n"
+    "\n"
+    "  --json                  the summary as one JSON object\n"
+    "  --trace OUT.json        the planned schedule, Chrome-trace JSON\n"
+    "                          (open in https://ui.perfetto.dev)\n"
+    "  --memory-plot OUT.svg   bytes live over one training step, by kind\n"
+    "  --help                  this text\n";
+
+int error(const std::string &message) {
+  std::cerr << "strata-inspect: error: " << message << "\n";
+  return 1;
+}
+
+uint64_t tensorBytes(const plan::Tensor &t) {
+  uint64_t n = 1;
+  for (int64_t d : t.shape())
+    n *= uint64_t(d);
+  return n * byteWidth(fromPlanDType(t.dtype()));
+}
+
+std::string human(double bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (std::fabs(bytes) >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), u ? "%.2f %s" : "%.0f %s", bytes,
+                units[u]);
+  return buffer;
+}
+
+std::string jsonString(const std::string &s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += char(c);
+    } else if (c < 0x20) {
+      char buffer[8];
+      std::snprintf(buffer, sizeof(buffer), "\\u%04x", c);
+      out += buffer;
+    } else {
+      out += char(c);
+    }
+  }
+  return out + "\"";
+}
+
+/// What the plot and the summary call a tensor.
+enum class Category {
+  Parameters,
+  Gradients,
+  OptimizerStates,
+  Inputs,
+  GatheredParameters,
+  Activations,
+  Count
+};
+const char *categoryName(Category c) {
+  switch (c) {
+  case Category::Parameters: return "parameters";
+  case Category::Gradients: return "gradients";
+  case Category::OptimizerStates: return "optimizer states";
+  case Category::Inputs: return "inputs and buffers";
+  case Category::GatheredParameters: return "gathered parameters";
+  case Category::Activations: return "activations";
+  case Category::Count: break;
+  }
+  return "?";
+}
+const char *categoryColor(Category c) {
+  switch (c) {
+  case Category::Parameters: return "#4e79a7";
+  case Category::Gradients: return "#f28e2b";
+  case Category::OptimizerStates: return "#e15759";
+  case Category::Inputs: return "#76b7b2";
+  case Category::GatheredParameters: return "#59a14f";
+  case Category::Activations: return "#edc948";
+  case Category::Count: break;
+  }
+  return "#999999";
+}
+
+/// One program run of the training step, in order.
+struct Phase {
+  const plan::Program *program;
+  std::string label; // "micro_step 1/4"
+};
+
+/// An activation's lifetime within its program (instruction positions).
+struct Lifetime {
+  uint32_t tensor;
+  size_t first, last;
+  Category category;
+};
+
+struct Inspection {
+  const plan::Plan *plan = nullptr;
+  std::vector<Phase> phases;
+  std::map<std::string, std::vector<Lifetime>> lifetimes; // per program
+  uint64_t persistent[int(Category::Count)] = {};
+  uint64_t constants = 0;
+  /// Predicted bytes of one step, summed over the ranks.
+  double traffic[kCollectiveKinds][2] = {};
+  size_t collectives = 0;
+};
+
+const plan::Program *findProgram(const plan::Plan &p, const std::string &n) {
+  for (const auto &program : p.programs())
+    if (program.name() == n)
+      return &program;
+  return nullptr;
+}
+
+bool isGatherChain(const std::string &op) {
+  return op == "graph.reshape" || op == "graph.slice" ||
+         op == "graph.split" || op == "graph.concat";
+}
+
+void analyze(const plan::Plan &p, Inspection &in) {
+  in.plan = &p;
+  // The step: accum micro-steps, then the optimizer step (a forward-only
+  // artifact: its forward program).
+  if (const plan::Program *step = findProgram(p, "micro_step")) {
+    uint32_t accum = std::max<uint32_t>(p.training().accum(), 1);
+    for (uint32_t a = 0; a < accum; ++a)
+      in.phases.push_back({step, "micro_step " + std::to_string(a + 1) + "/" +
+                                     std::to_string(accum)});
+    if (const plan::Program *update = findProgram(p, "optimizer_step"))
+      in.phases.push_back({update, "optimizer_step"});
+  } else if (const plan::Program *forward = findProgram(p, "forward")) {
+    in.phases.push_back({forward, "forward"});
+  }
+  for (const auto &t : p.tensors()) {
+    uint64_t bytes = tensorBytes(t);
+    switch (t.kind()) {
+    case plan::PARAMETER: in.persistent[int(Category::Parameters)] += bytes; break;
+    case plan::GRADIENT: in.persistent[int(Category::Gradients)] += bytes; break;
+    case plan::OPTIMIZER_STATE:
+      in.persistent[int(Category::OptimizerStates)] += bytes;
+      break;
+    case plan::INPUT:
+    case plan::BUFFER: in.persistent[int(Category::Inputs)] += bytes; break;
+    case plan::CONSTANT: in.constants += bytes; break;
+    default: break;
+    }
+  }
+  // Lifetimes of each program's activations; a gathered parameter is an
+  // all-gather's result, or a reshape/slice/split/concat of one.
+  for (const auto &program : p.programs()) {
+    std::map<uint32_t, Lifetime> live;
+    std::vector<bool> gathered(p.tensors_size(), false);
+    size_t n = size_t(program.instructions_size());
+    for (size_t i = 0; i < n; ++i) {
+      const plan::Instruction &inst = program.instructions(int(i));
+      bool fromGather = inst.op() == "sched.all_gather";
+      if (isGatherChain(inst.op()))
+        fromGather = std::all_of(inst.inputs().begin(), inst.inputs().end(),
+                                 [&](uint32_t id) { return gathered[id]; });
+      for (uint32_t id : inst.inputs()) {
+        auto it = live.find(id);
+        if (it != live.end())
+          it->second.last = i;
+      }
+      for (uint32_t id : inst.outputs()) {
+        if (p.tensors(int(id)).kind() != plan::ACTIVATION)
+          continue;
+        gathered[id] = fromGather;
+        live[id] = {id, i, i,
+                    fromGather ? Category::GatheredParameters
+                               : Category::Activations};
+      }
+    }
+    for (const auto &b : program.outputs())
+      if (auto it = live.find(b.tensor()); it != live.end())
+        it->second.last = n ? n - 1 : 0;
+    std::vector<Lifetime> &out = in.lifetimes[program.name()];
+    for (auto &[id, l] : live)
+      out.push_back(l);
+  }
+  // Predicted traffic: every collective of the step, every rank, the ring.
+  if (p.has_topology() && p.topology().world() > 1) {
+    TopologyInfo t{int(p.topology().world()), int(p.topology().ranks_per_node()),
+                   int(p.topology().partition())};
+    for (const Phase &phase : in.phases) {
+      for (const auto &inst : phase.program->instructions()) {
+        CollectiveKind kind;
+        if (!parseCollectiveOp(inst.op(), kind))
+          continue;
+        ++in.collectives;
+        Group group = Group::World;
+        for (const auto &a : inst.attributes())
+          if (a.name() == "group")
+            parseGroup(a.string_value(), group);
+        // The shard (all-gather operand, reduce-scatter result) or buffer.
+        double bytes = 0;
+        const auto &ids = kind == CollectiveKind::ReduceScatter
+                              ? inst.outputs()
+                              : inst.inputs();
+        for (uint32_t id : ids)
+          bytes += double(tensorBytes(p.tensors(int(id))));
+        for (int r = 0; r < t.world; ++r) {
+          Link link;
+          if (!ringLink(t, group, r, link))
+            continue;
+          int members = int(groupMembers(t, group, r).size());
+          in.traffic[int(kind)][link] += ringBytes(kind, members, bytes);
+        }
+      }
+    }
+  }
+}
+
+uint64_t persistentTotal(const Inspection &in) {
+  uint64_t total = 0;
+  for (uint64_t b : in.persistent)
+    total += b;
+  return total;
+}
+
+void printSummary(const std::string &dir, const Inspection &in,
+                  std::ostream &os) {
+  const plan::Plan &p = *in.plan;
+  os << "artifact     " << dir << " (model " << p.model_name() << ", format "
+     << p.format_version() << ", fingerprint " << p.fingerprint() << ")\n";
+  os << "programs    ";
+  for (const auto &program : p.programs())
+    os << " " << program.name() << " (" << program.instructions_size()
+       << " instructions)";
+  os << "\n";
+  if (p.has_training()) {
+    const plan::Training &t = p.training();
+    os << "training     " << t.optimizer() << ", lr " << t.lr()
+       << ", accumulation " << std::max<uint32_t>(t.accum(), 1)
+       << ", micro-batch " << t.batch() << ", " << t.dtype() << "\n";
+  }
+  uint64_t elements = 0, bytes = 0;
+  uint32_t shards = 1;
+  for (const auto &param : p.parameters()) {
+    const plan::Tensor &t = p.tensors(int(param.tensor()));
+    if (t.kind() != plan::PARAMETER)
+      continue;
+    uint64_t n = 1;
+    if (param.full_shape_size())
+      for (int64_t d : param.full_shape())
+        n *= uint64_t(d);
+    else
+      for (int64_t d : t.shape())
+        n *= uint64_t(d);
+    elements += n;
+    bytes += n * byteWidth(fromPlanDType(t.dtype()));
+    shards = std::max(shards, param.shards());
+  }
+  os << "parameters   " << p.parameters_size() << " tensors, " << elements
+     << " elements, " << bytes << " bytes";
+  if (shards > 1)
+    os << "; sharded over " << shards << " ranks: "
+       << in.persistent[int(Category::Parameters)] << " bytes a rank";
+  os << "\n";
+  if (p.has_topology() && p.topology().world() > 1) {
+    const plan::Topology &t = p.topology();
+    os << "topology     N = " << t.world() << " ranks, K = "
+       << t.ranks_per_node() << " a node, partition group P = "
+       << t.partition() << (t.hierarchical() ? ", hierarchical all-gather" : "")
+       << ", gradient sync " << t.grad_sync() << ", buckets up to "
+       << human(double(t.bucket_bytes())) << "\n";
+    TopologyInfo info{int(t.world()), int(t.ranks_per_node()),
+                      int(t.partition())};
+    os << "groups       of rank 0:";
+    for (int g = 0; g < kGroups; ++g) {
+      std::vector<int> m = groupMembers(info, Group(g), 0);
+      os << " " << groupName(Group(g)) << " {";
+      for (size_t i = 0; i < m.size(); ++i)
+        os << (i ? "," : "") << m[i];
+      os << "}";
+    }
+    os << "\n";
+  }
+  uint64_t state = persistentTotal(in);
+  os << "memory       device tier (this rank):\n";
+  for (int c = 0; c < int(Category::GatheredParameters); ++c)
+    os << "               " << categoryName(Category(c)) << ": "
+       << in.persistent[c] << " bytes\n";
+  os << "               constants: " << in.constants << " bytes\n";
+  if (p.has_memory()) {
+    const plan::MemoryPlan &m = p.memory();
+    uint64_t fixed = m.state_bytes() + m.constant_bytes();
+    uint64_t peak = fixed + m.activation_bytes();
+    uint64_t bound = state + in.constants + m.activation_lower_bound();
+    uint64_t pages = m.page_size()
+                         ? (peak + m.page_size() - 1) / m.page_size()
+                         : 0;
+    char ratio[32];
+    std::snprintf(ratio, sizeof(ratio), "%.3f",
+                  bound ? double(peak) / double(bound) : 0.0);
+    os << "               activations: arena " << m.activation_bytes()
+       << " bytes, lower bound " << m.activation_lower_bound()
+       << " bytes\n";
+    os << "             planned peak " << peak << " bytes (" << human(double(peak))
+       << ") = " << ratio << " x the lower bound " << bound << " bytes; "
+       << pages << " pages of " << human(double(m.page_size())) << "\n";
+  } else {
+    os << "             no memory plan (every tensor its own slot)\n";
+  }
+  os << "             host tier: none; SSD tier: none\n";
+  if (in.collectives) {
+    os << "traffic      per step, predicted (ring model, summed over the "
+          "ranks), bytes intra-node / inter-node:\n";
+    for (int k = 0; k < kCollectiveKinds; ++k) {
+      char line[160];
+      std::snprintf(line, sizeof(line), "               %-15s %14.0f %14.0f\n",
+                    collectiveName(CollectiveKind(k)), in.traffic[k][0],
+                    in.traffic[k][1]);
+      os << line;
+    }
+  }
+  os << "offloaded    none\nrecomputed   none\n";
+}
+
+void printJson(const std::string &dir, const Inspection &in,
+               std::ostream &os) {
+  const plan::Plan &p = *in.plan;
+  os << "{\"artifact\": " << jsonString(dir)
+     << ", \"fingerprint\": " << jsonString(p.fingerprint())
+     << ", \"programs\": {";
+  for (int i = 0; i < p.programs_size(); ++i)
+    os << (i ? ", " : "") << jsonString(p.programs(i).name()) << ": "
+       << p.programs(i).instructions_size();
+  os << "}, \"persistent_bytes\": {";
+  for (int c = 0; c < int(Category::GatheredParameters); ++c)
+    os << (c ? ", " : "") << jsonString(categoryName(Category(c))) << ": "
+       << in.persistent[c];
+  os << "}, \"constant_bytes\": " << in.constants;
+  if (p.has_memory()) {
+    const plan::MemoryPlan &m = p.memory();
+    os << ", \"memory\": {\"device\": {\"planned_peak_bytes\": "
+       << m.state_bytes() + m.constant_bytes() + m.activation_bytes()
+       << ", \"lower_bound_bytes\": "
+       << persistentTotal(in) + in.constants + m.activation_lower_bound()
+       << ", \"activation_arena_bytes\": " << m.activation_bytes()
+       << ", \"activation_lower_bound_bytes\": " << m.activation_lower_bound()
+       << ", \"page_size\": " << m.page_size() << "}}";
+  }
+  os << ", \"traffic\": {";
+  for (int k = 0; k < kCollectiveKinds; ++k) {
+    char entry[96];
+    std::snprintf(entry, sizeof(entry), "%s\"%s\": [%.0f, %.0f]", k ? ", " : "",
+                  collectiveName(CollectiveKind(k)), in.traffic[k][0],
+                  in.traffic[k][1]);
+    os << entry;
+  }
+  os << "}, \"offloaded\": [], \"recomputed\": []}\n";
+}
+
+/// The planned schedule of one step: every instruction in order on its
+/// stream, one logical microsecond each, with the live activation bytes as
+/// a counter.
+bool writeTrace(const Inspection &in, const std::string &path) {
+  std::ofstream out(path);
+  if (!out)
+    return false;
+  out << "{\"displayTimeUnit\": \"ns\", \"otherData\": {\"clock\": "
+         "\"logical: one unit per instruction of the planned order\"}, "
+         "\"traceEvents\": [\n";
+  out << "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": 0, "
+         "\"args\": {\"name\": \"planned step\"}},\n";
+  const char *streams[] = {"compute", "collective"};
+  for (int s = 0; s < 2; ++s)
+    out << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": "
+        << s << ", \"args\": {\"name\": \"" << streams[s] << "\"}},\n";
+  size_t t = 0;
+  bool first = true;
+  for (const Phase &phase : in.phases) {
+    const auto &lifetimes = in.lifetimes.at(phase.program->name());
+    size_t n = size_t(phase.program->instructions_size());
+    out << (first ? "" : ",\n") << "{\"name\": " << jsonString(phase.label)
+        << ", \"ph\": \"X\", \"pid\": 0, \"tid\": 2, \"ts\": " << t
+        << ", \"dur\": " << std::max<size_t>(n, 1) << "}";
+    first = false;
+    for (size_t i = 0; i < n; ++i) {
+      const plan::Instruction &inst = phase.program->instructions(int(i));
+      CollectiveKind kind;
+      int stream = parseCollectiveOp(inst.op(), kind) ? 1 : 0;
+      uint64_t written = 0;
+      for (uint32_t id : inst.outputs())
+        written += tensorBytes(in.plan->tensors(int(id)));
+      out << ",\n{\"name\": " << jsonString(inst.op())
+          << ", \"cat\": " << jsonString(streams[stream])
+          << ", \"ph\": \"X\", \"pid\": 0, \"tid\": " << stream
+          << ", \"ts\": " << t + i << ", \"dur\": 1, \"args\": {\"node\": "
+          << jsonString(inst.location()) << ", \"bytes_written\": " << written
+          << "}}";
+      uint64_t live = 0;
+      for (const Lifetime &l : lifetimes)
+        if (l.first <= i && i <= l.last)
+          live += tensorBytes(in.plan->tensors(int(l.tensor)));
+      out << ",\n{\"name\": \"activation bytes live\", \"ph\": \"C\", "
+             "\"pid\": 0, \"ts\": "
+          << t + i << ", \"args\": {\"bytes\": " << live << "}}";
+    }
+    t += n;
+  }
+  out << ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": 2, "
+         "\"args\": {\"name\": \"programs\"}}\n]}\n";
+  return bool(out);
+}
+
+/// Bytes live at each logical time of one step, stacked by kind.
+bool writeMemoryPlot(const Inspection &in, const std::string &path) {
+  std::vector<std::array<double, int(Category::Count)>> samples;
+  std::vector<std::pair<size_t, std::string>> boundaries;
+  for (const Phase &phase : in.phases) {
+    boundaries.push_back({samples.size(), phase.label});
+    const auto &lifetimes = in.lifetimes.at(phase.program->name());
+    size_t n = size_t(phase.program->instructions_size());
+    for (size_t i = 0; i < n; ++i) {
+      std::array<double, int(Category::Count)> s{};
+      for (int c = 0; c < int(Category::GatheredParameters); ++c)
+        s[c] = double(in.persistent[c]);
+      for (const Lifetime &l : lifetimes)
+        if (l.first <= i && i <= l.last)
+          s[int(l.category)] += double(tensorBytes(in.plan->tensors(int(l.tensor))));
+      samples.push_back(s);
+    }
+  }
+  if (samples.empty())
+    samples.push_back({});
+  double top = 0;
+  for (const auto &s : samples) {
+    double sum = 0;
+    for (double v : s)
+      sum += v;
+    top = std::max(top, sum);
+  }
+  double planned = 0;
+  if (in.plan->has_memory())
+    planned = double(in.plan->memory().state_bytes() +
+                     in.plan->memory().activation_bytes());
+  top = std::max(top, planned) * 1.08 + 1;
+  const double w = 960, h = 540, left = 90, right = 210, topMargin = 50,
+               bottom = 60;
+  double plotW = w - left - right, plotH = h - topMargin - bottom;
+  auto x = [&](double i) {
+    return left + plotW * i / double(std::max<size_t>(samples.size(), 1));
+  };
+  auto y = [&](double bytes) { return topMargin + plotH * (1 - bytes / top); };
+  std::ofstream out(path);
+  if (!out)
+    return false;
+  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w
+      << "\" height=\"" << h << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
+      << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+      << "<text x=\"" << left << "\" y=\"24\" font-size=\"16\">Device memory "
+         "over one training step (planned, this rank)</text>\n";
+  // Stacked areas, bottom up.
+  std::vector<double> base(samples.size(), 0.0);
+  for (int c = 0; c < int(Category::Count); ++c) {
+    bool any = false;
+    for (const auto &s : samples)
+      any |= s[c] > 0;
+    if (!any)
+      continue;
+    std::ostringstream pts;
+    for (size_t i = 0; i < samples.size(); ++i)
+      pts << x(double(i)) << "," << y(base[i] + samples[i][c]) << " "
+          << x(double(i + 1)) << "," << y(base[i] + samples[i][c]) << " ";
+    for (size_t i = samples.size(); i-- > 0;)
+      pts << x(double(i + 1)) << "," << y(base[i]) << " " << x(double(i))
+          << "," << y(base[i]) << " ";
+    out << "<polygon points=\"" << pts.str() << "\" fill=\""
+        << categoryColor(Category(c)) << "\" stroke=\"none\"><title>"
+        << categoryName(Category(c)) << "</title></polygon>\n";
+    for (size_t i = 0; i < samples.size(); ++i)
+      base[i] += samples[i][c];
+  }
+  // Axes, ticks, program boundaries, the planned peak.
+  out << "<line x1=\"" << left << "\" y1=\"" << y(0) << "\" x2=\""
+      << left + plotW << "\" y2=\"" << y(0) << "\" stroke=\"black\"/>\n"
+      << "<line x1=\"" << left << "\" y1=\"" << topMargin << "\" x2=\"" << left
+      << "\" y2=\"" << y(0) << "\" stroke=\"black\"/>\n";
+  for (int i = 0; i <= 5; ++i) {
+    double v = top / 1.08 * i / 5;
+    out << "<line x1=\"" << left - 4 << "\" y1=\"" << y(v) << "\" x2=\""
+        << left << "\" y2=\"" << y(v) << "\" stroke=\"black\"/>"
+        << "<text x=\"" << left - 8 << "\" y=\"" << y(v) + 4
+        << "\" text-anchor=\"end\">" << human(v) << "</text>\n";
+  }
+  for (const auto &[at, label] : boundaries)
+    out << "<line x1=\"" << x(double(at)) << "\" y1=\"" << topMargin
+        << "\" x2=\"" << x(double(at)) << "\" y2=\"" << y(0)
+        << "\" stroke=\"#555\" stroke-dasharray=\"3,3\"/>"
+        << "<text x=\"" << x(double(at)) + 3 << "\" y=\"" << y(0) + 16
+        << "\" font-size=\"10\">" << label << "</text>\n";
+  if (planned > 0)
+    out << "<line x1=\"" << left << "\" y1=\"" << y(planned) << "\" x2=\""
+        << left + plotW << "\" y2=\"" << y(planned)
+        << "\" stroke=\"black\" stroke-dasharray=\"6,3\"/>"
+        << "<text x=\"" << left + plotW - 4 << "\" y=\"" << y(planned) - 4
+        << "\" text-anchor=\"end\">planned peak " << human(planned)
+        << "</text>\n";
+  out << "<text x=\"" << left + plotW / 2 << "\" y=\"" << h - 14
+      << "\" text-anchor=\"middle\">logical time (instructions of the step, "
+         "in order)</text>\n";
+  double ly = topMargin + 10;
+  for (int c = int(Category::Count); c-- > 0;) {
+    out << "<rect x=\"" << left + plotW + 16 << "\" y=\"" << ly - 10
+        << "\" width=\"12\" height=\"12\" fill=\"" << categoryColor(Category(c))
+        << "\"/><text x=\"" << left + plotW + 34 << "\" y=\"" << ly << "\">"
+        << categoryName(Category(c)) << "</text>\n";
+    ly += 20;
+  }
+  out << "</svg>\n";
+  return bool(out);
+}
+
+} // namespace
+
+int inspectMain(int argc, char **argv) {
+  std::string dir, tracePath, plotPath;
+  bool json = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      return 0;
+    } else if (arg == "--json") {
+      json = true;
+    } else if (arg == "--trace" || arg == "--memory-plot") {
+      if (i + 1 >= argc)
+        return error(arg + " expects a file");
+      (arg == "--trace" ? tracePath : plotPath) = argv[++i];
+    } else if (!arg.empty() && arg[0] == '-') {
+      return error("unknown option '" + arg + "' (see --help)");
+    } else if (dir.empty()) {
+      dir = arg;
+    } else {
+      return error("more than one artifact given: '" + dir + "' and '" + arg +
+                   "'");
+    }
+  }
+  if (dir.empty())
+    return error("no artifact given (see --help)");
+  std::unique_ptr<Artifact> artifact;
+  if (Status s = Artifact::load(dir, artifact); !s)
+    return error(s.message());
+  Inspection in;
+  analyze(artifact->getPlan(), in);
+  if (json)
+    printJson(dir, in, std::cout);
+  else
+    printSummary(dir, in, std::cout);
+  if (!tracePath.empty()) {
+    if (!writeTrace(in, tracePath))
+      return error("cannot write '" + tracePath + "'");
+    if (!json)
+      std::cout << "wrote " << tracePath << "\n";
+  }
+  if (!plotPath.empty()) {
+    if (!writeMemoryPlot(in, plotPath))
+      return error("cannot write '" + plotPath + "'");
+    if (!json)
+      std::cout << "wrote " << plotPath << "\n";
+  }
+  return 0;
+}
+
+} // namespace strata::runtime
