@@ -291,6 +291,11 @@ Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
         fullShape ? fullShape.asArrayRef() : ArrayRef<int64_t>());
     if (!id)
       return id.takeError();
+    if (auto tier = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                      "memory.tier"))
+      b.plan.mutable_tensors(*id)->set_tier(tier.getValue() == "ssd"
+                                                ? plan::SSD
+                                                : plan::HOST);
     ids[arg] = *id;
     if (*kind == plan::INPUT) {
       plan::Binding *binding = program.add_inputs();
@@ -530,15 +535,27 @@ Error writeArtifact(ModuleOp module, llvm::StringRef dir,
     memory.set_alignment(64);
     // The runtime lays the persistent tensors and the constants end to end,
     // each 64-byte aligned (runtime/lib/Executor.cpp).
-    uint64_t state = 0, constants = 0;
+    uint64_t state = 0, constants = 0, host = 0, ssd = 0;
     for (const plan::Tensor &t : plan.tensors()) {
       if (t.kind() == plan::ACTIVATION)
         continue;
       uint64_t bytes = std::max<uint64_t>(tensorBytes(t), 1);
-      (t.kind() == plan::CONSTANT ? constants : state) += (bytes + 63) / 64 * 64;
+      uint64_t aligned = (bytes + 63) / 64 * 64;
+      if (t.kind() == plan::CONSTANT)
+        constants += aligned;
+      else if (t.tier() == plan::HOST)
+        host += aligned;
+      else if (t.tier() == plan::SSD)
+        ssd += (bytes + 4095) / 4096 * 4096;
+      else
+        state += aligned;
     }
     memory.set_state_bytes(state);
     memory.set_constant_bytes(constants);
+    memory.set_host_bytes(host);
+    memory.set_ssd_bytes(ssd);
+    if (auto budget = module->getAttrOfType<IntegerAttr>("memory.gpu_budget"))
+      memory.set_gpu_budget(budget.getInt());
   }
 
   // Write beside the target, then swap it into place.

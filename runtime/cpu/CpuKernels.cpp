@@ -21,6 +21,7 @@ const KernelRegistry &getCpuKernels() {
     cpu::registerShapeGradKernels(r);
     cpu::registerOptimizerKernels(r);
     cpu::registerCollectiveKernels(r);
+    cpu::registerMoveKernels(r);
     return r;
   }();
   return registry;

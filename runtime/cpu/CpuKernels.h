@@ -25,6 +25,7 @@ void registerNeuralNetGradKernels(KernelRegistry &registry);
 void registerShapeGradKernels(KernelRegistry &registry);
 void registerOptimizerKernels(KernelRegistry &registry);
 void registerCollectiveKernels(KernelRegistry &registry);
+void registerMoveKernels(KernelRegistry &registry);
 
 } // namespace strata::runtime::cpu
 

@@ -173,11 +173,18 @@ Status writeStateFolder(const std::string &folder, const std::string &killKey,
   for (const auto &state : states)
     if (isCheckpointed(state.kind))
       total += state.view->bytes();
+  std::string buffer;
   for (const auto &state : states) {
     if (!isCheckpointed(state.kind))
       continue;
     const TensorView &t = *state.view;
-    const char *data = static_cast<const char *>(t.data);
+    // Through the executor: an SSD-tier tensor has no memory to read.
+    buffer.resize(t.bytes());
+    if (Status s = executor.readState(state, buffer.data()); !s) {
+      ::close(fd);
+      return s;
+    }
+    const char *data = buffer.data();
     if (kill && offset + t.bytes() >= total / 2) {
       // Half of state.bin, then die as `kill -9` would.
       (void)writeAll(fd, data, (total / 2) - offset, statePath);
@@ -340,7 +347,7 @@ Status loadStateFolder(const std::string &folder, const Index &index,
   std::ifstream state(folder + "/state.bin", std::ios::binary);
   if (!state)
     return Status::error("checkpoint '" + folder + "' has no state.bin");
-  std::vector<std::pair<TensorView *, std::string>> loaded;
+  std::vector<std::pair<Executor::StateTensor, std::string>> loaded;
   for (const auto &s : executor.getStates()) {
     if (!isCheckpointed(s.kind))
       continue;
@@ -361,10 +368,11 @@ Status loadStateFolder(const std::string &folder, const Index &index,
     if (!state || hex(fnv1a64(bytes.data(), bytes.size())) != e.checksum)
       return Status::error("checkpoint '" + folder + "': '" + s.name +
                            "' is truncated or corrupt");
-    loaded.emplace_back(s.view, std::move(bytes));
+    loaded.emplace_back(s, std::move(bytes));
   }
-  for (auto &[view, bytes] : loaded)
-    std::memcpy(view->data, bytes.data(), bytes.size());
+  for (auto &[state, bytes] : loaded)
+    if (Status s = executor.writeState(state, bytes.data()); !s)
+      return s;
   return Status::ok();
 }
 

@@ -140,6 +140,10 @@ struct Inspection {
   std::map<std::string, std::vector<Lifetime>> lifetimes; // per program
   uint64_t persistent[int(Category::Count)] = {};
   uint64_t constants = 0;
+  /// Persistent state moved off the device: bytes per tier, and each
+  /// tensor's name and tier.
+  uint64_t hostBytes = 0, ssdBytes = 0;
+  std::vector<std::pair<std::string, std::string>> offloaded;
   /// Predicted bytes of one step, summed over the ranks.
   double traffic[kCollectiveKinds][2] = {};
   size_t collectives = 0;
@@ -173,6 +177,12 @@ void analyze(const plan::Plan &p, Inspection &in) {
   }
   for (const auto &t : p.tensors()) {
     uint64_t bytes = tensorBytes(t);
+    if (t.kind() != plan::ACTIVATION && t.kind() != plan::CONSTANT &&
+        t.tier() != plan::DEVICE) {
+      (t.tier() == plan::HOST ? in.hostBytes : in.ssdBytes) += bytes;
+      in.offloaded.push_back({t.name(), t.tier() == plan::HOST ? "host" : "ssd"});
+      continue;
+    }
     switch (t.kind()) {
     case plan::PARAMETER: in.persistent[int(Category::Parameters)] += bytes; break;
     case plan::GRADIENT: in.persistent[int(Category::Gradients)] += bytes; break;
@@ -342,7 +352,11 @@ void printSummary(const std::string &dir, const Inspection &in,
   } else {
     os << "             no memory plan (every tensor its own slot)\n";
   }
-  os << "             host tier: none; SSD tier: none\n";
+  if (p.has_memory() && p.memory().gpu_budget())
+    os << "             device budget (--gpu-memory) " << p.memory().gpu_budget()
+       << " bytes\n";
+  os << "             host tier: " << in.hostBytes << " bytes; SSD tier: "
+     << in.ssdBytes << " bytes\n";
   if (in.collectives) {
     os << "traffic      per step, predicted (ring model, summed over the "
           "ranks), bytes intra-node / inter-node:\n";
@@ -354,7 +368,22 @@ void printSummary(const std::string &dir, const Inspection &in,
       os << line;
     }
   }
-  os << "offloaded    none\nrecomputed   none\n";
+  if (in.offloaded.empty()) {
+    os << "offloaded    none\n";
+  } else {
+    size_t host = 0;
+    for (const auto &[name, tier] : in.offloaded)
+      host += tier == "host";
+    os << "offloaded    " << in.offloaded.size() << " tensors (" << host
+       << " to the host, " << in.offloaded.size() - host << " to SSD):";
+    for (size_t i = 0; i < in.offloaded.size() && i < 6; ++i)
+      os << (i ? ", " : " ") << in.offloaded[i].first << " ("
+         << in.offloaded[i].second << ")";
+    if (in.offloaded.size() > 6)
+      os << ", ...";
+    os << "\n";
+  }
+  os << "recomputed   none\n";
 }
 
 void printJson(const std::string &dir, const Inspection &in,
@@ -379,7 +408,9 @@ void printJson(const std::string &dir, const Inspection &in,
        << persistentTotal(in) + in.constants + m.activation_lower_bound()
        << ", \"activation_arena_bytes\": " << m.activation_bytes()
        << ", \"activation_lower_bound_bytes\": " << m.activation_lower_bound()
-       << ", \"page_size\": " << m.page_size() << "}}";
+       << ", \"page_size\": " << m.page_size()
+       << ", \"budget_bytes\": " << m.gpu_budget() << "}, \"host\": {\"bytes\": "
+       << in.hostBytes << "}, \"ssd\": {\"bytes\": " << in.ssdBytes << "}}";
   }
   os << ", \"traffic\": {";
   for (int k = 0; k < kCollectiveKinds; ++k) {
@@ -389,7 +420,11 @@ void printJson(const std::string &dir, const Inspection &in,
                   in.traffic[k][1]);
     os << entry;
   }
-  os << "}, \"offloaded\": [], \"recomputed\": []}\n";
+  os << "}, \"offloaded\": [";
+  for (size_t i = 0; i < in.offloaded.size(); ++i)
+    os << (i ? ", " : "") << "{\"name\": " << jsonString(in.offloaded[i].first)
+       << ", \"tier\": \"" << in.offloaded[i].second << "\"}";
+  os << "], \"recomputed\": []}\n";
 }
 
 /// The planned schedule of one step: every instruction in order on its

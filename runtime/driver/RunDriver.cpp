@@ -49,6 +49,8 @@ const char *kUsage =
     "  --quiet                 no progress lines\n"
     "  --timeout S             abort every rank when a collective has not\n"
     "                          completed after S seconds (60)\n"
+    "  --ssd-dir DIR           where the SSD tier's file goes (/tmp; it is\n"
+    "                          unlinked at once and vanishes with the run)\n"
     "  --check-replicas        distributed: after every step, check that\n"
     "                          replicas hold bit-identical state (hashes)\n"
     "  --consolidate OUT       instead of training: write the whole weights\n"
@@ -192,7 +194,7 @@ int runMain(int argc, char **argv) {
       }
     } else if (arg == "--data" || arg == "--data-dtype" || arg == "--log" ||
                arg == "--checkpoint-dir" || arg == "--export-onnx" ||
-               arg == "--consolidate") {
+               arg == "--consolidate" || arg == "--ssd-dir") {
       if (!next(value))
         return error(arg + " expects a value");
       (arg == "--data"           ? train.data
@@ -200,6 +202,7 @@ int runMain(int argc, char **argv) {
        : arg == "--log"          ? train.logPath
        : arg == "--export-onnx"  ? train.exportOnnx
        : arg == "--consolidate"  ? train.consolidateTo
+       : arg == "--ssd-dir"      ? train.ssdDir
                                  : train.checkpointDir) = value;
     } else if (arg == "--steps" || arg == "--seed" || arg == "--print-every" ||
                arg == "--save-every" || arg == "--lr") {

@@ -212,7 +212,11 @@ int train(const TrainOptions &options) {
         !s)
       return error(s.message());
   }
-  if (Status s = Executor::create(*artifact, getCpuKernels(), executor, rank);
+  ExecutorOptions executorOptions;
+  executorOptions.rank = rank;
+  executorOptions.ssdDir = options.ssdDir;
+  if (Status s = Executor::create(*artifact, getCpuKernels(), executor,
+                                  executorOptions);
       !s)
     return error(s.message());
   executor->setCommunicator(comm.get());
@@ -299,6 +303,7 @@ int train(const TrainOptions &options) {
   if (scaling && *lossScale == 0.0f)
     *lossScale = static_cast<float>(training.loss_scale());
 
+  std::string replicaBuffer; // --check-replicas reads states through it
   double firstLoss = NAN, lastLoss = NAN, totalMs = 0;
   // The mean loss of the last tenth of the run: one step's loss is noisy.
   uint64_t tailFrom = steps - std::max<uint64_t>((steps - start) / 10, 1);
@@ -375,11 +380,16 @@ int train(const TrainOptions &options) {
     bool replicasChecked = false;
     if (comm && options.checkReplicas) {
       uint64_t hash = 0xcbf29ce484222325ull;
-      for (const auto &state : executor->getStates())
+      for (const auto &state : executor->getStates()) {
         // Buffers (batch-norm statistics) follow each rank's own data.
-        if (state.kind == plan::PARAMETER ||
-            state.kind == plan::OPTIMIZER_STATE)
-          hash = fnv1a64(state.view->data, state.view->bytes(), hash);
+        if (state.kind != plan::PARAMETER &&
+            state.kind != plan::OPTIMIZER_STATE)
+          continue;
+        replicaBuffer.resize(state.view->bytes());
+        if (Status st = executor->readState(state, replicaBuffer.data()); !st)
+          return error(st.message());
+        hash = fnv1a64(replicaBuffer.data(), replicaBuffer.size(), hash);
+      }
       std::vector<uint64_t> hashes;
       if (Status st = comm->gatherOverWorld(hash, hashes, "replica check");
           !st)
@@ -513,8 +523,9 @@ int train(const TrainOptions &options) {
       return error("--export-onnx is not available in this build");
     std::map<std::string, std::string_view> values;
     for (const auto &state : executor->getStates())
-      values[state.name] = std::string_view(
-          static_cast<const char *>(state.view->data), state.view->bytes());
+      if (!state.view->onSsd) // only optimizer states go to SSD
+        values[state.name] = std::string_view(
+            static_cast<const char *>(state.view->data), state.view->bytes());
     WeightLookup lookup = [&](const std::string &name) {
       auto it = values.find(name);
       return it == values.end() ? std::string_view() : it->second;

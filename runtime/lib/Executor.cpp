@@ -10,6 +10,9 @@
 
 #include <cstring>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 namespace strata::runtime {
 
 namespace {
@@ -38,17 +41,27 @@ void setAttribute(KernelAttrs &attrs, const plan::Attribute &a) {
 }
 } // namespace
 
+Executor::~Executor() {
+  if (ssdFile_ >= 0)
+    ::close(ssdFile_);
+}
+
 Status Executor::create(const Artifact &artifact, const KernelRegistry &kernels,
-                        std::unique_ptr<Executor> &out, int rank) {
+                        std::unique_ptr<Executor> &out,
+                        const ExecutorOptions &options) {
   const plan::Plan &p = artifact.getPlan();
   std::unique_ptr<Executor> e(new Executor());
+  int rank = options.rank;
 
-  // One block: the persistent tensors and the constants end to end, then
-  // the activation arena at the offsets strata-plan-memory chose (without a
-  // memory plan, every activation its own slot after them).
+  // The device block: the persistent tensors and the constants end to end,
+  // then the activation arena at the offsets strata-plan-memory chose
+  // (without a memory plan, every activation its own slot after them).
+  // Host-tier tensors go end to end in the host block, SSD-tier ones at
+  // 4 KiB-aligned offsets in the SSD file.
   e->tensors_.resize(p.tensors_size());
   std::vector<size_t> offsets(p.tensors_size());
-  size_t total = 0;
+  size_t total = 0, host = 0;
+  uint64_t ssd = 0;
   bool planned = p.has_memory();
   for (const auto &t : p.tensors()) {
     TensorView &v = e->tensors_[t.id()];
@@ -56,8 +69,18 @@ Status Executor::create(const Artifact &artifact, const KernelRegistry &kernels,
     v.shape.assign(t.shape().begin(), t.shape().end());
     if (planned && t.kind() == plan::ACTIVATION)
       continue;
-    offsets[t.id()] = total;
-    total += alignUp(std::max<size_t>(v.bytes(), 1));
+    size_t bytes = alignUp(std::max<size_t>(v.bytes(), 1));
+    if (t.tier() == plan::HOST) {
+      offsets[t.id()] = host;
+      host += bytes;
+    } else if (t.tier() == plan::SSD) {
+      v.onSsd = true;
+      v.fileOffset = ssd;
+      ssd += (v.bytes() + 4095) / 4096 * 4096;
+    } else {
+      offsets[t.id()] = total;
+      total += bytes;
+    }
   }
   if (planned) {
     size_t arena = p.memory().activation_bytes();
@@ -75,8 +98,31 @@ Status Executor::create(const Artifact &artifact, const KernelRegistry &kernels,
     total += arena;
   }
   e->arena_.assign(total, 0);
-  for (size_t i = 0; i < e->tensors_.size(); ++i)
-    e->tensors_[i].data = e->arena_.data() + offsets[i];
+  e->host_.assign(host, 0);
+  for (const auto &t : p.tensors()) {
+    TensorView &v = e->tensors_[t.id()];
+    if (v.onSsd)
+      continue;
+    v.data = (t.tier() == plan::HOST ? e->host_.data() : e->arena_.data()) +
+             offsets[t.id()];
+  }
+  if (ssd) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "/strata-ssd-%d-%d-XXXXXX", int(getpid()),
+                  rank);
+    std::string path = options.ssdDir + name;
+    int fd = mkstemp(path.data());
+    if (fd < 0)
+      return Status::error("cannot create the SSD tier's file in '" +
+                           options.ssdDir + "' (strata-run --ssd-dir DIR)");
+    ::unlink(path.c_str()); // gone when the process is
+    e->ssdFile_ = fd;
+    e->ssdBytes_ = ssd;
+    if (::ftruncate(fd, off_t(ssd)) != 0)
+      return Status::error("cannot size the SSD tier's file in '" +
+                           options.ssdDir + "' to " + std::to_string(ssd) +
+                           " bytes");
+  }
 
   for (const auto &t : p.tensors()) {
     if (t.kind() != plan::CONSTANT)
@@ -101,7 +147,14 @@ Status Executor::create(const Artifact &artifact, const KernelRegistry &kernels,
       return Status::error("plan: parameter '" + param.name() +
                            "' is sharded but this rank's params.bin section "
                            "is not mapped");
-    std::memcpy(v.data, base + param.offset(), v.bytes());
+    if (v.onSsd) {
+      if (::pwrite(e->ssdFile_, base + param.offset(), v.bytes(),
+                   off_t(v.fileOffset)) != ssize_t(v.bytes()))
+        return Status::error("cannot write '" + param.name() +
+                             "' to the SSD tier");
+    } else {
+      std::memcpy(v.data, base + param.offset(), v.bytes());
+    }
   }
   for (const auto &t : p.tensors()) {
     if (t.kind() == plan::PARAMETER || t.kind() == plan::BUFFER ||
@@ -170,6 +223,30 @@ bool Executor::hasProgram(std::string_view program) const {
 
 std::vector<Executor::StateTensor> Executor::getStates() { return states_; }
 
+Status Executor::readState(const StateTensor &state, void *out) const {
+  const TensorView &v = *state.view;
+  if (!v.onSsd) {
+    std::memcpy(out, v.data, v.bytes());
+    return Status::ok();
+  }
+  if (::pread(ssdFile_, out, v.bytes(), off_t(v.fileOffset)) !=
+      ssize_t(v.bytes()))
+    return Status::error("cannot read '" + state.name + "' from the SSD tier");
+  return Status::ok();
+}
+
+Status Executor::writeState(const StateTensor &state, const void *in) {
+  const TensorView &v = *state.view;
+  if (!v.onSsd) {
+    std::memcpy(v.data, in, v.bytes());
+    return Status::ok();
+  }
+  if (::pwrite(ssdFile_, in, v.bytes(), off_t(v.fileOffset)) !=
+      ssize_t(v.bytes()))
+    return Status::error("cannot write '" + state.name + "' to the SSD tier");
+  return Status::ok();
+}
+
 void Executor::zeroGradients() {
   for (StateTensor &state : states_)
     if (state.kind == plan::GRADIENT)
@@ -186,7 +263,8 @@ Status Executor::run(std::string_view name, uint64_t seed) {
   for (size_t i = 0; i < steps.size(); ++i) {
     Step &step = steps[i];
     KernelContext ctx{step.inputs, step.outputs, step.attrs,
-                      fnv1a64(&step.stream, sizeof(step.stream), seed), comm_};
+                      fnv1a64(&step.stream, sizeof(step.stream), seed), comm_,
+                      ssdFile_};
     std::optional<Status> status;
     {
       // The kernel's scratch comes from the arena, rewound after it.

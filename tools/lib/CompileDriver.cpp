@@ -22,12 +22,15 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <optional>
 #include <set>
+#include <tuple>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -35,6 +38,31 @@ namespace cl = llvm::cl;
 namespace {
 
 enum class EmitStage { Onnx, Graph, Summary, Training, Distributed, Memory };
+
+/// "4096", "6MiB", "6M", "40G", "1.5GiB" (K, M, G, T: powers of 1024).
+std::optional<uint64_t> parseBytes(llvm::StringRef text) {
+  llvm::StringRef number = text.take_while(
+      [](char c) { return llvm::isDigit(c) || c == '.'; });
+  llvm::StringRef unit = text.drop_front(number.size()).lower();
+  double value;
+  if (number.empty() || number.getAsDouble(value))
+    return std::nullopt;
+  double scale = 1;
+  std::string u = unit.str();
+  if (u.empty() || u == "b")
+    scale = 1;
+  else if (u == "k" || u == "kb" || u == "kib")
+    scale = 1024.0;
+  else if (u == "m" || u == "mb" || u == "mib")
+    scale = 1024.0 * 1024;
+  else if (u == "g" || u == "gb" || u == "gib")
+    scale = 1024.0 * 1024 * 1024;
+  else if (u == "t" || u == "tb" || u == "tib")
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  else
+    return std::nullopt;
+  return uint64_t(value * scale);
+}
 
 struct CompileOptions {
   cl::OptionCategory category{"strata-compile options"};
@@ -153,6 +181,21 @@ struct CompileOptions {
                "many bytes (0: one parameter a collective)"),
       cl::init(32ull << 20), cl::cat(category)};
   // Memory.
+  cl::opt<std::string> gpuMemory{
+      "gpu-memory",
+      cl::desc("Device memory the step may use, e.g. 40G or 6MiB (default: "
+               "no budget); over it, optimizer states and then parameters "
+               "move to the host and SSD tiers"),
+      cl::init(""), cl::cat(category)};
+  cl::opt<std::string> hostMemory{
+      "host-memory",
+      cl::desc("Host memory for offloaded state (default: no limit)"),
+      cl::init(""), cl::cat(category)};
+  cl::opt<std::string> ssdMemory{
+      "ssd-memory",
+      cl::desc("SSD bytes for offloaded optimizer states (default: no SSD "
+               "tier; strata-run --ssd-dir says where)"),
+      cl::init(""), cl::cat(category)};
   cl::opt<uint64_t> pageSize{
       "page-size",
       cl::desc("Bytes of a memory page, the unit pools allocate and moves "
@@ -409,12 +452,30 @@ int strata::compileMain(int argc, char **argv) {
   if (planned) {
     if (options.pageSize == 0)
       return error("--page-size must be positive");
-    PassManager pm(&context);
     strata::PlanMemoryPassOptions memory;
     memory.pageSize = options.pageSize;
+    for (auto [flag, text, target] :
+         {std::tuple{"--gpu-memory", &options.gpuMemory, &memory.gpuMemory},
+          std::tuple{"--host-memory", &options.hostMemory, &memory.hostMemory},
+          std::tuple{"--ssd-memory", &options.ssdMemory, &memory.ssdMemory}}) {
+      if (text->getValue().empty())
+        continue;
+      std::optional<uint64_t> bytes = parseBytes(text->getValue());
+      if (!bytes || *bytes == 0)
+        return error(std::string(flag) + " expects a positive size like 6MiB "
+                     "or 40G, got '" + text->getValue() + "'");
+      *target = *bytes;
+    }
+    std::string diagnostic;
+    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+      if (diagnostic.empty())
+        diagnostic = diag.str();
+      return success();
+    });
+    PassManager pm(&context);
     pm.addPass(strata::createPlanMemoryPass(memory));
     if (failed(pm.run(**module)))
-      return error("planning memory failed");
+      return error(diagnostic.empty() ? "planning memory failed" : diagnostic);
   }
 
   if (writeArtifact) {

@@ -13,8 +13,11 @@
 
 #include "strata/Dialect/Graph/IR/GraphOps.h"
 #include "strata/Dialect/Graph/IR/StateUpdates.h"
+#include "strata/Dialect/Sched/IR/SchedOps.h"
 
 #include "mlir/IR/Builders.h"
+
+#include "llvm/ADT/StringMap.h"
 
 #include <algorithm>
 
@@ -53,6 +56,18 @@ struct PlanMemoryPass
     : public strata::impl::PlanMemoryPassBase<PlanMemoryPass> {
   using PlanMemoryPassBase::PlanMemoryPassBase;
 
+  int64_t align(int64_t bytes) const {
+    int64_t a = int64_t(alignment);
+    return (std::max<int64_t>(bytes, 1) + a - 1) / a * a;
+  }
+
+  /// Persistent state by name (one tensor, however many functions see it).
+  struct State {
+    std::string name, role;
+    int64_t bytes = 0;
+    std::string tier = "device";
+  };
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
@@ -61,23 +76,185 @@ struct PlanMemoryPass
           << uint64_t(alignment);
       return signalPassFailure();
     }
-    Builder b(module.getContext());
-    int64_t arena = 0, live = 0;
+    // The state, in first-seen order, and the constants.
+    std::vector<State> states;
+    llvm::StringMap<size_t> stateIndex;
+    int64_t constants = 0;
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
-      FunctionPlan plan = planFunction(func);
-      func->setAttr("memory.arena_bytes", b.getI64IntegerAttr(plan.arenaBytes));
-      func->setAttr("memory.live_bytes", b.getI64IntegerAttr(plan.liveBytes));
-      arena = std::max(arena, plan.arenaBytes);
-      live = std::max(live, plan.liveBytes);
+      for (BlockArgument arg : func.getArguments()) {
+        auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                      graph::kNameAttrName);
+        auto role = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                      graph::kRoleAttrName);
+        if (!name || stateIndex.count(name.getValue()))
+          continue;
+        stateIndex[name.getValue()] = states.size();
+        State st;
+        st.name = name.getValue().str();
+        st.role = role ? role.getValue().str() : "input";
+        st.bytes = storageBytes(arg.getType());
+        if (auto tier = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                          "memory.tier"))
+          st.tier = tier.getValue().str();
+        states.push_back(st);
+      }
+      func.walk([&](graph::ConstantOp c) {
+        constants += align(storageBytes(c.getType()));
+      });
     }
+
+    int64_t arena = 0, live = 0;
+    auto planAll = [&] {
+      arena = live = 0;
+      for (auto func : module.getOps<func::FuncOp>()) {
+        if (func.isExternal())
+          continue;
+        FunctionPlan plan = planFunction(func);
+        Builder b(func.getContext());
+        func->setAttr("memory.arena_bytes",
+                      b.getI64IntegerAttr(plan.arenaBytes));
+        func->setAttr("memory.live_bytes", b.getI64IntegerAttr(plan.liveBytes));
+        arena = std::max(arena, plan.arenaBytes);
+        live = std::max(live, plan.liveBytes);
+      }
+    };
+    auto tierBytes = [&](StringRef tier) {
+      int64_t total = 0;
+      for (const State &st : states)
+        if (st.tier == tier)
+          total += align(st.bytes);
+      return total;
+    };
+    auto devicePeak = [&] { return tierBytes("device") + constants + arena; };
+
+    planAll();
+    int64_t budget = int64_t(gpuMemory);
+    if (budget > 0 && devicePeak() > budget) {
+      // Move state off the device, largest first, until the plan fits:
+      // optimizer states to the host, then to SSD, then parameters to the
+      // host. Each round re-plans, as the moves' device copies take arena
+      // bytes of their own.
+      int64_t host = tierBytes("host"), ssd = tierBytes("ssd");
+      auto candidates = [&](StringRef role) {
+        std::vector<size_t> c;
+        for (size_t i = 0; i < states.size(); ++i)
+          if (states[i].role == role && states[i].tier == "device" &&
+              !StringRef(states[i].name).starts_with("strata."))
+            c.push_back(i);
+        std::stable_sort(c.begin(), c.end(), [&](size_t a, size_t b) {
+          return states[a].bytes > states[b].bytes;
+        });
+        return c;
+      };
+      bool moved = true;
+      while (devicePeak() > budget && moved) {
+        moved = false;
+        int64_t excess = devicePeak() - budget;
+        auto place = [&](StringRef role, StringRef tier, int64_t &used,
+                         uint64_t limit, bool allowed) {
+          if (!allowed)
+            return;
+          for (size_t i : candidates(role)) {
+            if (excess <= 0)
+              return;
+            int64_t bytes = align(states[i].bytes);
+            if (limit && used + bytes > int64_t(limit))
+              continue;
+            states[i].tier = tier.str();
+            used += bytes;
+            excess -= bytes;
+            moved = true;
+          }
+        };
+        place("optimizer_state", "host", host, hostMemory, true);
+        place("optimizer_state", "ssd", ssd, ssdMemory, ssdMemory > 0);
+        place("parameter", "host", host, hostMemory, true);
+        if (moved) {
+          for (auto func : module.getOps<func::FuncOp>())
+            if (!func.isExternal())
+              insertMoves(func, states, stateIndex);
+          planAll();
+        }
+      }
+      if (devicePeak() > budget) {
+        int64_t persistent = tierBytes("device");
+        module.emitError("strata-plan-memory: the step needs ")
+            << devicePeak() << " bytes of device memory but the budget is "
+            << budget << ": " << devicePeak() - budget
+            << " bytes do not fit with every optimizer state and parameter "
+               "the host"
+            << (ssdMemory ? " and SSD tiers" : " tier")
+            << " can take moved off the device (left there: state "
+            << persistent << " bytes, activations " << arena
+            << ", constants " << constants
+            << "); raise --gpu-memory, give the host tier room "
+               "(--host-memory) or an SSD tier (--ssd-memory), shard over "
+               "more ranks (--partition-group), or use a smaller --batch";
+        return signalPassFailure();
+      }
+    }
+
+    Builder b(module.getContext());
     module->setAttr("memory.arena_bytes", b.getI64IntegerAttr(arena));
     module->setAttr("memory.live_bytes", b.getI64IntegerAttr(live));
     module->setAttr("memory.page_size",
                     b.getI64IntegerAttr(int64_t(pageSize)));
     module->setAttr("memory.alignment",
                     b.getI64IntegerAttr(int64_t(alignment)));
+    module->setAttr("memory.device_bytes", b.getI64IntegerAttr(devicePeak()));
+    module->setAttr("memory.host_bytes", b.getI64IntegerAttr(tierBytes("host")));
+    module->setAttr("memory.ssd_bytes", b.getI64IntegerAttr(tierBytes("ssd")));
+    if (budget > 0)
+      module->setAttr("memory.gpu_budget", b.getI64IntegerAttr(budget));
+  }
+
+  /// Gives every argument of a state moved off the device its tier, a
+  /// reload before each op that reads it and an offload of the value the
+  /// function returns for it (once; later rounds see the attribute).
+  void insertMoves(func::FuncOp func, const std::vector<State> &states,
+                   const llvm::StringMap<size_t> &stateIndex) {
+    Block &body = func.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    OpBuilder b(func.getContext());
+    for (BlockArgument arg : func.getArguments()) {
+      auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                    graph::kNameAttrName);
+      if (!name || func.getArgAttr(arg.getArgNumber(), "memory.tier"))
+        continue;
+      auto it = stateIndex.find(name.getValue());
+      if (it == stateIndex.end() || states[it->second].tier == "device")
+        continue;
+      StringAttr tier = b.getStringAttr(states[it->second].tier);
+      func.setArgAttr(arg.getArgNumber(), "memory.tier", tier);
+      // One reload right before each reader.
+      SmallVector<Operation *> readers;
+      for (Operation *user : arg.getUsers())
+        if (!isa<func::ReturnOp>(user) && !llvm::is_contained(readers, user))
+          readers.push_back(user);
+      for (Operation *reader : readers) {
+        b.setInsertionPoint(reader);
+        auto reload = b.create<sched::ReloadOp>(arg.getLoc(), arg.getType(),
+                                                arg, tier);
+        reader->replaceUsesOfWith(arg, reload.getResult());
+      }
+      // The new value goes back to its tier as soon as it exists.
+      for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+        auto resultName =
+            func.getResultAttrOfType<StringAttr>(i, graph::kNameAttrName);
+        Value value = ret.getOperand(i);
+        if (!resultName || resultName != name || value == arg)
+          continue;
+        if (Operation *producer = value.getDefiningOp())
+          b.setInsertionPointAfter(producer);
+        else
+          b.setInsertionPoint(ret);
+        auto offload = b.create<sched::OffloadOp>(value.getLoc(),
+                                                  value.getType(), value, tier);
+        ret.setOperand(i, offload.getResult());
+      }
+    }
   }
 
   FunctionPlan planFunction(func::FuncOp func) {
@@ -108,10 +285,42 @@ struct PlanMemoryPass
       }
     }
 
+    // An in-place-safe op may write a result over an operand that dies
+    // there (an offloaded moment reloaded for the update): the two values
+    // become one slot, the union of their lifetimes.
+    std::vector<size_t> root(intervals.size());
+    for (size_t i = 0; i < root.size(); ++i)
+      root[i] = i;
+    std::vector<bool> donated(intervals.size(), false);
+    for (Operation &op : body) {
+      for (OpResult result : op.getResults()) {
+        auto r = index.find(result);
+        std::optional<unsigned> operand =
+            graph::inPlaceOperand(&op, result.getResultNumber());
+        if (r == index.end() || !operand || *operand >= op.getNumOperands())
+          continue;
+        auto d = index.find(op.getOperand(*operand));
+        if (d == index.end() || donated[d->second] ||
+            root[d->second] != d->second ||
+            intervals[d->second].last != position[&op] ||
+            intervals[d->second].bytes != intervals[r->second].bytes)
+          continue;
+        donated[d->second] = true;
+        root[r->second] = d->second;
+        Interval &slot = intervals[d->second];
+        slot.last = std::max(slot.last, intervals[r->second].last);
+      }
+    }
+    std::vector<size_t> groups;
+    for (size_t i = 0; i < intervals.size(); ++i)
+      if (root[i] == i)
+        groups.push_back(i);
+
     FunctionPlan plan;
     // The lower bound: the most raw bytes live at one position.
     std::vector<int64_t> delta(n + 1, 0);
-    for (const Interval &iv : intervals) {
+    for (size_t i : groups) {
+      const Interval &iv = intervals[i];
       delta[iv.first] += iv.rawBytes;
       delta[iv.last + 1] -= iv.rawBytes;
     }
@@ -120,9 +329,7 @@ struct PlanMemoryPass
       plan.liveBytes = std::max(plan.liveBytes, running += d);
 
     // Greedy by size, best fit among the gaps left by overlapping tensors.
-    std::vector<size_t> order(intervals.size());
-    for (size_t i = 0; i < order.size(); ++i)
-      order[i] = i;
+    std::vector<size_t> order = groups;
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t c) {
       if (intervals[a].bytes != intervals[c].bytes)
         return intervals[a].bytes > intervals[c].bytes;
@@ -162,8 +369,9 @@ struct PlanMemoryPass
       SmallVector<int64_t> offsets;
       for (Value result : op.getResults()) {
         auto it = index.find(result);
-        offsets.push_back(it == index.end() ? -1
-                                            : intervals[it->second].offset);
+        offsets.push_back(it == index.end()
+                              ? -1
+                              : intervals[root[it->second]].offset);
       }
       op.setAttr("memory.offsets", b.getDenseI64ArrayAttr(offsets));
     }

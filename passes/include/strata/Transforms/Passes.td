@@ -229,7 +229,22 @@ def PlanMemoryPass : Pass<"strata-plan-memory", "::mlir::ModuleOp"> {
     Results: on each op, `memory.offsets` (one per result; -1: in its
     state's storage); on each function `memory.arena_bytes` (the planned
     peak) and `memory.live_bytes` (the most bytes live at once, the lower
-    bound); on the module the maxima over the functions and `memory.page_size`.
+    bound); on the module the maxima over the functions, `memory.page_size`
+    and the bytes of each tier.
+
+    Tiers. With `gpu-memory` (bytes; 0: no budget), the device holds the
+    persistent state (parameters, gradients, optimizer states, inputs), the
+    constants and the activation arena. Over budget, the pass moves
+    persistent state to slower tiers until it fits, in this order:
+    optimizer states to the host (while `host-memory` allows; 0: no limit),
+    then optimizer states to SSD (while `ssd-memory` allows; 0: no SSD),
+    then parameters to the host; largest first. A moved tensor gets
+    `memory.tier` on its arguments; each op that reads it reads a
+    `sched.reload` placed just before it, and a new value the function
+    returns for it goes through a `sched.offload` right after it is
+    computed, so its device copies live only around their uses. When even
+    that does not fit, the pass fails saying how many bytes do not fit and
+    which flags would help.
 
     ```mlir
     // after
@@ -238,12 +253,19 @@ def PlanMemoryPass : Pass<"strata-plan-memory", "::mlir::ModuleOp"> {
     %2 = graph.neg %1 {memory.offsets = array<i64: 0>} : tensor<16xf32>
     ```
   }];
-  let dependentDialects = ["::strata::graph::GraphDialect"];
+  let dependentDialects = ["::strata::graph::GraphDialect",
+                           "::strata::sched::SchedDialect"];
   let options = [
     Option<"pageSize", "page-size", "uint64_t", /*default=*/"4194304",
            "Bytes of a page, the unit the pools allocate and moves transfer">,
     Option<"alignment", "alignment", "uint64_t", /*default=*/"64",
            "Every offset is a multiple of this">,
+    Option<"gpuMemory", "gpu-memory", "uint64_t", /*default=*/"0",
+           "Device bytes the step may use (0: no budget)">,
+    Option<"hostMemory", "host-memory", "uint64_t", /*default=*/"0",
+           "Host bytes for offloaded state (0: no limit)">,
+    Option<"ssdMemory", "ssd-memory", "uint64_t", /*default=*/"0",
+           "SSD bytes for offloaded optimizer states (0: no SSD tier)">,
   ];
 }
 

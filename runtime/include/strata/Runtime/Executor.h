@@ -22,13 +22,30 @@
 
 namespace strata::runtime {
 
+struct ExecutorOptions {
+  /// Picks each sharded parameter's slice of params.bin.
+  int rank = 0;
+  /// Where the SSD tier's file goes (created, then unlinked at once, so it
+  /// vanishes with the process).
+  std::string ssdDir = "/tmp";
+};
+
 class Executor {
 public:
-  /// Lays out the arena, copies constants and initial parameters in, and
-  /// resolves every instruction's kernel (an op without one is an error).
-  /// `rank` picks each sharded parameter's slice of params.bin.
+  /// Lays out the device block (persistent state, constants, the activation
+  /// arena), the host block and the SSD file, copies constants and initial
+  /// parameters in, and resolves every instruction's kernel (an op without
+  /// one is an error).
   static Status create(const Artifact &artifact, const KernelRegistry &kernels,
-                       std::unique_ptr<Executor> &out, int rank = 0);
+                       std::unique_ptr<Executor> &out,
+                       const ExecutorOptions &options);
+  static Status create(const Artifact &artifact, const KernelRegistry &kernels,
+                       std::unique_ptr<Executor> &out, int rank = 0) {
+    ExecutorOptions options;
+    options.rank = rank;
+    return create(artifact, kernels, out, options);
+  }
+  ~Executor();
   /// The collectives sched.* instructions use.
   void setCommunicator(Communicator *comm) { comm_ = comm; }
 
@@ -49,6 +66,10 @@ public:
   bool hasProgram(std::string_view program) const;
   /// Every PARAMETER, BUFFER, GRADIENT and OPTIMIZER_STATE tensor.
   std::vector<StateTensor> getStates();
+  /// Copies a persistent tensor's bytes out of or into it, whatever its
+  /// tier (an SSD tensor has no memory to read directly).
+  Status readState(const StateTensor &state, void *out) const;
+  Status writeState(const StateTensor &state, const void *in);
   /// Zeroes every GRADIENT tensor (the start of an accumulation window).
   void zeroGradients();
 
@@ -57,6 +78,8 @@ public:
   Status run(std::string_view program = "forward", uint64_t seed = 0);
 
   size_t getArenaBytes() const { return arena_.size(); }
+  size_t getHostBytes() const { return host_.size(); }
+  uint64_t getSsdBytes() const { return ssdBytes_; }
   /// Heap allocations (operator new) during the last run(): kernels'
   /// scratch comes from the executor's ScratchArena, so after the first
   /// step this is 0.
@@ -88,6 +111,9 @@ private:
   std::vector<StateTensor> states_;
   Communicator *comm_ = nullptr;
   ScratchArena scratch_;
+  std::vector<unsigned char> host_;
+  int ssdFile_ = -1;
+  uint64_t ssdBytes_ = 0;
   uint64_t lastRunAllocations_ = 0;
 };
 

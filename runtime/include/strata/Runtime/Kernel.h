@@ -80,6 +80,8 @@ struct KernelContext {
   uint64_t seed = 0;
   /// The collectives of a multi-rank run (null on one rank).
   Communicator *comm = nullptr;
+  /// The file behind the SSD tier (-1: none).
+  int ssdFile = -1;
 };
 
 using KernelFn = std::function<Status(KernelContext &)>;

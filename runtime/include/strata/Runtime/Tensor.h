@@ -17,6 +17,11 @@ struct TensorView {
   void *data = nullptr;
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
+  /// A tensor on the SSD tier has no memory (`data` is null): it lives at
+  /// `fileOffset` in the executor's SSD file, and only sched.reload and
+  /// sched.offload touch it.
+  bool onSsd = false;
+  uint64_t fileOffset = 0;
 
   int64_t rank() const { return static_cast<int64_t>(shape.size()); }
   int64_t numel() const {

@@ -46,6 +46,8 @@ struct TrainOptions {
   int64_t topK = 1;
   /// A collective that has not completed after this long aborts every rank.
   double timeoutSeconds = 60;
+  /// Where the SSD tier's file goes.
+  std::string ssdDir = "/tmp";
   /// Distributed: after every step, check by hashing that the ranks of each
   /// replication group hold bit-identical state (and log it).
   bool checkReplicas = false;

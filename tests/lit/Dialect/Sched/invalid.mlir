@@ -61,3 +61,19 @@ func.func @local_shard_size(%g: tensor<20xf32>) {
   %0 = sched.local_shard %g {group = "partition"} : tensor<20xf32> -> tensor<7xf32>
   return
 }
+
+// -----
+
+func.func @reload_tier(%m: tensor<8xf32>) {
+  // expected-error @+1 {{tier must be host or ssd, got 'tape'}}
+  %0 = sched.reload %m {tier = "tape"} : tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @offload_tier(%m: tensor<8xf32>) {
+  // expected-error @+1 {{tier must be host or ssd, got 'device'}}
+  %0 = sched.offload %m {tier = "device"} : tensor<8xf32>
+  return
+}

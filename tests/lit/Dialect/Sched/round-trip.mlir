@@ -25,3 +25,12 @@ func.func @not_cse(%w: tensor<10xf32>) -> (tensor<20xf32>, tensor<20xf32>) {
   %1 = sched.all_gather %w {group = "partition"} : tensor<10xf32> -> tensor<20xf32>
   return %0, %1 : tensor<20xf32>, tensor<20xf32>
 }
+
+// CHECK-LABEL: func.func @moves
+// CHECK: %[[R:.*]] = sched.reload %{{.*}} {tier = "host"} : tensor<8xf32>
+// CHECK: sched.offload %[[R]] {tier = "ssd"} : tensor<8xf32>
+func.func @moves(%m: tensor<8xf32>) -> tensor<8xf32> {
+  %0 = sched.reload %m {tier = "host"} : tensor<8xf32>
+  %1 = sched.offload %0 {tier = "ssd"} : tensor<8xf32>
+  return %1 : tensor<8xf32>
+}

@@ -25,6 +25,18 @@ bool isInPlaceSafe(Operation *op) {
                       [&](Type t) { return t == result; });
 }
 
+std::optional<unsigned> inPlaceOperand(Operation *op, unsigned result) {
+  if (!isInPlaceSafe(op))
+    return std::nullopt;
+  if (isa<AdamWUpdateOp>(op)) {
+    static const unsigned operands[] = {0, 2, 3};
+    return operands[result];
+  }
+  if (isa<SGDUpdateOp>(op))
+    return result == 0 ? 0u : 2u;
+  return 0u;
+}
+
 llvm::DenseMap<Value, llvm::StringRef>
 findInPlaceStateUpdates(func::FuncOp func) {
   llvm::StringMap<BlockArgument> stateArgs;

@@ -116,3 +116,20 @@ LogicalResult LocalShardOp::verify() {
                        "whole number of times smaller, of its element type");
   return success();
 }
+
+void ReloadOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>> &e) {
+  collectiveEffects(e);
+}
+void OffloadOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>> &e) {
+  collectiveEffects(e);
+}
+
+static LogicalResult verifyTier(Operation *op, StringRef tier) {
+  if (tier != "host" && tier != "ssd")
+    return op->emitOpError("tier must be host or ssd, got '") << tier << "'";
+  return success();
+}
+LogicalResult ReloadOp::verify() { return verifyTier(*this, getTier()); }
+LogicalResult OffloadOp::verify() { return verifyTier(*this, getTier()); }

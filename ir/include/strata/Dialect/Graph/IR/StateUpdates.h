@@ -17,6 +17,8 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringRef.h"
 
+#include <optional>
+
 namespace strata::graph {
 
 /// Whether a role names persistent state ("parameter", "buffer",
@@ -26,6 +28,12 @@ bool isStateRole(llvm::StringRef role);
 /// Whether `op` may write its results over an operand's storage: it reads
 /// each element before writing the same element and nothing else.
 bool isInPlaceSafe(mlir::Operation *op);
+
+/// The operand whose storage result `result` of `op` may take (an
+/// in-place-safe op reads each element of it before writing the same
+/// element of the result): AdamW's moments and parameter, SGD's parameter
+/// and momentum, a same-typed add/sub/mul's first operand; none otherwise.
+std::optional<unsigned> inPlaceOperand(mlir::Operation *op, unsigned result);
 
 /// The returned values of `func` computed straight into their state's
 /// storage, each with the state's name.

@@ -99,4 +99,42 @@ def Sched_LocalShardOp : Sched_Op<"local_shard", [Pure]> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Moves between memory tiers
+//===----------------------------------------------------------------------===//
+
+class Sched_MoveOp<string mnemonic> : Sched_Op<mnemonic,
+    [DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+     AllTypesMatch<["input", "output"]>]> {
+  let arguments = (ins Sched_Tensor:$input, StrAttr:$tier);
+  let results = (outs Sched_Tensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Sched_ReloadOp : Sched_MoveOp<"reload"> {
+  let summary = "Bring a value kept on a slower tier into device memory";
+  let description = [{
+    The operand is persistent state that strata-plan-memory placed on the
+    `tier` ("host" or "ssd"); the result is its copy in device memory,
+    for the ops that read it.
+
+    ```mlir
+    %m = sched.reload %exp_avg {tier = "host"} : tensor<4096xf32>
+    ```
+  }];
+}
+
+def Sched_OffloadOp : Sched_MoveOp<"offload"> {
+  let summary = "Write a device value back to the slower tier it lives on";
+  let description = [{
+    The result is the new value of persistent state kept on `tier`; codegen
+    writes it straight into that state's storage.
+
+    ```mlir
+    %kept = sched.offload %new_exp_avg {tier = "host"} : tensor<4096xf32>
+    ```
+  }];
+}
+
 #endif // STRATA_DIALECT_SCHED_IR_SCHEDOPS_TD
