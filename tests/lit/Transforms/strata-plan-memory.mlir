@@ -4,14 +4,14 @@
 
 // A chain: each value lives from its op to the next, so two slots suffice
 // and they alternate; an op's result never shares its operand's bytes.
-// CHECK-LABEL: module attributes {memory.alignment = 64 : i64, memory.arena_bytes = 128 : i64, memory.live_bytes = 128 : i64, memory.page_size = 4194304 : i64}
+// CHECK-LABEL: module attributes {memory.alignment = 64 : i64, memory.arena_bytes = 128 : i64, memory.device_bytes = 128 : i64, memory.host_bytes = 0 : i64, memory.live_bytes = 128 : i64, memory.page_size = 4194304 : i64, memory.ssd_bytes = 0 : i64}
 // CHECK: func.func @chain
 // CHECK-SAME: attributes {memory.arena_bytes = 128 : i64, memory.live_bytes = 128 : i64}
 // CHECK: graph.tanh %{{.*}} {memory.offsets = array<i64: 0>}
 // CHECK: graph.exp %{{.*}} {memory.offsets = array<i64: 64>}
 // CHECK: graph.neg %{{.*}} {memory.offsets = array<i64: 0>}
 // CHECK: graph.exp %{{.*}} {memory.offsets = array<i64: 64>}
-// ALIGN: memory.alignment = 256 : i64, memory.arena_bytes = 512 : i64, memory.live_bytes = 128 : i64, memory.page_size = 1024 : i64
+// ALIGN: memory.alignment = 256 : i64, memory.arena_bytes = 512 : i64, {{.*}}memory.live_bytes = 128 : i64, memory.page_size = 1024 : i64
 // ALIGN: graph.exp %{{.*}} {memory.offsets = array<i64: 256>}
 // BAD: error: strata-plan-memory: alignment must be a power of two, got 48
 func.func @chain(%x: tensor<16xf32> {graph.name = "x", graph.role = "input"}) -> (tensor<16xf32> {graph.name = "y", graph.role = "output"}) {
