@@ -4,7 +4,8 @@
 
 // A chain: each value lives from its op to the next, so two slots suffice
 // and they alternate; an op's result never shares its operand's bytes.
-// CHECK-LABEL: module attributes {memory.alignment = 64 : i64, memory.arena_bytes = 128 : i64, memory.device_bytes = 128 : i64, memory.host_bytes = 0 : i64, memory.live_bytes = 128 : i64, memory.page_size = 4194304 : i64, memory.ssd_bytes = 0 : i64}
+// The input (64 bytes) is device state: 192 device bytes in all.
+// CHECK-LABEL: module attributes {memory.alignment = 64 : i64, memory.arena_bytes = 128 : i64, memory.device_bytes = 192 : i64, memory.host_bytes = 0 : i64, memory.live_bytes = 128 : i64, memory.page_size = 4194304 : i64, memory.ssd_bytes = 0 : i64}
 // CHECK: func.func @chain
 // CHECK-SAME: attributes {memory.arena_bytes = 128 : i64, memory.live_bytes = 128 : i64}
 // CHECK: graph.tanh %{{.*}} {memory.offsets = array<i64: 0>}
