@@ -306,6 +306,13 @@ Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
     }
   }
 
+  SmallVector<StringRef> streamNames;
+  if (auto streams = func->getAttrOfType<ArrayAttr>("sched.streams"))
+    for (Attribute name : streams)
+      streamNames.push_back(cast<StringAttr>(name).getValue());
+  for (StringRef name : streamNames)
+    program.add_streams(name.str());
+
   // Where each state-updating result goes: straight into the state's
   // tensor, or copied there at the end (graph::findInPlaceStateUpdates).
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
@@ -363,6 +370,23 @@ Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
     plan::Instruction *inst = program.add_instructions();
     inst->set_op(op.getName().getStringRef().str());
     inst->set_location(locationName(op.getLoc()));
+    // The schedule's stream and waits, when strata-schedule and
+    // strata-insert-events ran (ids are instruction numbers).
+    if (auto stream = op.getAttrOfType<StringAttr>("sched.stream")) {
+      auto at = llvm::find(streamNames, stream.getValue());
+      if (at == streamNames.end())
+        return fail("codegen: stream '" + stream.getValue() +
+                    "' is not in @" + func.getSymName() + "'s sched.streams");
+      inst->set_stream(uint32_t(at - streamNames.begin()));
+    }
+    if (auto id = op.getAttrOfType<IntegerAttr>("sched.id"))
+      if (id.getInt() != program.instructions_size() - 1)
+        return fail("codegen: sched.id " + std::to_string(id.getInt()) +
+                    " of " + op.getName().getStringRef() +
+                    " is not its instruction number");
+    if (auto waits = op.getAttrOfType<DenseI64ArrayAttr>("sched.waits"))
+      for (int64_t w : waits.asArrayRef())
+        inst->add_waits(uint32_t(w));
     for (Value operand : op.getOperands()) {
       auto it = ids.find(operand);
       if (it == ids.end())
@@ -395,16 +419,20 @@ Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
       inst->add_outputs(id);
     }
     for (NamedAttribute attr : op.getAttrs()) {
-      if (attr.getName().getValue().starts_with("memory."))
+      StringRef attrName = attr.getName().getValue();
+      if (attrName.starts_with("memory.") || attrName.starts_with("sched."))
         continue; // the plan's, not the kernel's
       if (Error e = setAttribute(*inst->add_attributes(), attr, &op))
         return e;
     }
   }
+  bool first = true;
   for (auto [value, target] : copies) {
     plan::Instruction *inst = program.add_instructions();
     inst->set_op("runtime.copy");
     inst->set_location("state update");
+    inst->set_barrier(first); // after every stream, then in order
+    first = false;
     inst->add_inputs(ids.lookup(value));
     inst->add_outputs(target);
   }

@@ -60,8 +60,14 @@ Status Communicator::create(const TopologyInfo &topology, double timeoutSeconds,
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
+    // The collective stream's thread calls MPI during a program, the main
+    // thread between programs: never two at once.
     int provided;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SINGLE, &provided);
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+    if (provided < MPI_THREAD_SERIALIZED)
+      return Status::error("this MPI library does not support "
+                           "MPI_THREAD_SERIALIZED, which the collective "
+                           "stream needs");
     std::atexit([] {
       int finalized = 0;
       MPI_Finalized(&finalized);

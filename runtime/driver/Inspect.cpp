@@ -348,7 +348,8 @@ void printSummary(const std::string &dir, const Inspection &in,
        << " bytes\n";
     os << "             planned peak " << peak << " bytes (" << human(double(peak))
        << ") = " << ratio << " x the lower bound " << bound << " bytes; "
-       << pages << " pages of " << human(double(m.page_size())) << "\n";
+       << pages << (pages == 1 ? " page of " : " pages of ")
+       << human(double(m.page_size())) << "\n";
   } else {
     os << "             no memory plan (every tensor its own slot)\n";
   }

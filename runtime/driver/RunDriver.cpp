@@ -51,6 +51,9 @@ const char *kUsage =
     "                          completed after S seconds (60)\n"
     "  --ssd-dir DIR           where the SSD tier's file goes (/tmp; it is\n"
     "                          unlinked at once and vanishes with the run)\n"
+    "  --inject-delay US       sleep up to US microseconds before every\n"
+    "                          collective, move and optimizer update (tests\n"
+    "                          of the schedule: the answer must not change)\n"
     "  --check-replicas        distributed: after every step, check that\n"
     "                          replicas hold bit-identical state (hashes)\n"
     "  --consolidate OUT       instead of training: write the whole weights\n"
@@ -227,6 +230,19 @@ int runMain(int argc, char **argv) {
           throw std::invalid_argument(value);
       } catch (...) {
         return error(arg + " expects a number, got '" + value + "'");
+      }
+    } else if (arg == "--inject-delay") {
+      if (!next(value))
+        return error("--inject-delay expects microseconds");
+      try {
+        size_t used = 0;
+        long long n = std::stoll(value, &used);
+        if (used != value.size() || n < 0)
+          throw std::invalid_argument(value);
+        train.injectDelayMicros = uint64_t(n);
+      } catch (...) {
+        return error("--inject-delay expects microseconds, got '" + value +
+                     "'");
       }
     } else if (arg == "--timeout") {
       if (!next(value))

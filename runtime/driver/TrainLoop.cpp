@@ -215,6 +215,7 @@ int train(const TrainOptions &options) {
   ExecutorOptions executorOptions;
   executorOptions.rank = rank;
   executorOptions.ssdDir = options.ssdDir;
+  executorOptions.injectDelayMicros = options.injectDelayMicros;
   if (Status s = Executor::create(*artifact, getCpuKernels(), executor,
                                   executorOptions);
       !s)

@@ -4,6 +4,7 @@
 
 #include "strata/Runtime/ScratchArena.h"
 
+#include <chrono>
 #include <optional>
 
 #include "plan.pb.h"
@@ -42,6 +43,13 @@ void setAttribute(KernelAttrs &attrs, const plan::Attribute &a) {
 } // namespace
 
 Executor::~Executor() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    shutdown_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread &t : workers_)
+    t.join();
   if (ssdFile_ >= 0)
     ::close(ssdFile_);
 }
@@ -182,17 +190,47 @@ Status Executor::create(const Artifact &artifact, const KernelRegistry &kernels,
         step.inputs.push_back(e->tensors_[id]);
       for (uint32_t id : inst.outputs())
         step.outputs.push_back(e->tensors_[id]);
-      step.stream = program.steps.size();
+      step.rngStream = program.steps.size();
       for (const auto &a : inst.attributes()) {
         setAttribute(step.attrs, a);
         if (a.name() == "rng_stream" &&
             a.value_case() == plan::Attribute::kIntValue)
-          step.stream = static_cast<uint64_t>(a.int_value()) | (1ull << 63);
+          step.rngStream = static_cast<uint64_t>(a.int_value()) | (1ull << 63);
       }
       step.description = inst.op() + " (node '" + inst.location() + "')";
+      step.stream = inst.stream();
+      step.waits.assign(inst.waits().begin(), inst.waits().end());
+      const std::string &op = inst.op();
+      step.delayable = op.rfind("sched.", 0) == 0 ||
+                       op == "graph.adamw_update" || op == "graph.sgd_update";
+      size_t index = program.steps.size();
+      size_t streams = std::max<size_t>(prog.streams_size(), 1);
+      if (step.stream >= streams)
+        return Status::error("plan: " + prog.name() + " instruction " +
+                             std::to_string(index) + " is on stream " +
+                             std::to_string(step.stream) + " of " +
+                             std::to_string(streams));
+      for (uint32_t w : step.waits)
+        if (w >= index)
+          return Status::error("plan: " + prog.name() + " instruction " +
+                               std::to_string(index) +
+                               " waits for a later instruction");
+      if (inst.barrier() && program.tail == 0)
+        program.tail = index;
       program.steps.push_back(std::move(step));
     }
+    size_t streams = std::max<size_t>(prog.streams_size(), 1);
+    if (program.tail == 0)
+      program.tail = program.steps.size();
+    program.streams.assign(streams, {});
+    for (uint32_t i = 0; i < program.tail; ++i)
+      program.streams[program.steps[i].stream].push_back(i);
+    e->doneSize_ = std::max(e->doneSize_, program.steps.size());
   }
+  e->options_ = options;
+  e->done_.reset(new std::atomic<uint64_t>[std::max<size_t>(e->doneSize_, 1)]);
+  for (size_t i = 0; i < e->doneSize_; ++i)
+    e->done_[i].store(0);
   out = std::move(e);
   return Status::ok();
 }
@@ -258,25 +296,117 @@ Status Executor::run(std::string_view name, uint64_t seed) {
   if (it == programs_.end())
     return Status::error("the artifact has no program '" + std::string(name) +
                          "'");
-  std::vector<Step> &steps = it->second.steps;
+  Program &program = it->second;
   uint64_t before = heapAllocations();
-  for (size_t i = 0; i < steps.size(); ++i) {
-    Step &step = steps[i];
-    KernelContext ctx{step.inputs, step.outputs, step.attrs,
-                      fnv1a64(&step.stream, sizeof(step.stream), seed), comm_,
-                      ssdFile_};
-    std::optional<Status> status;
-    {
-      // The kernel's scratch comes from the arena, rewound after it.
-      ScratchArena::Scope scope(scratch_);
-      status.emplace((*step.kernel)(ctx));
-    }
-    if (!*status)
-      return Status::error(std::string(name) + " instruction " +
-                           std::to_string(i) + ", " + step.description + ": " +
-                           status->message());
-  }
+  Status status = program.streams.size() > 1
+                      ? runStreams(program, name, seed)
+                      : runSequential(program, name, seed);
   lastRunAllocations_ = heapAllocations() - before;
+  return status;
+}
+
+bool Executor::runStep(const Job &job, uint32_t i, ScratchArena &arena) {
+  Step &step = job.program->steps[i];
+  for (uint32_t w : step.waits)
+    for (int spins = 0; done_[w].load(std::memory_order_acquire) != job.epoch;
+         ++spins) {
+      if (failed_.load(std::memory_order_relaxed))
+        return false;
+      if (spins > 64)
+        std::this_thread::yield();
+    }
+  if (options_.injectDelayMicros && step.delayable) {
+    uint64_t key[2] = {job.epoch, i};
+    uint64_t r = fnv1a64(key, sizeof(key));
+    std::this_thread::sleep_for(
+        std::chrono::microseconds(r % (options_.injectDelayMicros + 1)));
+  }
+  KernelContext ctx{step.inputs, step.outputs, step.attrs,
+                    fnv1a64(&step.rngStream, sizeof(step.rngStream), job.seed),
+                    comm_, ssdFile_};
+  std::optional<Status> status;
+  {
+    // The kernel's scratch comes from this thread's arena, rewound after.
+    ScratchArena::Scope scope(arena);
+    status.emplace((*step.kernel)(ctx));
+  }
+  if (!*status) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failed_.exchange(true))
+      failure_ = std::string(job.name) + " instruction " + std::to_string(i) +
+                 ", " + step.description + ": " + status->message();
+    return false;
+  }
+  done_[i].store(job.epoch, std::memory_order_release);
+  return true;
+}
+
+Status Executor::runSequential(Program &program, std::string_view name,
+                               uint64_t seed) {
+  Job job{&program, name, seed, ++job_.epoch};
+  failed_.store(false);
+  for (uint32_t i = 0; i < program.steps.size(); ++i)
+    if (!runStep(job, i, scratch_))
+      return Status::error(failure_);
+  return Status::ok();
+}
+
+void Executor::worker(size_t stream) {
+  uint64_t seen = 0;
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return shutdown_ || generation_ != seen; });
+      if (shutdown_)
+        return;
+      seen = generation_;
+      job = job_;
+    }
+    if (stream < job.program->streams.size())
+      for (uint32_t i : job.program->streams[stream])
+        if (!runStep(job, i, *workerArenas_[stream]))
+          break;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      --pending_;
+    }
+    finished_.notify_all();
+  }
+}
+
+Status Executor::runStreams(Program &program, std::string_view name,
+                            uint64_t seed) {
+  size_t streams = program.streams.size();
+  // One thread a stream beyond the caller's, made once.
+  while (workers_.size() + 1 < streams) {
+    size_t stream = workers_.size() + 1;
+    workerArenas_.resize(stream + 1);
+    workerArenas_[stream] = std::make_unique<ScratchArena>();
+    workers_.emplace_back([this, stream] { worker(stream); });
+  }
+  failed_.store(false);
+  Job job{&program, name, seed, job_.epoch + 1};
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    job_ = job;
+    pending_ = workers_.size();
+    ++generation_;
+  }
+  wake_.notify_all();
+  for (uint32_t i : program.streams[0])
+    if (!runStep(job, i, scratch_))
+      break;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    finished_.wait(lock, [&] { return pending_ == 0; });
+  }
+  if (failed_.load())
+    return Status::error(failure_);
+  // The join: the copies that end the program, in order.
+  for (uint32_t i = uint32_t(program.tail); i < program.steps.size(); ++i)
+    if (!runStep(job, i, scratch_))
+      return Status::error(failure_);
   return Status::ok();
 }
 

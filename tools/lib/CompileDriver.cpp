@@ -88,8 +88,8 @@ struct CompileOptions {
                      "(strata-partition: all-gathers, reduce-scatters, "
                      "all-reduces)"),
           clEnumValN(EmitStage::Memory, "memory",
-                     "the module an artifact is written from, with "
-                     "strata-plan-memory's offsets")),
+                     "the module an artifact is written from: streams, "
+                     "memory offsets, events")),
       cl::cat(category)};
   cl::list<std::string> inputShapes{
       "input-shape",
@@ -195,6 +195,16 @@ struct CompileOptions {
       "ssd-memory",
       cl::desc("SSD bytes for offloaded optimizer states (default: no SSD "
                "tier; strata-run --ssd-dir says where)"),
+      cl::init(""), cl::cat(category)};
+  cl::opt<unsigned> prefetchDepth{
+      "prefetch-depth",
+      cl::desc("Issue each all-gather or reload this many fetches ahead of "
+               "its consumer, memory permitting (1; 0: just before it)"),
+      cl::init(1), cl::cat(category)};
+  cl::opt<std::string> prefetchBytes{
+      "prefetch-bytes",
+      cl::desc("Most fetched bytes waiting for their consumers (default: no "
+               "cap)"),
       cl::init(""), cl::cat(category)};
   cl::opt<uint64_t> pageSize{
       "page-size",
@@ -472,8 +482,24 @@ int strata::compileMain(int argc, char **argv) {
         diagnostic = diag.str();
       return success();
     });
+    strata::SchedulePassOptions schedule;
+    schedule.prefetchDepth = options.prefetchDepth;
+    schedule.gpuMemory = memory.gpuMemory;
+    if (!options.prefetchBytes.empty()) {
+      std::optional<uint64_t> bytes = parseBytes(options.prefetchBytes);
+      if (!bytes || *bytes == 0)
+        return error("--prefetch-bytes expects a positive size like 64MiB, "
+                     "got '" + options.prefetchBytes + "'");
+      schedule.prefetchBytes = *bytes;
+    }
+    // Tiers and a first plan; streams and prefetch on that order; the
+    // plan of the final order; the events; their proof.
     PassManager pm(&context);
     pm.addPass(strata::createPlanMemoryPass(memory));
+    pm.addPass(strata::createSchedulePass(schedule));
+    pm.addPass(strata::createPlanMemoryPass(memory));
+    pm.addPass(strata::createInsertEventsPass());
+    pm.addPass(strata::createVerifySchedulePass());
     if (failed(pm.run(**module)))
       return error(diagnostic.empty() ? "planning memory failed" : diagnostic);
   }

@@ -269,4 +269,82 @@ def PlanMemoryPass : Pass<"strata-plan-memory", "::mlir::ModuleOp"> {
   ];
 }
 
+//===----------------------------------------------------------------------===//
+// Schedule
+//===----------------------------------------------------------------------===//
+
+def SchedulePass : Pass<"strata-schedule", "::mlir::ModuleOp"> {
+  let summary = "Put every op on a stream and hoist fetches ahead of their use";
+  let description = [{
+    Streams (`sched.stream` on each op): collectives on "collective",
+    reloads from the host on "h2d", offloads to it on "d2h", moves to and
+    from SSD on "ssd", everything else on "compute". All collectives share
+    one stream, so every rank issues them in the program's order.
+
+    Prefetch: a *fetch* is a stage-1 all-gather (partition or inter group)
+    or a reload, with the ops that only rearrange what it fetched (split,
+    the intra-node all-gather, concat, slice, reshape). Walking the fetches
+    in order, fetch k moves up to just before the first consumer of fetch
+    k - `prefetch-depth` (depth 0 leaves every fetch where it is), so its
+    stream can run it while compute works on earlier layers. A move is
+    taken back step by step while the fetched bytes waiting for their
+    consumers would pass `prefetch-bytes` (0: no cap) or the bytes live at
+    once plus the persistent state would pass `gpu-memory` (0: no budget).
+    Moving changes no value: the same ops run on the same inputs.
+
+    ```mlir
+    // depth 1: the next layer's gather is issued before this layer computes
+    %w1 = sched.all_gather %s1 {group = "partition", sched.stream = "collective"} : ...
+    %y0 = graph.linear %x, %w0 {sched.stream = "compute"} : ...
+    %y1 = graph.linear %y0, %w1 {sched.stream = "compute"} : ...
+    ```
+  }];
+  let dependentDialects = ["::strata::graph::GraphDialect",
+                           "::strata::sched::SchedDialect"];
+  let options = [
+    Option<"prefetchDepth", "prefetch-depth", "unsigned", /*default=*/"1",
+           "How many fetches ahead of their consumers fetches may run">,
+    Option<"prefetchBytes", "prefetch-bytes", "uint64_t", /*default=*/"0",
+           "Most fetched bytes waiting for their consumers (0: no cap)">,
+    Option<"gpuMemory", "gpu-memory", "uint64_t", /*default=*/"0",
+           "Device bytes the step may use (0: no budget)">,
+  ];
+}
+
+def InsertEventsPass : Pass<"strata-insert-events", "::mlir::ModuleOp"> {
+  let summary = "Order the streams: an event wherever two streams touch the same bytes";
+  let description = [{
+    Runs after strata-plan-memory, whose offsets say which bytes each value
+    occupies (activations in the arena; a state, an input, a result written
+    into a state: that tensor's own storage). Each op gets `sched.id`, its
+    instruction number (block order, constants aside), and `sched.waits`,
+    the ids of earlier ops on other streams it must wait for: for every
+    other stream, the latest earlier op there that writes bytes this op
+    reads or writes, or reads bytes this op writes, unless the waits
+    already order it (vector clocks). Programs join every stream at their
+    end, so nothing crosses programs.
+
+    ```mlir
+    %g = sched.all_gather %s {sched.id = 3, sched.stream = "collective", ...}
+    %y = graph.linear %x, %g {sched.id = 4, sched.stream = "compute", sched.waits = array<i64: 3>}
+    ```
+  }];
+  let dependentDialects = ["::strata::graph::GraphDialect",
+                           "::strata::sched::SchedDialect"];
+}
+
+def VerifySchedulePass : Pass<"strata-verify-schedule", "::mlir::ModuleOp"> {
+  let summary = "Prove the streams race-free and deadlock-free";
+  let description = [{
+    From `sched.stream`, `sched.id`, `sched.waits` and the memory plan's
+    offsets: every two ops on different streams that touch overlapping
+    bytes, one of them writing (a read after its producer, a reuse of
+    memory after its last reader or writer), must be ordered by the waits
+    and each stream's order; every wait names an earlier op (so the waits
+    cannot form a cycle); all collectives are on one stream (every rank of a
+    group issues them in the same order). A failure names the two ops. It
+    runs at the end of every strata-compile.
+  }];
+}
+
 #endif // STRATA_TRANSFORMS_PASSES_TD

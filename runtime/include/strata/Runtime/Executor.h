@@ -14,8 +14,12 @@
 #include "strata/Runtime/Artifact.h"
 #include "strata/Runtime/ScratchArena.h"
 
+#include <atomic>
+#include <condition_variable>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +32,10 @@ struct ExecutorOptions {
   /// Where the SSD tier's file goes (created, then unlinked at once, so it
   /// vanishes with the process).
   std::string ssdDir = "/tmp";
+  /// Sleep up to this many microseconds (pseudo-random) before every
+  /// collective, move and optimizer update, so a missing event shows up as
+  /// a wrong answer (FSDP's tests do the same).
+  uint64_t injectDelayMicros = 0;
 };
 
 class Executor {
@@ -97,12 +105,34 @@ private:
     std::string description;
     /// The instruction's random stream: its "rng_stream" attribute when it
     /// has one (a forward op and its gradient share it), else its index.
-    uint64_t stream;
+    uint64_t rngStream;
+    /// The schedule: the stream it runs on, the steps it waits for, and
+    /// whether it waits for every earlier step (after the join).
+    uint32_t stream = 0;
+    std::vector<uint32_t> waits;
+    /// --inject-delay applies (a collective, a move, an optimizer update).
+    bool delayable = false;
   };
   struct Program {
     std::vector<Step> steps;
     std::vector<std::string> inputs, outputs;
+    /// Per stream, its steps in order; the steps from `tail` on run after
+    /// every stream has finished.
+    std::vector<std::vector<uint32_t>> streams;
+    size_t tail = 0;
   };
+  /// One run of a program over the streams.
+  struct Job {
+    Program *program = nullptr;
+    std::string_view name;
+    uint64_t seed = 0, epoch = 0;
+  };
+  Status runSequential(Program &program, std::string_view name,
+                       uint64_t seed);
+  Status runStreams(Program &program, std::string_view name, uint64_t seed);
+  /// Runs step i of the current job on this thread, after its waits.
+  bool runStep(const Job &job, uint32_t i, ScratchArena &arena);
+  void worker(size_t stream);
   Executor() = default;
   std::vector<unsigned char> arena_;
   std::vector<TensorView> tensors_;
@@ -111,6 +141,21 @@ private:
   std::vector<StateTensor> states_;
   Communicator *comm_ = nullptr;
   ScratchArena scratch_;
+  ExecutorOptions options_;
+  /// The streams' threads (stream 0 is the caller's), their arenas, and
+  /// the completion epoch of every step of the running program.
+  std::vector<std::thread> workers_;
+  std::vector<std::unique_ptr<ScratchArena>> workerArenas_;
+  std::unique_ptr<std::atomic<uint64_t>[]> done_;
+  size_t doneSize_ = 0;
+  std::mutex mutex_;
+  std::condition_variable wake_, finished_;
+  Job job_;
+  uint64_t generation_ = 0;
+  size_t pending_ = 0;
+  bool shutdown_ = false;
+  std::atomic<bool> failed_{false};
+  std::string failure_;
   std::vector<unsigned char> host_;
   int ssdFile_ = -1;
   uint64_t ssdBytes_ = 0;

@@ -48,6 +48,9 @@ struct TrainOptions {
   double timeoutSeconds = 60;
   /// Where the SSD tier's file goes.
   std::string ssdDir = "/tmp";
+  /// Microseconds of random delay before collectives, moves and optimizer
+  /// updates (tests of the schedule's events).
+  uint64_t injectDelayMicros = 0;
   /// Distributed: after every step, check by hashing that the ranks of each
   /// replication group hold bit-identical state (and log it).
   bool checkReplicas = false;

@@ -1,0 +1,142 @@
+//===- ArenaPlanner.cpp - Lifetimes and offsets of a function's values ---===//
+
+#include "ArenaPlanner.h"
+
+#include "strata/Dialect/Graph/IR/GraphOps.h"
+#include "strata/Dialect/Graph/IR/StateUpdates.h"
+
+#include <algorithm>
+
+using namespace mlir;
+
+namespace strata::memory {
+
+int64_t storageBytes(Type type) {
+  auto t = cast<RankedTensorType>(type);
+  Type element = t.getElementType();
+  int64_t width =
+      element.isInteger(1) ? 1 : (element.getIntOrFloatBitWidth() + 7) / 8;
+  return t.getNumElements() * width;
+}
+
+namespace {
+
+struct Interval {
+  Value value;
+  int64_t first, last; // op positions, inclusive
+  int64_t bytes;       // rounded up to the alignment
+  int64_t rawBytes;
+  int64_t offset = -1;
+};
+
+} // namespace
+
+ArenaPlan planArena(func::FuncOp func, int64_t alignment) {
+  Block &body = func.getBody().front();
+  llvm::DenseMap<Value, llvm::StringRef> inState =
+      graph::findInPlaceStateUpdates(func);
+  DenseMap<Operation *, int64_t> position;
+  int64_t n = 0;
+  for (Operation &op : body)
+    position[&op] = n++;
+
+  std::vector<Interval> intervals;
+  DenseMap<Value, size_t> index;
+  for (Operation &op : body) {
+    if (isa<graph::ConstantOp>(op) || op.hasTrait<OpTrait::IsTerminator>())
+      continue;
+    for (Value result : op.getResults()) {
+      if (inState.count(result))
+        continue;
+      int64_t first = position[&op], last = first;
+      for (Operation *user : result.getUsers())
+        last = std::max(last, position.lookup(user));
+      int64_t raw = storageBytes(result.getType());
+      int64_t bytes = (std::max<int64_t>(raw, 1) + alignment - 1) /
+                      alignment * alignment;
+      index[result] = intervals.size();
+      intervals.push_back({result, first, last, bytes, raw});
+    }
+  }
+
+  // An in-place-safe op may write a result over an operand that dies
+  // there (an offloaded moment reloaded for the update): the two values
+  // become one slot, the union of their lifetimes.
+  std::vector<size_t> root(intervals.size());
+  for (size_t i = 0; i < root.size(); ++i)
+    root[i] = i;
+  std::vector<bool> donated(intervals.size(), false);
+  for (Operation &op : body) {
+    for (OpResult result : op.getResults()) {
+      auto r = index.find(result);
+      std::optional<unsigned> operand =
+          graph::inPlaceOperand(&op, result.getResultNumber());
+      if (r == index.end() || !operand || *operand >= op.getNumOperands())
+        continue;
+      auto d = index.find(op.getOperand(*operand));
+      if (d == index.end() || donated[d->second] ||
+          root[d->second] != d->second ||
+          intervals[d->second].last != position[&op] ||
+          intervals[d->second].bytes != intervals[r->second].bytes)
+        continue;
+      donated[d->second] = true;
+      root[r->second] = d->second;
+      Interval &slot = intervals[d->second];
+      slot.last = std::max(slot.last, intervals[r->second].last);
+    }
+  }
+  std::vector<size_t> groups;
+  for (size_t i = 0; i < intervals.size(); ++i)
+    if (root[i] == i)
+      groups.push_back(i);
+
+  ArenaPlan plan;
+  // The lower bound: the most raw bytes live at one position.
+  std::vector<int64_t> delta(n + 1, 0);
+  for (size_t i : groups) {
+    const Interval &iv = intervals[i];
+    delta[iv.first] += iv.rawBytes;
+    delta[iv.last + 1] -= iv.rawBytes;
+  }
+  int64_t running = 0;
+  for (int64_t d : delta)
+    plan.liveBytes = std::max(plan.liveBytes, running += d);
+
+  // Greedy by size, best fit among the gaps left by overlapping tensors.
+  std::vector<size_t> order = groups;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t c) {
+    if (intervals[a].bytes != intervals[c].bytes)
+      return intervals[a].bytes > intervals[c].bytes;
+    return intervals[a].first < intervals[c].first;
+  });
+  std::vector<size_t> placed;
+  std::vector<std::pair<int64_t, int64_t>> busy; // [offset, end)
+  for (size_t i : order) {
+    Interval &iv = intervals[i];
+    busy.clear();
+    for (size_t j : placed) {
+      const Interval &other = intervals[j];
+      if (other.first <= iv.last && iv.first <= other.last)
+        busy.push_back({other.offset, other.offset + other.bytes});
+    }
+    std::sort(busy.begin(), busy.end());
+    int64_t best = -1, bestGap = INT64_MAX, start = 0;
+    for (auto [offset, end] : busy) {
+      int64_t gap = offset - start;
+      if (gap >= iv.bytes && gap < bestGap) {
+        best = start;
+        bestGap = gap;
+      }
+      start = std::max(start, end);
+    }
+    iv.offset = best >= 0 ? best : start;
+    plan.arenaBytes = std::max(plan.arenaBytes, iv.offset + iv.bytes);
+    placed.push_back(i);
+  }
+
+  for (auto [value, i] : index)
+    plan.offsets[value] = intervals[root[i]].offset;
+  return plan;
+}
+
+} // namespace strata::memory

@@ -1,0 +1,405 @@
+//===- Schedule.cpp - Streams, prefetch, events and their proof -----------===//
+//
+// strata-schedule puts every op on a stream and hoists fetches (all-gathers,
+// reloads) ahead of their consumers as far as the prefetch depth, the
+// prefetch bytes and the memory budget allow (Angel-PTM's hoisting, in both
+// passes). strata-insert-events, after the memory plan, orders the streams
+// with the fewest waits that keep every pair of conflicting accesses in
+// order; strata-verify-schedule proves it (and catches hand-broken plans).
+//
+//===----------------------------------------------------------------------===//
+
+#include "strata/Transforms/Passes.h"
+
+#include "ArenaPlanner.h"
+#include "ScheduleAnalysis.h"
+
+#include "strata/Dialect/Graph/IR/GraphOps.h"
+#include "strata/Dialect/Sched/IR/SchedOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <algorithm>
+
+namespace strata {
+#define GEN_PASS_DEF_SCHEDULEPASS
+#define GEN_PASS_DEF_INSERTEVENTSPASS
+#define GEN_PASS_DEF_VERIFYSCHEDULEPASS
+#include "strata/Transforms/Passes.h.inc"
+} // namespace strata
+
+using namespace mlir;
+using namespace strata;
+
+namespace {
+
+int64_t storageBytes(Type type) {
+  auto t = cast<RankedTensorType>(type);
+  Type element = t.getElementType();
+  int64_t width =
+      element.isInteger(1) ? 1 : (element.getIntOrFloatBitWidth() + 7) / 8;
+  return t.getNumElements() * width;
+}
+
+StringRef streamOf(Operation *op) {
+  if (isa<sched::AllGatherOp, sched::ReduceScatterOp, sched::AllReduceOp>(op))
+    return "collective";
+  if (auto reload = dyn_cast<sched::ReloadOp>(op))
+    return reload.getTier() == "ssd" ? "ssd" : "h2d";
+  if (auto offload = dyn_cast<sched::OffloadOp>(op))
+    return offload.getTier() == "ssd" ? "ssd" : "d2h";
+  return "compute";
+}
+
+/// A fetch: its first op (a stage-1 all-gather or a reload) and the ops that
+/// only rearrange what it brought, in block order.
+struct Fetch {
+  SmallVector<Operation *> chain;
+  int64_t bytes = 0; // what the chain hands its consumers
+};
+
+bool isFetchRoot(Operation *op) {
+  if (isa<sched::ReloadOp>(op))
+    return true;
+  if (auto gather = dyn_cast<sched::AllGatherOp>(op))
+    return gather.getGroup() == "partition" || gather.getGroup() == "inter";
+  return false;
+}
+
+bool isChainOp(Operation *op) {
+  if (auto gather = dyn_cast<sched::AllGatherOp>(op))
+    return gather.getGroup() == "intra";
+  return isa<graph::SplitOp, graph::ConcatOp, graph::SliceOp,
+             graph::ReshapeOp>(op);
+}
+
+struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
+  using SchedulePassBase::SchedulePassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    int64_t persistent = persistentDeviceBytes(module);
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      Builder b(func.getContext());
+      func.walk([&](Operation *op) {
+        if (op == func || isa<graph::ConstantOp>(op) ||
+            op->hasTrait<OpTrait::IsTerminator>())
+          return;
+        op->setAttr("sched.stream", b.getStringAttr(streamOf(op)));
+      });
+      // A fetch's rearrangements run on its stream, next to it.
+      for (const Fetch &f : findFetches(func.getBody().front()))
+        for (Operation *c : f.chain)
+          c->setAttr("sched.stream", f.chain.front()->getAttr("sched.stream"));
+      if (prefetchDepth > 0)
+        hoist(func, persistent);
+    }
+  }
+
+  /// Device bytes that stay whatever the order: state and inputs on the
+  /// device tier (once per name), constants.
+  static int64_t persistentDeviceBytes(ModuleOp module) {
+    llvm::StringSet<> seen;
+    int64_t total = 0;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      for (BlockArgument arg : func.getArguments()) {
+        auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                      graph::kNameAttrName);
+        if (!name || func.getArgAttr(arg.getArgNumber(), "memory.tier") ||
+            !seen.insert(name.getValue()).second)
+          continue;
+        total += (storageBytes(arg.getType()) + 63) / 64 * 64;
+      }
+      func.walk([&](graph::ConstantOp c) {
+        total += (storageBytes(c.getType()) + 63) / 64 * 64;
+      });
+    }
+    return total;
+  }
+
+  std::vector<Fetch> findFetches(Block &body) {
+    std::vector<Fetch> fetches;
+    DenseSet<Operation *> taken;
+    for (Operation &op : body) {
+      if (!isFetchRoot(&op) || taken.count(&op))
+        continue;
+      Fetch f;
+      llvm::SetVector<Operation *> chain;
+      chain.insert(&op);
+      // Grow the chain through ops that only rearrange chain values.
+      for (size_t i = 0; i < chain.size(); ++i)
+        for (Value v : chain[i]->getResults())
+          for (Operation *user : v.getUsers())
+            if (isChainOp(user) && user->getBlock() == &body &&
+                llvm::all_of(user->getOperands(), [&](Value operand) {
+                  Operation *def = operand.getDefiningOp();
+                  return def && chain.contains(def);
+                }))
+              chain.insert(user);
+      f.chain.assign(chain.begin(), chain.end());
+      std::sort(f.chain.begin(), f.chain.end(),
+                [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+      for (Operation *c : f.chain) {
+        taken.insert(c);
+        for (Value v : c->getResults())
+          if (llvm::any_of(v.getUsers(),
+                           [&](Operation *u) { return !chain.contains(u); }))
+            f.bytes += storageBytes(v.getType());
+      }
+      fetches.push_back(std::move(f));
+    }
+    return fetches;
+  }
+
+  /// The first op outside the chain that reads what it fetched.
+  static Operation *consumerOf(const Fetch &f) {
+    Operation *first = nullptr;
+    for (Operation *c : f.chain)
+      for (Value v : c->getResults())
+        for (Operation *user : v.getUsers())
+          if (!llvm::is_contained(f.chain, user) &&
+              (!first || user->isBeforeInBlock(first)))
+            first = user;
+    return first;
+  }
+
+  /// The most bytes live at once (every value from its op to its last
+  /// user), and the most fetched bytes waiting for their consumers.
+  void measure(Block &body, const std::vector<Fetch> &fetches, int64_t &live,
+               int64_t &waiting) {
+    DenseMap<Operation *, int64_t> position;
+    int64_t n = 0;
+    for (Operation &op : body)
+      position[&op] = n++;
+    std::vector<int64_t> delta(n + 1, 0), held(n + 1, 0);
+    for (Operation &op : body) {
+      if (isa<graph::ConstantOp>(op))
+        continue;
+      for (Value v : op.getResults()) {
+        int64_t first = position[&op], last = first;
+        for (Operation *user : v.getUsers())
+          last = std::max(last, position.lookup(user));
+        delta[first] += storageBytes(v.getType());
+        delta[last + 1] -= storageBytes(v.getType());
+      }
+    }
+    for (const Fetch &f : fetches)
+      if (Operation *consumer = consumerOf(f)) {
+        held[position[f.chain.front()]] += f.bytes;
+        held[position[consumer]] -= f.bytes;
+      }
+    live = waiting = 0;
+    int64_t a = 0, w = 0;
+    for (int64_t i = 0; i <= n; ++i) {
+      live = std::max(live, a += delta[i]);
+      waiting = std::max(waiting, w += held[i]);
+    }
+  }
+
+  /// Prefetch at the configured depth; with a memory budget, the order the
+  /// memory plan lays out must fit it, else the next smaller depth (down to
+  /// the order as it came).
+  void hoist(func::FuncOp func, int64_t persistent) {
+    Block &body = func.getBody().front();
+    SmallVector<Operation *> original;
+    for (Operation &op : body.without_terminator())
+      original.push_back(&op);
+    auto restore = [&] {
+      for (Operation *op : original)
+        op->moveBefore(body.getTerminator());
+    };
+    for (unsigned depth = prefetchDepth; depth > 0; --depth) {
+      restore();
+      hoistAtDepth(func, persistent, depth);
+      if (!gpuMemory ||
+          persistent + memory::planArena(func, 64).arenaBytes <=
+              int64_t(gpuMemory))
+        return;
+    }
+    restore();
+  }
+
+  void hoistAtDepth(func::FuncOp func, int64_t persistent, unsigned depth) {
+    Block &body = func.getBody().front();
+    std::vector<Fetch> fetches = findFetches(body);
+    int64_t live, waiting;
+    measure(body, fetches, live, waiting);
+    // The limits the moves must keep: the caps, or what the order holds
+    // before any move when that is already more.
+    // The arena a plan lays out runs a little over the bytes live at once
+    // (alignment, gaps): the first plan's ratio, and 2 % more, is left for
+    // it.
+    double slack = 1.02;
+    auto arena = func->getAttrOfType<IntegerAttr>("memory.arena_bytes");
+    auto bound = func->getAttrOfType<IntegerAttr>("memory.live_bytes");
+    if (arena && bound && bound.getInt() > 0)
+      slack *= std::max(1.0, double(arena.getInt()) / double(bound.getInt()));
+    int64_t liveCap =
+        gpuMemory ? std::max<int64_t>(int64_t(double(int64_t(gpuMemory) -
+                                                     persistent) /
+                                              slack),
+                                      live)
+                  : INT64_MAX;
+    int64_t waitCap = prefetchBytes ? std::max<int64_t>(prefetchBytes, waiting)
+                                    : INT64_MAX;
+    for (size_t k = 0; k < fetches.size(); ++k) {
+      Fetch &f = fetches[k];
+      Operation *home = f.chain.front()->getNextNode();
+      while (home && llvm::is_contained(f.chain, home))
+        home = home->getNextNode();
+      // Try the deepest allowed position first, then shallower ones.
+      for (unsigned d = std::min<size_t>(depth, k); d > 0; --d) {
+        Operation *target = consumerOf(fetches[k - d]);
+        if (!target)
+          target = &body.front();
+        if (!target->isBeforeInBlock(f.chain.front()))
+          continue;
+        for (Operation *c : f.chain)
+          c->moveBefore(target);
+        measure(body, fetches, live, waiting);
+        if (live <= liveCap && waiting <= waitCap)
+          break;
+        // Back where it was.
+        for (Operation *c : f.chain)
+          home ? c->moveBefore(home) : c->moveBefore(body.getTerminator());
+      }
+    }
+  }
+};
+
+struct InsertEventsPass
+    : public strata::impl::InsertEventsPassBase<InsertEventsPass> {
+  void runOnOperation() override {
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      std::vector<schedule::OpAccess> ops;
+      std::vector<std::string> streams;
+      if (failed(schedule::collectAccesses(func, ops, streams)))
+        return signalPassFailure();
+      size_t s = streams.size();
+      // clock[i][t]: the last instruction of stream t (+1) op i is ordered
+      // after; ordinal[i]: op i's position on its own stream (+1).
+      std::vector<std::vector<int64_t>> clock(ops.size());
+      std::vector<int64_t> ordinal(ops.size());
+      std::vector<std::vector<size_t>> onStream(s);
+      Builder b(func.getContext());
+      for (size_t i = 0; i < ops.size(); ++i) {
+        int own = ops[i].stream;
+        clock[i] = onStream[own].empty() ? std::vector<int64_t>(s, 0)
+                                         : clock[onStream[own].back()];
+        SmallVector<int64_t> waits;
+        for (size_t t = 0; t < s; ++t) {
+          if (int(t) == own)
+            continue;
+          // The latest conflicting op on stream t not yet ordered before.
+          for (size_t j = onStream[t].size(); j-- > 0;) {
+            size_t a = onStream[t][j];
+            if (ordinal[a] <= clock[i][t])
+              break;
+            if (!schedule::conflict(ops[a], ops[i]))
+              continue;
+            waits.push_back(int64_t(a));
+            for (size_t u = 0; u < s; ++u)
+              clock[i][u] = std::max(clock[i][u], clock[a][u]);
+            break;
+          }
+        }
+        onStream[own].push_back(i);
+        ordinal[i] = int64_t(onStream[own].size());
+        clock[i][own] = ordinal[i];
+        ops[i].op->setAttr("sched.id", b.getI64IntegerAttr(int64_t(i)));
+        std::sort(waits.begin(), waits.end());
+        if (!waits.empty())
+          ops[i].op->setAttr("sched.waits", b.getDenseI64ArrayAttr(waits));
+        else
+          ops[i].op->removeAttr("sched.waits");
+      }
+      SmallVector<Attribute> names;
+      for (const std::string &name : streams)
+        names.push_back(b.getStringAttr(name));
+      func->setAttr("sched.streams", b.getArrayAttr(names));
+    }
+  }
+};
+
+struct VerifySchedulePass
+    : public strata::impl::VerifySchedulePassBase<VerifySchedulePass> {
+  void runOnOperation() override {
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      if (!func.isExternal() && failed(verify(func)))
+        return signalPassFailure();
+  }
+
+  LogicalResult verify(func::FuncOp func) {
+    std::vector<schedule::OpAccess> ops;
+    std::vector<std::string> streams;
+    if (failed(schedule::collectAccesses(func, ops, streams)))
+      return failure();
+    size_t s = streams.size();
+    std::vector<std::vector<int64_t>> clock(ops.size());
+    std::vector<int64_t> ordinal(ops.size());
+    std::vector<int64_t> last(s, -1);
+    std::string collectiveStream;
+    auto fail = [&](size_t i, const Twine &message) {
+      return ops[i].op->emitError("strata-verify-schedule: @")
+             << func.getSymName() << ": " << message;
+    };
+    for (size_t i = 0; i < ops.size(); ++i) {
+      Operation *op = ops[i].op;
+      auto id = op->getAttrOfType<IntegerAttr>("sched.id");
+      if (!id || id.getInt() != int64_t(i))
+        return fail(i, schedule::describe(ops[i], int64_t(i), streams) +
+                           " has sched.id " +
+                           (id ? std::to_string(id.getInt()) : "none") +
+                           ", not its place in the program");
+      if (isa<sched::AllGatherOp, sched::ReduceScatterOp, sched::AllReduceOp>(
+              op)) {
+        if (collectiveStream.empty())
+          collectiveStream = streams[ops[i].stream];
+        else if (streams[ops[i].stream] != collectiveStream)
+          return fail(i, schedule::describe(ops[i], int64_t(i), streams) +
+                             " is a collective off stream " +
+                             collectiveStream +
+                             ": the ranks could issue collectives in "
+                             "different orders and deadlock");
+      }
+      int own = ops[i].stream;
+      clock[i] = last[own] < 0 ? std::vector<int64_t>(s, 0) : clock[last[own]];
+      if (auto waits = op->getAttrOfType<DenseI64ArrayAttr>("sched.waits"))
+        for (int64_t w : waits.asArrayRef()) {
+          if (w < 0 || w >= int64_t(i))
+            return fail(i, schedule::describe(ops[i], int64_t(i), streams) +
+                               " waits for instruction " + std::to_string(w) +
+                               ", which does not run before it (a wait must "
+                               "name an earlier instruction)");
+          for (size_t u = 0; u < s; ++u)
+            clock[i][u] = std::max(clock[i][u], clock[w][u]);
+        }
+      ordinal[i] = (last[own] < 0 ? 0 : ordinal[last[own]]) + 1;
+      clock[i][own] = ordinal[i];
+      last[own] = int64_t(i);
+      // Everything on other streams this op conflicts with must be ordered
+      // before it.
+      for (size_t a = 0; a < i; ++a) {
+        if (ops[a].stream == own || ordinal[a] <= clock[i][ops[a].stream] ||
+            !schedule::conflict(ops[a], ops[i]))
+          continue;
+        return fail(i, schedule::describe(ops[i], int64_t(i), streams) +
+                           " and " +
+                           schedule::describe(ops[a], int64_t(a), streams) +
+                           " touch the same bytes, one writing, and no wait "
+                           "orders them");
+      }
+    }
+    return success();
+  }
+};
+
+} // namespace

@@ -1,0 +1,50 @@
+//===- ScheduleAnalysis.h - Who touches which bytes on which stream -*- C++ -*-===//
+//
+// Shared by strata-insert-events and strata-verify-schedule: every op that
+// becomes an instruction, in block order, with its stream and the byte
+// ranges it reads and writes (activations at their memory-plan offsets in
+// the arena; states, inputs and results written into a state in that
+// tensor's own storage).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_TRANSFORMS_SCHEDULEANALYSIS_H
+#define STRATA_TRANSFORMS_SCHEDULEANALYSIS_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <string>
+#include <vector>
+
+namespace strata::schedule {
+
+/// Bytes [begin, end) of a region: 0 is the activation arena; every named
+/// tensor (a state, an input) is a region of its own.
+struct Range {
+  int64_t region, begin, end;
+};
+
+struct OpAccess {
+  mlir::Operation *op;
+  int stream;
+  llvm::SmallVector<Range, 4> reads, writes;
+};
+
+/// Whether two ops' accesses conflict: overlapping bytes, one writing.
+bool conflict(const OpAccess &a, const OpAccess &b);
+
+/// The accesses of `func`'s instructions in block order; `streams` gets the
+/// stream names (index 0: "compute"). Fails with an error on the op when
+/// the schedule or the memory plan is missing.
+mlir::LogicalResult collectAccesses(mlir::func::FuncOp func,
+                                    std::vector<OpAccess> &out,
+                                    std::vector<std::string> &streams);
+
+/// "'graph.linear' (instruction 12 on stream compute, node /h.0/mlp)"
+std::string describe(const OpAccess &access, int64_t id,
+                     const std::vector<std::string> &streams);
+
+} // namespace strata::schedule
+
+#endif // STRATA_TRANSFORMS_SCHEDULEANALYSIS_H
