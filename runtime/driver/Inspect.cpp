@@ -429,43 +429,65 @@ void printJson(const std::string &dir, const Inspection &in,
 }
 
 /// The planned schedule of one step: every instruction in order on its
-/// stream, one logical microsecond each, with the live activation bytes as
-/// a counter.
+/// stream (one logical microsecond each), each wait as a flow arrow, and
+/// the live activation bytes as a counter.
 bool writeTrace(const Inspection &in, const std::string &path) {
   std::ofstream out(path);
   if (!out)
     return false;
+  // One track per stream name across the programs; "programs" last.
+  std::vector<std::string> names;
+  auto track = [&](const std::string &name) {
+    auto it = std::find(names.begin(), names.end(), name);
+    if (it != names.end())
+      return int(it - names.begin());
+    names.push_back(name);
+    return int(names.size()) - 1;
+  };
+  track("compute");
   out << "{\"displayTimeUnit\": \"ns\", \"otherData\": {\"clock\": "
          "\"logical: one unit per instruction of the planned order\"}, "
          "\"traceEvents\": [\n";
   out << "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": 0, "
-         "\"args\": {\"name\": \"planned step\"}},\n";
-  const char *streams[] = {"compute", "collective"};
-  for (int s = 0; s < 2; ++s)
-    out << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": "
-        << s << ", \"args\": {\"name\": \"" << streams[s] << "\"}},\n";
-  size_t t = 0;
-  bool first = true;
+         "\"args\": {\"name\": \"planned step\"}}";
+  size_t t = 0, flow = 0;
+  std::string programsTrack = "programs";
   for (const Phase &phase : in.phases) {
-    const auto &lifetimes = in.lifetimes.at(phase.program->name());
-    size_t n = size_t(phase.program->instructions_size());
-    out << (first ? "" : ",\n") << "{\"name\": " << jsonString(phase.label)
-        << ", \"ph\": \"X\", \"pid\": 0, \"tid\": 2, \"ts\": " << t
+    const plan::Program &program = *phase.program;
+    const auto &lifetimes = in.lifetimes.at(program.name());
+    size_t n = size_t(program.instructions_size());
+    std::vector<int> tids;
+    for (const std::string &stream : program.streams())
+      tids.push_back(track(stream));
+    if (tids.empty())
+      tids.push_back(0);
+    out << ",\n{\"name\": " << jsonString(phase.label)
+        << ", \"ph\": \"X\", \"pid\": 0, \"tid\": 1000, \"ts\": " << t
         << ", \"dur\": " << std::max<size_t>(n, 1) << "}";
-    first = false;
     for (size_t i = 0; i < n; ++i) {
-      const plan::Instruction &inst = phase.program->instructions(int(i));
-      CollectiveKind kind;
-      int stream = parseCollectiveOp(inst.op(), kind) ? 1 : 0;
+      const plan::Instruction &inst = program.instructions(int(i));
+      int tid = inst.stream() < tids.size() ? tids[inst.stream()] : 0;
       uint64_t written = 0;
       for (uint32_t id : inst.outputs())
         written += tensorBytes(in.plan->tensors(int(id)));
       out << ",\n{\"name\": " << jsonString(inst.op())
-          << ", \"cat\": " << jsonString(streams[stream])
-          << ", \"ph\": \"X\", \"pid\": 0, \"tid\": " << stream
+          << ", \"cat\": " << jsonString(names[tid])
+          << ", \"ph\": \"X\", \"pid\": 0, \"tid\": " << tid
           << ", \"ts\": " << t + i << ", \"dur\": 1, \"args\": {\"node\": "
           << jsonString(inst.location()) << ", \"bytes_written\": " << written
-          << "}}";
+          << ", \"instruction\": " << i << "}}";
+      for (uint32_t w : inst.waits()) {
+        const plan::Instruction &from = program.instructions(int(w));
+        int fromTid = from.stream() < tids.size() ? tids[from.stream()] : 0;
+        out << ",\n{\"name\": \"wait\", \"cat\": \"event\", \"ph\": \"s\", "
+               "\"id\": "
+            << flow << ", \"pid\": 0, \"tid\": " << fromTid
+            << ", \"ts\": " << t + w << "}"
+            << ",\n{\"name\": \"wait\", \"cat\": \"event\", \"ph\": \"f\", "
+               "\"bp\": \"e\", \"id\": "
+            << flow++ << ", \"pid\": 0, \"tid\": " << tid
+            << ", \"ts\": " << t + i << "}";
+      }
       uint64_t live = 0;
       for (const Lifetime &l : lifetimes)
         if (l.first <= i && i <= l.last)
@@ -476,8 +498,11 @@ bool writeTrace(const Inspection &in, const std::string &path) {
     }
     t += n;
   }
-  out << ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": 2, "
-         "\"args\": {\"name\": \"programs\"}}\n]}\n";
+  for (size_t i = 0; i < names.size(); ++i)
+    out << ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": "
+        << i << ", \"args\": {\"name\": " << jsonString(names[i]) << "}}";
+  out << ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": "
+         "1000, \"args\": {\"name\": \"programs\"}}\n]}\n";
   return bool(out);
 }
 

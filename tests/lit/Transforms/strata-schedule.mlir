@@ -1,0 +1,69 @@
+// RUN: strata-opt %s --strata-autodiff --strata-optimizer "--strata-partition=world=4 ranks-per-node=2 partition=2 bucket-bytes=1024" --strata-plan-memory "--strata-schedule=prefetch-depth=0" | FileCheck %s --check-prefix=DEPTH0
+// RUN: strata-opt %s --strata-autodiff --strata-optimizer "--strata-partition=world=4 ranks-per-node=2 partition=2 bucket-bytes=1024" --strata-plan-memory "--strata-schedule=prefetch-depth=2" | FileCheck %s --check-prefix=DEPTH2
+// RUN: strata-opt %s --strata-autodiff --strata-optimizer "--strata-partition=world=4 ranks-per-node=2 partition=2 bucket-bytes=1024" --strata-plan-memory "--strata-schedule=prefetch-depth=2 prefetch-bytes=100" | FileCheck %s --check-prefix=CAPPED
+// RUN: strata-opt %s --strata-autodiff --strata-optimizer "--strata-partition=world=4 ranks-per-node=2 partition=2 bucket-bytes=1024" --strata-plan-memory --strata-schedule --strata-plan-memory --strata-insert-events --strata-verify-schedule | FileCheck %s --check-prefix=EVENTS
+
+// Three layers sharded over P = 2; each layer's bucket is one all-gather.
+func.func @main(%x: tensor<2x4xf32> {graph.name = "x", graph.role = "input"},
+                %w0: tensor<4x4xf32> {graph.name = "h.0.weight", graph.role = "parameter"},
+                %b0: tensor<4xf32> {graph.name = "h.0.bias", graph.role = "parameter"},
+                %w1: tensor<4x4xf32> {graph.name = "h.1.weight", graph.role = "parameter"},
+                %b1: tensor<4xf32> {graph.name = "h.1.bias", graph.role = "parameter"},
+                %wh: tensor<3x4xf32> {graph.name = "head.weight", graph.role = "parameter"},
+                %bh: tensor<3xf32> {graph.name = "head.bias", graph.role = "parameter"})
+    -> (tensor<2x3xf32> {graph.name = "logits", graph.role = "output"}) {
+  %0 = graph.linear %x, %w0, %b0 {transpose_weight = true} : (tensor<2x4xf32>, tensor<4x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  %1 = graph.tanh %0 : tensor<2x4xf32>
+  %2 = graph.linear %1, %w1, %b1 {transpose_weight = true} : (tensor<2x4xf32>, tensor<4x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  %3 = graph.tanh %2 : tensor<2x4xf32>
+  %4 = graph.linear %3, %wh, %bh {transpose_weight = true} : (tensor<2x4xf32>, tensor<3x4xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return %4 : tensor<2x3xf32>
+}
+
+// Streams: collectives and the reshapes/slices of what they fetched on
+// "collective", the rest on "compute". Depth 0: every gather just before
+// its layer.
+// DEPTH0-LABEL: func.func @main
+// DEPTH0: sched.all_gather {{.*}}sched.stream = "collective"{{.*}} -> tensor<16xf32>, tensor<4xf32>
+// DEPTH0: graph.reshape {{.*}}sched.stream = "collective"
+// DEPTH0: graph.linear {{.*}}sched.stream = "compute"
+// DEPTH0: graph.tanh
+// DEPTH0: sched.all_gather
+// DEPTH0: graph.linear
+// DEPTH0: graph.tanh
+// DEPTH0: sched.all_gather {{.*}} -> tensor<12xf32>, tensor<4xf32>
+// DEPTH0: graph.slice {{.*}}sched.stream = "collective"
+// DEPTH0: graph.linear
+// DEPTH0: return
+
+// Depth 2: each gather is issued two fetches ahead, so all three run
+// before the first layer computes.
+// DEPTH2-LABEL: func.func @main
+// DEPTH2: sched.all_gather {{.*}} -> tensor<16xf32>, tensor<4xf32>
+// DEPTH2: sched.all_gather {{.*}} -> tensor<16xf32>, tensor<4xf32>
+// DEPTH2: sched.all_gather {{.*}} -> tensor<12xf32>, tensor<4xf32>
+// DEPTH2: graph.slice
+// DEPTH2: graph.linear
+// DEPTH2: graph.tanh
+// DEPTH2: graph.linear
+// DEPTH2-LABEL: func.func @micro_step
+
+// --prefetch-bytes 100: fetched bytes waiting for their consumers stay
+// under 100 (one layer's 80 bytes), so nothing moves.
+// CAPPED-LABEL: func.func @main
+// CAPPED: sched.all_gather
+// CAPPED: graph.linear
+// CAPPED: sched.all_gather
+// CAPPED: graph.linear
+// CAPPED: sched.all_gather
+// CAPPED: graph.linear
+
+// Events: ids are instruction numbers; a compute op waits for the gather
+// that fetched its weight; a gather that writes bytes an earlier compute op
+// read waits for it (the memory plan reuses them).
+// EVENTS-LABEL: func.func @main
+// EVENTS-SAME: sched.streams = ["compute", "collective"]
+// EVENTS: sched.all_gather {{.*}}sched.id = 0 : i64, sched.stream = "collective"
+// EVENTS: graph.linear {{.*}}sched.id = [[L:[0-9]+]] : i64, sched.stream = "compute", sched.waits = array<i64: {{[0-9]+}}>
+// EVENTS-LABEL: func.func @micro_step
+// EVENTS: sched.reduce_scatter {{.*}}sched.stream = "collective", sched.waits = array<i64:
