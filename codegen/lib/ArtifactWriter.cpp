@@ -584,6 +584,12 @@ Error writeArtifact(ModuleOp module, llvm::StringRef dir,
     memory.set_ssd_bytes(ssd);
     if (auto budget = module->getAttrOfType<IntegerAttr>("memory.gpu_budget"))
       memory.set_gpu_budget(budget.getInt());
+    if (step)
+      step.walk([&](Operation *op) {
+        if (op->hasAttr("memory.recomputed"))
+          memory.add_recomputed(op->getName().getStringRef().str() + " (" +
+                                locationName(op->getLoc()) + ")");
+      });
   }
 
   // Write beside the target, then swap it into place.

@@ -384,7 +384,17 @@ void printSummary(const std::string &dir, const Inspection &in,
       os << ", ...";
     os << "\n";
   }
-  os << "recomputed   none\n";
+  if (!p.has_memory() || p.memory().recomputed_size() == 0) {
+    os << "recomputed   none\n";
+  } else {
+    const auto &r = p.memory().recomputed();
+    os << "recomputed   " << r.size() << " ops in backward:";
+    for (int i = 0; i < r.size() && i < 4; ++i)
+      os << (i ? ", " : " ") << r[i];
+    if (r.size() > 4)
+      os << ", ...";
+    os << "\n";
+  }
 }
 
 void printJson(const std::string &dir, const Inspection &in,
@@ -425,7 +435,11 @@ void printJson(const std::string &dir, const Inspection &in,
   for (size_t i = 0; i < in.offloaded.size(); ++i)
     os << (i ? ", " : "") << "{\"name\": " << jsonString(in.offloaded[i].first)
        << ", \"tier\": \"" << in.offloaded[i].second << "\"}";
-  os << "], \"recomputed\": []}\n";
+  os << "], \"recomputed\": [";
+  if (p.has_memory())
+    for (int i = 0; i < p.memory().recomputed_size(); ++i)
+      os << (i ? ", " : "") << jsonString(p.memory().recomputed(i));
+  os << "]}\n";
 }
 
 /// The planned schedule of one step: every instruction in order on its

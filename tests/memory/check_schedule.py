@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The schedule changes when things run, never what they compute: the
 committed GPT trained with prefetch depths 0, 1 and 4, with its optimizer
-states on the host and SSD tiers, every run under --inject-delay (random
+states on the host and SSD tiers, with activations recomputed (always, and
+automatically under a budget), every run under --inject-delay (random
 sleeps before every collective, move and optimizer update, so a missing
 event would show as a wrong answer), matches the reference run bit for bit
 (losses and checkpointed state), on one rank and on four (P = 2).
@@ -76,17 +77,38 @@ def main():
         variants.append(("depth 4, states on host and SSD",
                          ["--prefetch-depth", "4", "--gpu-memory", budget,
                           "--host-memory", "16K", "--ssd-memory", "64M"]))
+        variants.append(("recompute always", ["--recompute", "always"]))
+        # Below what moving every parameter and optimizer state off the
+        # device reaches: only recomputation can close the rest.
+        info = json.loads(run([inspect, ref_art, "--json"], capture_output=True,
+                              text=True).stdout)
+        movable = (info["persistent_bytes"]["parameters"] +
+                   info["persistent_bytes"]["optimizer states"])
+        tight = int(peak(ref_art) - movable -
+                    0.05 * info["memory"]["device"]["activation_arena_bytes"])
+        variants.append(("recompute auto under a budget moving states cannot "
+                         "meet, depth 4",
+                         ["--recompute", "auto", "--prefetch-depth", "4",
+                          "--gpu-memory", str(tight)]))
+        recomputed = 0
         for name, flags in variants:
             art = os.path.join(work, "v.strata")
             run([compile_, model, "-o", art, "--steps", steps] + flags + topo)
+            if "--recompute" in flags:
+                info = json.loads(run([inspect, art, "--json"],
+                                      capture_output=True, text=True).stdout)
+                if not info["recomputed"]:
+                    print(f"{label}, {name}: nothing was recomputed")
+                    return 1
+                recomputed = max(recomputed, len(info["recomputed"]))
             got = train(art, "v", delay, ranks)
             if got != ref:
                 print(f"{label}, {name}, --inject-delay {args.delay}: "
                       "differs from the reference run")
                 return 1
-        report.append(f"{label}: depths 0/1/4 and offloading under "
-                      f"--inject-delay {args.delay} equal the reference "
-                      f"({len(streams(art))} streams)")
+        report.append(f"{label}: depths 0/1/4, offloading and recomputation "
+                      f"(up to {recomputed} ops) under --inject-delay "
+                      f"{args.delay} equal the reference")
     print("; ".join(report))
     return 0
 

@@ -196,6 +196,12 @@ struct CompileOptions {
       cl::desc("SSD bytes for offloaded optimizer states (default: no SSD "
                "tier; strata-run --ssd-dir says where)"),
       cl::init(""), cl::cat(category)};
+  cl::opt<std::string> recompute{
+      "recompute",
+      cl::desc("none, auto (when moving state off the device is not "
+               "enough) or always: recompute forward activations in "
+               "backward instead of keeping them"),
+      cl::init("none"), cl::cat(category)};
   cl::opt<unsigned> prefetchDepth{
       "prefetch-depth",
       cl::desc("Issue each all-gather or reload this many fetches ahead of "
@@ -482,6 +488,11 @@ int strata::compileMain(int argc, char **argv) {
         diagnostic = diag.str();
       return success();
     });
+    memory.recompute = options.recompute;
+    if (options.recompute != "none" && options.recompute != "auto" &&
+        options.recompute != "always")
+      return error("--recompute must be none, auto or always, not '" +
+                   options.recompute + "'");
     strata::SchedulePassOptions schedule;
     schedule.prefetchDepth = options.prefetchDepth;
     schedule.gpuMemory = memory.gpuMemory;

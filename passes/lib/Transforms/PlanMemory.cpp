@@ -114,6 +114,14 @@ struct PlanMemoryPass
     };
     auto devicePeak = [&] { return tierBytes("device") + constants + arena; };
 
+    if (recompute != "none" && recompute != "auto" && recompute != "always") {
+      module.emitError("strata-plan-memory: recompute must be none, auto or "
+                       "always, got '")
+          << std::string(recompute) << "'";
+      return signalPassFailure();
+    }
+    if (recompute == "always")
+      recomputeActivations(module, INT64_MAX);
     planAll();
     int64_t budget = int64_t(gpuMemory);
     if (budget > 0 && devicePeak() > budget) {
@@ -162,6 +170,12 @@ struct PlanMemoryPass
               insertMoves(func, states, stateIndex);
           planAll();
         }
+        // Last, activations: recompute in backward what forward made.
+        if (!moved && recompute == "auto" && devicePeak() > budget &&
+            recomputeActivations(module, devicePeak() - budget) > 0) {
+          moved = true;
+          planAll();
+        }
       }
       if (devicePeak() > budget) {
         int64_t persistent = tierBytes("device");
@@ -174,9 +188,13 @@ struct PlanMemoryPass
             << " can take moved off the device (left there: state "
             << persistent << " bytes, activations " << arena
             << ", constants " << constants
-            << "); raise --gpu-memory, give the host tier room "
-               "(--host-memory) or an SSD tier (--ssd-memory), shard over "
-               "more ranks (--partition-group), or use a smaller --batch";
+            << "); raise --gpu-memory, "
+            << (recompute == "none" ? "recompute activations (--recompute "
+                                      "auto), "
+                                    : "")
+            << "give the host tier room (--host-memory) or an SSD tier "
+               "(--ssd-memory), shard over more ranks (--partition-group), "
+               "or use a smaller --batch";
         return signalPassFailure();
       }
     }
@@ -193,6 +211,94 @@ struct PlanMemoryPass
     module->setAttr("memory.ssd_bytes", b.getI64IntegerAttr(tierBytes("ssd")));
     if (budget > 0)
       module->setAttr("memory.gpu_budget", b.getI64IntegerAttr(budget));
+  }
+
+  /// Whether `op` can run again in backward to the same bits: pure, one
+  /// result, no randomness, not a move or a collective.
+  static bool isRecomputable(Operation *op) {
+    if (op->getNumResults() != 1 || op->getNumRegions() != 0 ||
+        !isMemoryEffectFree(op) || isa<graph::ConstantOp>(op) ||
+        op->getDialect()->getNamespace() != "graph")
+      return false;
+    if (isa<graph::DropoutOp>(op))
+      return false;
+    if (auto attention = dyn_cast<graph::AttentionOp>(op))
+      if (auto ratio = attention->getAttrOfType<FloatAttr>("dropout_ratio");
+          ratio && ratio.getValueAsDouble() > 0)
+        return false;
+    return true;
+  }
+
+  /// Activation recomputation in @micro_step: a forward value that backward
+  /// reads, made by a recomputable op whose operands are still live when
+  /// backward first reads it (a parameter, or a value backward reads
+  /// later), is made again right before that read instead of being kept
+  /// from forward. Largest first, until `want` bytes are saved (INT64_MAX:
+  /// every candidate). Returns the bytes saved.
+  int64_t recomputeActivations(ModuleOp module, int64_t want) {
+    auto step = module.lookupSymbol<func::FuncOp>("micro_step");
+    if (!step)
+      return 0;
+    Block &body = step.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    Operation *loss = ret.getNumOperands() ? ret.getOperand(0).getDefiningOp()
+                                           : nullptr;
+    if (!loss)
+      return 0;
+    auto isBackward = [&](Operation *user) {
+      return user != ret && loss->isBeforeInBlock(user);
+    };
+    // The earliest backward reader of `op`'s result, when every operand of
+    // `op` is still there at that point (null otherwise).
+    auto recomputePoint = [&](Operation *op) -> Operation * {
+      Operation *first = nullptr;
+      for (Operation *user : op->getResult(0).getUsers())
+        if (isBackward(user) && (!first || user->isBeforeInBlock(first)))
+          first = user;
+      if (!first)
+        return nullptr;
+      for (Value operand : op->getOperands()) {
+        if (isa<BlockArgument>(operand) ||
+            isa_and_nonnull<graph::ConstantOp>(operand.getDefiningOp()))
+          continue;
+        if (!llvm::any_of(operand.getUsers(), [&](Operation *user) {
+              return user == first || first->isBeforeInBlock(user);
+            }))
+          return nullptr;
+      }
+      return first;
+    };
+    std::vector<std::pair<Operation *, int64_t>> candidates;
+    for (Operation &op : body) {
+      if (&op == loss || loss->isBeforeInBlock(&op))
+        break;
+      if (isRecomputable(&op) && !op.hasAttr("memory.recomputed") &&
+          recomputePoint(&op))
+        candidates.push_back(
+            {&op, memory::storageBytes(op.getResult(0).getType())});
+    }
+    std::stable_sort(candidates.begin(), candidates.end(),
+                     [](const auto &a, const auto &b) {
+                       return a.second > b.second;
+                     });
+    int64_t saved = 0;
+    OpBuilder b(module.getContext());
+    for (auto [op, bytes] : candidates) {
+      if (saved >= want)
+        break;
+      // Looked up again: earlier clones may read this value sooner.
+      Operation *point = recomputePoint(op);
+      if (!point)
+        continue;
+      b.setInsertionPoint(point);
+      Operation *clone = b.clone(*op);
+      clone->setAttr("memory.recomputed", b.getUnitAttr());
+      op->getResult(0).replaceUsesWithIf(clone->getResult(0), [&](OpOperand &use) {
+        return use.getOwner() != clone && isBackward(use.getOwner());
+      });
+      saved += bytes;
+    }
+    return saved;
   }
 
   /// Gives every argument of a state moved off the device its tier, a

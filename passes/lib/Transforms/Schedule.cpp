@@ -68,11 +68,12 @@ bool isFetchRoot(Operation *op) {
   return false;
 }
 
+/// Ops that only move or rearrange what a fetch brought: the all-gathers
+/// of a reloaded shard or of a hierarchical stage, splits, concats, slices,
+/// reshapes (a chain op joins a fetch when all its operands come from it).
 bool isChainOp(Operation *op) {
-  if (auto gather = dyn_cast<sched::AllGatherOp>(op))
-    return gather.getGroup() == "intra";
-  return isa<graph::SplitOp, graph::ConcatOp, graph::SliceOp,
-             graph::ReshapeOp>(op);
+  return isa<sched::AllGatherOp, graph::SplitOp, graph::ConcatOp,
+             graph::SliceOp, graph::ReshapeOp>(op);
 }
 
 struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
@@ -91,10 +92,14 @@ struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
           return;
         op->setAttr("sched.stream", b.getStringAttr(streamOf(op)));
       });
-      // A fetch's rearrangements run on its stream, next to it.
+      // A fetch's rearrangements run on the stream of what they rearrange
+      // (collectives stay on theirs).
       for (const Fetch &f : findFetches(func.getBody().front()))
         for (Operation *c : f.chain)
-          c->setAttr("sched.stream", f.chain.front()->getAttr("sched.stream"));
+          if (c != f.chain.front() &&
+              !isa<sched::AllGatherOp>(c) && c->getNumOperands())
+            if (Operation *def = c->getOperand(0).getDefiningOp())
+              c->setAttr("sched.stream", def->getAttr("sched.stream"));
       if (prefetchDepth > 0)
         hoist(func, persistent);
     }
@@ -259,6 +264,16 @@ struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
         if (!target)
           target = &body.front();
         if (!target->isBeforeInBlock(f.chain.front()))
+          continue;
+        // Whatever the chain reads from outside must exist there already.
+        bool ready = llvm::all_of(f.chain, [&](Operation *c) {
+          return llvm::all_of(c->getOperands(), [&](Value v) {
+            Operation *def = v.getDefiningOp();
+            return !def || llvm::is_contained(f.chain, def) ||
+                   def->isBeforeInBlock(target);
+          });
+        });
+        if (!ready)
           continue;
         for (Operation *c : f.chain)
           c->moveBefore(target);

@@ -242,9 +242,13 @@ def PlanMemoryPass : Pass<"strata-plan-memory", "::mlir::ModuleOp"> {
     `memory.tier` on its arguments; each op that reads it reads a
     `sched.reload` placed just before it, and a new value the function
     returns for it goes through a `sched.offload` right after it is
-    computed, so its device copies live only around their uses. When even
-    that does not fit, the pass fails saying how many bytes do not fit and
-    which flags would help.
+    computed, so its device copies live only around their uses. With
+    `recompute=auto`, when that is not enough, forward activations that
+    backward reads are made again just before backward reads them, largest
+    first (`always`: every one that can be; an op can be when it is pure,
+    deterministic and its operands are still live there); the clones carry
+    `memory.recomputed`. When even that does not fit, the pass fails saying
+    how many bytes do not fit and which flags would help.
 
     ```mlir
     // after
@@ -266,6 +270,9 @@ def PlanMemoryPass : Pass<"strata-plan-memory", "::mlir::ModuleOp"> {
            "Host bytes for offloaded state (0: no limit)">,
     Option<"ssdMemory", "ssd-memory", "uint64_t", /*default=*/"0",
            "SSD bytes for offloaded optimizer states (0: no SSD tier)">,
+    Option<"recompute", "recompute", "std::string", /*default=*/"\"none\"",
+           "none, auto (when the state moves are not enough) or always: "
+           "make forward activations again in backward">,
   ];
 }
 
