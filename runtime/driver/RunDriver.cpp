@@ -51,6 +51,10 @@ const char *kUsage =
     "                          completed after S seconds (60)\n"
     "  --ssd-dir DIR           where the SSD tier's file goes (/tmp; it is\n"
     "                          unlinked at once and vanishes with the run)\n"
+    "  --trace OUT.json        write one step as it ran, per stream, as\n"
+    "                          Chrome-trace JSON (distributed: one file a\n"
+    "                          rank, OUT.rank-R.json)\n"
+    "  --trace-step N          the step --trace records (the last)\n"
     "  --inject-delay US       sleep up to US microseconds before every\n"
     "                          collective, move and optimizer update (tests\n"
     "                          of the schedule: the answer must not change)\n"
@@ -197,7 +201,8 @@ int runMain(int argc, char **argv) {
       }
     } else if (arg == "--data" || arg == "--data-dtype" || arg == "--log" ||
                arg == "--checkpoint-dir" || arg == "--export-onnx" ||
-               arg == "--consolidate" || arg == "--ssd-dir") {
+               arg == "--consolidate" || arg == "--ssd-dir" ||
+               arg == "--trace") {
       if (!next(value))
         return error(arg + " expects a value");
       (arg == "--data"           ? train.data
@@ -206,9 +211,11 @@ int runMain(int argc, char **argv) {
        : arg == "--export-onnx"  ? train.exportOnnx
        : arg == "--consolidate"  ? train.consolidateTo
        : arg == "--ssd-dir"      ? train.ssdDir
+       : arg == "--trace"        ? train.tracePath
                                  : train.checkpointDir) = value;
     } else if (arg == "--steps" || arg == "--seed" || arg == "--print-every" ||
-               arg == "--save-every" || arg == "--lr") {
+               arg == "--save-every" || arg == "--lr" ||
+               arg == "--trace-step") {
       if (!next(value))
         return error(arg + " expects a number");
       try {
@@ -224,6 +231,7 @@ int runMain(int argc, char **argv) {
           if (arg == "--steps") train.steps = n;
           else if (arg == "--seed") train.seed = uint64_t(n);
           else if (arg == "--print-every") train.printEvery = n;
+          else if (arg == "--trace-step") train.traceStep = n;
           else train.saveEvery = n;
         }
         if (used != value.size())

@@ -40,6 +40,108 @@ double scalar(const TensorView &t) {
   return t.dtype == DType::F64 ? t.as<double>()[0] : double(t.as<float>()[0]);
 }
 
+/// strata-run --trace: one step's instructions as they ran, per stream,
+/// as Chrome-trace JSON (Perfetto), in the format strata-inspect --trace
+/// writes the planned order in.
+class MeasuredTrace {
+public:
+  void add(const Executor &executor, const plan::Plan &plan,
+           const std::string &program, const std::string &label) {
+    const plan::Program *p = nullptr;
+    for (const auto &candidate : plan.programs())
+      if (candidate.name() == program)
+        p = &candidate;
+    if (!p)
+      return;
+    std::vector<std::string> streams = executor.getStreamNames(program);
+    const auto &events = executor.getLastTrace();
+    int64_t first = INT64_MAX, last = 0;
+    for (int i = 0; i < p->instructions_size() && i < int(events.size());
+         ++i) {
+      const Executor::TraceEvent &e = events[i];
+      if (e.endNs == 0)
+        continue;
+      first = std::min(first, e.startNs);
+      last = std::max(last, e.endNs);
+      std::string stream =
+          e.stream < streams.size() ? streams[e.stream] : "compute";
+      records_.push_back({p->instructions(i).op(), p->instructions(i).location(),
+                          stream, e.startNs, e.endNs, i});
+    }
+    if (first < last)
+      phases_.push_back({label, first, last});
+  }
+
+  bool write(const std::string &path, int rank, uint64_t step) const {
+    std::ofstream out(path);
+    if (!out)
+      return false;
+    int64_t origin = phases_.empty() ? 0 : phases_.front().startNs;
+    std::vector<std::string> tracks = {"compute"};
+    auto track = [&](const std::string &name) {
+      auto it = std::find(tracks.begin(), tracks.end(), name);
+      if (it != tracks.end())
+        return int(it - tracks.begin());
+      tracks.push_back(name);
+      return int(tracks.size()) - 1;
+    };
+    auto us = [&](int64_t ns) { return double(ns - origin) / 1000.0; };
+    char buffer[512];
+    out << "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"clock\": "
+           "\"measured, microseconds from the step's start\", \"step\": "
+        << step << "}, \"traceEvents\": [\n";
+    std::snprintf(buffer, sizeof(buffer),
+                  "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, "
+                  "\"tid\": 0, \"args\": {\"name\": \"rank %d, step %llu\"}}",
+                  rank, rank, static_cast<unsigned long long>(step));
+    out << buffer;
+    for (const Phase &ph : phases_) {
+      std::snprintf(buffer, sizeof(buffer),
+                    ",\n{\"name\": \"%s\", \"ph\": \"X\", \"pid\": %d, "
+                    "\"tid\": 1000, \"ts\": %.3f, \"dur\": %.3f}",
+                    ph.label.c_str(), rank, us(ph.startNs),
+                    double(ph.endNs - ph.startNs) / 1000.0);
+      out << buffer;
+    }
+    for (const Record &r : records_) {
+      std::snprintf(buffer, sizeof(buffer),
+                    ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", "
+                    "\"pid\": %d, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, "
+                    "\"args\": {\"instruction\": %d}}",
+                    r.op.c_str(), r.stream.c_str(), rank, track(r.stream),
+                    us(r.startNs), double(r.endNs - r.startNs) / 1000.0,
+                    r.instruction);
+      out << buffer;
+    }
+    for (size_t t = 0; t < tracks.size(); ++t) {
+      std::snprintf(buffer, sizeof(buffer),
+                    ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": "
+                    "%d, \"tid\": %zu, \"args\": {\"name\": \"%s\"}}",
+                    rank, t, tracks[t].c_str());
+      out << buffer;
+    }
+    std::snprintf(buffer, sizeof(buffer),
+                  ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": "
+                  "%d, \"tid\": 1000, \"args\": {\"name\": \"programs\"}}\n]}\n",
+                  rank);
+    out << buffer;
+    return bool(out);
+  }
+
+private:
+  struct Record {
+    std::string op, location, stream;
+    int64_t startNs, endNs;
+    int instruction;
+  };
+  struct Phase {
+    std::string label;
+    int64_t startNs, endNs;
+  };
+  std::vector<Record> records_;
+  std::vector<Phase> phases_;
+};
+
 int64_t peakMemoryBytes() {
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
@@ -305,6 +407,9 @@ int train(const TrainOptions &options) {
     *lossScale = static_cast<float>(training.loss_scale());
 
   std::string replicaBuffer; // --check-replicas reads states through it
+  uint64_t traceStep = options.traceStep > 0 ? uint64_t(options.traceStep)
+                                             : steps;
+  MeasuredTrace trace;
   double firstLoss = NAN, lastLoss = NAN, totalMs = 0;
   // The mean loss of the last tenth of the run: one step's loss is noisy.
   uint64_t tailFrom = steps - std::max<uint64_t>((steps - start) / 10, 1);
@@ -325,6 +430,8 @@ int train(const TrainOptions &options) {
           stall && std::atoi(stall) == rank)
         for (;;)
           std::this_thread::sleep_for(std::chrono::seconds(1));
+    bool tracing = !options.tracePath.empty() && s + 1 == traceStep;
+    executor->setTracing(tracing);
     for (uint32_t m = 0; m < accum; ++m) {
       if (Status st = loader->fill(s, m, accum); !st)
         return error(st.message());
@@ -335,6 +442,10 @@ int train(const TrainOptions &options) {
         return error("step " + std::to_string(s + 1) + ": " + st.message());
       allocations += executor->getLastRunAllocations();
       loss += scalar(*lossOutput);
+      if (tracing)
+        trace.add(*executor, plan, "micro_step",
+                  "micro_step " + std::to_string(m + 1) + "/" +
+                      std::to_string(accum));
     }
     loss /= accum;
     double lr = scheduledLearningRate(training, baseLr, s + 1);
@@ -345,6 +456,20 @@ int train(const TrainOptions &options) {
     if (Status st = executor->run("optimizer_step"); !st)
       return error("step " + std::to_string(s + 1) + ": " + st.message());
     allocations += executor->getLastRunAllocations();
+    if (tracing) {
+      trace.add(*executor, plan, "optimizer_step", "optimizer_step");
+      executor->setTracing(false);
+      std::string path = options.tracePath;
+      if (world > 1) { // one file a rank: out.rank-3.json
+        size_t dot = path.rfind('.');
+        std::string suffix = ".rank-" + std::to_string(rank);
+        path = dot == std::string::npos || dot < path.rfind('/') + 1
+                   ? path + suffix
+                   : path.substr(0, dot) + suffix + path.substr(dot);
+      }
+      if (!trace.write(path, rank, s + 1))
+        return error("cannot write the trace '" + path + "'");
+    }
     double norm = scalar(*normOutput);
     // The step's bytes by collective and link class, summed over the ranks,
     // and its loss, the mean over the ranks (bookkeeping outside the

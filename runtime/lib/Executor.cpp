@@ -223,11 +223,15 @@ Status Executor::create(const Artifact &artifact, const KernelRegistry &kernels,
     if (program.tail == 0)
       program.tail = program.steps.size();
     program.streams.assign(streams, {});
+    program.streamNames.assign(prog.streams().begin(), prog.streams().end());
+    if (program.streamNames.empty())
+      program.streamNames.push_back("compute");
     for (uint32_t i = 0; i < program.tail; ++i)
       program.streams[program.steps[i].stream].push_back(i);
     e->doneSize_ = std::max(e->doneSize_, program.steps.size());
   }
   e->options_ = options;
+  e->trace_.resize(e->doneSize_);
   e->done_.reset(new std::atomic<uint64_t>[std::max<size_t>(e->doneSize_, 1)]);
   for (size_t i = 0; i < e->doneSize_; ++i)
     e->done_[i].store(0);
@@ -253,6 +257,13 @@ std::vector<std::string> Executor::getInputNames(std::string_view program) const
 std::vector<std::string> Executor::getOutputNames(std::string_view program) const {
   auto it = programs_.find(program);
   return it == programs_.end() ? std::vector<std::string>() : it->second.outputs;
+}
+
+std::vector<std::string>
+Executor::getStreamNames(std::string_view program) const {
+  auto it = programs_.find(program);
+  return it == programs_.end() ? std::vector<std::string>()
+                               : it->second.streamNames;
 }
 
 bool Executor::hasProgram(std::string_view program) const {
@@ -325,11 +336,19 @@ bool Executor::runStep(const Job &job, uint32_t i, ScratchArena &arena) {
                     fnv1a64(&step.rngStream, sizeof(step.rngStream), job.seed),
                     comm_, ssdFile_};
   std::optional<Status> status;
+  auto now = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  int64_t start = tracing_ ? now() : 0;
   {
     // The kernel's scratch comes from this thread's arena, rewound after.
     ScratchArena::Scope scope(arena);
     status.emplace((*step.kernel)(ctx));
   }
+  if (tracing_)
+    trace_[i] = {start, now(), step.stream};
   if (!*status) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!failed_.exchange(true))

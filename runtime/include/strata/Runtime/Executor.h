@@ -95,6 +95,18 @@ public:
   /// Bytes the kernels' scratch arena holds.
   size_t getScratchBytes() const { return scratch_.capacity(); }
 
+  /// With tracing on, every run records when each instruction started and
+  /// ended on its stream (into memory reserved here, so a traced step
+  /// allocates nothing either).
+  struct TraceEvent {
+    int64_t startNs = 0, endNs = 0;
+    uint32_t stream = 0;
+  };
+  void setTracing(bool on) { tracing_ = on; }
+  /// The last run's events, by instruction, and that program's streams.
+  const std::vector<TraceEvent> &getLastTrace() const { return trace_; }
+  std::vector<std::string> getStreamNames(std::string_view program) const;
+
 private:
   /// An instruction with its views prebuilt: the arena never moves, so a
   /// run copies nothing.
@@ -119,6 +131,7 @@ private:
     /// Per stream, its steps in order; the steps from `tail` on run after
     /// every stream has finished.
     std::vector<std::vector<uint32_t>> streams;
+    std::vector<std::string> streamNames;
     size_t tail = 0;
   };
   /// One run of a program over the streams.
@@ -142,6 +155,8 @@ private:
   Communicator *comm_ = nullptr;
   ScratchArena scratch_;
   ExecutorOptions options_;
+  bool tracing_ = false;
+  std::vector<TraceEvent> trace_;
   /// The streams' threads (stream 0 is the caller's), their arenas, and
   /// the completion epoch of every step of the running program.
   std::vector<std::thread> workers_;

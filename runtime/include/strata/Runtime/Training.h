@@ -48,6 +48,10 @@ struct TrainOptions {
   double timeoutSeconds = 60;
   /// Where the SSD tier's file goes.
   std::string ssdDir = "/tmp";
+  /// Write the instructions of step `traceStep` (0: the last) as they ran,
+  /// per stream, to this Chrome-trace JSON file.
+  std::string tracePath;
+  int64_t traceStep = 0;
   /// Microseconds of random delay before collectives, moves and optimizer
   /// updates (tests of the schedule's events).
   uint64_t injectDelayMicros = 0;
