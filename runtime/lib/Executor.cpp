@@ -105,6 +105,13 @@ Status Executor::create(const Artifact &artifact, const KernelRegistry &kernels,
     }
     total += arena;
   }
+  // Each tier's block is a whole number of pages: the pool the plan's
+  // page accounting describes.
+  if (planned && p.memory().page_size()) {
+    size_t page = p.memory().page_size();
+    total = (total + page - 1) / page * page;
+    host = (host + page - 1) / page * page;
+  }
   e->arena_.assign(total, 0);
   e->host_.assign(host, 0);
   for (const auto &t : p.tensors()) {
