@@ -9,6 +9,7 @@
 
 #include "strata/Runtime/RunDriver.h"
 
+#include "strata/Runtime/Backend.h"
 #include "strata/Runtime/Executor.h"
 #include "strata/Runtime/Training.h"
 
@@ -78,7 +79,8 @@ const char *kUsage =
     "                          [-1, 1), integers uniform in [0, --int-high)\n"
     "  --int-high N            upper bound for random integer inputs (2)\n"
     "  --output NAME=FILE      write output NAME's raw bytes to FILE\n"
-    "  --backend cpu|cuda|auto the backend (cpu)\n"
+    "  --backend cpu|cuda|auto the backend (cpu; auto: cuda where a GPU and\n"
+    "                          the cuda backend are, else cpu with a note)\n"
     "  --help                  this text\n";
 
 int error(const std::string &message) {
@@ -282,10 +284,11 @@ int runMain(int argc, char **argv) {
   }
   if (artifactDir.empty())
     return error("no artifact given (see --help)");
-  if (backend == "cuda")
-    return error("cuda backend unavailable: not built yet");
-  if (backend != "cpu" && backend != "auto")
-    return error("unknown backend '" + backend + "'");
+  std::string chosen, note;
+  if (Status s = chooseBackend(backend, chosen, note); !s)
+    return error(s.message());
+  if (!note.empty() && !train.quiet)
+    std::cerr << "strata-run: note: " << note << "\n";
   if (!forward) {
     train.artifactDir = artifactDir;
     return runtime::train(train);

@@ -330,7 +330,11 @@ bool Executor::runStep(const Job &job, uint32_t i, ScratchArena &arena) {
          ++spins) {
       if (failed_.load(std::memory_order_relaxed))
         return false;
-      if (spins > 64)
+      // Spin briefly, then give the core away (ranks and streams may
+      // outnumber the cores).
+      if (spins > 4096)
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      else if (spins > 64)
         std::this_thread::yield();
     }
   if (options_.injectDelayMicros && step.delayable) {

@@ -1,0 +1,31 @@
+//===- Backend.h - Choosing where an artifact runs --------------*- C++ -*-===//
+//
+// strata-run --backend cpu|cuda|auto. The CPU backend is always there. The
+// CUDA backend is a library (libStrataRuntimeCUDA.so) loaded at run time,
+// built wherever the CUDA toolkit is; a machine without it, the CUDA
+// runtime, a driver or a GPU gets one line saying which.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_RUNTIME_BACKEND_H
+#define STRATA_RUNTIME_BACKEND_H
+
+#include "strata/Runtime/Kernel.h"
+
+#include <string>
+
+namespace strata::runtime {
+
+/// Loads the CUDA backend library and asks it for devices. Ok with a
+/// description of the devices; otherwise "cuda backend unavailable: <why>".
+Status probeCudaBackend(std::string &devices);
+
+/// Resolves --backend: "cpu" stays; "cuda" is an error until the CUDA
+/// executor exists (saying what was found); "auto" is "cpu", with `note`
+/// saying why when a GPU was found or the probe failed.
+Status chooseBackend(const std::string &requested, std::string &chosen,
+                     std::string &note);
+
+} // namespace strata::runtime
+
+#endif // STRATA_RUNTIME_BACKEND_H
