@@ -19,6 +19,8 @@
 
 #include "strata/Runtime/Communicator.h"
 
+#include "JsonText.h"
+
 #include "plan.pb.h"
 
 #include <fcntl.h>
@@ -93,24 +95,6 @@ bool killThisSave(const std::string &dir) {
   return env && std::atoi(env) == n;
 }
 
-/// `s` as a JSON string literal.
-std::string quoted(const std::string &s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += char(c);
-    } else if (c < 0x20) {
-      char buffer[8];
-      std::snprintf(buffer, sizeof(buffer), "\\u%04x", c);
-      out += buffer;
-    } else {
-      out += char(c);
-    }
-  }
-  return out + "\"";
-}
-
 /// "[3, 5]"
 std::string jsonShape(const std::vector<int64_t> &shape) {
   std::string out = "[";
@@ -158,7 +142,7 @@ Status writeStateFolder(const std::string &folder, const std::string &killKey,
   if (!fs::create_directory(folder, ec))
     return Status::error("cannot create '" + folder + "'");
   std::ostringstream index;
-  index << "{\n  \"format\": 1,\n  \"fingerprint\": " << quoted(fingerprint)
+  index << "{\n  \"format\": 1,\n  \"fingerprint\": " << jsonString(fingerprint)
         << ",\n  \"step\": " << step << ",\n  \"seed\": " << seed
         << ",\n  \"tensors\": [\n";
   std::string statePath = folder + "/state.bin";
@@ -195,7 +179,7 @@ Status writeStateFolder(const std::string &folder, const std::string &killKey,
       ::close(fd);
       return s;
     }
-    index << (first ? "" : ",\n") << "    {\"name\": " << quoted(state.name)
+    index << (first ? "" : ",\n") << "    {\"name\": " << jsonString(state.name)
           << ", \"kind\": " << state.kind << ", \"dtype\": \""
           << runtime::name(t.dtype) << "\", \"shape\": " << jsonShape(t.shape)
           << ", \"offset\": " << offset
@@ -413,13 +397,13 @@ Status saveCheckpoint(const std::string &dir, const std::string &fingerprint,
   Status committed = Status::ok();
   if (leader) {
     std::ostringstream index;
-    index << "{\n  \"format\": 2,\n  \"fingerprint\": " << quoted(fingerprint)
+    index << "{\n  \"format\": 2,\n  \"fingerprint\": " << jsonString(fingerprint)
           << ",\n  \"step\": " << step << ",\n  \"seed\": " << seed
           << ",\n  \"topology\": {\"ranks\": " << t.world
           << ", \"ranks_per_node\": " << t.ranksPerNode
           << ", \"partition\": " << t.partition << "},\n  \"shards\": [";
     for (int r = 0; r < t.world; ++r)
-      index << (r ? ", " : "") << quoted(rankName(r));
+      index << (r ? ", " : "") << jsonString(rankName(r));
     index << "]\n}\n";
     committed = writeFileSynced(staging + "/index.json", index.str());
     if (committed)
@@ -516,7 +500,7 @@ Status consolidateCheckpoint(const Artifact &artifact, const std::string &dir,
     return Status::error("cannot create '" + statePath + "'");
   std::ostringstream index;
   index << "{\n  \"format\": 1,\n  \"fingerprint\": "
-        << quoted("consolidated:" + plan.fingerprint()) << ",\n  \"step\": "
+        << jsonString("consolidated:" + plan.fingerprint()) << ",\n  \"step\": "
         << top.step << ",\n  \"seed\": " << top.seed
         << ",\n  \"tensors\": [\n";
   uint64_t offset = 0;
@@ -560,7 +544,7 @@ Status consolidateCheckpoint(const Artifact &artifact, const std::string &dir,
       ::close(fd);
       return s;
     }
-    index << (first ? "" : ",\n") << "    {\"name\": " << quoted(param.name())
+    index << (first ? "" : ",\n") << "    {\"name\": " << jsonString(param.name())
           << ", \"kind\": " << tensor.kind() << ", \"dtype\": \""
           << runtime::name(dtype) << "\", \"shape\": " << jsonShape(shape)
           << ", \"offset\": " << offset << ", \"bytes\": " << value.size()

@@ -16,6 +16,8 @@
 #include "strata/Runtime/Artifact.h"
 #include "strata/Runtime/Topology.h"
 
+#include "JsonText.h"
+
 #include "plan.pb.h"
 
 #include <algorithm>
@@ -67,23 +69,6 @@ std::string human(double bytes) {
   std::snprintf(buffer, sizeof(buffer), u ? "%.2f %s" : "%.0f %s", bytes,
                 units[u]);
   return buffer;
-}
-
-std::string jsonString(const std::string &s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += char(c);
-    } else if (c < 0x20) {
-      char buffer[8];
-      std::snprintf(buffer, sizeof(buffer), "\\u%04x", c);
-      out += buffer;
-    } else {
-      out += char(c);
-    }
-  }
-  return out + "\"";
 }
 
 /// What the plot and the summary call a tensor.

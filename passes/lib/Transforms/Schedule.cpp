@@ -35,14 +35,6 @@ using namespace strata;
 
 namespace {
 
-int64_t storageBytes(Type type) {
-  auto t = cast<RankedTensorType>(type);
-  Type element = t.getElementType();
-  int64_t width =
-      element.isInteger(1) ? 1 : (element.getIntOrFloatBitWidth() + 7) / 8;
-  return t.getNumElements() * width;
-}
-
 StringRef streamOf(Operation *op) {
   if (isa<sched::AllGatherOp, sched::ReduceScatterOp, sched::AllReduceOp>(op))
     return "collective";
@@ -119,10 +111,10 @@ struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
         if (!name || func.getArgAttr(arg.getArgNumber(), "memory.tier") ||
             !seen.insert(name.getValue()).second)
           continue;
-        total += (storageBytes(arg.getType()) + 63) / 64 * 64;
+        total += (memory::storageBytes(arg.getType()) + 63) / 64 * 64;
       }
       func.walk([&](graph::ConstantOp c) {
-        total += (storageBytes(c.getType()) + 63) / 64 * 64;
+        total += (memory::storageBytes(c.getType()) + 63) / 64 * 64;
       });
     }
     return total;
@@ -155,7 +147,7 @@ struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
         for (Value v : c->getResults())
           if (llvm::any_of(v.getUsers(),
                            [&](Operation *u) { return !chain.contains(u); }))
-            f.bytes += storageBytes(v.getType());
+            f.bytes += memory::storageBytes(v.getType());
       }
       fetches.push_back(std::move(f));
     }
@@ -190,8 +182,8 @@ struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
         int64_t first = position[&op], last = first;
         for (Operation *user : v.getUsers())
           last = std::max(last, position.lookup(user));
-        delta[first] += storageBytes(v.getType());
-        delta[last + 1] -= storageBytes(v.getType());
+        delta[first] += memory::storageBytes(v.getType());
+        delta[last + 1] -= memory::storageBytes(v.getType());
       }
     }
     for (const Fetch &f : fetches)

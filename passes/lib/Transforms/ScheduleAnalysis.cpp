@@ -2,6 +2,8 @@
 
 #include "ScheduleAnalysis.h"
 
+#include "ArenaPlanner.h"
+
 #include "strata/Dialect/Graph/IR/GraphOps.h"
 #include "strata/Dialect/Graph/IR/StateUpdates.h"
 
@@ -13,14 +15,6 @@ using namespace mlir;
 
 namespace strata::schedule {
 namespace {
-
-int64_t storageBytes(Type type) {
-  auto t = cast<RankedTensorType>(type);
-  Type element = t.getElementType();
-  int64_t width =
-      element.isInteger(1) ? 1 : (element.getIntOrFloatBitWidth() + 7) / 8;
-  return std::max<int64_t>(t.getNumElements() * width, 1);
-}
 
 bool overlap(const Range &a, const Range &b) {
   return a.region == b.region && a.begin < b.end && b.begin < a.end;
@@ -63,7 +57,7 @@ LogicalResult collectAccesses(func::FuncOp func, std::vector<OpAccess> &out,
       graph::findInPlaceStateUpdates(func);
   auto rangeOf = [&](Value v, std::optional<Range> &range) -> LogicalResult {
     range.reset();
-    int64_t bytes = storageBytes(v.getType());
+    int64_t bytes = std::max<int64_t>(memory::storageBytes(v.getType()), 1);
     if (auto arg = dyn_cast<BlockArgument>(v)) {
       auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                     graph::kNameAttrName);
