@@ -319,47 +319,30 @@ llvm::Error strata::buildTrainingStep(MLIRContext &context, ModuleOp module,
       diagnostic = diag.str();
     return success();
   });
+  strata::TrainingPipelineOptions pipeline;
+  pipeline.dtype = t.dtype;
+  pipeline.freeze = llvm::SmallVector<std::string>(freeze);
+  pipeline.logits = t.logits;
+  pipeline.ignoreIndex = t.ignoreIndex;
+  pipeline.optimizer = t.optimizer;
+  pipeline.beta1 = t.beta1;
+  pipeline.beta2 = t.beta2;
+  pipeline.eps = t.eps;
+  pipeline.weightDecay = t.weightDecay;
+  pipeline.momentum = t.momentum;
+  pipeline.dampening = t.dampening;
+  pipeline.nesterov = t.nesterov;
+  pipeline.clipNorm = t.clipNorm;
+  pipeline.accum = t.accum;
+  pipeline.world = topology.world;
+  pipeline.ranksPerNode = topology.ranksPerNode;
+  pipeline.partition = topology.partition;
+  pipeline.hierarchical = topology.hierarchical;
+  pipeline.gradSync = topology.gradSync;
+  pipeline.bucketBytes = topology.bucketBytes;
+  pipeline.distribute = distribute;
   PassManager pm(&context);
-  if (t.dtype != "fp32") {
-    strata::MixedPrecisionPassOptions precision;
-    precision.dtype = t.dtype;
-    pm.addNestedPass<func::FuncOp>(strata::createMixedPrecisionPass(precision));
-  }
-  strata::AutodiffPassOptions autodiff;
-  autodiff.freeze = llvm::SmallVector<std::string>(freeze);
-  autodiff.logits = t.logits;
-  autodiff.ignoreIndex = t.ignoreIndex;
-  autodiff.accumulate = t.accum > 1;
-  autodiff.lossScale = t.dtype == "fp16";
-  // Every rank's loss is the mean over its micro-batch; the step's loss is
-  // their mean, so each backward pass is seeded with 1/N.
-  autodiff.lossWeight = 1.0 / topology.world;
-  pm.addPass(strata::createAutodiffPass(autodiff));
-  strata::OptimizerPassOptions optimizer;
-  optimizer.optimizer = t.optimizer;
-  optimizer.beta1 = t.beta1;
-  optimizer.beta2 = t.beta2;
-  optimizer.eps = t.eps;
-  optimizer.weightDecay = t.weightDecay;
-  optimizer.momentum = t.momentum;
-  optimizer.dampening = t.dampening;
-  optimizer.nesterov = t.nesterov;
-  optimizer.clipNorm = t.clipNorm;
-  optimizer.accum = t.accum;
-  optimizer.lossScale = t.dtype == "fp16";
-  pm.addPass(strata::createOptimizerPass(optimizer));
-  if (topology.world > 1 && distribute) {
-    strata::PartitionPassOptions partition;
-    partition.world = topology.world;
-    partition.ranksPerNode = topology.ranksPerNode;
-    partition.partition = topology.partition;
-    partition.hierarchical = topology.hierarchical;
-    partition.gradSync = topology.gradSync;
-    partition.bucketBytes = topology.bucketBytes;
-    pm.addPass(strata::createPartitionPass(partition));
-  }
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(createCSEPass());
+  strata::buildTrainingPipeline(pm, pipeline);
   if (failed(pm.run(module)))
     return llvm::createStringError(llvm::inconvertibleErrorCode(), diagnostic.empty() ? "building the training step failed"
                                    : diagnostic);
@@ -468,12 +451,14 @@ int strata::compileMain(int argc, char **argv) {
   if (planned) {
     if (options.pageSize == 0)
       return error("--page-size must be positive");
-    strata::PlanMemoryPassOptions memory;
-    memory.pageSize = options.pageSize;
+    strata::MemoryPipelineOptions memory;
+    memory.pageSize = options.pageSize.getValue();
     for (auto [flag, text, target] :
          {std::tuple{"--gpu-memory", &options.gpuMemory, &memory.gpuMemory},
           std::tuple{"--host-memory", &options.hostMemory, &memory.hostMemory},
-          std::tuple{"--ssd-memory", &options.ssdMemory, &memory.ssdMemory}}) {
+          std::tuple{"--ssd-memory", &options.ssdMemory, &memory.ssdMemory},
+          std::tuple{"--prefetch-bytes", &options.prefetchBytes,
+                     &memory.prefetchBytes}}) {
       if (text->getValue().empty())
         continue;
       std::optional<uint64_t> bytes = parseBytes(text->getValue());
@@ -482,35 +467,20 @@ int strata::compileMain(int argc, char **argv) {
                      "or 40G, got '" + text->getValue() + "'");
       *target = *bytes;
     }
+    if (options.recompute != "none" && options.recompute != "auto" &&
+        options.recompute != "always")
+      return error("--recompute must be none, auto or always, not '" +
+                   options.recompute + "'");
+    memory.recompute = options.recompute.getValue();
+    memory.prefetchDepth = options.prefetchDepth.getValue();
     std::string diagnostic;
     ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
       if (diagnostic.empty())
         diagnostic = diag.str();
       return success();
     });
-    memory.recompute = options.recompute;
-    if (options.recompute != "none" && options.recompute != "auto" &&
-        options.recompute != "always")
-      return error("--recompute must be none, auto or always, not '" +
-                   options.recompute + "'");
-    strata::SchedulePassOptions schedule;
-    schedule.prefetchDepth = options.prefetchDepth;
-    schedule.gpuMemory = memory.gpuMemory;
-    if (!options.prefetchBytes.empty()) {
-      std::optional<uint64_t> bytes = parseBytes(options.prefetchBytes);
-      if (!bytes || *bytes == 0)
-        return error("--prefetch-bytes expects a positive size like 64MiB, "
-                     "got '" + options.prefetchBytes + "'");
-      schedule.prefetchBytes = *bytes;
-    }
-    // Tiers and a first plan; streams and prefetch on that order; the
-    // plan of the final order; the events; their proof.
     PassManager pm(&context);
-    pm.addPass(strata::createPlanMemoryPass(memory));
-    pm.addPass(strata::createSchedulePass(schedule));
-    pm.addPass(strata::createPlanMemoryPass(memory));
-    pm.addPass(strata::createInsertEventsPass());
-    pm.addPass(strata::createVerifySchedulePass());
+    strata::buildMemoryPipeline(pm, memory);
     if (failed(pm.run(**module)))
       return error(diagnostic.empty() ? "planning memory failed" : diagnostic);
   }
