@@ -27,6 +27,7 @@
 #include <iterator>
 #include <vector>
 #include <map>
+#include <optional>
 
 namespace strata::runtime {
 namespace {
@@ -390,21 +391,44 @@ int train(const TrainOptions &options) {
   // artifact, halve on overflow and skip the update, double after 2000
   // good steps). The counters are persistent state, so checkpoints keep
   // them.
-  float *lossScale = nullptr;
-  int64_t *goodSteps = nullptr, *appliedSteps = nullptr;
+  // The counters are read and written through the executor (they may live
+  // in device memory), kept here between steps.
+  std::optional<Executor::StateTensor> scaleState, goodState, appliedState;
   for (const auto &state : executor->getStates()) {
     if (state.name == "strata.loss_scale")
-      lossScale = state.view->as<float>();
+      scaleState = state;
     else if (state.name == "strata.good_steps")
-      goodSteps = state.view->as<int64_t>();
+      goodState = state;
     else if (state.name == "strata.applied_steps")
-      appliedSteps = state.view->as<int64_t>();
+      appliedState = state;
   }
-  bool scaling = lossScale && goodSteps && appliedSteps;
+  bool scaling = scaleState && goodState && appliedState;
   if (training.dtype() == "fp16" && !scaling)
     return error("the fp16 artifact lacks its loss-scaling state");
-  if (scaling && *lossScale == 0.0f)
-    *lossScale = static_cast<float>(training.loss_scale());
+  float lossScaleValue = 0;
+  int64_t goodStepsValue = 0, appliedStepsValue = 0;
+  float *lossScale = &lossScaleValue;
+  int64_t *goodSteps = &goodStepsValue, *appliedSteps = &appliedStepsValue;
+  auto storeScaling = [&]() -> Status {
+    if (Status st = executor->writeState(*scaleState, lossScale); !st)
+      return st;
+    if (Status st = executor->writeState(*goodState, goodSteps); !st)
+      return st;
+    return executor->writeState(*appliedState, appliedSteps);
+  };
+  if (scaling) {
+    for (auto [state, value] :
+         {std::pair{&*scaleState, static_cast<void *>(lossScale)},
+          std::pair{&*goodState, static_cast<void *>(goodSteps)},
+          std::pair{&*appliedState, static_cast<void *>(appliedSteps)}})
+      if (Status st = executor->readState(*state, value); !st)
+        return error(st.message());
+    if (*lossScale == 0.0f) {
+      *lossScale = static_cast<float>(training.loss_scale());
+      if (Status st = storeScaling(); !st)
+        return error(st.message());
+    }
+  }
 
   std::string replicaBuffer; // --check-replicas reads states through it
   uint64_t traceStep = options.traceStep > 0 ? uint64_t(options.traceStep)
@@ -499,7 +523,11 @@ int train(const TrainOptions &options) {
           perturb && std::atoi(perturb) == rank)
         for (const auto &state : executor->getStates())
           if (state.kind == plan::PARAMETER && state.view->bytes()) {
-            static_cast<unsigned char *>(state.view->data)[0] ^= 1;
+            std::string bytes(state.view->bytes(), '\0');
+            if (!executor->readState(state, bytes.data()))
+              break;
+            bytes[0] = char(bytes[0] ^ 1);
+            (void)executor->writeState(state, bytes.data());
             break;
           }
     // Replicas (ranks r and r % P) must hold the same bits after the update.
@@ -542,6 +570,8 @@ int train(const TrainOptions &options) {
           *goodSteps = 0;
         }
       }
+      if (Status st = storeScaling(); !st)
+        return error(st.message());
     }
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - t0)
@@ -647,14 +677,20 @@ int train(const TrainOptions &options) {
   if (!options.exportOnnx.empty()) {
     if (!onnxExporter())
       return error("--export-onnx is not available in this build");
-    std::map<std::string, std::string_view> values;
-    for (const auto &state : executor->getStates())
-      if (!state.view->onSsd) // only optimizer states go to SSD
-        values[state.name] = std::string_view(
-            static_cast<const char *>(state.view->data), state.view->bytes());
+    // Parameters and buffers, copied out through the executor.
+    std::map<std::string, std::string> values;
+    for (const auto &state : executor->getStates()) {
+      if (state.kind != plan::PARAMETER && state.kind != plan::BUFFER)
+        continue;
+      std::string &bytes = values[state.name];
+      bytes.resize(state.view->bytes());
+      if (Status st = executor->readState(state, bytes.data()); !st)
+        return error(st.message());
+    }
     WeightLookup lookup = [&](const std::string &name) {
       auto it = values.find(name);
-      return it == values.end() ? std::string_view() : it->second;
+      return it == values.end() ? std::string_view()
+                                : std::string_view(it->second);
     };
     if (Status s = onnxExporter()(options.artifactDir, lookup,
                                   options.exportOnnx);
