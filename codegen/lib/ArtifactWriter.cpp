@@ -64,16 +64,6 @@ std::string constantBytes(DenseElementsAttr attr) {
   return out;
 }
 
-std::string locationName(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().str();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location inner : fused.getLocations())
-      if (auto name = dyn_cast<NameLoc>(inner))
-        return name.getName().str();
-  return "";
-}
-
 Error setAttribute(plan::Attribute &out, NamedAttribute attr, Operation *op) {
   out.set_name(attr.getName().str());
   Attribute value = attr.getValue();
@@ -235,23 +225,6 @@ public:
   std::vector<std::string> shardSections;
 };
 
-/// Bytes of a plan tensor as the runtime stores it (i1 as one byte).
-uint64_t tensorBytes(const plan::Tensor &t) {
-  uint64_t n = 1;
-  for (int64_t d : t.shape())
-    n *= uint64_t(d);
-  switch (t.dtype()) {
-  case plan::F64:
-  case plan::I64: return n * 8;
-  case plan::F32:
-  case plan::I32: return n * 4;
-  case plan::F16:
-  case plan::BF16:
-  case plan::I16: return n * 2;
-  default: return n;
-  }
-}
-
 std::optional<plan::TensorKind> stateKind(StringRef role) {
   if (role == "parameter") return plan::PARAMETER;
   if (role == "buffer") return plan::BUFFER;
@@ -369,7 +342,7 @@ Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
                   "'");
     plan::Instruction *inst = program.add_instructions();
     inst->set_op(op.getName().getStringRef().str());
-    inst->set_location(locationName(op.getLoc()));
+    inst->set_location(graph::onnxNodeName(op.getLoc()));
     // The schedule's stream and waits, when strata-schedule and
     // strata-insert-events ran (ids are instruction numbers).
     if (auto stream = op.getAttrOfType<StringAttr>("sched.stream")) {
@@ -567,7 +540,7 @@ Error writeArtifact(ModuleOp module, llvm::StringRef dir,
     for (const plan::Tensor &t : plan.tensors()) {
       if (t.kind() == plan::ACTIVATION)
         continue;
-      uint64_t bytes = std::max<uint64_t>(tensorBytes(t), 1);
+      uint64_t bytes = std::max<uint64_t>(runtime::tensorBytes(t), 1);
       uint64_t aligned = (bytes + 63) / 64 * 64;
       if (t.kind() == plan::CONSTANT)
         constants += aligned;
@@ -588,7 +561,7 @@ Error writeArtifact(ModuleOp module, llvm::StringRef dir,
       step.walk([&](Operation *op) {
         if (op->hasAttr("memory.recomputed"))
           memory.add_recomputed(op->getName().getStringRef().str() + " (" +
-                                locationName(op->getLoc()) + ")");
+                                graph::onnxNodeName(op->getLoc()) + ")");
       });
   }
 

@@ -51,13 +51,6 @@ int error(const std::string &message) {
   return 1;
 }
 
-uint64_t tensorBytes(const plan::Tensor &t) {
-  uint64_t n = 1;
-  for (int64_t d : t.shape())
-    n *= uint64_t(d);
-  return n * byteWidth(fromPlanDType(t.dtype()));
-}
-
 std::string human(double bytes) {
   const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;

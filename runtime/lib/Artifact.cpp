@@ -38,6 +38,13 @@ DType fromPlanDType(int dtype) {
   }
 }
 
+uint64_t tensorBytes(const plan::Tensor &t) {
+  uint64_t n = 1;
+  for (int64_t d : t.shape())
+    n *= uint64_t(d);
+  return n * byteWidth(fromPlanDType(t.dtype()));
+}
+
 Artifact::Artifact() : plan_(std::make_unique<plan::Plan>()) {}
 
 Artifact::~Artifact() {

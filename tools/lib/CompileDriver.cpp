@@ -283,6 +283,28 @@ llvm::Error readTrainingOptions(const CompileOptions &o,
   return llvm::Error::success();
 }
 
+/// Runs the passes `build` adds over `module`. A failure is the first
+/// diagnostic they emitted, after `prefix` (or `fallback` when there was
+/// none): one line for the user.
+llvm::Error runPasses(MLIRContext &context, ModuleOp module,
+                      llvm::function_ref<void(OpPassManager &)> build,
+                      llvm::StringRef prefix, llvm::StringRef fallback) {
+  std::string diagnostic;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+    if (diagnostic.empty())
+      diagnostic = diag.str();
+    return success();
+  });
+  PassManager pm(&context);
+  build(pm);
+  if (succeeded(pm.run(module)))
+    return llvm::Error::success();
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 diagnostic.empty()
+                                     ? fallback.str()
+                                     : (prefix + diagnostic).str());
+}
+
 } // namespace
 
 llvm::Expected<OwningOpRef<ModuleOp>>
@@ -291,19 +313,13 @@ strata::importGraph(MLIRContext &context, llvm::StringRef path,
   auto module = frontend::importOnnxFile(context, path, options);
   if (!module)
     return module.takeError();
-  std::string diagnostic;
-  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
-    if (diagnostic.empty())
-      diagnostic = diag.str();
-    return success();
-  });
-  PassManager pm(&context);
   GraphPipelineOptions pipelineOptions;
   pipelineOptions.fuseAttention = fuseAttention;
-  buildGraphPipeline(pm, pipelineOptions);
-  if (failed(pm.run(**module)))
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "graph pipeline failed: " + diagnostic);
+  if (llvm::Error e = runPasses(
+          context, **module,
+          [&](OpPassManager &pm) { buildGraphPipeline(pm, pipelineOptions); },
+          "graph pipeline failed: ", "graph pipeline failed: "))
+    return std::move(e);
   return module;
 }
 
@@ -313,12 +329,6 @@ llvm::Error strata::buildTrainingStep(MLIRContext &context, ModuleOp module,
                               llvm::ArrayRef<std::string> freeze,
                               const strata::codegen::TopologyOptions &topology,
                               bool distribute) {
-  std::string diagnostic;
-  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
-    if (diagnostic.empty())
-      diagnostic = diag.str();
-    return success();
-  });
   strata::TrainingPipelineOptions pipeline;
   pipeline.dtype = t.dtype;
   pipeline.freeze = llvm::SmallVector<std::string>(freeze);
@@ -341,12 +351,10 @@ llvm::Error strata::buildTrainingStep(MLIRContext &context, ModuleOp module,
   pipeline.gradSync = topology.gradSync;
   pipeline.bucketBytes = topology.bucketBytes;
   pipeline.distribute = distribute;
-  PassManager pm(&context);
-  strata::buildTrainingPipeline(pm, pipeline);
-  if (failed(pm.run(module)))
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), diagnostic.empty() ? "building the training step failed"
-                                   : diagnostic);
-  return llvm::Error::success();
+  return runPasses(
+      context, module,
+      [&](OpPassManager &pm) { strata::buildTrainingPipeline(pm, pipeline); },
+      "", "building the training step failed");
 }
 
 
@@ -473,16 +481,11 @@ int strata::compileMain(int argc, char **argv) {
                    options.recompute + "'");
     memory.recompute = options.recompute.getValue();
     memory.prefetchDepth = options.prefetchDepth.getValue();
-    std::string diagnostic;
-    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
-      if (diagnostic.empty())
-        diagnostic = diag.str();
-      return success();
-    });
-    PassManager pm(&context);
-    strata::buildMemoryPipeline(pm, memory);
-    if (failed(pm.run(**module)))
-      return error(diagnostic.empty() ? "planning memory failed" : diagnostic);
+    if (llvm::Error e = runPasses(
+            context, **module,
+            [&](OpPassManager &pm) { strata::buildMemoryPipeline(pm, memory); },
+            "", "planning memory failed"))
+      return error(llvm::toString(std::move(e)));
   }
 
   if (writeArtifact) {

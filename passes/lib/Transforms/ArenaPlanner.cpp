@@ -19,6 +19,44 @@ int64_t storageBytes(Type type) {
   return t.getNumElements() * width;
 }
 
+int64_t PersistentState::tierBytes(llvm::StringRef tier,
+                                   int64_t alignment) const {
+  int64_t total = 0;
+  for (const PersistentTensor &t : tensors)
+    if (t.tier == tier)
+      total += alignBytes(t.bytes, alignment);
+  return total;
+}
+
+PersistentState collectPersistentState(ModuleOp module, int64_t alignment) {
+  PersistentState state;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (func.isExternal())
+      continue;
+    for (BlockArgument arg : func.getArguments()) {
+      auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                    graph::kNameAttrName);
+      if (!name || state.index.count(name.getValue()))
+        continue;
+      state.index[name.getValue()] = state.tensors.size();
+      PersistentTensor t;
+      t.name = name.getValue().str();
+      if (auto role = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                        graph::kRoleAttrName))
+        t.role = role.getValue().str();
+      t.bytes = storageBytes(arg.getType());
+      if (auto tier = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                        "memory.tier"))
+        t.tier = tier.getValue().str();
+      state.tensors.push_back(std::move(t));
+    }
+    func.walk([&](graph::ConstantOp c) {
+      state.constantBytes += alignBytes(storageBytes(c.getType()), alignment);
+    });
+  }
+  return state;
+}
+
 namespace {
 
 struct Interval {

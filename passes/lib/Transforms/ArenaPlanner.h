@@ -5,7 +5,8 @@
 // `func` that needs arena bytes (not a constant, not written into a state's
 // own storage) lives from its op to its last user; an in-place-safe op's
 // result takes the bytes of an operand that dies there; offsets are chosen
-// greedily by size with best-fit gaps, multiples of `alignment`.
+// greedily by size with best-fit gaps, multiples of `alignment`. Also the
+// module's persistent tensors and constants, counted the same way by both.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,7 +14,13 @@
 #define STRATA_TRANSFORMS_ARENAPLANNER_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
 
 namespace strata::memory {
 
@@ -27,6 +34,33 @@ ArenaPlan planArena(mlir::func::FuncOp func, int64_t alignment);
 
 /// Bytes of a tensor as the runtime stores it (i1 as one byte).
 int64_t storageBytes(mlir::Type type);
+
+/// `bytes` rounded up to `alignment` (at least one element's worth).
+inline int64_t alignBytes(int64_t bytes, int64_t alignment) {
+  return (std::max<int64_t>(bytes, 1) + alignment - 1) / alignment * alignment;
+}
+
+/// A persistent tensor: a named function argument (a state or an input),
+/// one however many functions see it.
+struct PersistentTensor {
+  std::string name;
+  std::string role = "input";  // graph.role
+  int64_t bytes = 0;
+  std::string tier = "device"; // memory.tier, once strata-plan-memory moved it
+};
+
+/// The module's persistent tensors in first-seen order, and its constants.
+struct PersistentState {
+  std::vector<PersistentTensor> tensors;
+  llvm::StringMap<size_t> index; // by name
+  int64_t constantBytes = 0;     // every graph.constant, aligned
+
+  /// The aligned bytes of the tensors on `tier`.
+  int64_t tierBytes(llvm::StringRef tier, int64_t alignment) const;
+};
+
+PersistentState collectPersistentState(mlir::ModuleOp module,
+                                       int64_t alignment);
 
 } // namespace strata::memory
 

@@ -42,16 +42,8 @@ struct PlanMemoryPass
   using PlanMemoryPassBase::PlanMemoryPassBase;
 
   int64_t align(int64_t bytes) const {
-    int64_t a = int64_t(alignment);
-    return (std::max<int64_t>(bytes, 1) + a - 1) / a * a;
+    return memory::alignBytes(bytes, int64_t(alignment));
   }
-
-  /// Persistent state by name (one tensor, however many functions see it).
-  struct State {
-    std::string name, role;
-    int64_t bytes = 0;
-    std::string tier = "device";
-  };
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -62,33 +54,11 @@ struct PlanMemoryPass
       return signalPassFailure();
     }
     // The state, in first-seen order, and the constants.
-    std::vector<State> states;
-    llvm::StringMap<size_t> stateIndex;
-    int64_t constants = 0;
-    for (auto func : module.getOps<func::FuncOp>()) {
-      if (func.isExternal())
-        continue;
-      for (BlockArgument arg : func.getArguments()) {
-        auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                      graph::kNameAttrName);
-        auto role = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                      graph::kRoleAttrName);
-        if (!name || stateIndex.count(name.getValue()))
-          continue;
-        stateIndex[name.getValue()] = states.size();
-        State st;
-        st.name = name.getValue().str();
-        st.role = role ? role.getValue().str() : "input";
-        st.bytes = memory::storageBytes(arg.getType());
-        if (auto tier = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                          "memory.tier"))
-          st.tier = tier.getValue().str();
-        states.push_back(st);
-      }
-      func.walk([&](graph::ConstantOp c) {
-        constants += align(memory::storageBytes(c.getType()));
-      });
-    }
+    memory::PersistentState persistent =
+        memory::collectPersistentState(module, int64_t(alignment));
+    std::vector<memory::PersistentTensor> &states = persistent.tensors;
+    const llvm::StringMap<size_t> &stateIndex = persistent.index;
+    int64_t constants = persistent.constantBytes;
 
     int64_t arena = 0, live = 0;
     auto planAll = [&] {
@@ -106,11 +76,7 @@ struct PlanMemoryPass
       }
     };
     auto tierBytes = [&](StringRef tier) {
-      int64_t total = 0;
-      for (const State &st : states)
-        if (st.tier == tier)
-          total += align(st.bytes);
-      return total;
+      return persistent.tierBytes(tier, int64_t(alignment));
     };
     auto devicePeak = [&] { return tierBytes("device") + constants + arena; };
 
@@ -304,7 +270,8 @@ struct PlanMemoryPass
   /// Gives every argument of a state moved off the device its tier, a
   /// reload before each op that reads it and an offload of the value the
   /// function returns for it (once; later rounds see the attribute).
-  void insertMoves(func::FuncOp func, const std::vector<State> &states,
+  void insertMoves(func::FuncOp func,
+                   const std::vector<memory::PersistentTensor> &states,
                    const llvm::StringMap<size_t> &stateIndex) {
     Block &body = func.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());

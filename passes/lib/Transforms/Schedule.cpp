@@ -19,7 +19,6 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SetVector.h"
-#include "llvm/ADT/StringSet.h"
 
 #include <algorithm>
 
@@ -98,26 +97,10 @@ struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
   }
 
   /// Device bytes that stay whatever the order: state and inputs on the
-  /// device tier (once per name), constants.
+  /// device tier, constants (as strata-plan-memory counts them).
   static int64_t persistentDeviceBytes(ModuleOp module) {
-    llvm::StringSet<> seen;
-    int64_t total = 0;
-    for (auto func : module.getOps<func::FuncOp>()) {
-      if (func.isExternal())
-        continue;
-      for (BlockArgument arg : func.getArguments()) {
-        auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                      graph::kNameAttrName);
-        if (!name || func.getArgAttr(arg.getArgNumber(), "memory.tier") ||
-            !seen.insert(name.getValue()).second)
-          continue;
-        total += (memory::storageBytes(arg.getType()) + 63) / 64 * 64;
-      }
-      func.walk([&](graph::ConstantOp c) {
-        total += (memory::storageBytes(c.getType()) + 63) / 64 * 64;
-      });
-    }
-    return total;
+    memory::PersistentState state = memory::collectPersistentState(module, 64);
+    return state.tierBytes("device", 64) + state.constantBytes;
   }
 
   std::vector<Fetch> findFetches(Block &body) {

@@ -28,16 +28,6 @@ bool anyOverlap(ArrayRef<Range> a, ArrayRef<Range> b) {
   return false;
 }
 
-std::string locationName(Location loc) {
-  if (auto name = dyn_cast<NameLoc>(loc))
-    return name.getName().str();
-  if (auto fused = dyn_cast<FusedLoc>(loc))
-    for (Location l : fused.getLocations())
-      if (auto name = dyn_cast<NameLoc>(l))
-        return name.getName().str();
-  return "";
-}
-
 } // namespace
 
 bool conflict(const OpAccess &a, const OpAccess &b) {
@@ -121,7 +111,7 @@ std::string describe(const OpAccess &access, int64_t id,
   llvm::raw_string_ostream os(s);
   os << "'" << access.op->getName() << "' (instruction " << id
      << " on stream " << streams[access.stream];
-  std::string node = locationName(access.op->getLoc());
+  std::string node = graph::onnxNodeName(access.op->getLoc());
   if (!node.empty())
     os << ", node " << node;
   os << ")";

@@ -19,6 +19,7 @@
 
 namespace strata::plan {
 class Plan;
+class Tensor;
 } // namespace strata::plan
 
 namespace strata::runtime {
@@ -36,6 +37,9 @@ uint64_t fnv1a64(const void *data, size_t size, uint64_t seed = 0xcbf29ce4842223
 
 /// The DType of a schema dtype value.
 DType fromPlanDType(int dtype);
+
+/// Bytes of a plan tensor as the runtime stores it (i1 as one byte).
+uint64_t tensorBytes(const plan::Tensor &t);
 
 class Artifact {
 public:

@@ -25,3 +25,13 @@ Operation *GraphDialect::materializeConstant(OpBuilder &builder,
     return nullptr;
   return builder.create<ConstantOp>(loc, elements);
 }
+
+std::string strata::graph::onnxNodeName(mlir::Location loc) {
+  if (auto name = mlir::dyn_cast<mlir::NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = mlir::dyn_cast<mlir::FusedLoc>(loc))
+    for (mlir::Location inner : fused.getLocations())
+      if (auto name = mlir::dyn_cast<mlir::NameLoc>(inner))
+        return name.getName().str();
+  return "";
+}

@@ -13,6 +13,8 @@
 
 #include "strata/Dialect/Graph/IR/GraphOpsDialect.h.inc"
 
+#include <string>
+
 namespace strata::graph {
 
 /// Argument and result attribute names shared by the importer and passes.
@@ -24,6 +26,10 @@ inline constexpr llvm::StringLiteral kRoleAttrName = "graph.role";
 inline constexpr llvm::StringLiteral kNameAttrName = "graph.name";
 /// Function attribute: the ONNX names of the results, in order.
 inline constexpr llvm::StringLiteral kOutputNamesAttrName = "graph.outputs";
+
+/// The ONNX node an op came from: the importer names each op's location
+/// after its node (a NameLoc, possibly fused); "" when there is none.
+std::string onnxNodeName(mlir::Location loc);
 
 /// Attaches each differentiable op's GradientOpInterface (GraphGradients.cpp);
 /// called when the dialect is loaded.
