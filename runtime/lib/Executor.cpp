@@ -162,14 +162,9 @@ Status Executor::create(const Artifact &artifact, const KernelRegistry &kernels,
       return Status::error("plan: parameter '" + param.name() +
                            "' is sharded but this rank's params.bin section "
                            "is not mapped");
-    if (v.onSsd) {
-      if (::pwrite(e->ssdFile_, base + param.offset(), v.bytes(),
-                   off_t(v.fileOffset)) != ssize_t(v.bytes()))
-        return Status::error("cannot write '" + param.name() +
-                             "' to the SSD tier");
-    } else {
-      std::memcpy(v.data, base + param.offset(), v.bytes());
-    }
+    if (!writeViewBytes(v, e->ssdFile_, base + param.offset()))
+      return Status::error("cannot write '" + param.name() +
+                           "' to the SSD tier");
   }
   for (const auto &t : p.tensors()) {
     if (t.kind() == plan::PARAMETER || t.kind() == plan::BUFFER ||
@@ -280,25 +275,13 @@ bool Executor::hasProgram(std::string_view program) const {
 std::vector<Executor::StateTensor> Executor::getStates() { return states_; }
 
 Status Executor::readState(const StateTensor &state, void *out) const {
-  const TensorView &v = *state.view;
-  if (!v.onSsd) {
-    std::memcpy(out, v.data, v.bytes());
-    return Status::ok();
-  }
-  if (::pread(ssdFile_, out, v.bytes(), off_t(v.fileOffset)) !=
-      ssize_t(v.bytes()))
+  if (!readViewBytes(*state.view, ssdFile_, out))
     return Status::error("cannot read '" + state.name + "' from the SSD tier");
   return Status::ok();
 }
 
 Status Executor::writeState(const StateTensor &state, const void *in) {
-  const TensorView &v = *state.view;
-  if (!v.onSsd) {
-    std::memcpy(v.data, in, v.bytes());
-    return Status::ok();
-  }
-  if (::pwrite(ssdFile_, in, v.bytes(), off_t(v.fileOffset)) !=
-      ssize_t(v.bytes()))
+  if (!writeViewBytes(*state.view, ssdFile_, in))
     return Status::error("cannot write '" + state.name + "' to the SSD tier");
   return Status::ok();
 }

@@ -11,9 +11,6 @@
 #include "CpuKernels.h"
 #include "kernels/KernelUtils.h"
 
-#include <unistd.h>
-
-#include <cstring>
 #include <string>
 
 namespace strata::runtime::cpu {
@@ -38,20 +35,9 @@ Status reloadKernel(KernelContext &ctx) {
   if (Status s = checkMove(ctx, op); !s)
     return s;
   const TensorView &from = ctx.inputs[0];
-  TensorView &to = ctx.outputs[0];
-  if (!from.onSsd) {
-    std::memcpy(to.data, from.data, to.bytes());
-    return Status::ok();
-  }
-  size_t done = 0;
-  while (done < to.bytes()) {
-    ssize_t n = ::pread(ctx.ssdFile, static_cast<char *>(to.data) + done,
-                        to.bytes() - done, off_t(from.fileOffset + done));
-    if (n <= 0)
-      return Status::error(op + ": reading " + from.describe() +
-                           " from the SSD tier failed");
-    done += size_t(n);
-  }
+  if (!readViewBytes(from, ctx.ssdFile, ctx.outputs[0].data))
+    return Status::error(op + ": reading " + from.describe() +
+                         " from the SSD tier failed");
   return Status::ok();
 }
 
@@ -60,20 +46,9 @@ Status offloadKernel(KernelContext &ctx) {
   if (Status s = checkMove(ctx, op); !s)
     return s;
   const TensorView &from = ctx.inputs[0];
-  TensorView &to = ctx.outputs[0];
-  if (!to.onSsd) {
-    std::memcpy(to.data, from.data, from.bytes());
-    return Status::ok();
-  }
-  size_t done = 0;
-  while (done < from.bytes()) {
-    ssize_t n = ::pwrite(ctx.ssdFile, static_cast<const char *>(from.data) + done,
-                         from.bytes() - done, off_t(to.fileOffset + done));
-    if (n <= 0)
-      return Status::error(op + ": writing " + from.describe() +
-                           " to the SSD tier failed");
-    done += size_t(n);
-  }
+  if (!writeViewBytes(ctx.outputs[0], ctx.ssdFile, from.data))
+    return Status::error(op + ": writing " + from.describe() +
+                         " to the SSD tier failed");
   return Status::ok();
 }
 

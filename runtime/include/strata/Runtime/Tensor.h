@@ -36,6 +36,15 @@ struct TensorView {
   std::string describe() const;
 };
 
+/// Copies `v`'s bytes into `out`: from its memory, or on the SSD tier from
+/// its range of `ssdFile` (positioned reads until every byte is in). False
+/// when the file could not be read.
+bool readViewBytes(const TensorView &v, int ssdFile, void *out);
+
+/// Copies `in` into `v`'s bytes: its memory, or on the SSD tier its range of
+/// `ssdFile`. False when the file could not be written.
+bool writeViewBytes(const TensorView &v, int ssdFile, const void *in);
+
 /// "[8x64]"
 std::string shapeString(const std::vector<int64_t> &shape);
 
