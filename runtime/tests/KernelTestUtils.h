@@ -65,6 +65,17 @@ void expectClose(const std::vector<T> &got, const std::vector<T> &want,
         << "at " << i;
 }
 
+/// The attributes of graph.slice.
+inline KernelAttrs sliceAttrs(std::vector<int64_t> offsets,
+                              std::vector<int64_t> sizes,
+                              std::vector<int64_t> strides) {
+  KernelAttrs a;
+  a.set("offsets", std::move(offsets));
+  a.set("sizes", std::move(sizes));
+  a.set("strides", std::move(strides));
+  return a;
+}
+
 /// Runs the CPU kernel `op`; returns its status.
 inline Status runCpuKernel(const std::string &op,
                            const std::vector<const OwnedTensor *> &inputs,

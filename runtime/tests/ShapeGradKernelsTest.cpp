@@ -14,15 +14,6 @@ using namespace strata::runtime::testing;
 
 namespace {
 
-KernelAttrs sliceAttrs(std::vector<int64_t> offsets, std::vector<int64_t> sizes,
-                       std::vector<int64_t> strides) {
-  KernelAttrs a;
-  a.set("offsets", std::move(offsets));
-  a.set("sizes", std::move(sizes));
-  a.set("strides", std::move(strides));
-  return a;
-}
-
 void checkSlice(std::mt19937_64 &rng, std::vector<int64_t> xShape,
                 const KernelAttrs &attrs) {
   std::vector<int64_t> yShape = attrs.getInts("sizes");

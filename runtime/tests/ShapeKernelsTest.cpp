@@ -152,15 +152,6 @@ TEST(ShapeKernels, TransposeMovesF16Bits) {
 // Slice
 //===----------------------------------------------------------------------===//
 
-KernelAttrs sliceAttrs(std::vector<int64_t> offsets, std::vector<int64_t> sizes,
-                       std::vector<int64_t> strides) {
-  KernelAttrs a;
-  a.set("offsets", std::move(offsets));
-  a.set("sizes", std::move(sizes));
-  a.set("strides", std::move(strides));
-  return a;
-}
-
 TEST(ShapeKernels, SliceWithStrides) {
   // m = torch.arange(24.).reshape(4, 6); m[1:3, 0:6:2]
   OwnedTensor m = arange<float>(DType::F32, {4, 6});
