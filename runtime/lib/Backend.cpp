@@ -31,22 +31,34 @@ std::vector<std::string> candidates() {
   return paths;
 }
 
+/// The loaded libStrataRuntimeCUDA.so, loaded once and never unloaded (its
+/// devices' code lives there); null with the reason in `why`.
+void *loadCudaBackend(std::string &why) {
+  static std::string failure;
+  static void *library = [] {
+    failure = "libStrataRuntimeCUDA.so is not built (no CUDA toolkit at "
+              "build time)";
+    for (const std::string &path : candidates()) {
+      if (void *handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL))
+        return handle;
+      const char *error = ::dlerror();
+      // A library that is there but cannot load says more than one that is
+      // not: keep the first such reason.
+      if (error && ::access(path.c_str(), F_OK) == 0 &&
+          failure.rfind("libStrataRuntimeCUDA.so is not built", 0) == 0)
+        failure = error;
+    }
+    return static_cast<void *>(nullptr);
+  }();
+  why = failure;
+  return library;
+}
+
 } // namespace
 
 Status probeCudaBackend(std::string &devices) {
-  void *library = nullptr;
-  std::string why = "libStrataRuntimeCUDA.so is not built (no CUDA toolkit "
-                    "at build time)";
-  for (const std::string &path : candidates()) {
-    library = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (library)
-      break;
-    const char *error = ::dlerror();
-    // A library that is there but cannot load says more than one that is
-    // not: keep the first such reason.
-    if (error && ::access(path.c_str(), F_OK) == 0)
-      why = error;
-  }
+  std::string why;
+  void *library = loadCudaBackend(why);
   if (!library)
     return Status::error("cuda backend unavailable: " + why);
   using Probe = int (*)(char *, size_t);
@@ -62,6 +74,26 @@ Status probeCudaBackend(std::string &devices) {
   return Status::ok();
 }
 
+Status createCudaDevice(const CudaDeviceOptions &options,
+                        std::unique_ptr<Device> &out) {
+  std::string devices;
+  if (Status s = probeCudaBackend(devices); !s)
+    return s;
+  std::string why;
+  void *library = loadCudaBackend(why);
+  auto create = reinterpret_cast<CreateCudaDeviceFn>(
+      ::dlsym(library, "strata_cuda_create_device"));
+  if (!create)
+    return Status::error("cuda backend unavailable: the library has no "
+                         "strata_cuda_create_device");
+  char message[1024] = {0};
+  Device *device = nullptr;
+  if (create(&options, &device, message, sizeof(message)) != 0 || !device)
+    return Status::error(std::string("cuda backend: ") + message);
+  out.reset(device);
+  return Status::ok();
+}
+
 Status chooseBackend(const std::string &requested, std::string &chosen,
                      std::string &note) {
   note.clear();
@@ -73,15 +105,15 @@ Status chooseBackend(const std::string &requested, std::string &chosen,
     return Status::error("unknown backend '" + requested +
                          "' (cpu, cuda or auto)");
   std::string devices;
-  Status probed = probeCudaBackend(devices);
-  std::string why =
-      probed ? "cuda backend: found " + devices +
-                   ", but its executor is not built yet (issue 6)"
-             : probed.message();
-  if (requested == "cuda")
-    return Status::error(why + "; use --backend cpu");
-  chosen = "cpu";
-  note = why + "; running on the cpu backend";
+  if (Status probed = probeCudaBackend(devices); !probed) {
+    if (requested == "cuda")
+      return Status::error(probed.message() + "; use --backend cpu");
+    chosen = "cpu";
+    note = probed.message() + "; running on the cpu backend";
+    return Status::ok();
+  }
+  chosen = "cuda";
+  note = "cuda backend: " + devices;
   return Status::ok();
 }
 

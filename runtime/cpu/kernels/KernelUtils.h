@@ -10,6 +10,7 @@
 #define STRATA_RUNTIME_CPU_KERNELUTILS_H
 
 #include "strata/Runtime/Kernel.h"
+#include "strata/Runtime/KernelChecks.h"
 
 #include <cblas.h>
 
@@ -56,20 +57,6 @@ Status dispatchAll(DType t, std::string_view op, Fn &&fn) {
   }
 }
 
-/// Checks the number of inputs (within [minIn, maxIn]) and outputs.
-inline Status checkArity(const KernelContext &ctx, std::string_view op,
-                         size_t minIn, size_t maxIn, size_t outs) {
-  if (ctx.inputs.size() < minIn || ctx.inputs.size() > maxIn ||
-      ctx.outputs.size() != outs)
-    return Status::error(std::string(op) + ": expected " +
-                         std::to_string(minIn) +
-                         (minIn == maxIn ? "" : ".." + std::to_string(maxIn)) +
-                         " inputs and " + std::to_string(outs) +
-                         " outputs, got " + std::to_string(ctx.inputs.size()) +
-                         " and " + std::to_string(ctx.outputs.size()));
-  return Status::ok();
-}
-
 /// Calls fn(I{}) with I the C++ type of an index dtype (gather, embedding
 /// and their gradients).
 template <typename Fn>
@@ -88,17 +75,6 @@ Status dispatchIndex(DType t, std::string_view op, Fn &&fn) {
                          ": indices must be i64, i32, i16 or i8, got " +
                          std::string(name(t)));
   }
-}
-
-/// Checks that every attribute in `names` is set (those without an ODS
-/// default, which codegen always writes).
-inline Status requireAttributes(const KernelContext &ctx, std::string_view op,
-                                std::initializer_list<const char *> names) {
-  for (const char *name : names)
-    if (!ctx.attrs.has(name))
-      return Status::error(std::string(op) + ": missing attribute '" + name +
-                           "'");
-  return Status::ok();
 }
 
 /// For every flat index of `out`, the flat index of `in` it reads under numpy

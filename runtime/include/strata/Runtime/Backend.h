@@ -10,8 +10,9 @@
 #ifndef STRATA_RUNTIME_BACKEND_H
 #define STRATA_RUNTIME_BACKEND_H
 
-#include "strata/Runtime/Kernel.h"
+#include "strata/Runtime/Device.h"
 
+#include <memory>
 #include <string>
 
 namespace strata::runtime {
@@ -20,9 +21,13 @@ namespace strata::runtime {
 /// description of the devices; otherwise "cuda backend unavailable: <why>".
 Status probeCudaBackend(std::string &devices);
 
-/// Resolves --backend: "cpu" stays; "cuda" is an error until the CUDA
-/// executor exists (saying what was found); "auto" is "cpu", with `note`
-/// saying why when a GPU was found or the probe failed.
+/// A CUDA device from the backend library (after the probe succeeds).
+Status createCudaDevice(const CudaDeviceOptions &options,
+                        std::unique_ptr<Device> &out);
+
+/// Resolves --backend: "cpu" stays; "cuda" is the cuda backend or an error
+/// saying why it is unavailable; "auto" is "cuda" where the probe finds a
+/// GPU, else "cpu" with `note` saying why.
 Status chooseBackend(const std::string &requested, std::string &chosen,
                      std::string &note);
 

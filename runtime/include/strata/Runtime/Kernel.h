@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -82,24 +83,49 @@ struct KernelContext {
   Communicator *comm = nullptr;
   /// The file behind the SSD tier (-1: none).
   int ssdFile = -1;
+  /// On an asynchronous device, its object for the stream the kernel
+  /// enqueues on (backend-defined: the CUDA backend's names a cudaStream_t,
+  /// a cuBLASLt handle and a workspace); null on the CPU.
+  void *stream = nullptr;
+  /// What the kernel's prepare function made for this instruction at load
+  /// (null without one).
+  const void *prepared = nullptr;
 };
 
 using KernelFn = std::function<Status(KernelContext &)>;
 
+/// Work a kernel does once per instruction, at load, rather than every step
+/// (picking a cuBLASLt algorithm for the shapes; broadcast index tables).
+/// Sees the instruction's views and attributes (not their values: nothing
+/// is computed yet, and ctx.stream is null); whatever it leaves in
+/// `prepared` reaches every launch as ctx.prepared.
+using PrepareFn =
+    std::function<Status(KernelContext &, std::shared_ptr<void> &prepared)>;
+
 /// Kernels by op name, one registry per backend.
 class KernelRegistry {
 public:
-  void add(std::string opName, KernelFn fn) {
-    kernels_[std::move(opName)] = std::move(fn);
+  void add(std::string opName, KernelFn fn, PrepareFn prepare = nullptr) {
+    kernels_[std::move(opName)] = {std::move(fn), std::move(prepare)};
   }
   const KernelFn *lookup(std::string_view opName) const {
     auto it = kernels_.find(opName);
-    return it == kernels_.end() ? nullptr : &it->second;
+    return it == kernels_.end() ? nullptr : &it->second.run;
+  }
+  /// The op's prepare function, or null when it has none.
+  const PrepareFn *lookupPrepare(std::string_view opName) const {
+    auto it = kernels_.find(opName);
+    return it == kernels_.end() || !it->second.prepare ? nullptr
+                                                       : &it->second.prepare;
   }
   std::vector<std::string> names() const;
 
 private:
-  std::map<std::string, KernelFn, std::less<>> kernels_;
+  struct Entry {
+    KernelFn run;
+    PrepareFn prepare;
+  };
+  std::map<std::string, Entry, std::less<>> kernels_;
 };
 
 /// The CPU backend's kernels, built once.

@@ -1,0 +1,37 @@
+//===- CudaKernels.h - Registration of the CUDA backend's kernels -*- C++ -*-===//
+//
+// Private to runtime/cuda. Each file under kernels/ registers one family,
+// mirroring runtime/cpu/kernels/ file for file; the CPU kernel of an op is
+// its specification (same checks, same messages, same numbers within the
+// tolerances of docs/cuda.md).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_RUNTIME_CUDA_CUDAKERNELS_H
+#define STRATA_RUNTIME_CUDA_CUDAKERNELS_H
+
+#include "strata/Runtime/Kernel.h"
+
+namespace strata::runtime::cuda {
+
+void registerElementwiseKernels(KernelRegistry &registry);
+void registerElementwiseGradKernels(KernelRegistry &registry);
+void registerShapeKernels(KernelRegistry &registry);
+void registerShapeGradKernels(KernelRegistry &registry);
+void registerReductionKernels(KernelRegistry &registry);
+void registerLinearAlgebraKernels(KernelRegistry &registry);
+void registerNormalizationKernels(KernelRegistry &registry);
+void registerAttentionKernels(KernelRegistry &registry);
+void registerLossKernels(KernelRegistry &registry);
+void registerDropoutKernels(KernelRegistry &registry);
+void registerConvolutionKernels(KernelRegistry &registry);
+void registerNeuralNetGradKernels(KernelRegistry &registry);
+void registerOptimizerKernels(KernelRegistry &registry);
+void registerMoveKernels(KernelRegistry &registry);
+
+/// Every family above, built once.
+const KernelRegistry &getCudaKernels();
+
+} // namespace strata::runtime::cuda
+
+#endif // STRATA_RUNTIME_CUDA_CUDAKERNELS_H

@@ -1,0 +1,62 @@
+//===- CudaStream.h - What a CUDA kernel launches on ------------*- C++ -*-===//
+//
+// Private to runtime/cuda. The CUDA device hands every kernel, as
+// KernelContext::stream, its CudaStream for the schedule stream the
+// instruction runs on: the cudaStream_t, that stream's cuBLASLt handle and
+// workspace, and the device's properties kernels size their grids by. A
+// kernel enqueues its work there and returns; it never synchronizes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_RUNTIME_CUDA_CUDASTREAM_H
+#define STRATA_RUNTIME_CUDA_CUDASTREAM_H
+
+#include "strata/Runtime/Kernel.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+namespace strata::runtime::cuda {
+
+struct CudaStream {
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  /// cuBLASLt's workspace for this stream (one per stream: two streams'
+  /// matmuls may run at once).
+  void *workspace = nullptr;
+  size_t workspaceBytes = 0;
+  int multiProcessors = 1;
+  int ordinal = 0;
+};
+
+/// The CudaStream of a launch (ctx.stream is never null on this backend).
+inline const CudaStream &streamOf(const KernelContext &ctx) {
+  return *static_cast<const CudaStream *>(ctx.stream);
+}
+
+/// "<what>: <CUDA's name for the error> (<its description>)".
+inline Status cudaStatus(cudaError_t error, const std::string &what) {
+  if (error == cudaSuccess)
+    return Status::ok();
+  return Status::error(what + ": " + cudaGetErrorName(error) + " (" +
+                       cudaGetErrorString(error) + ")");
+}
+
+/// A kernel launch's configuration error, if any (cudaGetLastError after
+/// the <<<>>>; the kernel's own failures surface at the synchronize).
+inline Status launchStatus(const std::string &op) {
+  return cudaStatus(cudaGetLastError(), op + ": kernel launch");
+}
+
+inline Status cublasStatus(cublasStatus_t status, const std::string &what) {
+  if (status == CUBLAS_STATUS_SUCCESS)
+    return Status::ok();
+  return Status::error(what + ": cuBLASLt status " +
+                       std::to_string(int(status)));
+}
+
+} // namespace strata::runtime::cuda
+
+#endif // STRATA_RUNTIME_CUDA_CUDASTREAM_H

@@ -1,0 +1,96 @@
+//===- CudaKernelUtils.cuh - Shared helpers of the CUDA kernels -*- CUDA -*-===//
+//
+// Private to runtime/cuda: element-type dispatch (the same dtypes the CPU
+// kernels take, so the CPU kernel stays the specification), grid sizing,
+// and the checks both backends share (strata/Runtime/KernelChecks.h).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_RUNTIME_CUDA_KERNELS_CUDAKERNELUTILS_CUH
+#define STRATA_RUNTIME_CUDA_KERNELS_CUDAKERNELUTILS_CUH
+
+#include "CudaKernels.h"
+#include "CudaStream.h"
+
+#include "strata/Runtime/KernelChecks.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace strata::runtime::cuda {
+
+/// Threads per block of the grid-stride kernels.
+inline constexpr int kBlock = 256;
+
+/// Blocks for a grid-stride loop over n elements: enough to fill the GPU a
+/// few times over, never more than n needs.
+inline unsigned gridFor(const CudaStream &s, int64_t n) {
+  int64_t needed = (n + kBlock - 1) / kBlock;
+  int64_t cap = int64_t(s.multiProcessors) * 8;
+  return unsigned(std::max<int64_t>(1, std::min(needed, cap)));
+}
+
+/// Calls fn(T{}) with T the C++ type of float dtype `t` (f32, f64), as the
+/// CPU's dispatchFloat does.
+template <typename Fn>
+Status dispatchFloat(DType t, std::string_view op, Fn &&fn) {
+  switch (t) {
+  case DType::F32:
+    return fn(float{});
+  case DType::F64:
+    return fn(double{});
+  default:
+    return Status::error(std::string(op) + ": element type " +
+                         std::string(name(t)) + " is not supported");
+  }
+}
+
+/// Calls fn(T{}) for every storable dtype (i1 as uint8_t).
+template <typename Fn>
+Status dispatchAll(DType t, std::string_view op, Fn &&fn) {
+  switch (t) {
+  case DType::F32: return fn(float{});
+  case DType::F64: return fn(double{});
+  case DType::I64: return fn(int64_t{});
+  case DType::I32: return fn(int32_t{});
+  case DType::I16: return fn(int16_t{});
+  case DType::I8: return fn(int8_t{});
+  case DType::I1: return fn(uint8_t{});
+  default:
+    return Status::error(std::string(op) + ": element type " +
+                         std::string(name(t)) + " is not supported");
+  }
+}
+
+/// Calls fn(I{}) with I the C++ type of an index dtype.
+template <typename Fn>
+Status dispatchIndex(DType t, std::string_view op, Fn &&fn) {
+  switch (t) {
+  case DType::I64: return fn(int64_t{});
+  case DType::I32: return fn(int32_t{});
+  case DType::I16: return fn(int16_t{});
+  case DType::I8: return fn(int8_t{});
+  default:
+    return Status::error(std::string(op) +
+                         ": indices must be i64, i32, i16 or i8, got " +
+                         std::string(name(t)));
+  }
+}
+
+/// Up to this many dimensions travel to a kernel by value (shapes and
+/// strides of broadcasts, transposes, slices); more is an error.
+inline constexpr int kMaxRank = 8;
+
+struct Dims {
+  int rank = 0;
+  int64_t size[kMaxRank] = {};
+  int64_t stride[kMaxRank] = {};
+};
+
+} // namespace strata::runtime::cuda
+
+#endif // STRATA_RUNTIME_CUDA_KERNELS_CUDAKERNELUTILS_CUH

@@ -1,0 +1,14 @@
+//===- DropoutKernels.cu - Dropout kernels on CUDA -------------------------------===//
+//
+// Not written yet: the family registers no kernel, so an artifact using one
+// of its ops is refused at load ("no kernel for ... in this backend").
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaKernels.h"
+
+namespace strata::runtime::cuda {
+
+void registerDropoutKernels(KernelRegistry &registry) {}
+
+} // namespace strata::runtime::cuda
