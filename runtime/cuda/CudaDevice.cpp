@@ -204,6 +204,7 @@ private:
       s->lt = lt_;
       s->ordinal = ordinal_;
       s->multiProcessors = properties_.multiProcessorCount;
+      s->tf32 = options_.tf32;
       if (Status st = cudaStatus(
               cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking),
               "cudaStreamCreateWithFlags");

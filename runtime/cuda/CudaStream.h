@@ -29,6 +29,8 @@ struct CudaStream {
   size_t workspaceBytes = 0;
   int multiProcessors = 1;
   int ordinal = 0;
+  /// f32 matmuls may use TF32 tensor cores (strata-run --tf32).
+  bool tf32 = false;
 };
 
 /// The CudaStream of a launch (ctx.stream is never null on this backend).

@@ -117,6 +117,9 @@ struct CudaDeviceOptions {
   int ordinal = 0;
   /// Bytes of cuBLASLt workspace per stream.
   size_t workspaceBytes = size_t(32) << 20;
+  /// f32 matmuls may round their operands to TF32 (10-bit mantissa) on
+  /// tensor cores; off, they are IEEE f32.
+  bool tf32 = false;
 };
 using CreateCudaDeviceFn = int (*)(const CudaDeviceOptions *options,
                                    Device **out, char *message, size_t size);
