@@ -80,7 +80,12 @@ const char *kUsage =
     "  --int-high N            upper bound for random integer inputs (2)\n"
     "  --output NAME=FILE      write output NAME's raw bytes to FILE\n"
     "  --backend cpu|cuda|auto the backend (cpu; auto: cuda where a GPU and\n"
-    "                          the cuda backend are, else cpu with a note)\n"
+    "                          the cuda backend are, else cpu with a note;\n"
+    "                          queued: the cpu run as CUDA runs it, stream\n"
+    "                          queues and events, lazily, so a missing event\n"
+    "                          is a wrong answer)\n"
+    "  --tf32                  cuda: f32 matmuls may use TF32 tensor cores\n"
+    "  --probe-backend         print what --backend auto would pick, and why\n"
     "  --help                  this text\n";
 
 int error(const std::string &message) {
@@ -171,6 +176,14 @@ int runMain(int argc, char **argv) {
     std::string value, name, file;
     if (arg == "--help" || arg == "-h") {
       std::cout << kUsage;
+      return 0;
+    } else if (arg == "--probe-backend") {
+      // What --backend auto picks, and why: "cuda: <devices>" or
+      // "cpu: <why not cuda>".
+      std::string devices;
+      Status probed = probeCudaBackend(devices);
+      std::cout << (probed ? "cuda: " + devices : "cpu: " + probed.message())
+                << "\n";
       return 0;
     } else if (arg == "--forward") {
       forward = true;
@@ -272,7 +285,9 @@ int runMain(int argc, char **argv) {
       train.checkReplicas = true;
     } else if (arg == "--backend") {
       if (!next(backend))
-        return error("--backend expects cpu, cuda or auto");
+        return error("--backend expects cpu, cuda, auto or queued");
+    } else if (arg == "--tf32") {
+      train.tf32 = true;
     } else if (!arg.empty() && arg[0] == '-') {
       return error("unknown option '" + arg + "' (see --help)");
     } else if (artifactDir.empty()) {
@@ -289,6 +304,7 @@ int runMain(int argc, char **argv) {
     return error(s.message());
   if (!note.empty() && !train.quiet)
     std::cerr << "strata-run: note: " << note << "\n";
+  train.backend = chosen;
   if (!forward) {
     train.artifactDir = artifactDir;
     return runtime::train(train);
@@ -305,8 +321,13 @@ int runMain(int argc, char **argv) {
                  "' is sharded over " +
                  std::to_string(artifact->getPlan().topology().world()) +
                  " ranks (compile without --world to evaluate)");
+  std::shared_ptr<Device> device;
+  if (Status s = createDevice(chosen, 0, train.tf32, device); !s)
+    return error(s.message());
   std::unique_ptr<Executor> executor;
-  if (Status s = Executor::create(*artifact, getCpuKernels(), executor); !s)
+  if (Status s = Executor::create(*artifact, device, executor,
+                                  ExecutorOptions());
+      !s)
     return error(s.message());
 
   if (train.resume) {

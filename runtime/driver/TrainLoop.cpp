@@ -8,6 +8,8 @@
 
 #include "strata/Runtime/Training.h"
 
+#include "strata/Runtime/Backend.h"
+
 #include "strata/Runtime/Communicator.h"
 #include "strata/Runtime/DataLoader.h"
 
@@ -278,6 +280,36 @@ int consolidate(const Artifact &artifact, const TrainOptions &options) {
 
 } // namespace
 
+Status createDevice(const std::string &backend, int rank, bool tf32,
+                    std::shared_ptr<Device> &out) {
+  if (backend == "cpu") {
+    out = createCpuDevice();
+    return Status::ok();
+  }
+  if (backend == "queued") {
+    out = createQueueModelDevice(getCpuKernels());
+    return Status::ok();
+  }
+  if (backend != "cuda")
+    return Status::error("unknown backend '" + backend + "'");
+  // The launcher's rank on this node picks the GPU.
+  int local = rank;
+  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                           "SLURM_LOCALID", "LOCAL_RANK"})
+    if (const char *value = std::getenv(name)) {
+      local = std::atoi(value);
+      break;
+    }
+  CudaDeviceOptions options;
+  options.ordinal = local;
+  options.tf32 = tf32;
+  std::unique_ptr<Device> device;
+  if (Status s = createCudaDevice(options, device); !s)
+    return s;
+  out = std::move(device);
+  return Status::ok();
+}
+
 int train(const TrainOptions &options) {
   std::unique_ptr<Artifact> artifact;
   if (Status s = Artifact::load(options.artifactDir, artifact); !s)
@@ -319,7 +351,14 @@ int train(const TrainOptions &options) {
   executorOptions.rank = rank;
   executorOptions.ssdDir = options.ssdDir;
   executorOptions.injectDelayMicros = options.injectDelayMicros;
-  if (Status s = Executor::create(*artifact, getCpuKernels(), executor,
+  std::shared_ptr<Device> device;
+  if (Status s = createDevice(options.backend, rank, options.tf32, device); !s)
+    return error(s.message());
+  if (!options.tracePath.empty() && device->isAsynchronous())
+    return error("--trace records the cpu backend's threads; on the " +
+                 std::string(device->getName()) +
+                 " backend it is not supported yet");
+  if (Status s = Executor::create(*artifact, device, executor,
                                   executorOptions);
       !s)
     return error(s.message());
@@ -589,16 +628,19 @@ int train(const TrainOptions &options) {
         loader->itemsPerMicroStep() * accum * world / (ms / 1000.0);
     const char *unit = loader->countsTokens() ? "tokens_per_s" : "samples_per_s";
     if (log && leader) {
-      // JSON has no NaN or infinity: an overflowed norm is null.
-      char normText[32] = "null";
+      // JSON has no NaN or infinity: a diverged loss or an overflowed norm
+      // is null.
+      char normText[32] = "null", lossText[32] = "null";
       if (std::isfinite(norm))
         std::snprintf(normText, sizeof(normText), "%.9g", norm);
+      if (std::isfinite(loss))
+        std::snprintf(lossText, sizeof(lossText), "%.9g", loss);
       char line[512];
       std::snprintf(line, sizeof(line),
-                    "{\"step\": %llu, \"loss\": %.9g, \"lr\": %.9g, "
+                    "{\"step\": %llu, \"loss\": %s, \"lr\": %.9g, "
                     "\"grad_norm\": %s, \"%s\": %.1f, \"step_ms\": %.3f, "
                     "\"peak_memory_bytes\": %lld, \"allocations\": %llu",
-                    static_cast<unsigned long long>(s + 1), loss, lr, normText,
+                    static_cast<unsigned long long>(s + 1), lossText, lr, normText,
                     unit, perSecond, ms,
                     static_cast<long long>(peakMemoryBytes()),
                     static_cast<unsigned long long>(allocations));

@@ -97,13 +97,13 @@ Status createCudaDevice(const CudaDeviceOptions &options,
 Status chooseBackend(const std::string &requested, std::string &chosen,
                      std::string &note) {
   note.clear();
-  if (requested == "cpu") {
-    chosen = "cpu";
+  if (requested == "cpu" || requested == "queued") {
+    chosen = requested;
     return Status::ok();
   }
   if (requested != "cuda" && requested != "auto")
     return Status::error("unknown backend '" + requested +
-                         "' (cpu, cuda or auto)");
+                         "' (cpu, cuda, auto or queued)");
   std::string devices;
   if (Status probed = probeCudaBackend(devices); !probed) {
     if (requested == "cuda")

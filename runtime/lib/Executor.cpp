@@ -52,13 +52,53 @@ Executor::~Executor() {
     t.join();
   if (ssdFile_ >= 0)
     ::close(ssdFile_);
+  if (device_) {
+    device_->release(MemoryKind::Device, deviceBlock_);
+    device_->release(MemoryKind::Host, hostBlock_);
+    device_->release(MemoryKind::Host, stagingBlock_);
+  }
 }
 
-Status Executor::create(const Artifact &artifact, const KernelRegistry &kernels,
+Status Executor::storeBytes(const TensorView &v, const void *in,
+                            const std::string &what) {
+  if (v.onSsd) {
+    if (!writeViewBytes(v, ssdFile_, in))
+      return Status::error("cannot write " + what + " to the SSD tier");
+    return Status::ok();
+  }
+  if (v.onHost || device_->isHostAddressable()) {
+    std::memcpy(v.data, in, v.bytes());
+    return Status::ok();
+  }
+  if (Status s = device_->copyToDevice(v.data, in, v.bytes()); !s)
+    return Status::error("cannot write " + what + ": " + s.message());
+  return Status::ok();
+}
+
+Status Executor::loadBytes(const TensorView &v, void *out,
+                           const std::string &what) const {
+  if (v.onSsd) {
+    if (!readViewBytes(v, ssdFile_, out))
+      return Status::error("cannot read " + what + " from the SSD tier");
+    return Status::ok();
+  }
+  if (v.onHost || device_->isHostAddressable()) {
+    std::memcpy(out, v.data, v.bytes());
+    return Status::ok();
+  }
+  if (Status s = device_->copyToHost(out, v.data, v.bytes()); !s)
+    return Status::error("cannot read " + what + ": " + s.message());
+  return Status::ok();
+}
+
+Status Executor::create(const Artifact &artifact, std::shared_ptr<Device> device,
                         std::unique_ptr<Executor> &out,
                         const ExecutorOptions &options) {
   const plan::Plan &p = artifact.getPlan();
   std::unique_ptr<Executor> e(new Executor());
+  e->device_ = std::move(device);
+  Device &d = *e->device_;
+  const KernelRegistry &kernels = d.getKernels();
   int rank = options.rank;
 
   // The device block: the persistent tensors and the constants end to end,
@@ -112,13 +152,21 @@ Status Executor::create(const Artifact &artifact, const KernelRegistry &kernels,
     total = (total + page - 1) / page * page;
     host = (host + page - 1) / page * page;
   }
-  e->arena_.assign(total, 0);
-  e->host_.assign(host, 0);
+  if (Status s = d.allocate(MemoryKind::Device, total, &e->deviceBlock_); !s)
+    return s;
+  e->deviceBytes_ = total;
+  if (host) {
+    if (Status s = d.allocate(MemoryKind::Host, host, &e->hostBlock_); !s)
+      return s;
+    e->hostBytes_ = host;
+  }
   for (const auto &t : p.tensors()) {
     TensorView &v = e->tensors_[t.id()];
     if (v.onSsd)
       continue;
-    v.data = (t.tier() == plan::HOST ? e->host_.data() : e->arena_.data()) +
+    v.onHost = t.tier() == plan::HOST;
+    v.data = static_cast<unsigned char *>(v.onHost ? e->hostBlock_
+                                                   : e->deviceBlock_) +
              offsets[t.id()];
   }
   if (ssd) {
@@ -147,7 +195,10 @@ Status Executor::create(const Artifact &artifact, const KernelRegistry &kernels,
       return Status::error("plan: constant '" + t.name() + "' has " +
                            std::to_string(t.constant_data().size()) +
                            " bytes, expected " + std::to_string(v.bytes()));
-    std::memcpy(v.data, t.constant_data().data(), v.bytes());
+    if (Status s = e->storeBytes(v, t.constant_data().data(),
+                                 "constant '" + t.name() + "'");
+        !s)
+      return s;
   }
   for (const auto &param : p.parameters()) {
     TensorView &v = e->tensors_[param.tensor()];
@@ -162,9 +213,10 @@ Status Executor::create(const Artifact &artifact, const KernelRegistry &kernels,
       return Status::error("plan: parameter '" + param.name() +
                            "' is sharded but this rank's params.bin section "
                            "is not mapped");
-    if (!writeViewBytes(v, e->ssdFile_, base + param.offset()))
-      return Status::error("cannot write '" + param.name() +
-                           "' to the SSD tier");
+    if (Status s = e->storeBytes(v, base + param.offset(),
+                                 "'" + param.name() + "'");
+        !s)
+      return s;
   }
   for (const auto &t : p.tensors()) {
     if (t.kind() == plan::PARAMETER || t.kind() == plan::BUFFER ||
@@ -200,6 +252,13 @@ Status Executor::create(const Artifact &artifact, const KernelRegistry &kernels,
           step.rngStream = static_cast<uint64_t>(a.int_value()) | (1ull << 63);
       }
       step.description = inst.op() + " (node '" + inst.location() + "')";
+      if (const PrepareFn *prepare = kernels.lookupPrepare(inst.op())) {
+        KernelContext ctx{step.inputs, step.outputs, step.attrs};
+        if (Status s = (*prepare)(ctx, step.prepared); !s)
+          return Status::error(prog.name() + " instruction " +
+                               std::to_string(program.steps.size()) + ", " +
+                               step.description + ": " + s.message());
+      }
       step.stream = inst.stream();
       step.waits.assign(inst.waits().begin(), inst.waits().end());
       const std::string &op = inst.op();
@@ -232,6 +291,64 @@ Status Executor::create(const Artifact &artifact, const KernelRegistry &kernels,
       program.streams[program.steps[i].stream].push_back(i);
     e->doneSize_ = std::max(e->doneSize_, program.steps.size());
   }
+
+  if (d.isAsynchronous()) {
+    // An event after every step another stream waits for (the join covers
+    // the steps after it), then one that opens the streams and one per
+    // stream that joins it into stream 0.
+    uint32_t events = 0, streams = 1;
+    for (auto &[name, program] : e->programs_) {
+      uint32_t n = 0;
+      for (uint32_t i = 0; i < program.tail; ++i)
+        for (uint32_t w : program.steps[i].waits) {
+          Step &waited = program.steps[w];
+          if (waited.stream != program.steps[i].stream && !waited.recordsEvent) {
+            waited.recordsEvent = true;
+            waited.event = n++;
+          }
+        }
+      program.startEvent = n++;
+      program.joinEvents.assign(program.streams.size(), 0);
+      for (size_t s = 1; s < program.streams.size(); ++s)
+        program.joinEvents[s] = n++;
+      events = std::max(events, n);
+      streams = std::max(streams, uint32_t(program.streams.size()));
+    }
+    if (Status s = d.createQueues(streams, events); !s)
+      return s;
+  }
+  if (!d.isHostAddressable()) {
+    // Inputs and outputs reach the host through buffers of their own, one
+    // per tensor (a name may be an input of one program and an output of
+    // another), in one block of host memory.
+    std::map<uint32_t, size_t> stagingOffsets;
+    size_t bytes = 0;
+    for (auto &[name, program] : e->programs_) {
+      for (const std::string &input : program.inputs)
+        program.stagedInputs.push_back(e->inputs_[input]);
+      for (const std::string &output : program.outputs)
+        program.stagedOutputs.push_back(e->outputs_[output]);
+      for (auto *ids : {&program.stagedInputs, &program.stagedOutputs})
+        for (uint32_t id : *ids)
+          if (!e->tensors_[id].onHost && !stagingOffsets.count(id)) {
+            stagingOffsets[id] = bytes;
+            bytes += alignUp(std::max<size_t>(e->tensors_[id].bytes(), 1));
+          }
+    }
+    // A HOST-tier input or output needs no staging: the host has it.
+    for (auto &[name, program] : e->programs_)
+      for (auto *ids : {&program.stagedInputs, &program.stagedOutputs})
+        std::erase_if(*ids, [&](uint32_t id) { return !stagingOffsets.count(id); });
+    if (bytes)
+      if (Status s = d.allocate(MemoryKind::Host, bytes, &e->stagingBlock_); !s)
+        return s;
+    for (auto [id, offset] : stagingOffsets) {
+      TensorView v = e->tensors_[id];
+      v.data = static_cast<unsigned char *>(e->stagingBlock_) + offset;
+      v.onHost = true;
+      e->staging_[id] = v;
+    }
+  }
   e->options_ = options;
   e->trace_.resize(e->doneSize_);
   e->done_.reset(new std::atomic<uint64_t>[std::max<size_t>(e->doneSize_, 1)]);
@@ -243,12 +360,18 @@ Status Executor::create(const Artifact &artifact, const KernelRegistry &kernels,
 
 TensorView *Executor::findInput(const std::string &name) {
   auto it = inputs_.find(name);
-  return it == inputs_.end() ? nullptr : &tensors_[it->second];
+  if (it == inputs_.end())
+    return nullptr;
+  auto staged = staging_.find(it->second);
+  return staged != staging_.end() ? &staged->second : &tensors_[it->second];
 }
 
 const TensorView *Executor::findOutput(const std::string &name) const {
   auto it = outputs_.find(name);
-  return it == outputs_.end() ? nullptr : &tensors_[it->second];
+  if (it == outputs_.end())
+    return nullptr;
+  auto staged = staging_.find(it->second);
+  return staged != staging_.end() ? &staged->second : &tensors_[it->second];
 }
 
 std::vector<std::string> Executor::getInputNames(std::string_view program) const {
@@ -275,21 +398,23 @@ bool Executor::hasProgram(std::string_view program) const {
 std::vector<Executor::StateTensor> Executor::getStates() { return states_; }
 
 Status Executor::readState(const StateTensor &state, void *out) const {
-  if (!readViewBytes(*state.view, ssdFile_, out))
-    return Status::error("cannot read '" + state.name + "' from the SSD tier");
-  return Status::ok();
+  return loadBytes(*state.view, out, "'" + state.name + "'");
 }
 
 Status Executor::writeState(const StateTensor &state, const void *in) {
-  if (!writeViewBytes(*state.view, ssdFile_, in))
-    return Status::error("cannot write '" + state.name + "' to the SSD tier");
-  return Status::ok();
+  return storeBytes(*state.view, in, "'" + state.name + "'");
 }
 
 void Executor::zeroGradients() {
-  for (StateTensor &state : states_)
-    if (state.kind == plan::GRADIENT)
-      std::memset(state.view->data, 0, state.view->bytes());
+  for (StateTensor &state : states_) {
+    if (state.kind != plan::GRADIENT)
+      continue;
+    TensorView &v = *state.view;
+    if (v.onHost || device_->isHostAddressable())
+      std::memset(v.data, 0, v.bytes());
+    else
+      (void)device_->zero(v.data, v.bytes()); // fails again at the next run
+  }
 }
 
 Status Executor::run(std::string_view name, uint64_t seed) {
@@ -299,7 +424,8 @@ Status Executor::run(std::string_view name, uint64_t seed) {
                          "'");
   Program &program = it->second;
   uint64_t before = heapAllocations();
-  Status status = program.streams.size() > 1
+  Status status = device_->isAsynchronous() ? runQueued(program, name, seed)
+                  : program.streams.size() > 1
                       ? runStreams(program, name, seed)
                       : runSequential(program, name, seed);
   lastRunAllocations_ = heapAllocations() - before;
@@ -420,6 +546,78 @@ Status Executor::runStreams(Program &program, std::string_view name,
   for (uint32_t i = uint32_t(program.tail); i < program.steps.size(); ++i)
     if (!runStep(job, i, scratch_))
       return Status::error(failure_);
+  return Status::ok();
+}
+
+Status Executor::runQueued(Program &program, std::string_view name,
+                           uint64_t seed) {
+  Device &d = *device_;
+  uint64_t epoch = ++job_.epoch;
+  (void)epoch;
+  auto fail = [&](uint32_t i, const Status &s) {
+    return Status::error(std::string(name) + " instruction " +
+                         std::to_string(i) + ", " + program.steps[i].description +
+                         ": " + s.message());
+  };
+  auto failCopy = [&](const Status &s) {
+    return Status::error(std::string(name) + ": " + s.message());
+  };
+  // Inputs in, on stream 0; the other streams start after them.
+  for (uint32_t id : program.stagedInputs)
+    if (Status s = d.copyAsync(0, tensors_[id].data, staging_[id].data,
+                               tensors_[id].bytes(), CopyKind::HostToDevice);
+        !s)
+      return failCopy(s);
+  size_t streams = program.streams.size();
+  if (streams > 1) {
+    if (Status s = d.record(0, program.startEvent); !s)
+      return failCopy(s);
+    for (uint32_t st = 1; st < streams; ++st)
+      if (Status s = d.wait(st, program.startEvent); !s)
+        return failCopy(s);
+  }
+  auto launch = [&](uint32_t i, uint32_t stream) -> Status {
+    Step &step = program.steps[i];
+    KernelContext ctx{step.inputs, step.outputs, step.attrs,
+                      fnv1a64(&step.rngStream, sizeof(step.rngStream), seed),
+                      comm_, ssdFile_};
+    ctx.prepared = step.prepared.get();
+    return d.launch(stream, *step.kernel, ctx);
+  };
+  // Every step on its stream's queue, in program order: each queue gets
+  // its steps in order, and a wait on another stream's step follows that
+  // step's event record.
+  for (uint32_t i = 0; i < program.tail; ++i) {
+    Step &step = program.steps[i];
+    for (uint32_t w : step.waits) {
+      const Step &waited = program.steps[w];
+      if (waited.stream != step.stream)
+        if (Status s = d.wait(step.stream, waited.event); !s)
+          return fail(i, s);
+    }
+    if (Status s = launch(i, step.stream); !s)
+      return fail(i, s);
+    if (step.recordsEvent)
+      if (Status s = d.record(step.stream, step.event); !s)
+        return fail(i, s);
+  }
+  // The join, then the steps after it, on stream 0.
+  for (uint32_t st = 1; st < streams; ++st) {
+    if (Status s = d.record(st, program.joinEvents[st]); !s)
+      return failCopy(s);
+    if (Status s = d.wait(0, program.joinEvents[st]); !s)
+      return failCopy(s);
+  }
+  for (uint32_t i = uint32_t(program.tail); i < program.steps.size(); ++i)
+    if (Status s = launch(i, 0); !s)
+      return fail(i, s);
+  for (uint32_t id : program.stagedOutputs)
+    if (Status s = d.copyAsync(0, staging_[id].data, tensors_[id].data,
+                               tensors_[id].bytes(), CopyKind::DeviceToHost);
+        !s)
+      return failCopy(s);
+  if (Status s = d.synchronize(0); !s)
+    return failCopy(s);
   return Status::ok();
 }
 

@@ -493,3 +493,98 @@ TEST(ExecutorTest, RejectsAWaitOnALaterInstruction) {
   EXPECT_EQ(loadError(dir / "a.strata"),
             "plan: micro_step instruction 0 waits for a later instruction");
 }
+
+namespace {
+
+std::unique_ptr<Executor> loadQueued(const std::string &dir) {
+  std::unique_ptr<Artifact> artifact;
+  Status s = Artifact::load(dir, artifact);
+  EXPECT_TRUE(s.isOk()) << s.message();
+  if (!s)
+    return nullptr;
+  std::unique_ptr<Executor> executor;
+  s = Executor::create(*artifact, createQueueModelDevice(getCpuKernels()),
+                       executor, ExecutorOptions());
+  EXPECT_TRUE(s.isOk()) << s.message();
+  return executor;
+}
+
+} // namespace
+
+TEST(ExecutorTest, QueuedRunsStageInputsAndAgreeWithTheCpu) {
+  TempDir dir;
+  PlanBuilder b = twoStreamClassifier();
+  b.write(dir / "two.strata");
+  auto cpu = load(dir / "two.strata");
+  auto queued = loadQueued(dir / "two.strata");
+  ASSERT_TRUE(cpu && queued);
+  // Inputs and outputs are host buffers of their own, not device memory.
+  EXPECT_TRUE(queued->findInput("strata.lr")->onHost);
+  EXPECT_EQ(trainSteps(*cpu, 4), trainSteps(*queued, 4));
+  // State comes out through copies, equal to the threads' run.
+  auto cpuStates = statesByName(*cpu), queuedStates = statesByName(*queued);
+  ASSERT_EQ(cpuStates.size(), queuedStates.size());
+  for (auto &[name, state] : cpuStates) {
+    std::vector<unsigned char> a(state.view->bytes()), q(a.size());
+    ASSERT_TRUE(cpu->readState(state, a.data()));
+    ASSERT_TRUE(queued->readState(queuedStates.at(name), q.data()));
+    EXPECT_EQ(a, q) << name;
+  }
+}
+
+TEST(ExecutorTest, TheQueueModelRunsAStreamOnlyWhenAWaitNeedsIt) {
+  // Stream 0 writes 1 into x; stream 1 copies x into y. Without an event
+  // stream 1 reads x before stream 0 has run: the model runs work as late
+  // as its waits allow, so a missing event is a wrong answer.
+  KernelRegistry kernels;
+  kernels.add("test.one", [](KernelContext &ctx) {
+    ctx.outputs[0].as<float>()[0] = 1.0f;
+    return Status::ok();
+  });
+  kernels.add("test.copy", [](KernelContext &ctx) {
+    ctx.outputs[0].as<float>()[0] = ctx.inputs[0].as<float>()[0];
+    return Status::ok();
+  });
+  for (bool withEvent : {false, true}) {
+    std::unique_ptr<Device> d = createQueueModelDevice(kernels);
+    void *block = nullptr;
+    ASSERT_TRUE(d->allocate(MemoryKind::Device, 8, &block));
+    TensorView x, y;
+    x.data = block;
+    y.data = static_cast<float *>(block) + 1;
+    x.shape = y.shape = {1};
+    ASSERT_TRUE(d->createQueues(2, 1));
+    KernelAttrs attrs;
+    std::vector<TensorView> none, xs{x}, ys{y};
+    KernelContext write{none, xs, attrs}, copy{xs, ys, attrs};
+    ASSERT_TRUE(d->launch(0, *kernels.lookup("test.one"), write));
+    if (withEvent) {
+      ASSERT_TRUE(d->record(0, 0));
+      ASSERT_TRUE(d->wait(1, 0));
+    }
+    ASSERT_TRUE(d->launch(1, *kernels.lookup("test.copy"), copy));
+    ASSERT_TRUE(d->synchronize(1));
+    float out = -1;
+    ASSERT_TRUE(d->copyToHost(&out, y.data, sizeof(out)));
+    EXPECT_EQ(out, withEvent ? 1.0f : 0.0f) << "event " << withEvent;
+    d->release(MemoryKind::Device, block);
+  }
+}
+
+TEST(ExecutorTest, AQueuedKernelFailureIsReportedAtTheSynchronize) {
+  KernelRegistry kernels;
+  kernels.add("test.fail", [](KernelContext &) {
+    return Status::error("test.fail: no");
+  });
+  std::unique_ptr<Device> d = createQueueModelDevice(kernels);
+  ASSERT_TRUE(d->createQueues(1, 0));
+  KernelAttrs attrs;
+  std::vector<TensorView> none;
+  KernelContext ctx{none, none, attrs};
+  ASSERT_TRUE(d->launch(0, *kernels.lookup("test.fail"), ctx));
+  Status s = d->synchronize(0);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_EQ(s.message(), "test.fail: no");
+  // Reported once.
+  EXPECT_TRUE(d->synchronize(0).isOk());
+}

@@ -14,3 +14,15 @@ config.environment["PATH"] = os.pathsep.join(
     [config.strata_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
 config.substitutions.append(("%models", os.path.join(config.strata_src_root, "models")))
 config.substitutions.append(("%strata_src", config.strata_src_root))
+
+# "cuda-gpu" where strata-run finds a GPU through the cuda backend: tests of
+# what a machine without one says are UNSUPPORTED there, GPU tests REQUIRE it.
+import subprocess
+try:
+    probe = subprocess.run(
+        [os.path.join(config.strata_tools_dir, "strata-run"), "--probe-backend"],
+        capture_output=True, text=True, timeout=60)
+    if probe.returncode == 0 and probe.stdout.startswith("cuda"):
+        config.available_features.add("cuda-gpu")
+except (OSError, subprocess.TimeoutExpired):
+    pass

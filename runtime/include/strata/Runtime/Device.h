@@ -110,6 +110,11 @@ private:
 std::unique_ptr<Device> createCpuDevice(const KernelRegistry &kernels);
 std::unique_ptr<Device> createCpuDevice();
 
+/// The CPU run as an asynchronous device (strata-run --backend queued): the
+/// executor stages and enqueues exactly as for CUDA, and the queues run as
+/// late as their waits allow, so a missing event is a wrong answer.
+std::unique_ptr<Device> createQueueModelDevice(const KernelRegistry &kernels);
+
 /// The ABI of libStrataRuntimeCUDA.so: the symbol strata_cuda_create_device
 /// has this type. Ok: `*out` is a new CUDA device on GPU `ordinal`. Else
 /// `message` (of `size` bytes) says why.

@@ -1,10 +1,16 @@
 //===- Executor.h - Runs an artifact's instructions -------------*- C++ -*-===//
 //
-// The executor owns one block holding every tensor of the plan (persistent
-// state, constants, and the activation arena laid out by strata-plan-memory),
-// allocated once when it is created, and a ScratchArena for the kernels'
-// scratch, so a step after the first calls the allocator zero times.
-// Kernels come from a backend's registry (the CPU one for now).
+// The executor owns one block of device memory holding every tensor of the
+// plan (persistent state, constants, and the activation arena laid out by
+// strata-plan-memory), one block of host memory for the HOST tier and the
+// SSD tier's file, all allocated once when it is created, and a
+// ScratchArena for the CPU kernels' scratch, so a step after the first
+// calls the allocator zero times. The Device (Device.h) provides the memory
+// and the kernels: on the CPU each schedule stream runs on a thread; on an
+// asynchronous device (CUDA) a program is enqueued on the device's streams
+// with events for the cross-stream waits, and the host waits once, at its
+// end. Where the host cannot address device memory, inputs and outputs are
+// staged through host buffers (findInput/findOutput return those).
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +18,7 @@
 #define STRATA_RUNTIME_EXECUTOR_H
 
 #include "strata/Runtime/Artifact.h"
+#include "strata/Runtime/Device.h"
 #include "strata/Runtime/ScratchArena.h"
 
 #include <atomic>
@@ -44,15 +51,22 @@ public:
   /// arena), the host block and the SSD file, copies constants and initial
   /// parameters in, and resolves every instruction's kernel (an op without
   /// one is an error).
-  static Status create(const Artifact &artifact, const KernelRegistry &kernels,
+  static Status create(const Artifact &artifact, std::shared_ptr<Device> device,
                        std::unique_ptr<Executor> &out,
                        const ExecutorOptions &options);
+  /// On the CPU, with `kernels`.
+  static Status create(const Artifact &artifact, const KernelRegistry &kernels,
+                       std::unique_ptr<Executor> &out,
+                       const ExecutorOptions &options) {
+    return create(artifact, createCpuDevice(kernels), out, options);
+  }
   static Status create(const Artifact &artifact, const KernelRegistry &kernels,
                        std::unique_ptr<Executor> &out, int rank = 0) {
     ExecutorOptions options;
     options.rank = rank;
     return create(artifact, kernels, out, options);
   }
+  Device &getDevice() { return *device_; }
   ~Executor();
   /// The collectives sched.* instructions use.
   void setCommunicator(Communicator *comm) { comm_ = comm; }
@@ -65,7 +79,8 @@ public:
   };
 
   /// The view of an input or output by name; names are global across
-  /// programs (one name, one tensor).
+  /// programs (one name, one tensor). Host memory always: the tensor
+  /// itself, or its staging buffer on a device the host cannot address.
   TensorView *findInput(const std::string &name);
   const TensorView *findOutput(const std::string &name) const;
   /// The inputs and outputs of one program, by name.
@@ -85,8 +100,8 @@ public:
   /// message names the instruction and its ONNX node.
   Status run(std::string_view program = "forward", uint64_t seed = 0);
 
-  size_t getArenaBytes() const { return arena_.size(); }
-  size_t getHostBytes() const { return host_.size(); }
+  size_t getArenaBytes() const { return deviceBytes_; }
+  size_t getHostBytes() const { return hostBytes_; }
   uint64_t getSsdBytes() const { return ssdBytes_; }
   /// Heap allocations (operator new) during the last run(): kernels'
   /// scratch comes from the executor's ScratchArena, so after the first
@@ -124,6 +139,11 @@ private:
     std::vector<uint32_t> waits;
     /// --inject-delay applies (a collective, a move, an optimizer update).
     bool delayable = false;
+    /// What the kernel's prepare function made at load.
+    std::shared_ptr<void> prepared;
+    /// Queued runs: another stream waits for this step, on `event`.
+    bool recordsEvent = false;
+    uint32_t event = 0;
   };
   struct Program {
     std::vector<Step> steps;
@@ -133,6 +153,11 @@ private:
     std::vector<std::vector<uint32_t>> streams;
     std::vector<std::string> streamNames;
     size_t tail = 0;
+    /// Queued runs: the inputs and outputs copied through staging buffers,
+    /// by tensor id, and the events that open and join the streams.
+    std::vector<uint32_t> stagedInputs, stagedOutputs;
+    uint32_t startEvent = 0;
+    std::vector<uint32_t> joinEvents;
   };
   /// One run of a program over the streams.
   struct Job {
@@ -143,12 +168,21 @@ private:
   Status runSequential(Program &program, std::string_view name,
                        uint64_t seed);
   Status runStreams(Program &program, std::string_view name, uint64_t seed);
+  Status runQueued(Program &program, std::string_view name, uint64_t seed);
+  /// Copies bytes into or out of a tensor wherever it lives (device memory,
+  /// the host block, the SSD file).
+  Status storeBytes(const TensorView &v, const void *in, const std::string &what);
+  Status loadBytes(const TensorView &v, void *out, const std::string &what) const;
   /// Runs step i of the current job on this thread, after its waits.
   bool runStep(const Job &job, uint32_t i, ScratchArena &arena);
   void worker(size_t stream);
   Executor() = default;
-  std::vector<unsigned char> arena_;
+  std::shared_ptr<Device> device_;
+  void *deviceBlock_ = nullptr, *hostBlock_ = nullptr, *stagingBlock_ = nullptr;
+  size_t deviceBytes_ = 0, hostBytes_ = 0;
   std::vector<TensorView> tensors_;
+  /// By tensor id: the host buffer of a staged input or output.
+  std::map<uint32_t, TensorView> staging_;
   std::map<std::string, Program, std::less<>> programs_;
   std::map<std::string, uint32_t> inputs_, outputs_;
   std::vector<StateTensor> states_;
@@ -171,7 +205,6 @@ private:
   bool shutdown_ = false;
   std::atomic<bool> failed_{false};
   std::string failure_;
-  std::vector<unsigned char> host_;
   int ssdFile_ = -1;
   uint64_t ssdBytes_ = 0;
   uint64_t lastRunAllocations_ = 0;

@@ -22,6 +22,9 @@ struct TensorView {
   /// sched.offload touch it.
   bool onSsd = false;
   uint64_t fileOffset = 0;
+  /// A tensor on the HOST tier: `data` is host memory (pinned on CUDA) even
+  /// where the device's memory is not host memory.
+  bool onHost = false;
 
   int64_t rank() const { return static_cast<int64_t>(shape.size()); }
   int64_t numel() const {

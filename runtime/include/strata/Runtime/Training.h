@@ -28,6 +28,10 @@ class Communicator;
 
 struct TrainOptions {
   std::string artifactDir;
+  /// The device: "cpu", "cuda" or "queued" (chooseBackend's answer).
+  std::string backend = "cpu";
+  /// CUDA: f32 matmuls may use TF32 tensor cores.
+  bool tf32 = false;
   std::string data = "synthetic";
   std::string dataDtype = "uint16";
   int64_t steps = -1;   // -1: the artifact's
@@ -64,6 +68,12 @@ struct TrainOptions {
   /// `checkpointDir` into this folder (and --export-onnx from it).
   std::string consolidateTo;
 };
+
+/// The device of `backend` ("cpu", "queued", "cuda") for `rank`: on CUDA,
+/// the GPU of the rank's index on its node (the launcher's local rank)
+/// modulo the GPUs visible.
+Status createDevice(const std::string &backend, int rank, bool tf32,
+                    std::shared_ptr<Device> &out);
 
 /// The bytes of a trained parameter or buffer by name (empty when absent).
 using WeightLookup = std::function<std::string_view(const std::string &name)>;
