@@ -34,6 +34,8 @@ public:
         cudaStreamSynchronize(s->stream);
       if (s->workspace)
         cudaFree(s->workspace);
+      if (s->bounce)
+        cudaFreeHost(s->bounce);
       if (s->stream)
         cudaStreamDestroy(s->stream);
     }
@@ -189,8 +191,17 @@ public:
   Status synchronize(uint32_t stream) override {
     if (stream >= streams_.size())
       return Status::error("cuda: no stream " + std::to_string(stream));
-    return cudaStatus(cudaStreamSynchronize(streams_[stream]->stream),
-                      "a kernel on " + describe() + " failed");
+    if (Status s = cudaStatus(cudaStreamSynchronize(streams_[stream]->stream),
+                              "a kernel on " + describe() + " failed");
+        !s)
+      return s;
+    std::lock_guard<std::mutex> lock(hostErrors_.mutex);
+    if (!hostErrors_.first.empty()) {
+      std::string message = std::move(hostErrors_.first);
+      hostErrors_.first.clear();
+      return Status::error(message);
+    }
+    return Status::ok();
   }
 
 private:
@@ -216,6 +227,13 @@ private:
                                    "cannot allocate the cuBLASLt workspace");
             !st)
           return st;
+      s->bounceBytes = kBounceBytes;
+      if (Status st = cudaStatus(
+              cudaHostAlloc(&s->bounce, s->bounceBytes, cudaHostAllocPortable),
+              "cannot allocate the SSD tier's pinned bounce buffer");
+          !st)
+        return st;
+      s->hostErrors = &hostErrors_;
       streams_.push_back(std::move(s));
     }
     return Status::ok();
@@ -231,7 +249,11 @@ private:
     return cudaStatus(cudaStreamSynchronize(main()), "a copy on " + describe());
   }
 
+  /// Per stream: pinned memory for the SSD tier's chunks.
+  static constexpr size_t kBounceBytes = size_t(8) << 20;
+
   int ordinal_ = 0;
+  HostWorkErrors hostErrors_;
   CudaDeviceOptions options_;
   cudaDeviceProp properties_{};
   cublasLtHandle_t lt_ = nullptr;

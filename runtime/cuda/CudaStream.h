@@ -16,9 +16,23 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <mutex>
 #include <string>
 
 namespace strata::runtime::cuda {
+
+/// Failures of work the host does in stream order (cudaLaunchHostFunc: the
+/// SSD tier's reads and writes), reported by the device's next
+/// synchronize.
+struct HostWorkErrors {
+  std::mutex mutex;
+  std::string first;
+  void add(const std::string &message) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (first.empty())
+      first = message;
+  }
+};
 
 struct CudaStream {
   cudaStream_t stream = nullptr;
@@ -31,6 +45,11 @@ struct CudaStream {
   int ordinal = 0;
   /// f32 matmuls may use TF32 tensor cores (strata-run --tf32).
   bool tf32 = false;
+  /// Pinned host memory the SSD tier's moves on this stream pass through,
+  /// a chunk at a time (the stream orders its uses).
+  void *bounce = nullptr;
+  size_t bounceBytes = 0;
+  HostWorkErrors *hostErrors = nullptr;
 };
 
 /// The CudaStream of a launch (ctx.stream is never null on this backend).

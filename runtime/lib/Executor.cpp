@@ -253,7 +253,8 @@ Status Executor::create(const Artifact &artifact, std::shared_ptr<Device> device
       }
       step.description = inst.op() + " (node '" + inst.location() + "')";
       if (const PrepareFn *prepare = kernels.lookupPrepare(inst.op())) {
-        KernelContext ctx{step.inputs, step.outputs, step.attrs};
+        KernelContext ctx{step.inputs, step.outputs, step.attrs, 0, nullptr,
+                          e->ssdFile_};
         if (Status s = (*prepare)(ctx, step.prepared); !s)
           return Status::error(prog.name() + " instruction " +
                                std::to_string(program.steps.size()) + ", " +
