@@ -267,4 +267,21 @@ Status Communicator::gatherOverWorld(uint64_t value, std::vector<uint64_t> &out,
   return waitAll(pending, Group::World, what);
 }
 
+Status Communicator::broadcastFromFirst(Group group, std::string &bytes,
+                                        const std::string &what) {
+  ++sequence_[int(group)];
+  uint64_t size = bytes.size();
+  MPI_Request request;
+  MPI_Ibcast(&size, 1, MPI_UINT64_T, 0, comm(comms_[int(group)]), &request);
+  std::vector<void *> pending = {&request};
+  if (Status s = waitAll(pending, group, what); !s)
+    return s;
+  bytes.resize(size);
+  ++sequence_[int(group)];
+  MPI_Ibcast(bytes.data(), static_cast<int>(size), MPI_BYTE, 0,
+             comm(comms_[int(group)]), &request);
+  pending = {&request};
+  return waitAll(pending, group, what);
+}
+
 } // namespace strata::runtime

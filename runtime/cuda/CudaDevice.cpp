@@ -16,8 +16,15 @@
 
 #include "strata/Runtime/Device.h"
 
+#if STRATA_HAVE_NCCL
+#include <nccl.h>
+#endif
+
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <thread>
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +48,11 @@ public:
     }
     for (cudaEvent_t e : events_)
       cudaEventDestroy(e);
+#if STRATA_HAVE_NCCL
+    for (void *c : collectives_)
+      if (c)
+        ncclCommDestroy(static_cast<ncclComm_t>(c));
+#endif
     if (lt_)
       cublasLtDestroy(lt_);
   }
@@ -191,9 +203,7 @@ public:
   Status synchronize(uint32_t stream) override {
     if (stream >= streams_.size())
       return Status::error("cuda: no stream " + std::to_string(stream));
-    if (Status s = cudaStatus(cudaStreamSynchronize(streams_[stream]->stream),
-                              "a kernel on " + describe() + " failed");
-        !s)
+    if (Status s = waitFor(streams_[stream]->stream); !s)
       return s;
     std::lock_guard<std::mutex> lock(hostErrors_.mutex);
     if (!hostErrors_.first.empty()) {
@@ -204,8 +214,99 @@ public:
     return Status::ok();
   }
 
+#if STRATA_HAVE_NCCL
+  bool hasCollectives() const override { return true; }
+  Status makeCollectiveId(std::string &id) override {
+    ncclUniqueId unique;
+    if (ncclResult_t r = ncclGetUniqueId(&unique); r != ncclSuccess)
+      return Status::error(std::string("ncclGetUniqueId: ") +
+                           ncclGetErrorString(r));
+    id.assign(unique.internal, sizeof(unique.internal));
+    return Status::ok();
+  }
+  Status joinCollectiveGroup(int group, const std::string &id, int members,
+                             int index) override {
+    if (group < 0 || group >= int(collectives_.size()))
+      return Status::error("cuda: no group kind " + std::to_string(group));
+    ncclUniqueId unique;
+    if (id.size() != sizeof(unique.internal))
+      return Status::error("cuda: a communicator id of " +
+                           std::to_string(id.size()) + " bytes, not " +
+                           std::to_string(sizeof(unique.internal)));
+    std::memcpy(unique.internal, id.data(), id.size());
+    cudaSetDevice(ordinal_);
+    ncclComm_t comm;
+    if (ncclResult_t r = ncclCommInitRank(&comm, members, unique, index);
+        r != ncclSuccess)
+      return Status::error(std::string("ncclCommInitRank (") +
+                           std::to_string(members) + " ranks): " +
+                           ncclGetErrorString(r));
+    collectives_[size_t(group)] = comm;
+    return Status::ok();
+  }
+#endif
+
 private:
   CudaDevice() = default;
+
+  /// Waits for a stream; with communicators, polls instead of blocking so
+  /// a collective some rank never joins (or an NCCL error) ends the wait
+  /// after the timeout, aborting the communicators, rather than hanging.
+  Status waitFor(cudaStream_t stream) {
+    bool anyCollectives = false;
+    for (void *c : collectives_)
+      anyCollectives |= c != nullptr;
+    if (!anyCollectives)
+      return cudaStatus(cudaStreamSynchronize(stream),
+                        "a kernel on " + describe() + " failed");
+    auto start = std::chrono::steady_clock::now();
+    for (int spins = 0;; ++spins) {
+      cudaError_t e = cudaStreamQuery(stream);
+      if (e == cudaSuccess)
+        return Status::ok();
+      if (e != cudaErrorNotReady)
+        return cudaStatus(e, "a kernel on " + describe() + " failed");
+#if STRATA_HAVE_NCCL
+      for (void *c : collectives_) {
+        if (!c)
+          continue;
+        ncclResult_t async = ncclSuccess;
+        ncclCommGetAsyncError(static_cast<ncclComm_t>(c), &async);
+        if (async != ncclSuccess && async != ncclInProgress) {
+          abortCollectives();
+          return Status::error(std::string("NCCL: ") +
+                               ncclGetErrorString(async) +
+                               "; aborted this rank's communicators");
+        }
+      }
+#endif
+      double waited = std::chrono::duration<double>(
+                          std::chrono::steady_clock::now() - start)
+                          .count();
+      if (waited > options_.timeoutSeconds) {
+        abortCollectives();
+        char line[512];
+        std::snprintf(line, sizeof(line),
+                      "the step did not complete within %g s on %s (a "
+                      "collective some rank never joined?); aborted this "
+                      "rank's communicators",
+                      options_.timeoutSeconds, properties_.name);
+        return Status::error(line);
+      }
+      if (spins > 100)
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  void abortCollectives() {
+#if STRATA_HAVE_NCCL
+    for (void *&c : collectives_)
+      if (c) {
+        ncclCommAbort(static_cast<ncclComm_t>(c));
+        c = nullptr;
+      }
+#endif
+  }
 
   cudaStream_t main() const { return streams_[0]->stream; }
 
@@ -234,6 +335,7 @@ private:
           !st)
         return st;
       s->hostErrors = &hostErrors_;
+      s->collectives = collectives_.data();
       streams_.push_back(std::move(s));
     }
     return Status::ok();
@@ -259,6 +361,8 @@ private:
   cublasLtHandle_t lt_ = nullptr;
   std::vector<std::unique_ptr<CudaStream>> streams_;
   std::vector<cudaEvent_t> events_;
+  /// ncclComm_t by group kind (Topology.h's five).
+  std::array<void *, 5> collectives_{};
 };
 
 } // namespace

@@ -21,6 +21,7 @@ const KernelRegistry &getCudaKernels() {
     registerNeuralNetGradKernels(r);
     registerOptimizerKernels(r);
     registerMoveKernels(r);
+    registerCollectiveKernels(r);
     return r;
   }();
   return registry;

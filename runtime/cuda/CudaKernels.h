@@ -28,6 +28,7 @@ void registerConvolutionKernels(KernelRegistry &registry);
 void registerNeuralNetGradKernels(KernelRegistry &registry);
 void registerOptimizerKernels(KernelRegistry &registry);
 void registerMoveKernels(KernelRegistry &registry);
+void registerCollectiveKernels(KernelRegistry &registry);
 
 /// Every family above, built once.
 const KernelRegistry &getCudaKernels();

@@ -50,6 +50,9 @@ struct CudaStream {
   void *bounce = nullptr;
   size_t bounceBytes = 0;
   HostWorkErrors *hostErrors = nullptr;
+  /// The device's NCCL communicators by group kind (Topology.h's Group),
+  /// as ncclComm_t; null where the run has none (one rank).
+  void *const *collectives = nullptr;
 };
 
 /// The CudaStream of a launch (ctx.stream is never null on this backend).

@@ -322,7 +322,7 @@ int runMain(int argc, char **argv) {
                  std::to_string(artifact->getPlan().topology().world()) +
                  " ranks (compile without --world to evaluate)");
   std::shared_ptr<Device> device;
-  if (Status s = createDevice(chosen, 0, train.tf32, device); !s)
+  if (Status s = createDevice(chosen, 0, train.tf32, train.timeoutSeconds, device); !s)
     return error(s.message());
   std::unique_ptr<Executor> executor;
   if (Status s = Executor::create(*artifact, device, executor,

@@ -281,7 +281,7 @@ int consolidate(const Artifact &artifact, const TrainOptions &options) {
 } // namespace
 
 Status createDevice(const std::string &backend, int rank, bool tf32,
-                    std::shared_ptr<Device> &out) {
+                    double timeoutSeconds, std::shared_ptr<Device> &out) {
   if (backend == "cpu") {
     out = createCpuDevice();
     return Status::ok();
@@ -303,6 +303,7 @@ Status createDevice(const std::string &backend, int rank, bool tf32,
   CudaDeviceOptions options;
   options.ordinal = local;
   options.tf32 = tf32;
+  options.timeoutSeconds = timeoutSeconds;
   std::unique_ptr<Device> device;
   if (Status s = createCudaDevice(options, device); !s)
     return s;
@@ -352,7 +353,8 @@ int train(const TrainOptions &options) {
   executorOptions.ssdDir = options.ssdDir;
   executorOptions.injectDelayMicros = options.injectDelayMicros;
   std::shared_ptr<Device> device;
-  if (Status s = createDevice(options.backend, rank, options.tf32, device); !s)
+  if (Status s = createDevice(options.backend, rank, options.tf32,
+                              options.timeoutSeconds, device); !s)
     return error(s.message());
   if (!options.tracePath.empty() && device->isAsynchronous())
     return error("--trace records the cpu backend's threads; on the " +
@@ -362,7 +364,8 @@ int train(const TrainOptions &options) {
                                   executorOptions);
       !s)
     return error(s.message());
-  executor->setCommunicator(comm.get());
+  if (Status s = executor->setCommunicator(comm.get()); !s)
+    return error(s.message());
   bool leader = rank == 0;
   const std::string &checkpointDir = options.checkpointDir;
 

@@ -2,6 +2,7 @@
 
 #include "strata/Runtime/Executor.h"
 
+#include "strata/Runtime/Communicator.h"
 #include "strata/Runtime/ScratchArena.h"
 
 #include <chrono>
@@ -356,6 +357,30 @@ Status Executor::create(const Artifact &artifact, std::shared_ptr<Device> device
   for (size_t i = 0; i < e->doneSize_; ++i)
     e->done_[i].store(0);
   out = std::move(e);
+  return Status::ok();
+}
+
+Status Executor::setCommunicator(Communicator *comm) {
+  comm_ = comm;
+  if (!comm || !device_->hasCollectives())
+    return Status::ok();
+  for (int g = 0; g < kGroups; ++g) {
+    Group group = Group(g);
+    int index = comm->indexIn(group);
+    std::string id;
+    if (index == 0)
+      if (Status s = device_->makeCollectiveId(id); !s)
+        return s;
+    if (Status s = comm->broadcastFromFirst(
+            group, id, std::string("the ") + groupName(group) +
+                           " group's communicator id");
+        !s)
+      return s;
+    if (Status s = device_->joinCollectiveGroup(
+            g, id, int(comm->members(group).size()), index);
+        !s)
+      return s;
+  }
   return Status::ok();
 }
 

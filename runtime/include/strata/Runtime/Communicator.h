@@ -81,6 +81,10 @@ public:
   /// Bookkeeping outside the counters: the element-wise sum over every
   /// rank of `values` (f64), in place.
   Status sumOverWorld(double *values, size_t count, const std::string &what);
+  /// The bytes of `group`'s first member, on every member (a device
+  /// library's communicator id).
+  Status broadcastFromFirst(Group group, std::string &bytes,
+                            const std::string &what);
   /// Bookkeeping outside the counters: every rank's `value`, by rank.
   Status gatherOverWorld(uint64_t value, std::vector<uint64_t> &out,
                          const std::string &what);

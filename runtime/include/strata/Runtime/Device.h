@@ -99,6 +99,23 @@ public:
   /// first asynchronous failure since the last synchronize, if any.
   virtual Status synchronize(uint32_t stream) { return notAsynchronous(); }
 
+  //===--- Collectives (multi-rank runs on a device library: NCCL) --------===//
+
+  /// Whether the sched.* collectives run on the device's own library; if
+  /// not, they go through the Communicator (MPI) with host memory.
+  virtual bool hasCollectives() const { return false; }
+  /// A new id for one group's communicator (its first member makes it).
+  virtual Status makeCollectiveId(std::string &id) {
+    return Status::error(std::string(getName()) + " device: no collectives");
+  }
+  /// Joins the communicator of group kind `group` (Topology.h's Group) as
+  /// member `index` of `members`, with the id its first member made.
+  /// Every member calls it, in the same order of groups.
+  virtual Status joinCollectiveGroup(int group, const std::string &id,
+                                     int members, int index) {
+    return Status::error(std::string(getName()) + " device: no collectives");
+  }
+
 private:
   Status notAsynchronous() const {
     return Status::error(std::string(getName()) +
@@ -125,6 +142,9 @@ struct CudaDeviceOptions {
   /// f32 matmuls may round their operands to TF32 (10-bit mantissa) on
   /// tensor cores; off, they are IEEE f32.
   bool tf32 = false;
+  /// A synchronize that has not completed after this long (a collective
+  /// that a rank never joined) aborts the collectives and fails.
+  double timeoutSeconds = 60;
 };
 using CreateCudaDeviceFn = int (*)(const CudaDeviceOptions *options,
                                    Device **out, char *message, size_t size);

@@ -68,8 +68,10 @@ public:
   }
   Device &getDevice() { return *device_; }
   ~Executor();
-  /// The collectives sched.* instructions use.
-  void setCommunicator(Communicator *comm) { comm_ = comm; }
+  /// The collectives sched.* instructions use. On a device with its own
+  /// collectives (NCCL) this connects them: one communicator per group
+  /// kind, each bootstrapped from its first member's id over `comm`.
+  Status setCommunicator(Communicator *comm);
 
   /// A tensor that keeps its value between programs and steps.
   struct StateTensor {

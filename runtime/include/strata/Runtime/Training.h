@@ -73,7 +73,7 @@ struct TrainOptions {
 /// the GPU of the rank's index on its node (the launcher's local rank)
 /// modulo the GPUs visible.
 Status createDevice(const std::string &backend, int rank, bool tf32,
-                    std::shared_ptr<Device> &out);
+                    double timeoutSeconds, std::shared_ptr<Device> &out);
 
 /// The bytes of a trained parameter or buffer by name (empty when absent).
 using WeightLookup = std::function<std::string_view(const std::string &name)>;
