@@ -99,16 +99,46 @@ public:
     if (stream >= queues_.size() || event >= recorded_.size())
       return Status::error("queued: no stream " + std::to_string(stream) +
                            " or event " + std::to_string(event));
-    queues_[stream].push_back({Op::Record, {}, event, ++recorded_[event]});
+    push(stream, {Op::Record, {}, event, 0});
     return Status::ok();
   }
   Status wait(uint32_t stream, uint32_t event) override {
     if (stream >= queues_.size() || event >= recorded_.size())
       return Status::error("queued: no stream " + std::to_string(stream) +
                            " or event " + std::to_string(event));
-    queues_[stream].push_back({Op::Wait, {}, event, recorded_[event]});
+    push(stream, {Op::Wait, {}, event, 0});
     return Status::ok();
   }
+  // Capture: what is enqueued is recorded in order instead; a launch
+  // enqueues the record again, with fresh event numbers.
+  bool canCapture() const override { return true; }
+  Status beginCapture(uint32_t stream) override {
+    if (capturing_)
+      return Status::error("queued: already capturing");
+    capturing_ = true;
+    captured_.clear();
+    return Status::ok();
+  }
+  Status endCapture(uint32_t stream, std::shared_ptr<void> &graph) override {
+    if (!capturing_)
+      return Status::error("queued: not capturing");
+    capturing_ = false;
+    graph = std::make_shared<std::vector<Captured>>(std::move(captured_));
+    captured_.clear();
+    return Status::ok();
+  }
+  Status launchGraph(uint32_t stream, const void *graph) override {
+    for (const Captured &c : *static_cast<const std::vector<Captured> *>(graph)) {
+      Op op = c.op;
+      if (op.kind == Op::Record)
+        op.generation = ++recorded_[op.event];
+      else if (op.kind == Op::Wait)
+        op.generation = recorded_[op.event];
+      queues_[c.stream].push_back(std::move(op));
+    }
+    return Status::ok();
+  }
+
   Status synchronize(uint32_t stream) override {
     if (stream >= queues_.size())
       return Status::error("queued: no stream " + std::to_string(stream));
@@ -129,8 +159,27 @@ private:
     uint64_t generation = 0;
   };
 
+  struct Captured {
+    uint32_t stream;
+    Op op;
+  };
+
   void enqueue(uint32_t stream, std::function<Status()> fn) {
-    queues_[stream].push_back({Op::Run, std::move(fn), 0, 0});
+    push(stream, {Op::Run, std::move(fn), 0, 0});
+  }
+
+  /// Queues `op` (numbering a record or wait now), or records it while
+  /// capturing.
+  void push(uint32_t stream, Op op) {
+    if (capturing_) {
+      captured_.push_back({stream, std::move(op)});
+      return;
+    }
+    if (op.kind == Op::Record)
+      op.generation = ++recorded_[op.event];
+    else if (op.kind == Op::Wait)
+      op.generation = recorded_[op.event];
+    queues_[stream].push_back(std::move(op));
   }
 
   /// Runs stream `s` until its queue is empty, running another stream's
@@ -197,6 +246,8 @@ private:
   const KernelRegistry &kernels_;
   std::vector<std::deque<Op>> queues_;
   std::vector<uint64_t> recorded_, completed_;
+  bool capturing_ = false;
+  std::vector<Captured> captured_;
   Status failure_ = Status::ok();
 };
 

@@ -214,6 +214,42 @@ public:
     return Status::ok();
   }
 
+  bool canCapture() const override { return true; }
+  Status beginCapture(uint32_t stream) override {
+    if (stream >= streams_.size())
+      return Status::error("cuda: no stream " + std::to_string(stream));
+    return cudaStatus(cudaStreamBeginCapture(streams_[stream]->stream,
+                                             cudaStreamCaptureModeThreadLocal),
+                      "cudaStreamBeginCapture");
+  }
+  Status endCapture(uint32_t stream, std::shared_ptr<void> &graph) override {
+    if (stream >= streams_.size())
+      return Status::error("cuda: no stream " + std::to_string(stream));
+    cudaGraph_t captured = nullptr;
+    if (Status s = cudaStatus(
+            cudaStreamEndCapture(streams_[stream]->stream, &captured),
+            "cudaStreamEndCapture");
+        !s)
+      return s;
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t e = cudaGraphInstantiate(&exec, captured, 0);
+    cudaGraphDestroy(captured);
+    if (Status s = cudaStatus(e, "cudaGraphInstantiate"); !s)
+      return s;
+    graph = std::shared_ptr<void>(exec, [](void *p) {
+      cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(p));
+    });
+    return Status::ok();
+  }
+  Status launchGraph(uint32_t stream, const void *graph) override {
+    if (stream >= streams_.size())
+      return Status::error("cuda: no stream " + std::to_string(stream));
+    return cudaStatus(
+        cudaGraphLaunch(static_cast<cudaGraphExec_t>(const_cast<void *>(graph)),
+                        streams_[stream]->stream),
+        "cudaGraphLaunch");
+  }
+
 #if STRATA_HAVE_NCCL
   bool hasCollectives() const override { return true; }
   Status makeCollectiveId(std::string &id) override {

@@ -85,6 +85,9 @@ const char *kUsage =
     "                          queues and events, lazily, so a missing event\n"
     "                          is a wrong answer)\n"
     "  --tf32                  cuda: f32 matmuls may use TF32 tensor cores\n"
+    "  --cuda-graph            cuda (and queued): capture each program on its\n"
+    "                          second run, replay it after (not a program with\n"
+    "                          dropout: the graph would replay one seed)\n"
     "  --probe-backend         print what --backend auto would pick, and why\n"
     "  --help                  this text\n";
 
@@ -288,6 +291,8 @@ int runMain(int argc, char **argv) {
         return error("--backend expects cpu, cuda, auto or queued");
     } else if (arg == "--tf32") {
       train.tf32 = true;
+    } else if (arg == "--cuda-graph") {
+      train.cudaGraph = true;
     } else if (!arg.empty() && arg[0] == '-') {
       return error("unknown option '" + arg + "' (see --help)");
     } else if (artifactDir.empty()) {

@@ -352,6 +352,7 @@ int train(const TrainOptions &options) {
   executorOptions.rank = rank;
   executorOptions.ssdDir = options.ssdDir;
   executorOptions.injectDelayMicros = options.injectDelayMicros;
+  executorOptions.captureGraphs = options.cudaGraph;
   std::shared_ptr<Device> device;
   if (Status s = createDevice(options.backend, rank, options.tf32,
                               options.timeoutSeconds, device); !s)

@@ -253,6 +253,11 @@ Status Executor::create(const Artifact &artifact, std::shared_ptr<Device> device
           step.rngStream = static_cast<uint64_t>(a.int_value()) | (1ull << 63);
       }
       step.description = inst.op() + " (node '" + inst.location() + "')";
+      // Dropout (graph.dropout's ratio, attention's dropout_ratio) draws
+      // from the run's seed, which a graph would freeze.
+      if (step.attrs.getFloat("ratio", 0.0) > 0 ||
+          step.attrs.getFloat("dropout_ratio", 0.0) > 0)
+        program.random = true;
       if (const PrepareFn *prepare = kernels.lookupPrepare(inst.op())) {
         KernelContext ctx{step.inputs, step.outputs, step.attrs, 0, nullptr,
                           e->ssdFile_};
@@ -578,14 +583,38 @@ Status Executor::runStreams(Program &program, std::string_view name,
 Status Executor::runQueued(Program &program, std::string_view name,
                            uint64_t seed) {
   Device &d = *device_;
-  uint64_t epoch = ++job_.epoch;
-  (void)epoch;
+  ++job_.epoch;
+  ++program.queuedRuns;
+  if (program.graph) {
+    ++graphReplays_;
+    if (Status s = d.launchGraph(0, program.graph.get()); !s)
+      return Status::error(std::string(name) + ": " + s.message());
+    if (Status s = d.synchronize(0); !s)
+      return Status::error(std::string(name) + ": " + s.message());
+    return Status::ok();
+  }
+  // The first run is a warm-up (kernels may finish preparing then); the
+  // second is captured and replayed.
+  bool capture = options_.captureGraphs && d.canCapture() && !program.random &&
+                 program.queuedRuns == 2;
+  if (capture)
+    if (Status s = d.beginCapture(0); !s)
+      return Status::error(std::string(name) + ": " + s.message());
+  // A failure while capturing ends the capture (and drops the graph).
+  auto abandon = [&] {
+    if (capture) {
+      std::shared_ptr<void> dropped;
+      (void)d.endCapture(0, dropped);
+    }
+  };
   auto fail = [&](uint32_t i, const Status &s) {
+    abandon();
     return Status::error(std::string(name) + " instruction " +
                          std::to_string(i) + ", " + program.steps[i].description +
                          ": " + s.message());
   };
   auto failCopy = [&](const Status &s) {
+    abandon();
     return Status::error(std::string(name) + ": " + s.message());
   };
   // Inputs in, on stream 0; the other streams start after them.
@@ -642,6 +671,14 @@ Status Executor::runQueued(Program &program, std::string_view name,
                                tensors_[id].bytes(), CopyKind::DeviceToHost);
         !s)
       return failCopy(s);
+  if (capture) {
+    capture = false;
+    if (Status s = d.endCapture(0, program.graph); !s)
+      return failCopy(s);
+    ++graphReplays_;
+    if (Status s = d.launchGraph(0, program.graph.get()); !s)
+      return failCopy(s);
+  }
   if (Status s = d.synchronize(0); !s)
     return failCopy(s);
   return Status::ok();

@@ -412,8 +412,8 @@ namespace {
 /// The linear classifier with its micro_step spread over two streams: each
 /// instruction at an odd index on stream 1, waiting for the one before it
 /// (a chain, as strata-insert-events would make it for this dataflow).
-PlanBuilder twoStreamClassifier() {
-  PlanBuilder b = linearClassifier();
+PlanBuilder twoStreamClassifier(const LinearClassifierOptions &o = {}) {
+  PlanBuilder b = linearClassifier(o);
   for (auto &program : *b.plan().mutable_programs()) {
     if (program.name() != "micro_step")
       continue;
@@ -587,4 +587,32 @@ TEST(ExecutorTest, AQueuedKernelFailureIsReportedAtTheSynchronize) {
   EXPECT_EQ(s.message(), "test.fail: no");
   // Reported once.
   EXPECT_TRUE(d->synchronize(0).isOk());
+}
+
+TEST(ExecutorTest, CapturedGraphsReplayTheSameSteps) {
+  // The second run of each program is captured and every later run
+  // replays it: the same losses as the threads, over two streams, with the
+  // lr and step inputs changing under the graph. A program with dropout is
+  // never captured (the graph would replay its seed).
+  for (double dropout : {0.0, 0.25}) {
+    TempDir dir;
+    LinearClassifierOptions o;
+    o.dropout = dropout;
+    PlanBuilder b = twoStreamClassifier(o);
+    b.write(dir / "two.strata");
+    auto cpu = load(dir / "two.strata");
+    std::unique_ptr<Artifact> artifact;
+    ASSERT_TRUE(Artifact::load(dir / "two.strata", artifact));
+    ExecutorOptions options;
+    options.captureGraphs = true;
+    std::unique_ptr<Executor> graphs;
+    ASSERT_TRUE(Executor::create(*artifact,
+                                 createQueueModelDevice(getCpuKernels()),
+                                 graphs, options));
+    ASSERT_TRUE(cpu && graphs);
+    EXPECT_EQ(trainSteps(*cpu, 5), trainSteps(*graphs, 5));
+    // Captured at run 2, replayed in runs 2-5: optimizer_step, and
+    // micro_step when it has no dropout.
+    EXPECT_EQ(graphs->getGraphReplays(), dropout > 0 ? 4u : 8u) << dropout;
+  }
 }

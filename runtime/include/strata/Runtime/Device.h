@@ -99,6 +99,24 @@ public:
   /// first asynchronous failure since the last synchronize, if any.
   virtual Status synchronize(uint32_t stream) { return notAsynchronous(); }
 
+  //===--- Graphs (capture once, replay) ----------------------------------===//
+
+  /// Whether enqueued work can be captured into a graph and replayed (CUDA
+  /// graphs): between beginCapture and endCapture on `stream`, what is
+  /// enqueued there and on the streams that wait for it is recorded, not
+  /// run; launchGraph enqueues all of it again on `stream`, with the same
+  /// kernels, arguments and addresses.
+  virtual bool canCapture() const { return false; }
+  virtual Status beginCapture(uint32_t stream) {
+    return Status::error(std::string(getName()) + " device: no graphs");
+  }
+  virtual Status endCapture(uint32_t stream, std::shared_ptr<void> &graph) {
+    return Status::error(std::string(getName()) + " device: no graphs");
+  }
+  virtual Status launchGraph(uint32_t stream, const void *graph) {
+    return Status::error(std::string(getName()) + " device: no graphs");
+  }
+
   //===--- Collectives (multi-rank runs on a device library: NCCL) --------===//
 
   /// Whether the sched.* collectives run on the device's own library; if

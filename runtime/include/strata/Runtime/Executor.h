@@ -43,6 +43,12 @@ struct ExecutorOptions {
   /// collective, move and optimizer update, so a missing event shows up as
   /// a wrong answer (FSDP's tests do the same).
   uint64_t injectDelayMicros = 0;
+  /// On a device that can capture (CUDA graphs), the second run of each
+  /// program records it into a graph and every later run replays that:
+  /// one launch per program instead of one per instruction. A program
+  /// that draws random numbers (dropout) is not captured: the graph would
+  /// replay its first seed.
+  bool captureGraphs = false;
 };
 
 class Executor {
@@ -102,6 +108,8 @@ public:
   /// message names the instruction and its ONNX node.
   Status run(std::string_view program = "forward", uint64_t seed = 0);
 
+  /// Runs that replayed a captured graph, since load.
+  uint64_t getGraphReplays() const { return graphReplays_; }
   size_t getArenaBytes() const { return deviceBytes_; }
   size_t getHostBytes() const { return hostBytes_; }
   uint64_t getSsdBytes() const { return ssdBytes_; }
@@ -160,6 +168,11 @@ private:
     std::vector<uint32_t> stagedInputs, stagedOutputs;
     uint32_t startEvent = 0;
     std::vector<uint32_t> joinEvents;
+    /// Graphs: queued runs so far, whether a step draws random numbers,
+    /// and the captured graph.
+    uint64_t queuedRuns = 0;
+    bool random = false;
+    std::shared_ptr<void> graph;
   };
   /// One run of a program over the streams.
   struct Job {
@@ -210,6 +223,7 @@ private:
   int ssdFile_ = -1;
   uint64_t ssdBytes_ = 0;
   uint64_t lastRunAllocations_ = 0;
+  uint64_t graphReplays_ = 0;
 };
 
 } // namespace strata::runtime

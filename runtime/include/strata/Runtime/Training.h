@@ -32,6 +32,8 @@ struct TrainOptions {
   std::string backend = "cpu";
   /// CUDA: f32 matmuls may use TF32 tensor cores.
   bool tf32 = false;
+  /// Capture each program once and replay it (CUDA graphs).
+  bool cudaGraph = false;
   std::string data = "synthetic";
   std::string dataDtype = "uint16";
   int64_t steps = -1;   // -1: the artifact's
