@@ -643,10 +643,12 @@ int train(const TrainOptions &options) {
       std::snprintf(line, sizeof(line),
                     "{\"step\": %llu, \"loss\": %s, \"lr\": %.9g, "
                     "\"grad_norm\": %s, \"%s\": %.1f, \"step_ms\": %.3f, "
-                    "\"peak_memory_bytes\": %lld, \"allocations\": %llu",
+                    "\"peak_memory_bytes\": %lld, \"device_bytes\": %llu, "
+                    "\"allocations\": %llu",
                     static_cast<unsigned long long>(s + 1), lossText, lr, normText,
                     unit, perSecond, ms,
                     static_cast<long long>(peakMemoryBytes()),
+                    static_cast<unsigned long long>(executor->getArenaBytes()),
                     static_cast<unsigned long long>(allocations));
       log << line;
       if (scaling) {
