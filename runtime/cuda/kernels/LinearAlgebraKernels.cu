@@ -1,14 +1,405 @@
-//===- LinearAlgebraKernels.cu - LinearAlgebra kernels on CUDA -------------------------------===//
+//===- LinearAlgebraKernels.cu - Matrix products on cuBLASLt ---------------===//
 //
-// Not written yet: the family registers no kernel, so an artifact using one
-// of its ops is refused at load ("no kernel for ... in this backend").
+// graph.matmul, graph.linear and graph.linear_grad_weight (the last is
+// registered by the CPU's NeuralNetGradKernels.cpp; its product lives here
+// with the others'). Each op's prepare function checks the instruction as
+// the CPU kernel does (LinearAlgebraCommon.cuh) and builds its cuBLASLt
+// descriptors once: the three matrix layouts of the column-major product
+// (with batch count and strides for a batched matmul) and a matmul
+// descriptor per compute type, CUBLAS_COMPUTE_32F (IEEE f32, as the CPU's
+// sgemm) and CUBLAS_COMPUTE_32F_FAST_TF32 for f32, CUBLAS_COMPUTE_64F for
+// f64.
+//
+// The algorithm needs a cuBLASLt handle, the stream's workspace size and the
+// operands' alignment, which only a launch knows (a prepare sees no stream):
+// the first launch asks cublasLtMatmulAlgoGetHeuristic and the plan keeps the
+// answer for that (handle, workspace, TF32 or not, alignments) key; a later
+// launch with another key asks again. Launches of one instruction are
+// serialized on the host, and a mutex keeps it so.
+//
+// graph.linear's bias is cuBLASLt's BIAS epilogue (the pointer set on the
+// shared descriptor at each launch, before the enqueue that reads it) when
+// cuBLASLt has an algorithm with it, else a small kernel after the product,
+// which is also how the CPU rounds it (product, then + bias). An empty
+// contraction (k == 0) is a zero fill (plus the bias), an empty result is
+// nothing.
 //
 //===----------------------------------------------------------------------===//
 
-#include "CudaKernels.h"
+#include "CudaKernelUtils.cuh"
+#include "LinearAlgebraCommon.cuh"
+
+#include <cublasLt.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
 
 namespace strata::runtime::cuda {
+namespace {
 
-void registerLinearAlgebraKernels(KernelRegistry &registry) {}
+using linalg::GemmProblem;
+
+/// Adds bias[j] to out[r * n + j] for every row r.
+template <typename T>
+__global__ void addBiasKernel(T *out, const T *bias, int64_t total,
+                              int64_t n) {
+  int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += step)
+    out[i] += bias[i % n];
+}
+
+/// What a launch asked cuBLASLt, and its answer.
+struct AlgoChoice {
+  bool valid = false;
+  cublasLtHandle_t lt = nullptr;
+  size_t workspaceBytes = 0;
+  uint32_t alignA = 0, alignB = 0, alignD = 0, alignBias = 0;
+  bool epilogue = false; // the bias rides the BIAS epilogue
+  cublasLtMatmulAlgo_t algo{};
+};
+
+/// One instruction's cuBLASLt objects (the prepared object of the three
+/// ops).
+struct GemmPlan {
+  GemmProblem problem;
+  cublasLtMatrixLayout_t layoutA = nullptr, layoutB = nullptr,
+                         layoutD = nullptr;
+  /// [0]: the exact compute type, [1]: TF32 (f32 only).
+  cublasLtMatmulDesc_t desc[2] = {nullptr, nullptr};
+  mutable std::mutex mutex;
+  mutable AlgoChoice choice[2];
+
+  GemmPlan() = default;
+  GemmPlan(const GemmPlan &) = delete;
+  GemmPlan &operator=(const GemmPlan &) = delete;
+  ~GemmPlan() {
+    for (cublasLtMatmulDesc_t d : desc)
+      if (d)
+        cublasLtMatmulDescDestroy(d);
+    for (cublasLtMatrixLayout_t l : {layoutA, layoutB, layoutD})
+      if (l)
+        cublasLtMatrixLayoutDestroy(l);
+  }
+};
+
+Status createLayout(const GemmProblem &p, cublasLtMatrixLayout_t &layout,
+                    cudaDataType_t type, int64_t rows, int64_t cols,
+                    int64_t ld, int64_t stride) {
+  const std::string what = p.op + ": cublasLtMatrixLayout";
+  if (Status s = cublasStatus(
+          cublasLtMatrixLayoutCreate(&layout, type, uint64_t(rows),
+                                     uint64_t(cols), ld),
+          what + "Create");
+      !s)
+    return s;
+  if (p.batch > 1) {
+    int32_t count = int32_t(p.batch);
+    if (Status s = cublasStatus(
+            cublasLtMatrixLayoutSetAttribute(
+                layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                sizeof(count)),
+            what + "SetAttribute(BATCH_COUNT)");
+        !s)
+      return s;
+    if (Status s = cublasStatus(
+            cublasLtMatrixLayoutSetAttribute(
+                layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                sizeof(stride)),
+            what + "SetAttribute(STRIDED_BATCH_OFFSET)");
+        !s)
+      return s;
+  }
+  return Status::ok();
+}
+
+Status createDesc(const GemmProblem &p, cublasLtMatmulDesc_t &desc,
+                  cublasComputeType_t compute, cudaDataType_t scaleType) {
+  const std::string what = p.op + ": cublasLtMatmulDesc";
+  if (Status s = cublasStatus(cublasLtMatmulDescCreate(&desc, compute,
+                                                       scaleType),
+                              what + "Create");
+      !s)
+    return s;
+  int32_t transA = p.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  int32_t transB = p.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (Status s = cublasStatus(
+          cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                         &transA, sizeof(transA)),
+          what + "SetAttribute(TRANSA)");
+      !s)
+    return s;
+  return cublasStatus(cublasLtMatmulDescSetAttribute(
+                          desc, CUBLASLT_MATMUL_DESC_TRANSB, &transB,
+                          sizeof(transB)),
+                      what + "SetAttribute(TRANSB)");
+}
+
+using BuildFn = Status (*)(const KernelContext &, GemmProblem &);
+
+/// The prepare function of an op whose problem `build` makes.
+Status prepareGemm(BuildFn build, KernelContext &ctx,
+                   std::shared_ptr<GemmPlan> &out) {
+  auto plan = std::make_shared<GemmPlan>();
+  GemmProblem &p = plan->problem;
+  if (Status s = build(ctx, p); !s)
+    return s;
+  if (p.outElems == 0 || p.kk == 0) { // nothing, or a fill: no cuBLASLt
+    out = std::move(plan);
+    return Status::ok();
+  }
+  bool f32 = p.dtype == DType::F32;
+  cudaDataType_t type = f32 ? CUDA_R_32F : CUDA_R_64F;
+  if (Status s = createLayout(p, plan->layoutA, type, p.aRows, p.aCols, p.lda,
+                              p.strideA);
+      !s)
+    return s;
+  if (Status s = createLayout(p, plan->layoutB, type, p.bRows, p.bCols, p.ldb,
+                              p.strideB);
+      !s)
+    return s;
+  if (Status s =
+          createLayout(p, plan->layoutD, type, p.mm, p.nn, p.ldd, p.strideD);
+      !s)
+    return s;
+  if (Status s = createDesc(p, plan->desc[0],
+                            f32 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_64F,
+                            type);
+      !s)
+    return s;
+  if (f32)
+    if (Status s = createDesc(p, plan->desc[1], CUBLAS_COMPUTE_32F_FAST_TF32,
+                              CUDA_R_32F);
+        !s)
+      return s;
+  out = std::move(plan);
+  return Status::ok();
+}
+
+/// The largest power of two (at most 256) dividing `address` and every
+/// byte offset the calls add to it.
+uint32_t alignmentOf(const void *address, int64_t strideBytes,
+                     const GemmProblem &p, int64_t GemmProblem::Call::*field,
+                     size_t elementBytes) {
+  uint64_t bits = uint64_t(reinterpret_cast<uintptr_t>(address)) | 256;
+  if (p.batch > 1)
+    bits |= uint64_t(strideBytes);
+  for (const GemmProblem::Call &c : p.calls)
+    bits |= uint64_t(c.*field) * elementBytes;
+  return uint32_t(bits & (~bits + 1));
+}
+
+Status setEpilogue(const GemmProblem &p, cublasLtMatmulDesc_t desc,
+                   bool bias, const void *biasPointer) {
+  uint32_t epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  cublasStatus_t status = cublasLtMatmulDescSetAttribute(
+      desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue));
+  if (status != CUBLAS_STATUS_SUCCESS)
+    return cublasStatus(status,
+                        p.op + ": cublasLtMatmulDescSetAttribute(EPILOGUE)");
+  if (!bias)
+    return Status::ok();
+  status = cublasLtMatmulDescSetAttribute(
+      desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &biasPointer,
+      sizeof(biasPointer));
+  if (status != CUBLAS_STATUS_SUCCESS)
+    return cublasStatus(
+        status, p.op + ": cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
+  return Status::ok();
+}
+
+/// Asks cuBLASLt for the best algorithm for `key` (with the BIAS epilogue
+/// first when `key.epilogue`, then without).
+Status pickAlgorithm(const GemmPlan &plan, cublasLtMatmulDesc_t desc,
+                     AlgoChoice &key, const void *biasPointer) {
+  const GemmProblem &p = plan.problem;
+  cublasLtMatmulPreference_t pref = nullptr;
+  if (Status s = cublasStatus(cublasLtMatmulPreferenceCreate(&pref),
+                              p.op + ": cublasLtMatmulPreferenceCreate");
+      !s)
+    return s;
+  struct PrefOwner {
+    cublasLtMatmulPreference_t pref;
+    ~PrefOwner() { cublasLtMatmulPreferenceDestroy(pref); }
+  } prefOwner{pref};
+  uint64_t workspace = key.workspaceBytes;
+  const std::string setPref = p.op + ": cublasLtMatmulPreferenceSetAttribute";
+  if (Status s = cublasStatus(
+          cublasLtMatmulPreferenceSetAttribute(
+              pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+              sizeof(workspace)),
+          setPref);
+      !s)
+    return s;
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligns[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.alignA},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.alignB},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.alignD},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.alignD}};
+  for (const auto &[attr, value] : aligns)
+    if (Status s = cublasStatus(cublasLtMatmulPreferenceSetAttribute(
+                                    pref, attr, &value, sizeof(value)),
+                                setPref);
+        !s)
+      return s;
+  bool tryEpilogue = key.epilogue;
+  cublasStatus_t last = CUBLAS_STATUS_SUCCESS;
+  for (bool epilogue : {true, false}) {
+    if (epilogue && !tryEpilogue)
+      continue;
+    if (Status s = setEpilogue(p, desc, epilogue, biasPointer); !s)
+      return s;
+    cublasLtMatmulHeuristicResult_t result{};
+    int returned = 0;
+    last = cublasLtMatmulAlgoGetHeuristic(key.lt, desc, plan.layoutA,
+                                          plan.layoutB, plan.layoutD,
+                                          plan.layoutD, pref, 1, &result,
+                                          &returned);
+    if (last == CUBLAS_STATUS_SUCCESS && returned > 0 &&
+        result.state == CUBLAS_STATUS_SUCCESS &&
+        result.workspaceSize <= key.workspaceBytes) {
+      key.algo = result.algo;
+      key.epilogue = epilogue;
+      key.valid = true;
+      return Status::ok();
+    }
+  }
+  return Status::error(p.op + ": cuBLASLt has no algorithm for " + p.operands +
+                       " (column-major " + std::to_string(p.mm) + "x" +
+                       std::to_string(p.nn) + "x" + std::to_string(p.kk) +
+                       ", batch " + std::to_string(p.batch) +
+                       ", cuBLASLt status " + std::to_string(int(last)) + ")");
+}
+
+Status addBias(const CudaStream &stream, const GemmProblem &p,
+               KernelContext &ctx) {
+  const TensorView &bias = ctx.inputs[p.biasInput];
+  TensorView &out = ctx.outputs[0];
+  int64_t total = out.numel(), n = bias.numel();
+  unsigned grid = gridFor(stream, total);
+  if (p.dtype == DType::F32)
+    addBiasKernel<float><<<grid, kBlock, 0, stream.stream>>>(
+        out.as<float>(), bias.as<float>(), total, n);
+  else
+    addBiasKernel<double><<<grid, kBlock, 0, stream.stream>>>(
+        out.as<double>(), bias.as<double>(), total, n);
+  return launchStatus(p.op);
+}
+
+Status runGemm(const GemmPlan &plan, KernelContext &ctx) {
+  const GemmProblem &p = plan.problem;
+  const CudaStream &stream = streamOf(ctx);
+  TensorView &out = ctx.outputs[0];
+  if (p.outElems == 0)
+    return Status::ok();
+  if (p.kk == 0) {
+    if (Status s = cudaStatus(
+            cudaMemsetAsync(out.data, 0, out.bytes(), stream.stream),
+            p.op + ": cudaMemsetAsync");
+        !s)
+      return s;
+    return p.biasInput >= 0 ? addBias(stream, p, ctx) : Status::ok();
+  }
+  bool f32 = p.dtype == DType::F32;
+  size_t elementBytes = f32 ? 4 : 8;
+  int variant = f32 && stream.tf32 ? 1 : 0;
+  cublasLtMatmulDesc_t desc = plan.desc[variant];
+  const char *a = static_cast<const char *>(ctx.inputs[p.aInput].data);
+  const char *b = static_cast<const char *>(ctx.inputs[p.bInput].data);
+  char *d = static_cast<char *>(out.data);
+  const void *biasPointer =
+      p.biasInput >= 0 ? ctx.inputs[p.biasInput].data : nullptr;
+
+  AlgoChoice key;
+  key.lt = stream.lt;
+  key.workspaceBytes = stream.workspace ? stream.workspaceBytes : 0;
+  key.alignA = alignmentOf(a, p.strideA * int64_t(elementBytes), p,
+                           &GemmProblem::Call::a, elementBytes);
+  key.alignB = alignmentOf(b, p.strideB * int64_t(elementBytes), p,
+                           &GemmProblem::Call::b, elementBytes);
+  key.alignD = alignmentOf(d, p.strideD * int64_t(elementBytes), p,
+                           &GemmProblem::Call::d, elementBytes);
+  // The epilogue reads the bias as a vector: only an aligned one (else the
+  // kernel below adds it).
+  if (biasPointer) {
+    uint64_t bits = uint64_t(reinterpret_cast<uintptr_t>(biasPointer)) | 256;
+    key.alignBias = uint32_t(bits & (~bits + 1));
+  }
+  key.epilogue = biasPointer && key.alignBias >= 16;
+
+  bool epilogue = false;
+  {
+    std::lock_guard<std::mutex> lock(plan.mutex);
+    AlgoChoice &choice = plan.choice[variant];
+    if (!choice.valid || choice.lt != key.lt ||
+        choice.workspaceBytes != key.workspaceBytes ||
+        choice.alignA != key.alignA || choice.alignB != key.alignB ||
+        choice.alignD != key.alignD || choice.alignBias != key.alignBias) {
+      choice.valid = false;
+      if (Status s = pickAlgorithm(plan, desc, key, biasPointer); !s)
+        return s;
+      choice = key;
+    }
+    epilogue = choice.epilogue;
+    if (Status s = setEpilogue(p, desc, epilogue, biasPointer); !s)
+      return s;
+    const float alpha32 = 1.0f, beta32 = 0.0f;
+    const double alpha64 = 1.0, beta64 = 0.0;
+    const void *alpha = f32 ? static_cast<const void *>(&alpha32)
+                            : static_cast<const void *>(&alpha64);
+    const void *beta = f32 ? static_cast<const void *>(&beta32)
+                           : static_cast<const void *>(&beta64);
+    for (const GemmProblem::Call &call : p.calls) {
+      char *dCall = d + call.d * int64_t(elementBytes);
+      cublasStatus_t status = cublasLtMatmul(
+          stream.lt, desc, alpha, a + call.a * int64_t(elementBytes),
+          plan.layoutA, b + call.b * int64_t(elementBytes), plan.layoutB,
+          beta, dCall, plan.layoutD, dCall, plan.layoutD, &choice.algo,
+          stream.workspace, choice.workspaceBytes, stream.stream);
+      if (status != CUBLAS_STATUS_SUCCESS)
+        return cublasStatus(status,
+                            p.op + ": cublasLtMatmul on " + p.operands);
+    }
+  }
+  if (p.biasInput >= 0 && !epilogue)
+    return addBias(stream, p, ctx);
+  return Status::ok();
+}
+
+/// The KernelFn and PrepareFn of an op whose problem `build` makes. A launch
+/// without a prepared plan (a caller that skips prepare) makes one for
+/// itself: the descriptors are host objects cublasLtMatmul has read by the
+/// time it returns.
+template <BuildFn build> Status gemmKernel(KernelContext &ctx) {
+  if (ctx.prepared)
+    return runGemm(*static_cast<const GemmPlan *>(ctx.prepared), ctx);
+  std::shared_ptr<GemmPlan> plan;
+  if (Status s = prepareGemm(build, ctx, plan); !s)
+    return s;
+  return runGemm(*plan, ctx);
+}
+
+template <BuildFn build>
+Status gemmPrepare(KernelContext &ctx, std::shared_ptr<void> &prepared) {
+  std::shared_ptr<GemmPlan> plan;
+  if (Status s = prepareGemm(build, ctx, plan); !s)
+    return s;
+  prepared = std::move(plan);
+  return Status::ok();
+}
+
+} // namespace
+
+void registerLinearAlgebraKernels(KernelRegistry &registry) {
+  registry.add("graph.matmul", gemmKernel<linalg::buildMatmul>,
+               gemmPrepare<linalg::buildMatmul>);
+  registry.add("graph.linear", gemmKernel<linalg::buildLinear>,
+               gemmPrepare<linalg::buildLinear>);
+  registry.add("graph.linear_grad_weight",
+               gemmKernel<linalg::buildLinearGradWeight>,
+               gemmPrepare<linalg::buildLinearGradWeight>);
+}
 
 } // namespace strata::runtime::cuda

@@ -1,0 +1,354 @@
+//===- LinearAlgebraCommon.cuh - The gemms of the matrix products -*- CUDA -*-===//
+//
+// Private to LinearAlgebraKernels.cu: the host-side half of graph.matmul,
+// graph.linear and graph.linear_grad_weight. Each op's checks are its CPU
+// kernel's (runtime/cpu/kernels/LinearAlgebraKernels.cpp and
+// NeuralNetGradKernels.cpp), message for message; what they leave is one
+// column-major product as cuBLASLt takes it. Row-major C[m, n] = A B is
+// column-major C^T = B^T A^T: the column-major view of a row-major [r, c]
+// buffer is the c x r matrix of its transpose, so no operand moves.
+//
+// Host code only, no CUDA in here (the layouts can be checked without a GPU).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_RUNTIME_CUDA_KERNELS_LINEARALGEBRACOMMON_CUH
+#define STRATA_RUNTIME_CUDA_KERNELS_LINEARALGEBRACOMMON_CUH
+
+#include "strata/Runtime/Kernel.h"
+#include "strata/Runtime/KernelChecks.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+namespace strata::runtime::cuda::linalg {
+
+/// One column-major product D[mm x nn] = op(A)[mm x kk] op(B)[kk x nn]
+/// (+ bias[mm] on every column), over `batch` matrices `stride*` elements
+/// apart, once per entry of `calls` with the operands at those element
+/// offsets. A and B are stored (aRows x aCols, lda), (bRows x bCols, ldb):
+/// op(A) = A^T when transA, and so on.
+struct GemmProblem {
+  std::string op;
+  /// The operands for messages: "f32[2x3] x f32[3x4]".
+  std::string operands;
+  DType dtype = DType::F32;
+  /// Which inputs are cuBLASLt's A, B and the bias (-1: none); the result is
+  /// output 0.
+  int aInput = 0, bInput = 0, biasInput = -1;
+  int64_t mm = 0, nn = 0, kk = 0;
+  bool transA = false, transB = false;
+  int64_t aRows = 0, aCols = 0, lda = 1;
+  int64_t bRows = 0, bCols = 0, ldb = 1;
+  int64_t ldd = 1;
+  int64_t batch = 1, strideA = 0, strideB = 0, strideD = 0;
+  struct Call {
+    int64_t a = 0, b = 0, d = 0;
+  };
+  std::vector<Call> calls;
+  /// Elements of the result: none, nothing to do; kk == 0, the result is
+  /// zero (plus the bias).
+  int64_t outElems = 0;
+};
+
+/// BLAS and cuBLASLt take int sizes.
+inline bool fitsBlas(std::initializer_list<int64_t> sizes) {
+  return std::all_of(sizes.begin(), sizes.end(),
+                     [](int64_t s) { return s >= 0 && s <= INT_MAX; });
+}
+
+/// numpy broadcast of two shapes; false if they do not broadcast.
+inline bool broadcastShapes(const std::vector<int64_t> &a,
+                            const std::vector<int64_t> &b,
+                            std::vector<int64_t> &out) {
+  size_t rank = std::max(a.size(), b.size());
+  out.assign(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return false;
+    out[i] = da == 1 ? db : da;
+  }
+  return true;
+}
+
+/// For every flat index of `out`, the flat index of `in` it reads under numpy
+/// broadcasting (the CPU's broadcastIndexMap).
+inline std::vector<int64_t> broadcastIndexMap(const std::vector<int64_t> &in,
+                                              const std::vector<int64_t> &out) {
+  int64_t total = 1;
+  for (int64_t d : out)
+    total *= d;
+  std::vector<int64_t> map(static_cast<size_t>(total));
+  std::vector<int64_t> inStrides = rowMajorStrides(in);
+  size_t offset = out.size() - in.size();
+  std::vector<int64_t> coord(out.size(), 0);
+  int64_t src = 0;
+  for (int64_t flat = 0; flat < total; ++flat) {
+    map[flat] = src;
+    for (int64_t d = static_cast<int64_t>(out.size()) - 1; d >= 0; --d) {
+      bool broadcast = d < static_cast<int64_t>(offset) || in[d - offset] == 1;
+      int64_t step = broadcast ? 0 : inStrides[d - offset];
+      if (++coord[d] < out[d]) {
+        src += step;
+        break;
+      }
+      src -= step * (out[d] - 1);
+      coord[d] = 0;
+    }
+  }
+  return map;
+}
+
+inline Status notSupported(std::string_view op, DType t) {
+  return Status::error(std::string(op) + ": element type " +
+                       std::string(name(t)) + " is not supported");
+}
+
+/// Row-major C[m, n] = A[m, k] op(W) with op(W) = W[k, n] or W[n, k]^T, as
+/// column-major C^T[n x m] = op(W)^T A^T: cuBLASLt's A is W, its B is A.
+inline void rowMajorProduct(GemmProblem &p, int64_t m, int64_t n, int64_t k,
+                            bool transW) {
+  p.mm = n;
+  p.nn = m;
+  p.kk = k;
+  p.transA = transW;
+  if (transW) { // W[n, k] row-major: the k x n matrix W^T, ld k.
+    p.aRows = k;
+    p.aCols = n;
+    p.lda = std::max<int64_t>(k, 1);
+  } else { // W[k, n] row-major: the n x k matrix W^T, ld n.
+    p.aRows = n;
+    p.aCols = k;
+    p.lda = std::max<int64_t>(n, 1);
+  }
+  p.transB = false;
+  p.bRows = k;
+  p.bCols = m;
+  p.ldb = std::max<int64_t>(k, 1);
+  p.ldd = std::max<int64_t>(n, 1);
+}
+
+/// graph.matmul: [..., m, k] x [..., k, n] with numpy broadcasting of the
+/// batch dims. A right matrix shared by every batch matrix is folded into
+/// the rows (one product, as the CPU does); otherwise the batch matrices are
+/// split into runs that cuBLASLt takes as one strided batch: the longest run
+/// of the innermost batch dims along which both operands advance by a
+/// constant, non-zero stride (all of them when the batch dims match). A
+/// broadcast operand (batch stride 0) is not left to cuBLASLt's strided
+/// batches: its runs are one matrix long, a call each.
+inline Status buildMatmul(const KernelContext &ctx, GemmProblem &p) {
+  constexpr const char *kOp = "graph.matmul";
+  p.op = kOp;
+  if (Status s = checkArity(ctx, kOp, 2, 2, 1); !s)
+    return s;
+  const TensorView &lhs = ctx.inputs[0], &rhs = ctx.inputs[1];
+  const TensorView &out = ctx.outputs[0];
+  if (lhs.dtype != rhs.dtype || out.dtype != lhs.dtype)
+    return Status::error(
+        "graph.matmul: element types differ: " + lhs.describe() + ", " +
+        rhs.describe() + " -> " + out.describe());
+  if (lhs.rank() < 2 || rhs.rank() < 2)
+    return Status::error("graph.matmul: operands must have rank >= 2, got " +
+                         lhs.describe() + " and " + rhs.describe());
+  int64_t m = lhs.shape[lhs.rank() - 2], k = lhs.shape.back();
+  int64_t n = rhs.shape.back();
+  std::vector<int64_t> lhsBatch(lhs.shape.begin(), lhs.shape.end() - 2);
+  std::vector<int64_t> rhsBatch(rhs.shape.begin(), rhs.shape.end() - 2);
+  std::vector<int64_t> batch;
+  if (rhs.shape[rhs.rank() - 2] != k ||
+      !broadcastShapes(lhsBatch, rhsBatch, batch))
+    return Status::error("graph.matmul: " + lhs.describe() + " x " +
+                         rhs.describe() + " is not a matrix product");
+  std::vector<int64_t> expected = batch;
+  expected.push_back(m);
+  expected.push_back(n);
+  if (out.shape != expected)
+    return Status::error("graph.matmul: result must have shape " +
+                         shapeString(expected) + ", got " + out.describe());
+  if (!fitsBlas({m, n, k}))
+    return Status::error("graph.matmul: matrix sizes exceed BLAS int range");
+  if (lhs.dtype != DType::F32 && lhs.dtype != DType::F64)
+    return notSupported(kOp, lhs.dtype);
+
+  p.operands = lhs.describe() + " x " + rhs.describe();
+  p.dtype = lhs.dtype;
+  p.aInput = 1; // the right matrix is cuBLASLt's A
+  p.bInput = 0;
+  p.outElems = out.numel();
+  int64_t batchCount = 1;
+  for (int64_t d : batch)
+    batchCount *= d;
+  int64_t rhsCount = 1;
+  for (int64_t d : rhsBatch)
+    rhsCount *= d;
+  if (p.outElems == 0 || k == 0)
+    return Status::ok();
+  if (rhsCount == 1 && lhsBatch == batch && fitsBlas({batchCount * m})) {
+    rowMajorProduct(p, batchCount * m, n, k, false);
+    p.calls.push_back({});
+    return Status::ok();
+  }
+  rowMajorProduct(p, m, n, k, false);
+  std::vector<int64_t> lhsMap = broadcastIndexMap(lhsBatch, batch);
+  std::vector<int64_t> rhsMap = broadcastIndexMap(rhsBatch, batch);
+  // The longest run of batch matrices (a product of the innermost batch
+  // dims) along which both maps are affine.
+  auto affine = [&](const std::vector<int64_t> &map, int64_t run,
+                    int64_t &stride) {
+    stride = run > 1 ? map[1] - map[0] : 0;
+    if (run > 1 && stride <= 0) // no broadcast batch stride: see above
+      return false;
+    for (int64_t i = 0; i < batchCount; ++i)
+      if (map[i] != map[i - i % run] + (i % run) * stride)
+        return false;
+    return true;
+  };
+  int64_t run = 1, lhsStride = 0, rhsStride = 0;
+  for (size_t first = 0; first <= batch.size(); ++first) {
+    int64_t candidate = 1;
+    for (size_t i = first; i < batch.size(); ++i)
+      candidate *= batch[i];
+    int64_t ls = 0, rs = 0;
+    if (candidate <= INT_MAX && affine(lhsMap, candidate, ls) &&
+        affine(rhsMap, candidate, rs)) {
+      run = candidate;
+      lhsStride = ls;
+      rhsStride = rs;
+      break;
+    }
+  }
+  p.batch = run;
+  p.strideA = rhsStride * k * n;
+  p.strideB = lhsStride * m * k;
+  p.strideD = m * n;
+  for (int64_t o = 0; o < batchCount; o += run)
+    p.calls.push_back({rhsMap[o] * k * n, lhsMap[o] * m * k, o * m * n});
+  return Status::ok();
+}
+
+/// graph.linear: one product over the flattened leading dims, the bias
+/// (when given) broadcast over the rows.
+inline Status buildLinear(const KernelContext &ctx, GemmProblem &p) {
+  constexpr const char *kOp = "graph.linear";
+  p.op = kOp;
+  if (Status s = checkArity(ctx, kOp, 2, 3, 1); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0], &w = ctx.inputs[1];
+  const TensorView *bias = ctx.inputs.size() > 2 ? &ctx.inputs[2] : nullptr;
+  const TensorView &y = ctx.outputs[0];
+  if (w.dtype != x.dtype || y.dtype != x.dtype ||
+      (bias && bias->dtype != x.dtype))
+    return Status::error("graph.linear: operands and result must share one "
+                         "element type");
+  bool transposed = ctx.attrs.getBool("transpose_weight", false);
+  if (x.rank() < 1 || w.rank() != 2)
+    return Status::error("graph.linear: input must have rank >= 1 and weight "
+                         "rank 2, got " +
+                         x.describe() + " and " + w.describe());
+  int64_t k = w.shape[transposed ? 1 : 0], n = w.shape[transposed ? 0 : 1];
+  if (x.shape.back() != k)
+    return Status::error("graph.linear: input " + x.describe() +
+                         " does not match weight " + w.describe() +
+                         (transposed ? " (transposed)" : ""));
+  if (bias && bias->shape != std::vector<int64_t>{n})
+    return Status::error("graph.linear: bias must have shape [" +
+                         std::to_string(n) + "], got " + bias->describe());
+  std::vector<int64_t> expected = x.shape;
+  expected.back() = n;
+  if (y.shape != expected)
+    return Status::error("graph.linear: result must have shape " +
+                         shapeString(expected) + ", got " + y.describe());
+  int64_t rows = 1;
+  for (int64_t i = 0; i + 1 < x.rank(); ++i)
+    rows *= x.shape[i];
+  if (!fitsBlas({rows, n, k}))
+    return Status::error("graph.linear: matrix sizes exceed BLAS int range");
+  if (x.dtype != DType::F32 && x.dtype != DType::F64)
+    return notSupported(kOp, x.dtype);
+
+  p.operands = x.describe() + " x " + w.describe() +
+               (transposed ? "^T" : "") +
+               (bias ? " + " + bias->describe() : std::string());
+  p.dtype = x.dtype;
+  p.aInput = 1;
+  p.bInput = 0;
+  p.biasInput = bias ? 2 : -1;
+  p.outElems = y.numel();
+  if (p.outElems == 0 || k == 0)
+    return Status::ok();
+  rowMajorProduct(p, rows, n, k, transposed);
+  p.calls.push_back({});
+  return Status::ok();
+}
+
+/// graph.linear_grad_weight: dW[k, n] = x^T dy, or dW[n, k] = dy^T x with
+/// transpose_weight, over the flattened leading dims (not accumulated).
+/// Row-major C[P, Q] = A[M, P]^T B[M, Q] is column-major C^T[Q x P] =
+/// B^T A: cuBLASLt's A is B's buffer (Q x M, ld Q), its B is A's buffer
+/// (P x M, ld P) transposed.
+inline Status buildLinearGradWeight(const KernelContext &ctx,
+                                    GemmProblem &p) {
+  constexpr const char *kOp = "graph.linear_grad_weight";
+  p.op = kOp;
+  if (Status s = checkArity(ctx, kOp, 2, 2, 1); !s)
+    return s;
+  const TensorView &dy = ctx.inputs[0], &x = ctx.inputs[1];
+  const TensorView &dw = ctx.outputs[0];
+  bool transposed = ctx.attrs.getBool("transpose_weight");
+  if (dy.rank() < 1 || x.rank() != dy.rank() || x.dtype != dy.dtype ||
+      dw.dtype != dy.dtype ||
+      !std::equal(dy.shape.begin(), dy.shape.end() - 1, x.shape.begin()))
+    return Status::error("graph.linear_grad_weight: gradient " +
+                         dy.describe() + " and input " + x.describe() +
+                         " do not fit");
+  int64_t n = dy.shape.back(), k = x.shape.back();
+  int64_t m = 1;
+  for (size_t i = 0; i + 1 < dy.shape.size(); ++i)
+    m *= dy.shape[i];
+  if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
+    return Status::error("graph.linear_grad_weight: a GEMM dimension exceeds "
+                         "the BLAS int range");
+  if (dw.shape !=
+      (transposed ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}))
+    return Status::error("graph.linear_grad_weight: result " + dw.describe() +
+                         " does not fit gradient " + dy.describe() +
+                         " and input " + x.describe());
+  if (dy.dtype != DType::F32 && dy.dtype != DType::F64)
+    return notSupported(kOp, dy.dtype);
+
+  p.operands = dy.describe() + ", " + x.describe() +
+               (transposed ? " (transposed)" : "");
+  p.dtype = dy.dtype;
+  p.outElems = dw.numel();
+  // A = x, B = dy (dW[k, n]); A = dy, B = x (dW[n, k]).
+  int aRow = transposed ? 0 : 1, bRow = transposed ? 1 : 0;
+  int64_t pDim = transposed ? n : k, qDim = transposed ? k : n;
+  p.aInput = bRow;
+  p.bInput = aRow;
+  if (p.outElems == 0 || m == 0)
+    return Status::ok();
+  p.mm = qDim;
+  p.nn = pDim;
+  p.kk = m;
+  p.transA = false;
+  p.aRows = qDim;
+  p.aCols = m;
+  p.lda = std::max<int64_t>(qDim, 1);
+  p.transB = true;
+  p.bRows = pDim;
+  p.bCols = m;
+  p.ldb = std::max<int64_t>(pDim, 1);
+  p.ldd = std::max<int64_t>(qDim, 1);
+  p.calls.push_back({});
+  return Status::ok();
+}
+
+} // namespace strata::runtime::cuda::linalg
+
+#endif // STRATA_RUNTIME_CUDA_KERNELS_LINEARALGEBRACOMMON_CUH

@@ -1,0 +1,329 @@
+//===- AttentionConformanceTest.cpp - Fused attention vs the CPU ----------===//
+//
+// graph.attention and graph.attention_grad on the CUDA backend (tiled,
+// online softmax) against the CPU's explicit formula: sequence lengths 1,
+// 17, 128 (one partial tile, several), head dims 16 and 64 (and wide heads
+// that shrink the tiles), causal or not, additive and padding masks that
+// broadcast, cross attention (S != T, d != dv), dropout (the same Philox
+// masks), fully masked rows (NaN), no keys, and the CPU's errors.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Conformance.h"
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+namespace strata::runtime::conformance {
+namespace {
+
+struct Shape {
+  std::vector<int64_t> batch;
+  int64_t s = 1, t = 1, d = 1, dv = 1;
+  std::vector<int64_t> dims(int64_t rows, int64_t cols) const {
+    std::vector<int64_t> shape = batch;
+    shape.push_back(rows);
+    shape.push_back(cols);
+    return shape;
+  }
+};
+
+struct Options {
+  bool causal = false;
+  double ratio = 0;
+  /// A mask operand (appended after q, k, v; after dy, q, k, v for the
+  /// gradient), or none when its shape is empty.
+  CaseTensor mask;
+  bool hasMask = false;
+};
+
+void setTolerance(Case &c, DType dtype) {
+  bool f32 = dtype == DType::F32;
+  c.rtol = f32 ? 1e-4 : 1e-12;
+  c.atol = f32 ? 1e-5 : 1e-12;
+}
+
+void setAttrs(Case &c, const Shape &shape, const Options &o) {
+  c.attrs.set("scale", 1.0 / std::sqrt(double(std::max<int64_t>(shape.d, 1))));
+  if (o.causal)
+    c.attrs.set("causal", int64_t(1));
+  if (o.ratio > 0)
+    c.attrs.set("dropout_ratio", o.ratio);
+  c.seed = 0x5eed0123456789abull;
+}
+
+Case forward(DType dtype, const Shape &shape, const Options &o,
+             uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Case c;
+  c.op = "graph.attention";
+  c.inputs.push_back(randomTensor(dtype, shape.dims(shape.s, shape.d), rng));
+  c.inputs.push_back(randomTensor(dtype, shape.dims(shape.t, shape.d), rng));
+  c.inputs.push_back(randomTensor(dtype, shape.dims(shape.t, shape.dv), rng));
+  if (o.hasMask)
+    c.inputs.push_back(o.mask);
+  c.outputs.push_back(zeros(dtype, shape.dims(shape.s, shape.dv)));
+  setAttrs(c, shape, o);
+  setTolerance(c, dtype);
+  return c;
+}
+
+Case gradient(DType dtype, const Shape &shape, const Options &o,
+              uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Case c;
+  c.op = "graph.attention_grad";
+  c.inputs.push_back(randomTensor(dtype, shape.dims(shape.s, shape.dv), rng));
+  c.inputs.push_back(randomTensor(dtype, shape.dims(shape.s, shape.d), rng));
+  c.inputs.push_back(randomTensor(dtype, shape.dims(shape.t, shape.d), rng));
+  c.inputs.push_back(randomTensor(dtype, shape.dims(shape.t, shape.dv), rng));
+  if (o.hasMask)
+    c.inputs.push_back(o.mask);
+  c.outputs.push_back(zeros(dtype, shape.dims(shape.s, shape.d)));
+  c.outputs.push_back(zeros(dtype, shape.dims(shape.t, shape.d)));
+  c.outputs.push_back(zeros(dtype, shape.dims(shape.t, shape.dv)));
+  setAttrs(c, shape, o);
+  setTolerance(c, dtype);
+  return c;
+}
+
+/// The forward and the gradient of one configuration.
+void expectBoth(DType dtype, const Shape &shape, const Options &o,
+                uint64_t seed) {
+  expectConformance(forward(dtype, shape, o, seed));
+  expectConformance(gradient(dtype, shape, o, seed + 1000));
+}
+
+/// A padding mask [batch, 1, 1, T]: 0 for the first `valid[b]` keys of
+/// batch b, -inf after.
+CaseTensor paddingMask(DType dtype, const std::vector<int64_t> &valid,
+                       int64_t t) {
+  std::vector<double> values;
+  for (int64_t v : valid)
+    for (int64_t j = 0; j < t; ++j)
+      values.push_back(j < v ? 0.0 : -std::numeric_limits<double>::infinity());
+  return fromValues(dtype, {int64_t(valid.size()), 1, 1, t}, values);
+}
+
+TEST(AttentionConformance, SequenceLengthsHeadDimsCausal) {
+  STRATA_REQUIRE_GPU();
+  uint64_t seed = 1;
+  for (DType dtype : {DType::F32, DType::F64})
+    for (int64_t seq : {1, 17, 128})
+      for (int64_t head : {16, 64})
+        for (bool causal : {false, true}) {
+          Options o;
+          o.causal = causal;
+          expectBoth(dtype, {{2, 2}, seq, seq, head, head}, o, seed++);
+        }
+}
+
+TEST(AttentionConformance, PaddingMask) {
+  STRATA_REQUIRE_GPU();
+  uint64_t seed = 100;
+  for (DType dtype : {DType::F32, DType::F64})
+    for (bool causal : {false, true}) {
+      Options o;
+      o.causal = causal;
+      o.hasMask = true;
+      o.mask = paddingMask(dtype, {14, 17}, 17);
+      expectBoth(dtype, {{2, 3}, 17, 17, 16, 16}, o, seed++);
+      o.mask = paddingMask(dtype, {100, 128}, 128);
+      expectBoth(dtype, {{2, 2}, 128, 128, 64, 64}, o, seed++);
+    }
+}
+
+TEST(AttentionConformance, AdditiveMasks) {
+  STRATA_REQUIRE_GPU();
+  uint64_t seed = 200;
+  for (DType dtype : {DType::F32, DType::F64}) {
+    std::mt19937_64 rng(seed);
+    Options o;
+    o.hasMask = true;
+    // [S, T], shared by every batch matrix.
+    o.mask = randomTensor(dtype, {17, 33}, rng, -2.0, 0.5);
+    expectBoth(dtype, {{2, 2}, 17, 33, 16, 24}, o, seed++);
+    // A full [B, H, S, T] one, causal.
+    o.mask = randomTensor(dtype, {2, 2, 17, 17}, rng, -2.0, 0.5);
+    o.causal = true;
+    expectBoth(dtype, {{2, 2}, 17, 17, 16, 16}, o, seed++);
+    // Broadcast over the heads and the keys: [B, 1, S, 1].
+    o.mask = randomTensor(dtype, {2, 1, 40, 1}, rng, -2.0, 0.5);
+    o.causal = false;
+    expectBoth(dtype, {{2, 3}, 40, 40, 16, 16}, o, seed++);
+  }
+}
+
+TEST(AttentionConformance, CrossAttention) {
+  STRATA_REQUIRE_GPU();
+  uint64_t seed = 300;
+  for (DType dtype : {DType::F32, DType::F64})
+    for (bool causal : {false, true}) {
+      Options o;
+      o.causal = causal;
+      expectBoth(dtype, {{3}, 17, 45, 24, 40}, o, seed++);
+      expectBoth(dtype, {{3}, 45, 17, 7, 5}, o, seed++);
+      expectBoth(dtype, {{}, 33, 33, 16, 16}, o, seed++); // rank 2
+    }
+}
+
+TEST(AttentionConformance, Dropout) {
+  STRATA_REQUIRE_GPU();
+  uint64_t seed = 400;
+  for (DType dtype : {DType::F32, DType::F64})
+    for (bool causal : {false, true}) {
+      Options o;
+      o.causal = causal;
+      o.ratio = 0.1;
+      expectBoth(dtype, {{2, 2}, 17, 17, 16, 16}, o, seed++);
+      o.ratio = 0.5;
+      expectBoth(dtype, {{2}, 128, 128, 64, 64}, o, seed++);
+    }
+}
+
+TEST(AttentionConformance, WideHeadsShrinkTheTiles) {
+  STRATA_REQUIRE_GPU();
+  Options o;
+  o.causal = true;
+  expectBoth(DType::F32, {{2}, 40, 40, 128, 128}, o, 500);
+  expectBoth(DType::F64, {{2}, 40, 40, 128, 128}, o, 501);
+  expectBoth(DType::F64, {{2}, 20, 20, 256, 256}, o, 502);
+  expectBoth(DType::F32, {{1}, 9, 9, 1000, 8}, o, 503);
+}
+
+TEST(AttentionConformance, FullyMaskedRowIsNaN) {
+  STRATA_REQUIRE_GPU();
+  for (DType dtype : {DType::F32, DType::F64})
+    for (bool causal : {false, true}) {
+      // Row 3 of the [6, 6] mask is all -inf: its output row is NaN, and in
+      // the gradient its dQ row and all of dK and dV.
+      std::vector<double> values(36, 0.0);
+      for (int j = 0; j < 6; ++j)
+        values[3 * 6 + j] = -std::numeric_limits<double>::infinity();
+      Options o;
+      o.causal = causal;
+      o.hasMask = true;
+      o.mask = fromValues(dtype, {6, 6}, values);
+      expectBoth(dtype, {{2}, 6, 6, 4, 4}, o, 600 + causal);
+    }
+}
+
+TEST(AttentionConformance, EmptyDims) {
+  STRATA_REQUIRE_GPU();
+  for (DType dtype : {DType::F32, DType::F64}) {
+    Options o;
+    // No keys: zeros (over a non-zero start).
+    Case c = forward(dtype, {{2}, 9, 0, 4, 4}, o, 700);
+    std::mt19937_64 rng(701);
+    c.outputs[0] = randomTensor(dtype, {2, 9, 4}, rng);
+    expectConformance(c);
+    c = gradient(dtype, {{2}, 9, 0, 4, 4}, o, 702);
+    c.outputs[0] = randomTensor(dtype, {2, 9, 4}, rng);
+    expectConformance(c);
+    // No queries: dK and dV are zero.
+    c = gradient(dtype, {{2}, 0, 5, 4, 4}, o, 703);
+    c.outputs[1] = randomTensor(dtype, {2, 5, 4}, rng);
+    c.outputs[2] = randomTensor(dtype, {2, 5, 4}, rng);
+    expectConformance(c);
+    expectConformance(forward(dtype, {{2}, 0, 5, 4, 4}, o, 704));
+    // Empty head dims, an empty batch.
+    expectBoth(dtype, {{2}, 5, 5, 0, 4}, o, 705);
+    expectBoth(dtype, {{2}, 5, 5, 3, 0}, o, 706);
+    expectBoth(dtype, {{0, 2}, 5, 5, 3, 3}, o, 707);
+  }
+}
+
+TEST(AttentionConformance, ForwardErrors) {
+  STRATA_REQUIRE_GPU();
+  Shape shape{{2}, 5, 5, 4, 4};
+  Options o;
+  std::mt19937_64 rng(800);
+  // Missing scale.
+  Case c = forward(DType::F32, shape, o, 801);
+  c.attrs = KernelAttrs();
+  expectConformance(c);
+  // Arity.
+  c = forward(DType::F32, shape, o, 802);
+  c.inputs.pop_back();
+  expectConformance(c);
+  // Element types.
+  c = forward(DType::F32, shape, o, 803);
+  c.inputs[2] = randomTensor(DType::F64, {2, 5, 4}, rng);
+  expectConformance(c);
+  // Ranks.
+  c = forward(DType::F32, shape, o, 804);
+  c.inputs[1] = randomTensor(DType::F32, {5, 4}, rng);
+  expectConformance(c);
+  // Shapes that do not fit: key width, value length, batch.
+  c = forward(DType::F32, shape, o, 805);
+  c.inputs[1] = randomTensor(DType::F32, {2, 5, 3}, rng);
+  expectConformance(c);
+  c = forward(DType::F32, shape, o, 806);
+  c.inputs[2] = randomTensor(DType::F32, {2, 6, 4}, rng);
+  expectConformance(c);
+  c = forward(DType::F32, shape, o, 807);
+  c.inputs[1] = randomTensor(DType::F32, {3, 5, 4}, rng);
+  expectConformance(c);
+  // Result shape.
+  c = forward(DType::F32, shape, o, 808);
+  c.outputs[0] = zeros(DType::F32, {2, 5, 5});
+  expectConformance(c);
+  // Masks that do not broadcast.
+  o.hasMask = true;
+  o.mask = randomTensor(DType::F32, {3, 5}, rng);
+  expectConformance(forward(DType::F32, shape, o, 809));
+  o.mask = randomTensor(DType::F32, {1, 2, 5, 5}, rng);
+  expectConformance(forward(DType::F32, shape, o, 810));
+  o.hasMask = false;
+  // Dropout ratio out of [0, 1).
+  c = forward(DType::F32, shape, o, 811);
+  c.attrs.set("dropout_ratio", 1.0);
+  expectConformance(c);
+  // Integers.
+  expectConformance(forward(DType::I32, shape, o, 812));
+}
+
+TEST(AttentionConformance, GradientErrors) {
+  STRATA_REQUIRE_GPU();
+  Shape shape{{2}, 5, 5, 4, 4};
+  Options o;
+  std::mt19937_64 rng(900);
+  Case c = gradient(DType::F32, shape, o, 901);
+  c.inputs.pop_back();
+  expectConformance(c); // arity
+  c = gradient(DType::F32, shape, o, 902);
+  c.outputs[1] = zeros(DType::F64, {2, 5, 4});
+  expectConformance(c); // result element type
+  c = gradient(DType::F32, shape, o, 903);
+  c.inputs[3] = randomTensor(DType::F64, {2, 5, 4}, rng);
+  expectConformance(c); // operand element type
+  c = gradient(DType::F32, shape, o, 904);
+  c.attrs = KernelAttrs();
+  expectConformance(c); // missing scale
+  c = gradient(DType::F32, shape, o, 905);
+  c.inputs[2] = randomTensor(DType::F32, {5, 4}, rng);
+  expectConformance(c); // ranks
+  c = gradient(DType::F32, shape, o, 906);
+  c.inputs[0] = randomTensor(DType::F32, {2, 5, 3}, rng);
+  expectConformance(c); // gradient shape
+  c = gradient(DType::F32, shape, o, 907);
+  c.outputs[0] = zeros(DType::F32, {2, 5, 3});
+  expectConformance(c); // result shape
+  o.hasMask = true;
+  o.mask = randomTensor(DType::F32, {4, 5}, rng);
+  expectConformance(gradient(DType::F32, shape, o, 908));
+  o.mask = randomTensor(DType::F32, {1, 1, 5, 5}, rng);
+  expectConformance(gradient(DType::F32, shape, o, 909));
+  o.hasMask = false;
+  c = gradient(DType::F32, shape, o, 910);
+  c.attrs.set("dropout_ratio", -0.5);
+  expectConformance(c); // dropout ratio
+  // An integer query passes the float-only type check, then is refused.
+  c = gradient(DType::F32, shape, o, 911);
+  c.inputs[1] = zeros(DType::I32, {2, 5, 4});
+  expectConformance(c);
+}
+
+} // namespace
+} // namespace strata::runtime::conformance
