@@ -4,8 +4,10 @@ committed GPT trained with prefetch depths 0, 1 and 4, with its optimizer
 states on the host and SSD tiers, with activations recomputed (always, and
 automatically under a budget), every run under --inject-delay (random
 sleeps before every collective, move and optimizer update, so a missing
-event would show as a wrong answer), matches the reference run bit for bit
-(losses and checkpointed state), on one rank and on four (P = 2).
+event would show as a wrong answer), and again on --backend queued (the
+executor's CUDA path: stream queues and events run as late as the waits
+allow) with and without --cuda-graph, matches the reference run bit for
+bit (losses and checkpointed state), on one rank and on four (P = 2).
 
     check_schedule.py --bin BUILD/bin [--steps 8] [--delay 300]
 """
@@ -106,9 +108,18 @@ def main():
                 print(f"{label}, {name}, --inject-delay {args.delay}: "
                       "differs from the reference run")
                 return 1
+            # As the CUDA backend runs it: stream queues and events, run as
+            # late as the waits allow, and captured into graphs.
+            for extra in (["--backend", "queued"],
+                          ["--backend", "queued", "--cuda-graph"]):
+                if train(art, "q", extra, ranks) != ref:
+                    print(f"{label}, {name}, {' '.join(extra)}: differs from "
+                          "the reference run")
+                    return 1
         report.append(f"{label}: depths 0/1/4, offloading and recomputation "
                       f"(up to {recomputed} ops) under --inject-delay "
-                      f"{args.delay} equal the reference")
+                      f"{args.delay}, and on --backend queued with and "
+                      f"without --cuda-graph, equal the reference")
     print("; ".join(report))
     return 0
 
