@@ -1,14 +1,340 @@
-//===- ElementwiseGradKernels.cu - ElementwiseGrad kernels on CUDA -------------------------------===//
+//===- ElementwiseGradKernels.cu - Gradients of elementwise ops on CUDA ---===//
 //
-// Not written yet: the family registers no kernel, so an artifact using one
-// of its ops is refused at load ("no kernel for ... in this backend").
+// The counterparts of the CPU's ElementwiseGradKernels.cpp:
+// graph.unary_grad (dx = f'(x) * dy, evaluated in double like the CPU's, with
+// PyTorch's backward formulas), graph.sum_squares (sum of squares in double,
+// reduced in a fixed order: two passes through a per-instruction buffer of
+// block partials its prepare function allocates), graph.round_to and
+// runtime.copy (a device-to-device copy on the stream).
 //
 //===----------------------------------------------------------------------===//
 
-#include "CudaKernels.h"
+#include "ElementwiseCommon.cuh"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
 
 namespace strata::runtime::cuda {
+namespace {
 
-void registerElementwiseGradKernels(KernelRegistry &registry) {}
+//===----------------------------------------------------------------------===//
+// unary_grad
+//===----------------------------------------------------------------------===//
+
+enum class Kind {
+  Abs, Exp, Log, Sqrt, Reciprocal, Tanh, Erf, Sin, Cos, Relu, Sigmoid,
+  Softplus, Gelu, GeluTanh, LeakyRelu, Elu, HardSigmoid, HardSwish, Clip, Neg
+};
+
+bool parseKind(const std::string &name, const std::string &approximate,
+               Kind &kind) {
+  static const std::pair<const char *, Kind> kinds[] = {
+      {"abs", Kind::Abs},         {"exp", Kind::Exp},
+      {"log", Kind::Log},         {"sqrt", Kind::Sqrt},
+      {"reciprocal", Kind::Reciprocal}, {"tanh", Kind::Tanh},
+      {"erf", Kind::Erf},         {"sin", Kind::Sin},
+      {"cos", Kind::Cos},         {"relu", Kind::Relu},
+      {"sigmoid", Kind::Sigmoid}, {"softplus", Kind::Softplus},
+      {"gelu", Kind::Gelu},       {"leaky_relu", Kind::LeakyRelu},
+      {"elu", Kind::Elu},         {"hard_sigmoid", Kind::HardSigmoid},
+      {"hard_swish", Kind::HardSwish}, {"clip", Kind::Clip},
+      {"neg", Kind::Neg}};
+  for (auto &[n, k] : kinds)
+    if (name == n) {
+      kind = k;
+      if (k == Kind::Gelu && approximate == "tanh")
+        kind = Kind::GeluTanh;
+      return true;
+    }
+  return false;
+}
+
+struct GradParams {
+  Kind kind = Kind::Abs;
+  double alpha = 0, beta = 0, lo = 0, hi = 0;
+};
+
+/// d f(x) / dx * dy, in double: the CPU's derivative() line for line.
+__device__ inline double derivative(const GradParams &p, double x, double y,
+                                    double dy) {
+  double alpha = p.alpha, beta = p.beta;
+  switch (p.kind) {
+  case Kind::Abs: return x > 0 ? dy : x < 0 ? -dy : 0.0;
+  case Kind::Exp: return dy * y;
+  case Kind::Log: return dy / x;
+  case Kind::Sqrt: return dy / (2 * y);
+  case Kind::Reciprocal: return -dy * y * y;
+  case Kind::Tanh: return dy * (1 - y * y);
+  case Kind::Erf: return dy * 2.0 / sqrt(M_PI) * exp(-x * x);
+  case Kind::Sin: return dy * cos(x);
+  case Kind::Cos: return -dy * sin(x);
+  // torch's threshold_backward: 0 where y <= 0, so a NaN output passes dy.
+  case Kind::Relu: return y <= 0 ? 0.0 : dy;
+  case Kind::Sigmoid: return dy * y * (1 - y);
+  case Kind::Softplus: {
+    if (x > 20)
+      return dy;
+    double z = exp(x);
+    return dy * z / (z + 1);
+  }
+  case Kind::Gelu: {
+    double cdf = 0.5 * (1 + erf(x * M_SQRT1_2));
+    double pdf = exp(-0.5 * x * x) * (M_2_SQRTPI * M_SQRT1_2 * 0.5);
+    return dy * (cdf + x * pdf);
+  }
+  case Kind::GeluTanh: {
+    const double kBeta = M_SQRT2 * M_2_SQRTPI * 0.5, kKappa = 0.044715;
+    double inner = kBeta * (x + kKappa * x * x * x);
+    double t = tanh(inner);
+    double left = 0.5 * x, right = 1 + t;
+    double dLeft = 0.5 * right;
+    double dRight = left * (1 - t * t) * kBeta * (1 + 3 * kKappa * x * x);
+    return dy * (dLeft + dRight);
+  }
+  case Kind::LeakyRelu: return x > 0 ? dy : dy * alpha;
+  case Kind::Elu: return x > 0 ? dy : dy * alpha * exp(x);
+  case Kind::HardSigmoid: {
+    double z = alpha * x + beta;
+    return z > 0 && z < 1 ? dy * alpha : 0.0;
+  }
+  case Kind::HardSwish:
+    return x < -3 ? 0.0 : x <= 3 ? dy * (x / 3 + 0.5) : dy;
+  case Kind::Clip: return x >= p.lo && x <= p.hi ? dy : 0.0;
+  case Kind::Neg: return -dy;
+  }
+  return 0.0;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kBlock)
+    unaryGradKernel(const T *g, const T *x, const T *y, T *out, int64_t n,
+                    GradParams p) {
+  STRATA_GRID_STRIDE(i, n)
+  out[i] = static_cast<T>(derivative(p, x[i], y[i], g[i]));
+}
+
+Status unaryGradKernelFn(KernelContext &ctx) {
+  constexpr const char *kOp = "graph.unary_grad";
+  if (Status s = checkArity(ctx, kOp, 3, 3, 1); !s)
+    return s;
+  const TensorView &dy = ctx.inputs[0], &x = ctx.inputs[1], &y = ctx.inputs[2];
+  TensorView &dx = ctx.outputs[0];
+  if (x.shape != dy.shape || y.shape != dy.shape || dx.shape != dy.shape ||
+      x.dtype != dy.dtype || y.dtype != dy.dtype || dx.dtype != dy.dtype)
+    return Status::error("graph.unary_grad: operands must share one type, got " +
+                         dy.describe() + ", " + x.describe() + ", " +
+                         y.describe());
+  GradParams p;
+  std::string name = ctx.attrs.getString("kind");
+  if (!parseKind(name, ctx.attrs.getString("approximate", "none"), p.kind))
+    return Status::error("graph.unary_grad: unknown kind '" + name + "'");
+  // The forward kernels' defaults (ElementwiseKernels.cpp).
+  p.alpha = ctx.attrs.getFloat("alpha", p.kind == Kind::LeakyRelu ? 0.01
+                                        : p.kind == Kind::Elu     ? 1.0
+                                                                  : 0.2);
+  p.beta = ctx.attrs.getFloat("beta", 0.5);
+  double inf = std::numeric_limits<double>::infinity();
+  p.lo = ctx.attrs.has("min") ? ctx.attrs.getFloat("min") : -inf;
+  p.hi = ctx.attrs.has("max") ? ctx.attrs.getFloat("max") : inf;
+  return dispatchFloat(dy.dtype, kOp, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    int64_t n = dy.numel();
+    if (n == 0)
+      return Status::ok();
+    const CudaStream &cs = streamOf(ctx);
+    unaryGradKernel<T><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
+        dy.as<T>(), x.as<T>(), y.as<T>(), dx.as<T>(), n, p);
+    return launchStatus(kOp);
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// sum_squares
+//===----------------------------------------------------------------------===//
+
+/// Blocks of the first pass, at most: each leaves one partial sum.
+constexpr int kPartials = 1024;
+
+/// Sums `v` over the block's kBlock threads into v of thread 0, in a fixed
+/// tree order. `shared` holds kBlock doubles.
+__device__ inline double blockSum(double v, double *shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = kBlock / 2; s > 0; s >>= 1) {
+    if (int(threadIdx.x) < s)
+      shared[threadIdx.x] += shared[threadIdx.x + s];
+    __syncthreads();
+  }
+  return shared[0];
+}
+
+/// Pass 1: block b sums the squares of elements b * kBlock + t, stepping
+/// by the grid, into partial[b]. The grid depends on n only, so the order
+/// (and the result) is the same on every run and every GPU.
+template <typename T>
+__global__ void __launch_bounds__(kBlock)
+    sumSquaresPartials(const T *in, int64_t n, double *partial) {
+  __shared__ double shared[kBlock];
+  double sum = 0;
+  STRATA_GRID_STRIDE(i, n) {
+    double v = double(in[i]);
+    sum += v * v;
+  }
+  double total = blockSum(sum, shared);
+  if (threadIdx.x == 0)
+    partial[blockIdx.x] = total;
+}
+
+/// Pass 2: one block adds the `count` partials and writes the result.
+template <typename U>
+__global__ void __launch_bounds__(kPartials)
+    sumSquaresFinish(const double *partial, int count, U *out) {
+  __shared__ double shared[kPartials];
+  shared[threadIdx.x] = int(threadIdx.x) < count ? partial[threadIdx.x] : 0.0;
+  __syncthreads();
+  for (int s = kPartials / 2; s > 0; s >>= 1) {
+    if (int(threadIdx.x) < s)
+      shared[threadIdx.x] += shared[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0)
+    out[0] = static_cast<U>(shared[0]);
+}
+
+/// The instruction's partials buffer, allocated once at load.
+Status sumSquaresPrepare(KernelContext &, std::shared_ptr<void> &prepared) {
+  void *buffer = nullptr;
+  if (Status s = cudaStatus(cudaMalloc(&buffer, kPartials * sizeof(double)),
+                            "graph.sum_squares: cudaMalloc");
+      !s)
+    return s;
+  prepared = std::shared_ptr<void>(buffer, [](void *p) { cudaFree(p); });
+  return Status::ok();
+}
+
+Status sumSquaresKernelFn(KernelContext &ctx) {
+  constexpr const char *kOp = "graph.sum_squares";
+  if (Status s = checkArity(ctx, kOp, 1, 1, 1); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0];
+  TensorView &out = ctx.outputs[0];
+  if (out.numel() != 1 || !isFloat(out.dtype))
+    return Status::error("graph.sum_squares: the result must be a float "
+                         "scalar, got " + out.describe());
+  return dispatchFloat(x.dtype, kOp, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    return dispatchFloat(out.dtype, kOp, [&](auto outTag) -> Status {
+      using U = decltype(outTag);
+      auto *partial = static_cast<double *>(const_cast<void *>(ctx.prepared));
+      if (!partial)
+        return Status::error(std::string(kOp) +
+                             ": no partials buffer (the prepare step did not run)");
+      int64_t n = x.numel();
+      int blocks = int(std::min<int64_t>(kPartials, (n + kBlock - 1) / kBlock));
+      const CudaStream &cs = streamOf(ctx);
+      if (blocks > 0) {
+        sumSquaresPartials<T><<<blocks, kBlock, 0, cs.stream>>>(x.as<T>(), n,
+                                                                partial);
+        if (Status s = launchStatus(kOp); !s)
+          return s;
+      }
+      // An empty tensor's sum is 0: pass 2 runs with no partials.
+      sumSquaresFinish<U><<<1, kPartials, 0, cs.stream>>>(partial, blocks,
+                                                          out.as<U>());
+      return launchStatus(kOp);
+    });
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// round_to
+//===----------------------------------------------------------------------===//
+
+/// f32 -> nearest bf16 (round to nearest even), back in f32.
+__device__ inline float roundToBf16(float v) {
+  uint32_t bits = __float_as_uint(v);
+  if ((bits & 0x7f800000u) == 0x7f800000u) // inf, nan: keep
+    return v;
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  bits &= 0xffff0000u;
+  return __uint_as_float(bits);
+}
+
+/// f32 -> nearest fp16 value (round to nearest even; beyond 65504 -> inf;
+/// subnormals kept), back in f32: the CPU's steps, each exact.
+__device__ inline float roundToFp16(float v) {
+  if ((__float_as_uint(v) & 0x7f800000u) == 0x7f800000u) // inf, nan
+    return v;
+  float a = fabsf(v);
+  if (a >= 65520.0f) // rounds past the largest fp16, 65504
+    return copysignf(__int_as_float(0x7f800000), v);
+  int exponent;
+  frexpf(a, &exponent); // a = m * 2^exponent, m in [0.5, 1)
+  int e = exponent - 11 > -24 ? exponent - 11 : -24;
+  float step = ldexpf(1.0f, e);
+  return copysignf(rintf(a / step) * step, v);
+}
+
+__global__ void __launch_bounds__(kBlock)
+    roundToKernel(const float *in, float *out, int64_t n, bool bf16) {
+  STRATA_GRID_STRIDE(i, n)
+  out[i] = bf16 ? roundToBf16(in[i]) : roundToFp16(in[i]);
+}
+
+Status roundToKernelFn(KernelContext &ctx) {
+  if (Status s = checkArity(ctx, "graph.round_to", 1, 1, 1); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0];
+  TensorView &y = ctx.outputs[0];
+  std::string dtype = ctx.attrs.getString("dtype");
+  if (x.dtype != DType::F32 || y.dtype != DType::F32 || x.shape != y.shape)
+    return Status::error("graph.round_to: operand and result must be one f32 "
+                         "shape, got " + x.describe());
+  if (dtype != "bf16" && dtype != "fp16")
+    return Status::error("graph.round_to: dtype must be bf16 or fp16, not '" +
+                         dtype + "'");
+  int64_t n = x.numel();
+  if (n == 0)
+    return Status::ok();
+  const CudaStream &cs = streamOf(ctx);
+  roundToKernel<<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
+      x.as<float>(), y.as<float>(), n, dtype == "bf16");
+  return launchStatus("graph.round_to");
+}
+
+//===----------------------------------------------------------------------===//
+// copy
+//===----------------------------------------------------------------------===//
+
+/// A copy onto itself is nothing to do; partially overlapping buffers (the
+/// CPU's memmove would allow them) are not supported by cudaMemcpyAsync, and
+/// the executor never hands a kernel such a pair.
+Status copyKernelFn(KernelContext &ctx) {
+  if (Status s = checkArity(ctx, "runtime.copy", 1, 1, 1); !s)
+    return s;
+  const TensorView &in = ctx.inputs[0];
+  TensorView &out = ctx.outputs[0];
+  if (in.dtype != out.dtype || in.shape != out.shape)
+    return Status::error("runtime.copy: " + in.describe() + " does not fit " +
+                         out.describe());
+  if (in.data == out.data || in.bytes() == 0)
+    return Status::ok();
+  return cudaStatus(cudaMemcpyAsync(out.data, in.data, in.bytes(),
+                                    cudaMemcpyDeviceToDevice,
+                                    streamOf(ctx).stream),
+                    "runtime.copy: cudaMemcpyAsync");
+}
+
+} // namespace
+
+void registerElementwiseGradKernels(KernelRegistry &registry) {
+  registry.add("graph.unary_grad", unaryGradKernelFn);
+  registry.add("graph.sum_squares", sumSquaresKernelFn, sumSquaresPrepare);
+  registry.add("runtime.copy", copyKernelFn);
+  registry.add("graph.round_to", roundToKernelFn);
+}
 
 } // namespace strata::runtime::cuda

@@ -1,14 +1,481 @@
-//===- ElementwiseKernels.cu - Elementwise kernels on CUDA -------------------------------===//
+//===- ElementwiseKernels.cu - Elementwise ops on CUDA --------------------===//
 //
-// Not written yet: the family registers no kernel, so an artifact using one
-// of its ops is refused at load ("no kernel for ... in this backend").
+// graph.neg ... graph.where, the counterparts of the CPU's
+// ElementwiseKernels.cpp: unary math, binary arithmetic and comparisons with
+// numpy broadcasting, select and cast. Every element is evaluated in the
+// element type with the CPU's formula (softplus threshold, GELU forms, NaN
+// propagation of max/min/relu/clip); the device's expf, erff, tanhf ... are
+// within a few ulp of glibc's. One thread per element over a grid-stride
+// loop; broadcast shapes travel by value (ElementwiseCommon.cuh).
+//
+// Every kernel reads element i of its operands before writing element i of
+// its result, so a result may share an operand's memory (a same-typed
+// in-place add). A cast between types of different widths cannot.
 //
 //===----------------------------------------------------------------------===//
 
-#include "CudaKernels.h"
+#include "ElementwiseCommon.cuh"
+
+#include <cmath>
+#include <limits>
+#include <type_traits>
 
 namespace strata::runtime::cuda {
+namespace {
 
-void registerElementwiseKernels(KernelRegistry &registry) {}
+//===----------------------------------------------------------------------===//
+// Unary
+//===----------------------------------------------------------------------===//
+
+/// A unary formula's attributes, read once on the host.
+struct UnaryParams {
+  double alpha = 0, beta = 0, min = 0, max = 0;
+  bool hasMin = false, hasMax = false, tanhGelu = false;
+};
+
+enum class Unary {
+  Exp, Log, Sqrt, Reciprocal, Tanh, Erf, Sin, Cos, Relu, Sigmoid, Softplus,
+  Gelu, LeakyRelu, Elu, HardSigmoid, HardSwish, Clip
+};
+
+template <typename T> __device__ inline T geluExact(T x) {
+  return x * T(0.5) * (T(1) + mathErf(x * T(M_SQRT1_2)));
+}
+
+template <typename T> __device__ inline T geluTanh(T x) {
+  const T kBeta = T(M_SQRT2 * M_2_SQRTPI * 0.5); // sqrt(2 / pi)
+  const T kKappa = T(0.044715);
+  T inner = kBeta * (x + kKappa * x * x * x);
+  return T(0.5) * x * (T(1) + mathTanh(inner));
+}
+
+template <Unary K, typename T>
+__device__ inline T unaryFormula(T x, const UnaryParams &p) {
+  if constexpr (K == Unary::Exp)
+    return mathExp(x);
+  else if constexpr (K == Unary::Log)
+    return mathLog(x);
+  else if constexpr (K == Unary::Sqrt)
+    return mathSqrt(x);
+  else if constexpr (K == Unary::Reciprocal)
+    return T(1) / x;
+  else if constexpr (K == Unary::Tanh)
+    return mathTanh(x);
+  else if constexpr (K == Unary::Erf)
+    return mathErf(x);
+  else if constexpr (K == Unary::Sin)
+    return mathSin(x);
+  else if constexpr (K == Unary::Cos)
+    return mathCos(x);
+  else if constexpr (K == Unary::Relu)
+    return x > 0 || x != x ? x : T(0); // NaN stays NaN, as in PyTorch
+  else if constexpr (K == Unary::Sigmoid)
+    return T(1) / (T(1) + mathExp(-x));
+  else if constexpr (K == Unary::Softplus)
+    return x > T(20) ? x : mathLog1p(mathExp(x)); // beta 1, threshold 20
+  else if constexpr (K == Unary::Gelu)
+    return p.tanhGelu ? geluTanh(x) : geluExact(x);
+  else if constexpr (K == Unary::LeakyRelu)
+    return x > 0 ? x : x * T(p.alpha);
+  else if constexpr (K == Unary::Elu)
+    return x > 0 ? x : T(p.alpha) * mathExpm1(x);
+  else if constexpr (K == Unary::HardSigmoid) {
+    T v = T(p.alpha) * x + T(p.beta);
+    return stdMin(stdMax(v, T(0)), T(1));
+  } else if constexpr (K == Unary::HardSwish)
+    return x * stdMin(stdMax(x + T(3), T(0)), T(6)) / T(6);
+  else { // Clip
+    if (x != x)
+      return x;
+    if (p.hasMin)
+      x = stdMax(x, T(p.min));
+    if (p.hasMax)
+      x = stdMin(x, T(p.max));
+    return x;
+  }
+}
+
+template <Unary K, typename T>
+__global__ void __launch_bounds__(kBlock)
+    unaryKernel(const T *in, T *out, int64_t n, UnaryParams p) {
+  STRATA_GRID_STRIDE(i, n) out[i] = unaryFormula<K>(in[i], p);
+}
+
+/// Registers a float unary op; `params` reads its attributes on the host.
+template <Unary K>
+void addFloatUnary(KernelRegistry &r, std::string op,
+                   UnaryParams (*params)(const KernelAttrs &)) {
+  r.add(op, [op, params](KernelContext &ctx) -> Status {
+    if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+      return s;
+    const TensorView &x = ctx.inputs[0];
+    TensorView &y = ctx.outputs[0];
+    return dispatchFloat(x.dtype, op, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      if (Status s = checkResultFits(op, y, x.dtype, x.shape); !s)
+        return s;
+      int64_t n = x.numel();
+      if (n == 0)
+        return Status::ok();
+      UnaryParams p = params ? params(ctx.attrs) : UnaryParams();
+      const CudaStream &cs = streamOf(ctx);
+      unaryKernel<K, T><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
+          x.as<T>(), y.as<T>(), n, p);
+      return launchStatus(op);
+    });
+  });
+}
+
+/// neg and abs take every dtype; the CPU's expressions, integer promotion
+/// and narrowing included.
+template <bool IsNeg, typename T>
+__global__ void __launch_bounds__(kBlock)
+    negAbsKernel(const T *in, T *out, int64_t n) {
+  STRATA_GRID_STRIDE(i, n) {
+    T v = in[i];
+    if constexpr (IsNeg)
+      out[i] = T(-v);
+    else if constexpr (std::is_unsigned_v<T>) // i1: never negative
+      out[i] = v;
+    else
+      out[i] = v < 0 ? T(-v) : v;
+  }
+}
+
+__global__ void __launch_bounds__(kBlock)
+    notKernel(const uint8_t *in, uint8_t *out, int64_t n) {
+  STRATA_GRID_STRIDE(i, n) out[i] = in[i] ? 0 : 1;
+}
+
+template <bool IsNeg> void addNegAbs(KernelRegistry &r, std::string op) {
+  r.add(op, [op](KernelContext &ctx) -> Status {
+    if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+      return s;
+    const TensorView &x = ctx.inputs[0];
+    TensorView &y = ctx.outputs[0];
+    return dispatchAll(x.dtype, op, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      if (Status s = checkResultFits(op, y, x.dtype, x.shape); !s)
+        return s;
+      int64_t n = x.numel();
+      if (n == 0)
+        return Status::ok();
+      const CudaStream &cs = streamOf(ctx);
+      negAbsKernel<IsNeg, T><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
+          x.as<T>(), y.as<T>(), n);
+      return launchStatus(op);
+    });
+  });
+}
+
+Status notKernelFn(KernelContext &ctx) {
+  constexpr std::string_view op = "graph.not";
+  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0];
+  TensorView &y = ctx.outputs[0];
+  // The CPU reads and writes one byte per element.
+  if (byteWidth(y.dtype) != 1 || y.numel() != x.numel())
+    return checkResultFits(op, y, DType::I1, x.shape);
+  int64_t n = x.numel();
+  if (n == 0)
+    return Status::ok();
+  const CudaStream &cs = streamOf(ctx);
+  notKernel<<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
+      static_cast<const uint8_t *>(x.data), static_cast<uint8_t *>(y.data), n);
+  return launchStatus(std::string(op));
+}
+
+UnaryParams noParams(const KernelAttrs &) { return UnaryParams(); }
+
+void registerUnary(KernelRegistry &r) {
+  addFloatUnary<Unary::Exp>(r, "graph.exp", noParams);
+  addFloatUnary<Unary::Log>(r, "graph.log", noParams);
+  addFloatUnary<Unary::Sqrt>(r, "graph.sqrt", noParams);
+  addFloatUnary<Unary::Reciprocal>(r, "graph.reciprocal", noParams);
+  addFloatUnary<Unary::Tanh>(r, "graph.tanh", noParams);
+  addFloatUnary<Unary::Erf>(r, "graph.erf", noParams);
+  addFloatUnary<Unary::Sin>(r, "graph.sin", noParams);
+  addFloatUnary<Unary::Cos>(r, "graph.cos", noParams);
+  addFloatUnary<Unary::Relu>(r, "graph.relu", noParams);
+  addFloatUnary<Unary::Sigmoid>(r, "graph.sigmoid", noParams);
+  addFloatUnary<Unary::Softplus>(r, "graph.softplus", noParams);
+  addFloatUnary<Unary::Gelu>(r, "graph.gelu", [](const KernelAttrs &a) {
+    UnaryParams p;
+    p.tanhGelu = a.getString("approximate", "none") == "tanh";
+    return p;
+  });
+  addFloatUnary<Unary::LeakyRelu>(r, "graph.leaky_relu",
+                                  [](const KernelAttrs &a) {
+                                    UnaryParams p;
+                                    p.alpha = a.getFloat("alpha", 0.01);
+                                    return p;
+                                  });
+  addFloatUnary<Unary::Elu>(r, "graph.elu", [](const KernelAttrs &a) {
+    UnaryParams p;
+    p.alpha = a.getFloat("alpha", 1.0);
+    return p;
+  });
+  addFloatUnary<Unary::HardSigmoid>(r, "graph.hard_sigmoid",
+                                    [](const KernelAttrs &a) {
+                                      UnaryParams p;
+                                      p.alpha = a.getFloat("alpha", 0.2);
+                                      p.beta = a.getFloat("beta", 0.5);
+                                      return p;
+                                    });
+  addFloatUnary<Unary::HardSwish>(r, "graph.hard_swish", noParams);
+  addFloatUnary<Unary::Clip>(r, "graph.clip", [](const KernelAttrs &a) {
+    UnaryParams p;
+    p.hasMin = a.has("min");
+    p.hasMax = a.has("max");
+    if (p.hasMin)
+      p.min = a.getFloat("min");
+    if (p.hasMax)
+      p.max = a.getFloat("max");
+    return p;
+  });
+
+  addNegAbs<true>(r, "graph.neg");
+  addNegAbs<false>(r, "graph.abs");
+  r.add("graph.not", notKernelFn);
+}
+
+//===----------------------------------------------------------------------===//
+// Cast
+//===----------------------------------------------------------------------===//
+
+template <typename To, typename From>
+__device__ inline To castElement(From v) {
+  if constexpr (std::is_same_v<To, uint8_t>) // i1
+    return v != From(0) ? 1 : 0;
+  else
+    return static_cast<To>(v); // float -> int truncates toward zero
+}
+
+template <typename To, typename From>
+__global__ void __launch_bounds__(kBlock)
+    castKernel(const From *in, To *out, int64_t n) {
+  STRATA_GRID_STRIDE(i, n) out[i] = castElement<To>(in[i]);
+}
+
+Status castKernelFn(KernelContext &ctx) {
+  constexpr std::string_view op = "graph.cast";
+  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0];
+  TensorView &y = ctx.outputs[0];
+  return dispatchAll(x.dtype, op, [&](auto fromTag) -> Status {
+    using From = decltype(fromTag);
+    return dispatchAll(y.dtype, op, [&](auto toTag) -> Status {
+      using To = decltype(toTag);
+      if (Status s = checkResultFits(op, y, y.dtype, x.shape); !s)
+        return s;
+      int64_t n = x.numel();
+      if (n == 0)
+        return Status::ok();
+      const CudaStream &cs = streamOf(ctx);
+      castKernel<To, From><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
+          x.as<From>(), y.as<To>(), n);
+      return launchStatus(std::string(op));
+    });
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Binary with broadcasting
+//===----------------------------------------------------------------------===//
+
+template <typename T> __device__ inline T nanMax(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>)
+    if (a != a || b != b)
+      return std::numeric_limits<T>::quiet_NaN();
+  return a > b ? a : b;
+}
+
+template <typename T> __device__ inline T nanMin(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>)
+    if (a != a || b != b)
+      return std::numeric_limits<T>::quiet_NaN();
+  return a < b ? a : b;
+}
+
+enum class Binary { Add, Sub, Mul, Div, Pow, Max, Min, And, Or };
+enum class Compare { Equal, Less, Greater };
+
+template <Binary K, typename T> __device__ inline T binaryFormula(T a, T b) {
+  if constexpr (K == Binary::Add)
+    return T(a + b);
+  else if constexpr (K == Binary::Sub)
+    return T(a - b);
+  else if constexpr (K == Binary::Mul)
+    return T(a * b);
+  else if constexpr (K == Binary::Div) {
+    if constexpr (std::is_floating_point_v<T>)
+      return a / b;
+    else
+      return b == 0 ? T(0) : T(a / b); // truncation, as the folder does
+  } else if constexpr (K == Binary::Pow)
+    return mathPow(a, b); // floats only (dispatchFloat)
+  else if constexpr (K == Binary::Max)
+    return nanMax(a, b);
+  else if constexpr (K == Binary::Min)
+    return nanMin(a, b);
+  else if constexpr (K == Binary::And)
+    return T(a && b);
+  else
+    return T(a || b);
+}
+
+template <Compare K, typename T> __device__ inline uint8_t compareFormula(T a, T b) {
+  if constexpr (K == Compare::Equal)
+    return a == b ? 1 : 0;
+  else if constexpr (K == Compare::Less)
+    return a < b ? 1 : 0;
+  else
+    return a > b ? 1 : 0;
+}
+
+template <Binary K, typename T>
+__global__ void __launch_bounds__(kBlock)
+    binaryKernel(const T *a, const T *b, T *out, int64_t n, Broadcast plan) {
+  STRATA_GRID_STRIDE(i, n) {
+    int64_t at[2];
+    broadcastOffsets<2>(plan, i, at);
+    out[i] = binaryFormula<K>(a[at[0]], b[at[1]]);
+  }
+}
+
+template <Compare K, typename T>
+__global__ void __launch_bounds__(kBlock)
+    compareKernel(const T *a, const T *b, uint8_t *out, int64_t n,
+                  Broadcast plan) {
+  STRATA_GRID_STRIDE(i, n) {
+    int64_t at[2];
+    broadcastOffsets<2>(plan, i, at);
+    out[i] = compareFormula<K>(a[at[0]], b[at[1]]);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kBlock)
+    whereKernel(const uint8_t *c, const T *a, const T *b, T *out, int64_t n,
+                Broadcast plan) {
+  STRATA_GRID_STRIDE(i, n) {
+    int64_t at[3];
+    broadcastOffsets<3>(plan, i, at);
+    out[i] = c[at[0]] ? a[at[1]] : b[at[2]];
+  }
+}
+
+/// The checks of a binary op after the dtype dispatch: the second operand
+/// has the first's type, the result `resultType` and the broadcast shape.
+Status planBinary(std::string_view op, const TensorView &a,
+                  const TensorView &b, const TensorView &y, DType resultType,
+                  Broadcast &plan) {
+  if (Status s = checkSameElementType(op, a, b); !s)
+    return s;
+  if (y.dtype != resultType)
+    return checkResultFits(op, y, resultType, y.shape);
+  return planBroadcast(op, {&a, &b}, y, plan);
+}
+
+template <Binary K, bool FloatOnly>
+void addArithmetic(KernelRegistry &r, std::string op) {
+  r.add(op, [op](KernelContext &ctx) -> Status {
+    if (Status s = checkArity(ctx, op, 2, 2, 1); !s)
+      return s;
+    const TensorView &a = ctx.inputs[0], &b = ctx.inputs[1];
+    TensorView &y = ctx.outputs[0];
+    auto body = [&](auto tag) -> Status {
+      using T = decltype(tag);
+      Broadcast plan;
+      if (Status s = planBinary(op, a, b, y, a.dtype, plan); !s)
+        return s;
+      int64_t n = y.numel();
+      if (n == 0)
+        return Status::ok();
+      const CudaStream &cs = streamOf(ctx);
+      binaryKernel<K, T><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
+          a.as<T>(), b.as<T>(), y.as<T>(), n, plan);
+      return launchStatus(op);
+    };
+    if constexpr (FloatOnly)
+      return dispatchFloat(a.dtype, op, body);
+    else
+      return dispatchAll(a.dtype, op, body);
+  });
+}
+
+template <Compare K> void addComparison(KernelRegistry &r, std::string op) {
+  r.add(op, [op](KernelContext &ctx) -> Status {
+    if (Status s = checkArity(ctx, op, 2, 2, 1); !s)
+      return s;
+    const TensorView &a = ctx.inputs[0], &b = ctx.inputs[1];
+    TensorView &y = ctx.outputs[0];
+    return dispatchAll(a.dtype, op, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      Broadcast plan;
+      if (Status s = planBinary(op, a, b, y, DType::I1, plan); !s)
+        return s;
+      int64_t n = y.numel();
+      if (n == 0)
+        return Status::ok();
+      const CudaStream &cs = streamOf(ctx);
+      compareKernel<K, T><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
+          a.as<T>(), b.as<T>(), y.as<uint8_t>(), n, plan);
+      return launchStatus(op);
+    });
+  });
+}
+
+Status whereKernelFn(KernelContext &ctx) {
+  constexpr std::string_view op = "graph.where";
+  if (Status s = checkArity(ctx, op, 3, 3, 1); !s)
+    return s;
+  const TensorView &c = ctx.inputs[0], &a = ctx.inputs[1], &b = ctx.inputs[2];
+  TensorView &y = ctx.outputs[0];
+  return dispatchAll(a.dtype, op, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    if (Status s = checkSameElementType(op, a, b); !s)
+      return s;
+    if (y.dtype != a.dtype)
+      return checkResultFits(op, y, a.dtype, y.shape);
+    // The condition is read one byte per element (i1), as on the CPU.
+    Broadcast plan;
+    if (Status s = planBroadcast(op, {&c, &a, &b}, y, plan); !s)
+      return s;
+    int64_t n = y.numel();
+    if (n == 0)
+      return Status::ok();
+    const CudaStream &cs = streamOf(ctx);
+    whereKernel<T><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
+        c.as<uint8_t>(), a.as<T>(), b.as<T>(), y.as<T>(), n, plan);
+    return launchStatus(std::string(op));
+  });
+}
+
+void registerBinary(KernelRegistry &r) {
+  addArithmetic<Binary::Add, false>(r, "graph.add");
+  addArithmetic<Binary::Sub, false>(r, "graph.sub");
+  addArithmetic<Binary::Mul, false>(r, "graph.mul");
+  addArithmetic<Binary::Div, false>(r, "graph.div");
+  addArithmetic<Binary::Pow, true>(r, "graph.pow");
+  addArithmetic<Binary::Max, false>(r, "graph.max");
+  addArithmetic<Binary::Min, false>(r, "graph.min");
+  addArithmetic<Binary::And, false>(r, "graph.and");
+  addArithmetic<Binary::Or, false>(r, "graph.or");
+  addComparison<Compare::Equal>(r, "graph.equal");
+  addComparison<Compare::Less>(r, "graph.less");
+  addComparison<Compare::Greater>(r, "graph.greater");
+  r.add("graph.where", whereKernelFn);
+}
+
+} // namespace
+
+void registerElementwiseKernels(KernelRegistry &registry) {
+  registerUnary(registry);
+  registerBinary(registry);
+  registry.add("graph.cast", castKernelFn);
+}
 
 } // namespace strata::runtime::cuda

@@ -1,14 +1,612 @@
-//===- ShapeKernels.cu - Shape kernels on CUDA -------------------------------===//
+//===- ShapeKernels.cu - Shape manipulation and lookups on CUDA -----------===//
 //
-// Not written yet: the family registers no kernel, so an artifact using one
-// of its ops is refused at load ("no kernel for ... in this backend").
+// graph.reshape ... graph.embedding, the counterparts of the CPU's
+// ShapeKernels.cpp: ops that only move elements. They move elements as
+// unsigned integers of the element's width, so they serve every dtype (f16
+// and bf16 included) and keep NaN payloads. The CPU's shape checks run on
+// the host first, with its messages; the index rules then travel by value.
+//
+// Not as on the CPU: gather and embedding cannot look at their indices on
+// the host, so an index outside [-size, size) is not an error Status but a
+// device trap (the stream's next synchronize fails, as torch's device-side
+// assert does). A result may not share memory with its operand except in
+// trilu and where the CPU's copy is the identity (reshape, a full slice).
 //
 //===----------------------------------------------------------------------===//
 
-#include "CudaKernels.h"
+#include "ElementwiseCommon.cuh"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
 
 namespace strata::runtime::cuda {
+namespace {
 
-void registerShapeKernels(KernelRegistry &registry) {}
+Status checkSameDType(std::string_view op, const TensorView &a,
+                      const TensorView &b) {
+  return checkSameElementType(op, a, b);
+}
+
+Status checkShape(std::string_view op, const TensorView &t,
+                  const std::vector<int64_t> &expected) {
+  if (t.shape == expected)
+    return Status::ok();
+  TensorView want = t;
+  want.shape = expected;
+  return Status::error(std::string(op) + ": expected result " +
+                       want.describe() + ", got " + t.describe());
+}
+
+Status checkAxis(std::string_view op, int64_t axis, int64_t rank) {
+  if (axis >= 0 && axis < rank)
+    return Status::ok();
+  return Status::error(std::string(op) + ": axis " + std::to_string(axis) +
+                       " must be in [0, " + std::to_string(rank) + ")");
+}
+
+/// Product of shape[begin, end).
+int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t d = begin; d < end; ++d)
+    n *= shape[d];
+  return n;
+}
+
+Status copyBytes(std::string_view op, const CudaStream &cs, void *dst,
+                 const void *src, size_t bytes) {
+  return cudaStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice,
+                                    cs.stream),
+                    std::string(op) + ": cudaMemcpyAsync");
+}
+
+//===----------------------------------------------------------------------===//
+// Strided copy
+//===----------------------------------------------------------------------===//
+
+template <typename W>
+__global__ void __launch_bounds__(kBlock)
+    stridedCopyKernel(const W *in, W *out, int64_t n, Dims plan, int64_t base) {
+  STRATA_GRID_STRIDE(i, n) out[i] = in[stridedOffset(plan, base, i)];
+}
+
+/// Fills the dense `out` from `in` as the CPU's copyStrided does: the element
+/// at result coordinate c is in's element `base + sum_d c[d] * strides[d]`.
+Status copyStrided(std::string_view op, KernelContext &ctx,
+                   const TensorView &in, TensorView &out,
+                   const std::vector<int64_t> &strides, int64_t base) {
+  int64_t n = out.numel();
+  if (n == 0)
+    return Status::ok();
+  Dims plan;
+  if (Status s = planStrided(op, out.shape, strides, plan); !s)
+    return s;
+  const CudaStream &cs = streamOf(ctx);
+  return dispatchWidth(out.dtype, [&](auto tag) -> Status {
+    using W = decltype(tag);
+    stridedCopyKernel<W><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
+        static_cast<const W *>(in.data), static_cast<W *>(out.data), n, plan,
+        base);
+    return launchStatus(std::string(op));
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Reshape, broadcast_to, transpose, slice
+//===----------------------------------------------------------------------===//
+
+Status reshapeKernel(KernelContext &ctx) {
+  constexpr std::string_view op = "graph.reshape";
+  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0];
+  TensorView &y = ctx.outputs[0];
+  if (Status s = checkSameDType(op, x, y); !s)
+    return s;
+  if (x.numel() != y.numel())
+    return Status::error(std::string(op) + ": element counts differ (" +
+                         x.describe() + " vs " + y.describe() + ")");
+  if (x.bytes() == 0 || x.data == y.data)
+    return Status::ok();
+  return copyBytes(op, streamOf(ctx), y.data, x.data, x.bytes());
+}
+
+Status broadcastToKernel(KernelContext &ctx) {
+  constexpr std::string_view op = "graph.broadcast_to";
+  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0];
+  TensorView &y = ctx.outputs[0];
+  if (Status s = checkSameDType(op, x, y); !s)
+    return s;
+  std::string bad = std::string(op) + ": cannot broadcast " + x.describe() +
+                    " to " + y.describe();
+  if (x.rank() > y.rank())
+    return Status::error(bad);
+  std::vector<int64_t> inStrides = rowMajorStrides(x.shape);
+  std::vector<int64_t> strides(y.shape.size(), 0);
+  int64_t lead = y.rank() - x.rank();
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    int64_t in = x.shape[d], out = y.shape[d + lead];
+    if (in == out)
+      strides[d + lead] = inStrides[d];
+    else if (in != 1)
+      return Status::error(bad);
+  }
+  return copyStrided(op, ctx, x, y, strides, 0);
+}
+
+Status transposeKernel(KernelContext &ctx) {
+  constexpr std::string_view op = "graph.transpose";
+  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0];
+  TensorView &y = ctx.outputs[0];
+  if (Status s = checkSameDType(op, x, y); !s)
+    return s;
+  std::vector<int64_t> perm = ctx.attrs.getInts("perm");
+  if (static_cast<int64_t>(perm.size()) != x.rank())
+    return Status::error(std::string(op) + ": perm must have " +
+                         std::to_string(x.rank()) + " entries");
+  std::vector<int64_t> inStrides = rowMajorStrides(x.shape);
+  std::vector<bool> seen(perm.size(), false);
+  std::vector<int64_t> shape, strides;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= x.rank() || seen[p])
+      return Status::error(std::string(op) + ": perm is not a permutation");
+    seen[p] = true;
+    shape.push_back(x.shape[p]);
+    strides.push_back(inStrides[p]);
+  }
+  if (Status s = checkShape(op, y, shape); !s)
+    return s;
+  return copyStrided(op, ctx, x, y, strides, 0);
+}
+
+Status sliceKernel(KernelContext &ctx) {
+  constexpr std::string_view op = "graph.slice";
+  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0];
+  TensorView &y = ctx.outputs[0];
+  if (Status s = checkSameDType(op, x, y); !s)
+    return s;
+  std::vector<int64_t> offsets = ctx.attrs.getInts("offsets"),
+                       sizes = ctx.attrs.getInts("sizes"),
+                       steps = ctx.attrs.getInts("strides");
+  int64_t rank = x.rank();
+  if (static_cast<int64_t>(offsets.size()) != rank ||
+      static_cast<int64_t>(sizes.size()) != rank ||
+      static_cast<int64_t>(steps.size()) != rank)
+    return Status::error(std::string(op) +
+                         ": offsets, sizes and strides need one entry per dim");
+  if (Status s = checkShape(op, y, sizes); !s)
+    return s;
+  std::vector<int64_t> inStrides = rowMajorStrides(x.shape);
+  std::vector<int64_t> strides(rank);
+  int64_t base = 0;
+  for (int64_t d = 0; d < rank; ++d) {
+    std::string where = std::string(op) + ": dim " + std::to_string(d);
+    if (steps[d] == 0 || sizes[d] < 0)
+      return Status::error(where + ": stride must be non-zero and size >= 0");
+    strides[d] = steps[d] * inStrides[d];
+    if (sizes[d] == 0)
+      continue;
+    int64_t last = offsets[d] + (sizes[d] - 1) * steps[d];
+    if (offsets[d] < 0 || offsets[d] >= x.shape[d] || last < 0 ||
+        last >= x.shape[d])
+      return Status::error(where + ": slice is out of bounds for size " +
+                           std::to_string(x.shape[d]));
+    base += offsets[d] * inStrides[d];
+  }
+  return copyStrided(op, ctx, x, y, strides, base);
+}
+
+//===----------------------------------------------------------------------===//
+// Concat and split
+//===----------------------------------------------------------------------===//
+
+/// Checks that `part` matches `whole` in every dim but `axis`.
+Status checkPart(std::string_view op, const TensorView &part,
+                 const TensorView &whole, int64_t axis) {
+  if (Status s = checkSameDType(op, part, whole); !s)
+    return s;
+  bool ok = part.rank() == whole.rank();
+  for (int64_t d = 0; ok && d < part.rank(); ++d)
+    ok = d == axis || part.shape[d] == whole.shape[d];
+  if (ok)
+    return Status::ok();
+  return Status::error(std::string(op) + ": " + part.describe() +
+                       " does not match " + whole.describe() +
+                       " outside axis " + std::to_string(axis));
+}
+
+/// Moves one part of a concat (toWhole) or split (!toWhole): the part's
+/// element e = (o, s), outer index o and position s in its slab of
+/// `partSlab` elements, is element o * wholeSlab + offset + s of the whole.
+template <typename W, bool ToWhole>
+__global__ void __launch_bounds__(kBlock)
+    partKernel(const W *src, W *dst, int64_t n, int64_t partSlab,
+               int64_t wholeSlab, int64_t offset) {
+  STRATA_GRID_STRIDE(e, n) {
+    int64_t at = (e / partSlab) * wholeSlab + offset + e % partSlab;
+    if constexpr (ToWhole)
+      dst[at] = src[e];
+    else
+      dst[e] = src[at];
+  }
+}
+
+/// One launch per part; `parts` are the concat's inputs or the split's
+/// results, `whole` the other side.
+template <bool ToWhole>
+Status moveParts(std::string_view op, KernelContext &ctx,
+                 std::span<const TensorView> parts, const TensorView &whole,
+                 int64_t axis) {
+  int64_t inner = product(whole.shape, axis + 1, whole.shape.size());
+  int64_t wholeSlab = whole.shape[axis] * inner;
+  const CudaStream &cs = streamOf(ctx);
+  return dispatchWidth(whole.dtype, [&](auto tag) -> Status {
+    using W = decltype(tag);
+    int64_t offset = 0;
+    for (const TensorView &part : parts) {
+      int64_t n = part.numel(), partSlab = part.shape[axis] * inner;
+      if (n > 0) {
+        if constexpr (ToWhole)
+          partKernel<W, true><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
+              static_cast<const W *>(part.data), static_cast<W *>(whole.data),
+              n, partSlab, wholeSlab, offset);
+        else
+          partKernel<W, false><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
+              static_cast<const W *>(whole.data), static_cast<W *>(part.data),
+              n, partSlab, wholeSlab, offset);
+        if (Status s = launchStatus(std::string(op)); !s)
+          return s;
+      }
+      offset += partSlab;
+    }
+    return Status::ok();
+  });
+}
+
+Status concatKernel(KernelContext &ctx) {
+  constexpr std::string_view op = "graph.concat";
+  if (ctx.inputs.empty() || ctx.outputs.size() != 1)
+    return Status::error(std::string(op) +
+                         ": expected at least 1 input and 1 output");
+  TensorView &y = ctx.outputs[0];
+  int64_t axis = ctx.attrs.getInt("axis");
+  if (Status s = checkAxis(op, axis, y.rank()); !s)
+    return s;
+  int64_t total = 0;
+  for (const TensorView &x : ctx.inputs) {
+    if (Status s = checkPart(op, x, y, axis); !s)
+      return s;
+    total += x.shape[axis];
+  }
+  if (total != y.shape[axis])
+    return Status::error(std::string(op) + ": input sizes along axis sum to " +
+                         std::to_string(total) + ", result has " +
+                         std::to_string(y.shape[axis]));
+  if (y.numel() == 0)
+    return Status::ok();
+  return moveParts<true>(op, ctx, ctx.inputs, y, axis);
+}
+
+Status splitKernel(KernelContext &ctx) {
+  constexpr std::string_view op = "graph.split";
+  if (ctx.inputs.size() != 1 || ctx.outputs.empty())
+    return Status::error(std::string(op) +
+                         ": expected 1 input and at least 1 output");
+  const TensorView &x = ctx.inputs[0];
+  int64_t axis = ctx.attrs.getInt("axis");
+  if (Status s = checkAxis(op, axis, x.rank()); !s)
+    return s;
+  int64_t total = 0;
+  for (const TensorView &y : ctx.outputs) {
+    if (Status s = checkPart(op, y, x, axis); !s)
+      return s;
+    total += y.shape[axis];
+  }
+  if (total != x.shape[axis])
+    return Status::error(std::string(op) + ": result sizes along axis sum to " +
+                         std::to_string(total) + ", input has " +
+                         std::to_string(x.shape[axis]));
+  if (x.numel() == 0)
+    return Status::ok();
+  return moveParts<false>(op, ctx, ctx.outputs, x, axis);
+}
+
+//===----------------------------------------------------------------------===//
+// Pad
+//===----------------------------------------------------------------------===//
+
+/// The bytes of one element of `dtype` holding `value` (pad's F64 `value`).
+Status fillBytes(std::string_view op, DType dtype, double value,
+                 unsigned char *fill) {
+  if (dtype == DType::F16 || dtype == DType::BF16) {
+    if (value == 0.0) {
+      std::memset(fill, 0, 2);
+      return Status::ok();
+    }
+    return Status::error(std::string(op) +
+                         ": a non-zero value is not supported for " +
+                         std::string(name(dtype)));
+  }
+  return dispatchAll(dtype, op, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    T v;
+    if constexpr (std::is_same_v<T, uint8_t>) { // i1
+      v = value != 0.0 ? 1 : 0;
+    } else if constexpr (std::is_integral_v<T>) {
+      double t = std::trunc(value);
+      if (!(t >= double(std::numeric_limits<T>::min()) &&
+            t <= double(std::numeric_limits<T>::max())))
+        return Status::error(std::string(op) + ": value " +
+                             std::to_string(value) + " does not fit " +
+                             std::string(name(dtype)));
+      v = static_cast<T>(t);
+    } else {
+      v = static_cast<T>(value);
+    }
+    std::memcpy(fill, &v, sizeof(T));
+    return Status::ok();
+  });
+}
+
+enum class PadMode : int { Constant, Reflect, Edge };
+
+struct PadPlan {
+  int rank = 0;
+  PadMode mode = PadMode::Constant;
+  int64_t outSize[kMaxRank] = {};
+  int64_t inSize[kMaxRank] = {};
+  int64_t inStride[kMaxRank] = {};
+  int64_t begin[kMaxRank] = {};
+};
+
+/// Result element i: its source in the input under the CPU's rules, or
+/// the fill where any coordinate is constant padding.
+template <typename W>
+__global__ void __launch_bounds__(kBlock)
+    padKernel(const W *in, W *out, int64_t n, PadPlan p, W fill) {
+  STRATA_GRID_STRIDE(i, n) {
+    int64_t rest = i, offset = 0;
+    bool isFill = false;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      int64_t c = rest;
+      if (d > 0) {
+        c = rest % p.outSize[d];
+        rest /= p.outSize[d];
+      }
+      int64_t s = c - p.begin[d], len = p.inSize[d];
+      if (s < 0 || s >= len) {
+        if (p.mode == PadMode::Constant) {
+          isFill = true;
+          break;
+        }
+        if (p.mode == PadMode::Edge)
+          s = stdClamp<int64_t>(s, 0, len - 1);
+        else // numpy/torch reflect: mirror about the edge, edge not repeated
+          s = s < 0 ? -s : 2 * (len - 1) - s;
+      }
+      offset += s * p.inStride[d];
+    }
+    out[i] = isFill ? fill : in[offset];
+  }
+}
+
+Status padKernelFn(KernelContext &ctx) {
+  constexpr std::string_view op = "graph.pad";
+  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0];
+  TensorView &y = ctx.outputs[0];
+  if (Status s = checkSameDType(op, x, y); !s)
+    return s;
+  std::vector<int64_t> pads = ctx.attrs.getInts("pads");
+  std::string mode = ctx.attrs.getString("mode", "constant");
+  int64_t rank = x.rank();
+  if (static_cast<int64_t>(pads.size()) != 2 * rank)
+    return Status::error(std::string(op) + ": pads needs two entries per dim");
+  bool constant = mode == "constant", reflect = mode == "reflect",
+       edge = mode == "edge";
+  if (!constant && !reflect && !edge)
+    return Status::error(std::string(op) + ": unknown mode \"" + mode + "\"");
+  std::vector<int64_t> shape;
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t begin = pads[d], end = pads[d + rank], n = x.shape[d];
+    if (begin < 0 || end < 0)
+      return Status::error(std::string(op) + ": pads must be >= 0");
+    if (reflect && (begin >= n || end >= n))
+      return Status::error(std::string(op) + ": reflect pads of dim " +
+                           std::to_string(d) + " must be smaller than " +
+                           std::to_string(n));
+    if (edge && n == 0 && begin + end > 0)
+      return Status::error(std::string(op) + ": cannot edge-pad empty dim " +
+                           std::to_string(d));
+    shape.push_back(n + begin + end);
+  }
+  if (Status s = checkShape(op, y, shape); !s)
+    return s;
+  unsigned char fill[8] = {};
+  if (constant)
+    if (Status s =
+            fillBytes(op, y.dtype, ctx.attrs.getFloat("value", 0.0), fill);
+        !s)
+      return s;
+  int64_t n = y.numel();
+  if (n == 0)
+    return Status::ok();
+  if (rank > kMaxRank)
+    return tooManyDims(op, size_t(rank));
+  PadPlan p;
+  p.rank = int(rank);
+  p.mode = constant ? PadMode::Constant
+           : edge   ? PadMode::Edge
+                    : PadMode::Reflect;
+  std::vector<int64_t> inStrides = rowMajorStrides(x.shape);
+  for (int64_t d = 0; d < rank; ++d) {
+    p.outSize[d] = shape[d];
+    p.inSize[d] = x.shape[d];
+    p.inStride[d] = inStrides[d];
+    p.begin[d] = pads[d];
+  }
+  const CudaStream &cs = streamOf(ctx);
+  return dispatchWidth(y.dtype, [&](auto tag) -> Status {
+    using W = decltype(tag);
+    W value;
+    std::memcpy(&value, fill, sizeof(W));
+    padKernel<W><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
+        static_cast<const W *>(x.data), static_cast<W *>(y.data), n, p, value);
+    return launchStatus(std::string(op));
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Trilu
+//===----------------------------------------------------------------------===//
+
+/// Element e = (matrix, i, j): kept where torch.triu keeps j - i >= k
+/// (upper) or torch.tril keeps j - i <= k, else zero (the all-zero pattern
+/// in every dtype). Each element reads only itself: in place is safe.
+template <typename W>
+__global__ void __launch_bounds__(kBlock)
+    triluKernel(const W *in, W *out, int64_t n, int64_t rows, int64_t cols,
+                int64_t k, bool upper) {
+  STRATA_GRID_STRIDE(e, n) {
+    int64_t j = e % cols, i = (e / cols) % rows;
+    bool keep = upper ? j >= stdClamp<int64_t>(i + k, 0, cols)
+                      : j < stdClamp<int64_t>(i + k + 1, 0, cols);
+    out[e] = keep ? in[e] : W(0);
+  }
+}
+
+Status triluKernelFn(KernelContext &ctx) {
+  constexpr std::string_view op = "graph.trilu";
+  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0];
+  TensorView &y = ctx.outputs[0];
+  if (Status s = checkSameDType(op, x, y); !s)
+    return s;
+  if (x.rank() < 2)
+    return Status::error(std::string(op) + ": input must have rank >= 2, got " +
+                         x.describe());
+  if (Status s = checkShape(op, y, x.shape); !s)
+    return s;
+  int64_t n = x.numel();
+  if (n == 0)
+    return Status::ok();
+  bool upper = ctx.attrs.getBool("upper");
+  int64_t rows = x.shape[x.rank() - 2], cols = x.shape.back();
+  int64_t k = stdClamp<int64_t>(ctx.attrs.getInt("k"), -(rows + cols),
+                                rows + cols);
+  const CudaStream &cs = streamOf(ctx);
+  return dispatchWidth(x.dtype, [&](auto tag) -> Status {
+    using W = decltype(tag);
+    triluKernel<W><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
+        static_cast<const W *>(x.data), static_cast<W *>(y.data), n, rows,
+        cols, k, upper);
+    return launchStatus(std::string(op));
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Gather and embedding
+//===----------------------------------------------------------------------===//
+
+/// Result element e = (o, p, s): element s of block (o, idx[p]) of `in`,
+/// `axisSize` blocks of `inner` elements per outer index. Negative indices
+/// count from the end; one outside [-axisSize, axisSize) traps (the CPU
+/// refuses the instruction; the device cannot read the indices up front).
+template <typename W, typename I>
+__global__ void __launch_bounds__(kBlock)
+    gatherKernel(const W *in, const I *idx, W *out, int64_t n, int64_t count,
+                 int64_t axisSize, int64_t inner) {
+  STRATA_GRID_STRIDE(e, n) {
+    int64_t s = e % inner, q = e / inner;
+    int64_t p = q % count, o = q / count;
+    int64_t v = static_cast<int64_t>(idx[p]);
+    if (v < -axisSize || v >= axisSize)
+      __trap();
+    v = v < 0 ? v + axisSize : v;
+    out[e] = in[(o * axisSize + v) * inner + s];
+  }
+}
+
+Status gatherBlocks(std::string_view op, KernelContext &ctx,
+                    const TensorView &in, const TensorView &indices,
+                    TensorView &out, int64_t axisSize, int64_t inner) {
+  return dispatchIndex(indices.dtype, op, [&](auto indexTag) -> Status {
+    using I = decltype(indexTag);
+    int64_t n = out.numel();
+    if (n == 0)
+      return Status::ok();
+    const CudaStream &cs = streamOf(ctx);
+    return dispatchWidth(in.dtype, [&](auto tag) -> Status {
+      using W = decltype(tag);
+      gatherKernel<W, I><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
+          static_cast<const W *>(in.data), indices.as<I>(),
+          static_cast<W *>(out.data), n, indices.numel(), axisSize, inner);
+      return launchStatus(std::string(op));
+    });
+  });
+}
+
+Status gatherKernelFn(KernelContext &ctx) {
+  constexpr std::string_view op = "graph.gather";
+  if (Status s = checkArity(ctx, op, 2, 2, 1); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0], &indices = ctx.inputs[1];
+  TensorView &y = ctx.outputs[0];
+  if (Status s = checkSameDType(op, x, y); !s)
+    return s;
+  int64_t axis = ctx.attrs.getInt("axis");
+  if (Status s = checkAxis(op, axis, x.rank()); !s)
+    return s;
+  std::vector<int64_t> shape(x.shape.begin(), x.shape.begin() + axis);
+  shape.insert(shape.end(), indices.shape.begin(), indices.shape.end());
+  shape.insert(shape.end(), x.shape.begin() + axis + 1, x.shape.end());
+  if (Status s = checkShape(op, y, shape); !s)
+    return s;
+  return gatherBlocks(op, ctx, x, indices, y, x.shape[axis],
+                      product(x.shape, axis + 1, x.shape.size()));
+}
+
+Status embeddingKernelFn(KernelContext &ctx) {
+  constexpr std::string_view op = "graph.embedding";
+  if (Status s = checkArity(ctx, op, 2, 2, 1); !s)
+    return s;
+  const TensorView &table = ctx.inputs[0], &indices = ctx.inputs[1];
+  TensorView &y = ctx.outputs[0];
+  if (Status s = checkSameDType(op, table, y); !s)
+    return s;
+  if (table.rank() != 2)
+    return Status::error(std::string(op) + ": table must have rank 2, got " +
+                         table.describe());
+  std::vector<int64_t> shape = indices.shape;
+  shape.push_back(table.shape[1]);
+  if (Status s = checkShape(op, y, shape); !s)
+    return s;
+  return gatherBlocks(op, ctx, table, indices, y, table.shape[0],
+                      table.shape[1]);
+}
+
+} // namespace
+
+void registerShapeKernels(KernelRegistry &registry) {
+  registry.add("graph.reshape", reshapeKernel);
+  registry.add("graph.broadcast_to", broadcastToKernel);
+  registry.add("graph.transpose", transposeKernel);
+  registry.add("graph.slice", sliceKernel);
+  registry.add("graph.concat", concatKernel);
+  registry.add("graph.split", splitKernel);
+  registry.add("graph.pad", padKernelFn);
+  registry.add("graph.trilu", triluKernelFn);
+  registry.add("graph.gather", gatherKernelFn);
+  registry.add("graph.embedding", embeddingKernelFn);
+}
 
 } // namespace strata::runtime::cuda
