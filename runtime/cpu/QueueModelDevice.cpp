@@ -85,7 +85,12 @@ public:
     // of the context, not a reference.
     KernelContext copy = ctx;
     const KernelFn *fn = &kernel;
-    enqueue(stream, [copy, fn]() mutable { return (*fn)(copy); });
+    enqueue(stream, [copy, fn]() mutable {
+      Status s = (*fn)(copy);
+      if (!s && copy.description)
+        return Status::error(*copy.description + ": " + s.message());
+      return s;
+    });
     return Status::ok();
   }
   Status copyAsync(uint32_t stream, void *dst, const void *src, size_t bytes,

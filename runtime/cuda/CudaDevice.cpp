@@ -20,6 +20,8 @@
 #include <nccl.h>
 #endif
 
+#include <nvtx3/nvToolsExt.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -168,7 +170,13 @@ public:
     if (stream >= streams_.size())
       return Status::error("cuda: no stream " + std::to_string(stream));
     ctx.stream = streams_[stream].get();
-    return kernel(ctx);
+    // Nsight Systems shows each instruction's kernels under its name.
+    if (ctx.description)
+      nvtxRangePushA(ctx.description->c_str());
+    Status s = kernel(ctx);
+    if (ctx.description)
+      nvtxRangePop();
+    return s;
   }
 
   Status copyAsync(uint32_t stream, void *dst, const void *src, size_t bytes,

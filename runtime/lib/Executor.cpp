@@ -269,6 +269,13 @@ Status Executor::create(const Artifact &artifact, std::shared_ptr<Device> device
       step.stream = inst.stream();
       step.waits.assign(inst.waits().begin(), inst.waits().end());
       const std::string &op = inst.op();
+      CollectiveKind kind;
+      Group group;
+      if (parseCollectiveOp(op, kind) &&
+          parseGroup(step.attrs.getString("group"), group)) {
+        step.collective = int(kind);
+        step.group = int(group);
+      }
       step.delayable = op.rfind("sched.", 0) == 0 ||
                        op == "graph.adamw_update" || op == "graph.sgd_update";
       size_t index = program.steps.size();
@@ -637,7 +644,20 @@ Status Executor::runQueued(Program &program, std::string_view name,
                       fnv1a64(&step.rngStream, sizeof(step.rngStream), seed),
                       comm_, ssdFile_};
     ctx.prepared = step.prepared.get();
-    return d.launch(stream, *step.kernel, ctx);
+    ctx.description = &step.description;
+    if (Status s = d.launch(stream, *step.kernel, ctx); !s)
+      return s;
+    // NCCL counts nothing: count its traffic as the MPI path does.
+    if (step.collective >= 0 && comm_ && d.hasCollectives())
+      for (size_t b = 0; b < step.inputs.size(); ++b) {
+        auto kind = CollectiveKind(step.collective);
+        const TensorView &shard = kind == CollectiveKind::ReduceScatter
+                                      ? step.outputs[b]
+                                      : step.inputs[b];
+        comm_->countDeviceCollective(Group(step.group), kind, shard.dtype,
+                                     size_t(shard.numel()));
+      }
+    return Status::ok();
   };
   // Every step on its stream's queue, in program order: each queue gets
   // its steps in order, and a wait on another stream's step follows that

@@ -616,3 +616,23 @@ TEST(ExecutorTest, CapturedGraphsReplayTheSameSteps) {
     EXPECT_EQ(graphs->getGraphReplays(), dropout > 0 ? 4u : 8u) << dropout;
   }
 }
+
+TEST(ExecutorTest, AQueuedFailureNamesTheProgramAndInstruction) {
+  // A queued kernel fails when the queue runs, at the synchronize; the
+  // message still names the program, the op and its node.
+  TempDir dir;
+  PlanBuilder b = twoStreamClassifier();
+  for (auto &program : *b.plan().mutable_programs())
+    if (program.name() == "micro_step") {
+      program.mutable_instructions(1)->set_op("graph.cross_entropy");
+      program.mutable_instructions(1)->clear_attributes();
+    }
+  b.write(dir / "bad.strata");
+  auto e = loadQueued(dir / "bad.strata");
+  ASSERT_TRUE(e);
+  fillBatch(*e);
+  Status s = e->run("micro_step");
+  ASSERT_FALSE(s.isOk());
+  EXPECT_EQ(s.message().rfind("micro_step: graph.cross_entropy (node '", 0), 0u)
+      << s.message();
+}

@@ -81,6 +81,16 @@ public:
   /// Bookkeeping outside the counters: the element-wise sum over every
   /// rank of `values` (f64), in place.
   Status sumOverWorld(double *values, size_t count, const std::string &what);
+  /// Counts a collective a device library (NCCL) ran on this rank's
+  /// `group`, as the MPI path counts its own: per buffer, the shard
+  /// (all-gather, reduce-scatter) or buffer (all-reduce) bytes on the ring
+  /// model (`count` is elements of the shard or buffer).
+  void countDeviceCollective(Group group, Kind kind, DType dtype,
+                             size_t count) {
+    this->count(group, kind,
+                ringBytes(kind, int(members(group).size()),
+                          double(count * byteWidth(dtype))));
+  }
   /// The bytes of `group`'s first member, on every member (a device
   /// library's communicator id).
   Status broadcastFromFirst(Group group, std::string &bytes,

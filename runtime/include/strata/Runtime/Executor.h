@@ -154,6 +154,10 @@ private:
     /// Queued runs: another stream waits for this step, on `event`.
     bool recordsEvent = false;
     uint32_t event = 0;
+    /// A sched.* collective (-1: not one; else its CollectiveKind) and its
+    /// group, counted by the executor when the device runs collectives.
+    int collective = -1;
+    int group = 0;
   };
   struct Program {
     std::vector<Step> steps;

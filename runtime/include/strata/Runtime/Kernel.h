@@ -90,6 +90,9 @@ struct KernelContext {
   /// What the kernel's prepare function made for this instruction at load
   /// (null without one).
   const void *prepared = nullptr;
+  /// "graph.linear (node '/h.0/mlp/c_fc/Gemm')": an asynchronous device
+  /// names its failures and its profiler ranges (NVTX) by it. May be null.
+  const std::string *description = nullptr;
 };
 
 using KernelFn = std::function<Status(KernelContext &)>;
