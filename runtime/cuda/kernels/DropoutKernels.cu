@@ -1,14 +1,71 @@
-//===- DropoutKernels.cu - Dropout kernels on CUDA -------------------------------===//
+//===- DropoutKernels.cu - Training-mode dropout on CUDA -------------------===//
 //
-// Not written yet: the family registers no kernel, so an artifact using one
-// of its ops is refused at load ("no kernel for ... in this backend").
+// graph.dropout, the counterpart of runtime/cpu/kernels/DropoutKernels.cpp:
+// y = x * (keep ? 1 / (1 - ratio) : 0) with the keep bit of element i drawn
+// by Philox4x32-10 from (seed, i) exactly as the CPU draws it
+// (DropoutPhilox.cuh), so the masks are bit-identical and y is too (one
+// rounded multiply in the element type). One thread per element.
 //
 //===----------------------------------------------------------------------===//
 
-#include "CudaKernels.h"
+#include "CudaKernelUtils.cuh"
+#include "DropoutPhilox.cuh"
+#include "NormalizationCommon.cuh"
+
+#include <string>
 
 namespace strata::runtime::cuda {
+namespace {
 
-void registerDropoutKernels(KernelRegistry &registry) {}
+using namespace norm;
+using namespace philox;
+
+template <typename T>
+__global__ void dropoutElements(const T *in, T *out, uint8_t *keep, int64_t n,
+                                uint64_t seed, double ratio, T scale) {
+  for (int64_t i = gridStart(); i < n; i += gridStride()) {
+    bool k = dropoutKeeps(seed, static_cast<uint64_t>(i), ratio);
+    keep[i] = k ? 1 : 0;
+    // x * 0, not 0: an inf or NaN input gives NaN, as on the CPU.
+    out[i] = mulRn(in[i], k ? scale : T(0));
+  }
+}
+
+Status dropoutKernel(KernelContext &ctx) {
+  constexpr const char *kOp = "graph.dropout";
+  if (Status s = checkArity(ctx, kOp, 1, 1, 2); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0];
+  TensorView &y = ctx.outputs[0], &mask = ctx.outputs[1];
+  if (!ctx.attrs.has("ratio"))
+    return Status::error("graph.dropout: missing attribute 'ratio'");
+  double ratio = ctx.attrs.getFloat("ratio");
+  if (!(ratio >= 0 && ratio < 1))
+    return Status::error("graph.dropout: ratio must be in [0, 1), got " +
+                         std::to_string(ratio));
+  if (y.dtype != x.dtype || y.shape != x.shape || mask.dtype != DType::I1 ||
+      mask.shape != x.shape)
+    return Status::error("graph.dropout: results must be " + x.describe() +
+                         " and i1 of its shape, got " + y.describe() + " and " +
+                         mask.describe());
+  return dispatchFloat(x.dtype, kOp, [&](auto tag) -> Status {
+    using T = decltype(tag);
+    int64_t n = x.numel();
+    if (n == 0)
+      return Status::ok();
+    const CudaStream &s = streamOf(ctx);
+    // The CPU's scale: the reciprocal in the element type.
+    const T scale = T(1) / T(1 - ratio);
+    dropoutElements<T><<<gridFor(s, n), kBlock, 0, s.stream>>>(
+        x.as<T>(), y.as<T>(), mask.as<uint8_t>(), n, ctx.seed, ratio, scale);
+    return launchStatus(kOp);
+  });
+}
+
+} // namespace
+
+void registerDropoutKernels(KernelRegistry &registry) {
+  registry.add("graph.dropout", dropoutKernel);
+}
 
 } // namespace strata::runtime::cuda
