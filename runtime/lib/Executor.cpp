@@ -235,6 +235,8 @@ Status Executor::create(const Artifact &artifact, std::shared_ptr<Device> device
       e->outputs_[b.name()] = b.tensor();
       program.outputs.push_back(b.name());
     }
+    // Tensors graph.round_to produced, with the type they hold values of.
+    std::map<uint32_t, std::string> rounded;
     for (const auto &inst : prog.instructions()) {
       Step step;
       step.kernel = kernels.lookup(inst.op());
@@ -253,6 +255,23 @@ Status Executor::create(const Artifact &artifact, std::shared_ptr<Device> device
           step.rngStream = static_cast<uint64_t>(a.int_value()) | (1ull << 63);
       }
       step.description = inst.op() + " (node '" + inst.location() + "')";
+      if (inst.op() == "graph.round_to")
+        for (uint32_t id : inst.outputs())
+          rounded[id] = step.attrs.getString("dtype");
+      // A product whose two factors hold bf16 (or fp16) values, as
+      // --dtype bf16 makes them, may run on TF32 tensor cores: TF32 keeps
+      // 10 mantissa bits, so rounding such a value to TF32 changes
+      // nothing and every product is the f32 product (the sums round as
+      // an f32 GEMM's do, in the tensor cores' order).
+      if ((inst.op() == "graph.linear" || inst.op() == "graph.matmul") &&
+          inst.inputs_size() >= 2) {
+        auto a = rounded.find(inst.inputs(0)), b = rounded.find(inst.inputs(1));
+        if (a != rounded.end() && b != rounded.end() &&
+            (a->second == "bf16" || a->second == "fp16") &&
+            (b->second == "bf16" || b->second == "fp16"))
+          step.attrs.set("operands_rounded_to",
+                         a->second == b->second ? a->second : "fp16");
+      }
       // Dropout (graph.dropout's ratio, attention's dropout_ratio) draws
       // from the run's seed, which a graph would freeze.
       if (step.attrs.getFloat("ratio", 0.0) > 0 ||

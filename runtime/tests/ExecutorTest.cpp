@@ -636,3 +636,40 @@ TEST(ExecutorTest, AQueuedFailureNamesTheProgramAndInstruction) {
   EXPECT_EQ(s.message().rfind("micro_step: graph.cross_entropy (node '", 0), 0u)
       << s.message();
 }
+
+TEST(ExecutorTest, ProductsOfRoundedFactorsAreMarked) {
+  // linear(round_to(x), round_to(w)) may run on TF32 tensor cores exactly;
+  // a product with an unrounded factor may not.
+  TempDir dir;
+  PlanBuilder b;
+  uint32_t x = b.tensor("x", plan::F32, {2, 3}, plan::ACTIVATION);
+  uint32_t w = b.persistent<float>("w", plan::F32, {3, 4},
+                                   std::vector<float>(12, 0.5f));
+  uint32_t xr = b.tensor("xr", plan::F32, {2, 3}, plan::ACTIVATION);
+  uint32_t wr = b.tensor("wr", plan::F32, {3, 4}, plan::ACTIVATION);
+  uint32_t y1 = b.tensor("y1", plan::F32, {2, 4}, plan::ACTIVATION);
+  uint32_t y2 = b.tensor("y2", plan::F32, {2, 4}, plan::ACTIVATION);
+  b.input("forward", "x", x);
+  b.instruction("forward", "graph.round_to", {x}, {xr},
+                {stringAttr("dtype", "bf16")});
+  b.instruction("forward", "graph.round_to", {w}, {wr},
+                {stringAttr("dtype", "bf16")});
+  b.instruction("forward", "graph.linear", {xr, wr}, {y1});
+  b.instruction("forward", "graph.linear", {x, wr}, {y2});
+  b.output("forward", "y1", y1);
+  b.output("forward", "y2", y2);
+  b.write(dir / "a.strata");
+
+  std::vector<std::string> seen;
+  KernelRegistry kernels;
+  kernels.add("graph.round_to", *getCpuKernels().lookup("graph.round_to"));
+  kernels.add("graph.linear", [&](KernelContext &ctx) {
+    seen.push_back(ctx.attrs.getString("operands_rounded_to", "-"));
+    return (*getCpuKernels().lookup("graph.linear"))(ctx);
+  });
+  auto e = load(dir / "a.strata", kernels);
+  ASSERT_TRUE(e);
+  Status s = e->run("forward");
+  ASSERT_TRUE(s.isOk()) << s.message();
+  EXPECT_EQ(seen, (std::vector<std::string>{"bf16", "-"}));
+}

@@ -304,7 +304,11 @@ Status runGemm(const GemmPlan &plan, KernelContext &ctx) {
   }
   bool f32 = p.dtype == DType::F32;
   size_t elementBytes = f32 ? 4 : 8;
-  int variant = f32 && stream.tf32 ? 1 : 0;
+  // TF32 when the run allows it, or when both factors hold bf16 / fp16
+  // values (the executor says so): TF32's 10 mantissa bits hold those
+  // exactly, so every product is the f32 product.
+  bool exactInTf32 = ctx.attrs.has("operands_rounded_to");
+  int variant = f32 && (stream.tf32 || exactInTf32) ? 1 : 0;
   cublasLtMatmulDesc_t desc = plan.desc[variant];
   const char *a = static_cast<const char *>(ctx.inputs[p.aInput].data);
   const char *b = static_cast<const char *>(ctx.inputs[p.bInput].data);

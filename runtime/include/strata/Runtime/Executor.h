@@ -56,7 +56,10 @@ public:
   /// Lays out the device block (persistent state, constants, the activation
   /// arena), the host block and the SSD file, copies constants and initial
   /// parameters in, and resolves every instruction's kernel (an op without
-  /// one is an error).
+  /// one is an error). A graph.linear or graph.matmul whose two factors
+  /// come straight from graph.round_to gets the attribute
+  /// "operands_rounded_to" ("bf16" or "fp16"): a backend may then multiply
+  /// on tensor cores that keep at least that many bits (TF32), exactly.
   static Status create(const Artifact &artifact, std::shared_ptr<Device> device,
                        std::unique_ptr<Executor> &out,
                        const ExecutorOptions &options);
