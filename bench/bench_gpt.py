@@ -132,12 +132,7 @@ def bench_strata(size, args, backend, work):
     params = count_params(model)
     onnx_path = os.path.join(work, f"gpt-{size}.onnx")
     idx = torch.zeros((args.batch, args.seq), dtype=torch.long)
-    settings = export_settings()
-    import inspect
-    # PyTorch 2.9 made the dynamo exporter the default; the models/ exports
-    # (and their goldens) use the TorchScript one.
-    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
-        settings["dynamo"] = False
+    settings = export_settings()  # the TorchScript exporter, as models/ uses
     model.train()
     with torch.no_grad():
         # Models over 2 GB get their weights beside the graph (PyTorch

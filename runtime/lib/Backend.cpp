@@ -74,6 +74,26 @@ Status probeCudaBackend(std::string &devices) {
   return Status::ok();
 }
 
+Status listCudaKernels(std::vector<std::string> &names) {
+  std::string why;
+  void *library = loadCudaBackend(why);
+  if (!library)
+    return Status::error("cuda backend unavailable: " + why);
+  using List = size_t (*)(char *, size_t);
+  auto list = reinterpret_cast<List>(::dlsym(library, "strata_cuda_kernel_names"));
+  if (!list)
+    return Status::error("the cuda backend library has no "
+                         "strata_cuda_kernel_names");
+  std::string text(list(nullptr, 0), '\0');
+  list(text.data(), text.size());
+  names.clear();
+  size_t start = 0;
+  for (size_t end; (end = text.find('\n', start)) != std::string::npos;
+       start = end + 1)
+    names.push_back(text.substr(start, end - start));
+  return Status::ok();
+}
+
 Status createCudaDevice(const CudaDeviceOptions &options,
                         std::unique_ptr<Device> &out) {
   std::string devices;

@@ -14,12 +14,17 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace strata::runtime {
 
 /// Loads the CUDA backend library and asks it for devices. Ok with a
 /// description of the devices; otherwise "cuda backend unavailable: <why>".
 Status probeCudaBackend(std::string &devices);
+
+/// The ops the CUDA backend library has kernels for (no GPU needed; an
+/// error when the library is not built or cannot load).
+Status listCudaKernels(std::vector<std::string> &names);
 
 /// A CUDA device from the backend library (after the probe succeeds).
 Status createCudaDevice(const CudaDeviceOptions &options,
