@@ -86,8 +86,7 @@ const char *kUsage =
     "                          is a wrong answer)\n"
     "  --tf32                  cuda: f32 matmuls may use TF32 tensor cores\n"
     "  --cuda-graph            cuda (and queued): capture each program on its\n"
-    "                          second run, replay it after (not a program with\n"
-    "                          dropout: the graph would replay one seed)\n"
+    "                          second run, replay it after\n"
     "  --probe-backend         print what --backend auto would pick, and why\n"
     "  --help                  this text\n";
 

@@ -57,6 +57,8 @@ Executor::~Executor() {
     device_->release(MemoryKind::Device, deviceBlock_);
     device_->release(MemoryKind::Host, hostBlock_);
     device_->release(MemoryKind::Host, stagingBlock_);
+    device_->release(MemoryKind::Device, seedBlock_);
+    device_->release(MemoryKind::Host, seedStaging_);
   }
 }
 
@@ -273,10 +275,11 @@ Status Executor::create(const Artifact &artifact, std::shared_ptr<Device> device
                          a->second == b->second ? a->second : "fp16");
       }
       // Dropout (graph.dropout's ratio, attention's dropout_ratio) draws
-      // from the run's seed, which a graph would freeze.
+      // from the run's seed: on a queued device it reads it from a slot
+      // (numbered below), which a replayed graph refreshes.
       if (step.attrs.getFloat("ratio", 0.0) > 0 ||
           step.attrs.getFloat("dropout_ratio", 0.0) > 0)
-        program.random = true;
+        step.seedSlot = 0;
       if (const PrepareFn *prepare = kernels.lookupPrepare(inst.op())) {
         KernelContext ctx{step.inputs, step.outputs, step.attrs, 0, nullptr,
                           e->ssdFile_};
@@ -349,6 +352,22 @@ Status Executor::create(const Artifact &artifact, std::shared_ptr<Device> device
     }
     if (Status s = d.createQueues(streams, events); !s)
       return s;
+    // Every random step its seed slot, each program's contiguous.
+    uint32_t slots = 0;
+    for (auto &[name, program] : e->programs_) {
+      program.firstSeedSlot = slots;
+      for (Step &step : program.steps)
+        if (step.seedSlot >= 0)
+          step.seedSlot = int(slots++);
+      program.seedSlots = slots - program.firstSeedSlot;
+    }
+    if (slots) {
+      size_t bytes = slots * sizeof(uint64_t);
+      if (Status s = d.allocate(MemoryKind::Device, bytes, &e->seedBlock_); !s)
+        return s;
+      if (Status s = d.allocate(MemoryKind::Host, bytes, &e->seedStaging_); !s)
+        return s;
+    }
   }
   if (!d.isHostAddressable()) {
     // Inputs and outputs reach the host through buffers of their own, one
@@ -611,6 +630,13 @@ Status Executor::runQueued(Program &program, std::string_view name,
   Device &d = *device_;
   ++job_.epoch;
   ++program.queuedRuns;
+  // This run's seeds, staged for the copy that opens the program (a
+  // captured graph holds that copy, so a replay reads them too).
+  auto *seeds = static_cast<uint64_t *>(seedStaging_);
+  for (const Step &step : program.steps)
+    if (step.seedSlot >= 0)
+      seeds[step.seedSlot] =
+          fnv1a64(&step.rngStream, sizeof(step.rngStream), seed);
   if (program.graph) {
     ++graphReplays_;
     if (Status s = d.launchGraph(0, program.graph.get()); !s)
@@ -621,7 +647,7 @@ Status Executor::runQueued(Program &program, std::string_view name,
   }
   // The first run is a warm-up (kernels may finish preparing then); the
   // second is captured and replayed.
-  bool capture = options_.captureGraphs && d.canCapture() && !program.random &&
+  bool capture = options_.captureGraphs && d.canCapture() &&
                  program.queuedRuns == 2;
   if (capture)
     if (Status s = d.beginCapture(0); !s)
@@ -643,7 +669,16 @@ Status Executor::runQueued(Program &program, std::string_view name,
     abandon();
     return Status::error(std::string(name) + ": " + s.message());
   };
-  // Inputs in, on stream 0; the other streams start after them.
+  // Seeds and inputs in, on stream 0; the other streams start after them.
+  if (program.seedSlots) {
+    size_t offset = program.firstSeedSlot * sizeof(uint64_t);
+    if (Status s = d.copyAsync(
+            0, static_cast<unsigned char *>(seedBlock_) + offset,
+            static_cast<unsigned char *>(seedStaging_) + offset,
+            program.seedSlots * sizeof(uint64_t), CopyKind::HostToDevice);
+        !s)
+      return failCopy(s);
+  }
   for (uint32_t id : program.stagedInputs)
     if (Status s = d.copyAsync(0, tensors_[id].data, staging_[id].data,
                                tensors_[id].bytes(), CopyKind::HostToDevice);
@@ -664,6 +699,8 @@ Status Executor::runQueued(Program &program, std::string_view name,
                       comm_, ssdFile_};
     ctx.prepared = step.prepared.get();
     ctx.description = &step.description;
+    if (step.seedSlot >= 0)
+      ctx.seedSlot = static_cast<const uint64_t *>(seedBlock_) + step.seedSlot;
     if (Status s = d.launch(stream, *step.kernel, ctx); !s)
       return s;
     // NCCL counts nothing: count its traffic as the MPI path does.

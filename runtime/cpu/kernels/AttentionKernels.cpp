@@ -128,7 +128,7 @@ Status attentionKernel(KernelContext &ctx) {
           T prob = static_cast<T>(std::exp(double(row[j]) - double(max)) / sum);
           if (ratio > 0) {
             uint64_t index = static_cast<uint64_t>((b * s + i) * t + j);
-            prob *= dropoutKeeps(ctx.seed, index, ratio) ? dropScale : T(0);
+            prob *= dropoutKeeps(seedOf(ctx), index, ratio) ? dropScale : T(0);
           }
           row[j] = prob;
         }

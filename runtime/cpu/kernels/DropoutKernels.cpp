@@ -77,7 +77,7 @@ Status dropoutKernel(KernelContext &ctx) {
     // (noise.bernoulli_(1 - p).div_(1 - p), then input * noise).
     const T scale = T(1) / T(1 - ratio);
     for (int64_t i = 0, n = x.numel(); i < n; ++i) {
-      bool k = dropoutKeeps(ctx.seed, static_cast<uint64_t>(i), ratio);
+      bool k = dropoutKeeps(seedOf(ctx), static_cast<uint64_t>(i), ratio);
       keep[i] = k ? 1 : 0;
       // x * 0, not 0: an inf or NaN input gives NaN, as in PyTorch.
       out[i] = in[i] * (k ? scale : T(0));

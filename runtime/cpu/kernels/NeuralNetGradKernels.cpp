@@ -320,7 +320,7 @@ Status attentionGradKernel(KernelContext &ctx) {
           T keep = T(1);
           if (ratio > 0) {
             uint64_t index = static_cast<uint64_t>((b * s + i) * t + j);
-            keep = dropoutKeeps(ctx.seed, index, ratio) ? dropScale : T(0);
+            keep = dropoutKeeps(seedOf(ctx), index, ratio) ? dropScale : T(0);
           }
           pd[i * t + j] = row[j] * keep;
           dp[i * t + j] = keep; // the mask, until dP overwrites it below

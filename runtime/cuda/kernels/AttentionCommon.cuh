@@ -327,6 +327,9 @@ template <typename T> struct Params {
   T dropScale = 1;  // T(1) / T(1 - ratio)
   double ratio = 0;
   uint64_t seed = 0;
+  /// Where the executor gives one, this run's seed in device memory (read
+  /// when the kernel runs, so a replayed CUDA graph draws afresh).
+  const uint64_t *seedSlot = nullptr;
   bool dropout = false, causal = false;
   /// The mask's offset of batch matrix b: sum of its coordinates (in the
   /// merged dims maskSize) times maskStride; then i * maskRowStride +
@@ -436,7 +439,8 @@ __device__ __forceinline__ T keepFactor(const Params<T> &p, int64_t b,
   if (!p.dropout)
     return T(1);
   uint64_t index = uint64_t((b * p.s + i) * p.t + j);
-  return dropoutKeeps(p.seed, index, p.ratio) ? p.dropScale : T(0);
+  uint64_t seed = p.seedSlot ? *p.seedSlot : p.seed;
+  return dropoutKeeps(seed, index, p.ratio) ? p.dropScale : T(0);
 }
 
 template <typename T>

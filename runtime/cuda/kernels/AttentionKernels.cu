@@ -110,6 +110,7 @@ Status attentionKernel(KernelContext &ctx) {
     Params<T> p;
     if (!attention::fillParams(g, ctx.seed, p))
       return tooManyMaskDims(kOp);
+    p.seedSlot = ctx.seedSlot;
     p.q = ctx.inputs[0].as<T>();
     p.k = ctx.inputs[1].as<T>();
     p.v = ctx.inputs[2].as<T>();
@@ -213,6 +214,7 @@ Status attentionGradKernel(KernelContext &ctx) {
     Params<T> p;
     if (!attention::fillParams(g, ctx.seed, p))
       return tooManyMaskDims(kOp);
+    p.seedSlot = ctx.seedSlot;
     p.dy = ctx.inputs[0].as<T>();
     p.q = ctx.inputs[1].as<T>();
     p.k = ctx.inputs[2].as<T>();

@@ -22,7 +22,12 @@ using namespace philox;
 
 template <typename T>
 __global__ void dropoutElements(const T *in, T *out, uint8_t *keep, int64_t n,
-                                uint64_t seed, double ratio, T scale) {
+                                uint64_t seed, const uint64_t *seedSlot,
+                                double ratio, T scale) {
+  // The slot, where the executor gives one, holds this run's seed (a
+  // replayed CUDA graph reads it afresh).
+  if (seedSlot)
+    seed = *seedSlot;
   for (int64_t i = gridStart(); i < n; i += gridStride()) {
     bool k = dropoutKeeps(seed, static_cast<uint64_t>(i), ratio);
     keep[i] = k ? 1 : 0;
@@ -57,7 +62,8 @@ Status dropoutKernel(KernelContext &ctx) {
     // The CPU's scale: the reciprocal in the element type.
     const T scale = T(1) / T(1 - ratio);
     dropoutElements<T><<<gridFor(s, n), kBlock, 0, s.stream>>>(
-        x.as<T>(), y.as<T>(), mask.as<uint8_t>(), n, ctx.seed, ratio, scale);
+        x.as<T>(), y.as<T>(), mask.as<uint8_t>(), n, ctx.seed, ctx.seedSlot, ratio,
+        scale);
     return launchStatus(kOp);
   });
 }

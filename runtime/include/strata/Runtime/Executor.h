@@ -45,9 +45,9 @@ struct ExecutorOptions {
   uint64_t injectDelayMicros = 0;
   /// On a device that can capture (CUDA graphs), the second run of each
   /// program records it into a graph and every later run replays that:
-  /// one launch per program instead of one per instruction. A program
-  /// that draws random numbers (dropout) is not captured: the graph would
-  /// replay its first seed.
+  /// one launch per program instead of one per instruction. Random
+  /// streams (dropout) read their seeds from device memory the graph
+  /// refreshes, so a replay draws each run's masks.
   bool captureGraphs = false;
 };
 
@@ -157,6 +157,9 @@ private:
     /// Queued runs: another stream waits for this step, on `event`.
     bool recordsEvent = false;
     uint32_t event = 0;
+    /// Queued runs of a step that draws random numbers: its seed's slot in
+    /// the seed block (-1: none).
+    int seedSlot = -1;
     /// A sched.* collective (-1: not one; else its CollectiveKind) and its
     /// group, counted by the executor when the device runs collectives.
     int collective = -1;
@@ -175,11 +178,11 @@ private:
     std::vector<uint32_t> stagedInputs, stagedOutputs;
     uint32_t startEvent = 0;
     std::vector<uint32_t> joinEvents;
-    /// Graphs: queued runs so far, whether a step draws random numbers,
-    /// and the captured graph.
+    /// Graphs: queued runs so far, and the captured graph.
     uint64_t queuedRuns = 0;
-    bool random = false;
     std::shared_ptr<void> graph;
+    /// Queued runs: the program's seed slots (contiguous).
+    uint32_t firstSeedSlot = 0, seedSlots = 0;
   };
   /// One run of a program over the streams.
   struct Job {
@@ -201,6 +204,8 @@ private:
   Executor() = default;
   std::shared_ptr<Device> device_;
   void *deviceBlock_ = nullptr, *hostBlock_ = nullptr, *stagingBlock_ = nullptr;
+  /// Queued runs: the random steps' seeds, on the device and staged.
+  void *seedBlock_ = nullptr, *seedStaging_ = nullptr;
   size_t deviceBytes_ = 0, hostBytes_ = 0;
   std::vector<TensorView> tensors_;
   /// By tensor id: the host buffer of a staged input or output.

@@ -93,7 +93,18 @@ struct KernelContext {
   /// "graph.linear (node '/h.0/mlp/c_fc/Gemm')": an asynchronous device
   /// names its failures and its profiler ranges (NVTX) by it. May be null.
   const std::string *description = nullptr;
+  /// On an asynchronous device, where `seed` also is, in device memory,
+  /// written before the kernel runs: a kernel reads it when it runs, so a
+  /// replayed graph draws each run's seed. Null on the CPU.
+  const uint64_t *seedSlot = nullptr;
 };
+
+/// The seed a kernel running on the host draws from: the slot's value
+/// where there is one (the queued device's memory is host memory), else
+/// ctx.seed.
+inline uint64_t seedOf(const KernelContext &ctx) {
+  return ctx.seedSlot ? *ctx.seedSlot : ctx.seed;
+}
 
 using KernelFn = std::function<Status(KernelContext &)>;
 
