@@ -17,6 +17,7 @@
 #include "strata/Runtime/Device.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -114,6 +115,36 @@ public:
     push(stream, {Op::Wait, {}, event, 0});
     return Status::ok();
   }
+  // Timers: the host clock when the queue reaches the marker.
+  Status createTimers(uint32_t markers) override {
+    if (times_.size() < markers)
+      times_.resize(markers, 0);
+    return Status::ok();
+  }
+  Status markTime(uint32_t stream, uint32_t marker) override {
+    if (stream >= queues_.size() || marker >= times_.size())
+      return Status::error("queued: no stream " + std::to_string(stream) +
+                           " or marker " + std::to_string(marker));
+    int64_t *slot = &times_[marker];
+    enqueue(stream, [slot] {
+      *slot = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                  std::chrono::steady_clock::now().time_since_epoch())
+                  .count();
+      return Status::ok();
+    });
+    return Status::ok();
+  }
+  Status readTimes(uint32_t markers, std::vector<int64_t> &ns) override {
+    if (markers > times_.size())
+      return Status::error("queued: " + std::to_string(markers) +
+                           " markers, " + std::to_string(times_.size()) +
+                           " made");
+    ns.assign(markers, 0);
+    for (uint32_t m = 0; m < markers; ++m)
+      ns[m] = times_[m] - times_[0];
+    return Status::ok();
+  }
+
   // Capture: what is enqueued is recorded in order instead; a launch
   // enqueues the record again, with fresh event numbers.
   bool canCapture() const override { return true; }
@@ -251,6 +282,7 @@ private:
   const KernelRegistry &kernels_;
   std::vector<std::deque<Op>> queues_;
   std::vector<uint64_t> recorded_, completed_;
+  std::vector<int64_t> times_;
   bool capturing_ = false;
   std::vector<Captured> captured_;
   Status failure_ = Status::ok();

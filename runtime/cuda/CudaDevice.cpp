@@ -50,6 +50,8 @@ public:
     }
     for (cudaEvent_t e : events_)
       cudaEventDestroy(e);
+    for (cudaEvent_t e : timers_)
+      cudaEventDestroy(e);
 #if STRATA_HAVE_NCCL
     for (void *c : collectives_)
       if (c)
@@ -218,6 +220,39 @@ public:
       std::string message = std::move(hostErrors_.first);
       hostErrors_.first.clear();
       return Status::error(message);
+    }
+    return Status::ok();
+  }
+
+  Status createTimers(uint32_t markers) override {
+    cudaSetDevice(ordinal_);
+    while (timers_.size() < markers) {
+      cudaEvent_t e;
+      if (Status s = cudaStatus(cudaEventCreate(&e), "cudaEventCreate"); !s)
+        return s;
+      timers_.push_back(e);
+    }
+    return Status::ok();
+  }
+  Status markTime(uint32_t stream, uint32_t marker) override {
+    if (stream >= streams_.size() || marker >= timers_.size())
+      return Status::error("cuda: no stream " + std::to_string(stream) +
+                           " or marker " + std::to_string(marker));
+    return cudaStatus(cudaEventRecord(timers_[marker], streams_[stream]->stream),
+                      "cudaEventRecord");
+  }
+  Status readTimes(uint32_t markers, std::vector<int64_t> &ns) override {
+    if (markers > timers_.size())
+      return Status::error("cuda: " + std::to_string(markers) + " markers, " +
+                           std::to_string(timers_.size()) + " made");
+    ns.assign(markers, 0);
+    for (uint32_t m = 1; m < markers; ++m) {
+      float ms = 0;
+      if (Status s = cudaStatus(cudaEventElapsedTime(&ms, timers_[0], timers_[m]),
+                                "cudaEventElapsedTime");
+          !s)
+        return s;
+      ns[m] = int64_t(double(ms) * 1e6);
     }
     return Status::ok();
   }
@@ -405,6 +440,8 @@ private:
   cublasLtHandle_t lt_ = nullptr;
   std::vector<std::unique_ptr<CudaStream>> streams_;
   std::vector<cudaEvent_t> events_;
+  /// Timing events (--trace), one per marker.
+  std::vector<cudaEvent_t> timers_;
   /// ncclComm_t by group kind (Topology.h's five).
   std::array<void *, 5> collectives_{};
 };

@@ -357,10 +357,6 @@ int train(const TrainOptions &options) {
   if (Status s = createDevice(options.backend, rank, options.tf32,
                               options.timeoutSeconds, device); !s)
     return error(s.message());
-  if (!options.tracePath.empty() && device->isAsynchronous())
-    return error("--trace records the cpu backend's threads; on the " +
-                 std::string(device->getName()) +
-                 " backend it is not supported yet");
   if (Status s = Executor::create(*artifact, device, executor,
                                   executorOptions);
       !s)

@@ -6,6 +6,7 @@
 #include "strata/Runtime/ScratchArena.h"
 
 #include <chrono>
+#include <vector>
 #include <optional>
 
 #include "plan.pb.h"
@@ -637,7 +638,9 @@ Status Executor::runQueued(Program &program, std::string_view name,
     if (step.seedSlot >= 0)
       seeds[step.seedSlot] =
           fnv1a64(&step.rngStream, sizeof(step.rngStream), seed);
-  if (program.graph) {
+  // A traced run is enqueued step by step (a replayed graph has no
+  // per-instruction timestamps).
+  if (program.graph && !tracing_) {
     ++graphReplays_;
     if (Status s = d.launchGraph(0, program.graph.get()); !s)
       return Status::error(std::string(name) + ": " + s.message());
@@ -647,8 +650,8 @@ Status Executor::runQueued(Program &program, std::string_view name,
   }
   // The first run is a warm-up (kernels may finish preparing then); the
   // second is captured and replayed.
-  bool capture = options_.captureGraphs && d.canCapture() &&
-                 program.queuedRuns == 2;
+  bool capture = options_.captureGraphs && d.canCapture() && !tracing_ &&
+                 !program.graph && program.queuedRuns >= 2;
   if (capture)
     if (Status s = d.beginCapture(0); !s)
       return Status::error(std::string(name) + ": " + s.message());
@@ -669,6 +672,18 @@ Status Executor::runQueued(Program &program, std::string_view name,
     abandon();
     return Status::error(std::string(name) + ": " + s.message());
   };
+  // Tracing: marker 0 opens the run on stream 0; step i's kernels lie
+  // between markers 1 + 2i and 2 + 2i on its stream.
+  int64_t traceBase = 0;
+  if (tracing_) {
+    if (Status s = d.createTimers(uint32_t(1 + 2 * program.steps.size())); !s)
+      return failCopy(s);
+    traceBase = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::steady_clock::now().time_since_epoch())
+                    .count();
+    if (Status s = d.markTime(0, 0); !s)
+      return failCopy(s);
+  }
   // Seeds and inputs in, on stream 0; the other streams start after them.
   if (program.seedSlots) {
     size_t offset = program.firstSeedSlot * sizeof(uint64_t);
@@ -699,6 +714,9 @@ Status Executor::runQueued(Program &program, std::string_view name,
                       comm_, ssdFile_};
     ctx.prepared = step.prepared.get();
     ctx.description = &step.description;
+    if (tracing_)
+      if (Status s = d.markTime(stream, 1 + 2 * i); !s)
+        return s;
     if (step.seedSlot >= 0)
       ctx.seedSlot = static_cast<const uint64_t *>(seedBlock_) + step.seedSlot;
     if (Status s = d.launch(stream, *step.kernel, ctx); !s)
@@ -713,6 +731,10 @@ Status Executor::runQueued(Program &program, std::string_view name,
         comm_->countDeviceCollective(Group(step.group), kind, shard.dtype,
                                      size_t(shard.numel()));
       }
+    if (tracing_) {
+      trace_[i].stream = stream;
+      return d.markTime(stream, 2 + 2 * i);
+    }
     return Status::ok();
   };
   // Every step on its stream's queue, in program order: each queue gets
@@ -757,6 +779,14 @@ Status Executor::runQueued(Program &program, std::string_view name,
   }
   if (Status s = d.synchronize(0); !s)
     return failCopy(s);
+  if (tracing_) {
+    std::vector<int64_t> ns;
+    if (Status s = d.readTimes(uint32_t(1 + 2 * program.steps.size()), ns); !s)
+      return failCopy(s);
+    for (size_t i = 0; i < program.steps.size(); ++i)
+      trace_[i] = {traceBase + ns[1 + 2 * i], traceBase + ns[2 + 2 * i],
+                   trace_[i].stream};
+  }
   return Status::ok();
 }
 

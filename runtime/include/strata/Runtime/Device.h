@@ -32,6 +32,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace strata::runtime {
 
@@ -98,6 +99,21 @@ public:
   /// Blocks the host until everything enqueued on `stream` is done; the
   /// first asynchronous failure since the last synchronize, if any.
   virtual Status synchronize(uint32_t stream) { return notAsynchronous(); }
+
+  //===--- Timing (strata-run --trace) ------------------------------------===//
+
+  /// `markers` timestamps recorded in stream order (markTime), read after a
+  /// synchronize (readTimes: nanoseconds of markers 0..n-1 since marker
+  /// 0). CUDA: events with timing.
+  virtual Status createTimers(uint32_t markers) {
+    return Status::error(std::string(getName()) + " device: no timers");
+  }
+  virtual Status markTime(uint32_t stream, uint32_t marker) {
+    return Status::error(std::string(getName()) + " device: no timers");
+  }
+  virtual Status readTimes(uint32_t markers, std::vector<int64_t> &ns) {
+    return Status::error(std::string(getName()) + " device: no timers");
+  }
 
   //===--- Graphs (capture once, replay) ----------------------------------===//
 
