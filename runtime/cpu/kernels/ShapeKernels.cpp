@@ -11,6 +11,8 @@
 #include "CpuKernels.h"
 #include "kernels/KernelUtils.h"
 
+#include "strata/Runtime/ShapePlans.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -21,44 +23,12 @@ namespace strata::runtime::cpu {
 namespace {
 
 using Bytes = unsigned char;
+using namespace shape;
 
 const Bytes *bytesOf(const TensorView &t) {
   return static_cast<const Bytes *>(t.data);
 }
 Bytes *bytesOf(TensorView &t) { return static_cast<Bytes *>(t.data); }
-
-Status checkSameDType(std::string_view op, const TensorView &a,
-                      const TensorView &b) {
-  if (a.dtype == b.dtype)
-    return Status::ok();
-  return Status::error(std::string(op) + ": element types differ (" +
-                       a.describe() + " vs " + b.describe() + ")");
-}
-
-Status checkShape(std::string_view op, const TensorView &t,
-                  const std::vector<int64_t> &expected) {
-  if (t.shape == expected)
-    return Status::ok();
-  TensorView want = t;
-  want.shape = expected;
-  return Status::error(std::string(op) + ": expected result " +
-                       want.describe() + ", got " + t.describe());
-}
-
-Status checkAxis(std::string_view op, int64_t axis, int64_t rank) {
-  if (axis >= 0 && axis < rank)
-    return Status::ok();
-  return Status::error(std::string(op) + ": axis " + std::to_string(axis) +
-                       " must be in [0, " + std::to_string(rank) + ")");
-}
-
-/// Product of shape[begin, end).
-int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end) {
-  int64_t n = 1;
-  for (size_t d = begin; d < end; ++d)
-    n *= shape[d];
-  return n;
-}
 
 //===----------------------------------------------------------------------===//
 // Strided copy
@@ -162,26 +132,10 @@ Status broadcastToKernel(KernelContext &ctx) {
   constexpr std::string_view op = "graph.broadcast_to";
   if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
     return s;
-  const TensorView &x = ctx.inputs[0];
-  TensorView &y = ctx.outputs[0];
-  if (Status s = checkSameDType(op, x, y); !s)
+  StridedCopy plan;
+  if (Status s = planBroadcastTo(op, ctx.inputs[0], ctx.outputs[0], plan); !s)
     return s;
-  std::string bad = std::string(op) + ": cannot broadcast " + x.describe() +
-                    " to " + y.describe();
-  if (x.rank() > y.rank())
-    return Status::error(bad);
-  // Numpy rules: right-aligned; a size-1 (or missing) dim repeats.
-  std::vector<int64_t> inStrides = rowMajorStrides(x.shape);
-  std::vector<int64_t> strides(y.shape.size(), 0);
-  int64_t lead = y.rank() - x.rank();
-  for (int64_t d = 0; d < x.rank(); ++d) {
-    int64_t in = x.shape[d], out = y.shape[d + lead];
-    if (in == out)
-      strides[d + lead] = inStrides[d];
-    else if (in != 1)
-      return Status::error(bad);
-  }
-  copyStrided(x, y, strides, 0);
+  copyStrided(ctx.inputs[0], ctx.outputs[0], plan.strides, plan.base);
   return Status::ok();
 }
 
@@ -189,27 +143,12 @@ Status transposeKernel(KernelContext &ctx) {
   constexpr std::string_view op = "graph.transpose";
   if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
     return s;
-  const TensorView &x = ctx.inputs[0];
-  TensorView &y = ctx.outputs[0];
-  if (Status s = checkSameDType(op, x, y); !s)
+  StridedCopy plan;
+  if (Status s = planTranspose(op, ctx.inputs[0], ctx.outputs[0], ctx.attrs,
+                               plan);
+      !s)
     return s;
-  std::vector<int64_t> perm = ctx.attrs.getInts("perm");
-  if (static_cast<int64_t>(perm.size()) != x.rank())
-    return Status::error(std::string(op) + ": perm must have " +
-                         std::to_string(x.rank()) + " entries");
-  std::vector<int64_t> inStrides = rowMajorStrides(x.shape);
-  std::vector<bool> seen(perm.size(), false); // scratch
-  std::vector<int64_t> shape, strides;
-  for (int64_t p : perm) {
-    if (p < 0 || p >= x.rank() || seen[p])
-      return Status::error(std::string(op) + ": perm is not a permutation");
-    seen[p] = true;
-    shape.push_back(x.shape[p]);
-    strides.push_back(inStrides[p]);
-  }
-  if (Status s = checkShape(op, y, shape); !s)
-    return s;
-  copyStrided(x, y, strides, 0);
+  copyStrided(ctx.inputs[0], ctx.outputs[0], plan.strides, plan.base);
   return Status::ok();
 }
 
@@ -217,62 +156,17 @@ Status sliceKernel(KernelContext &ctx) {
   constexpr std::string_view op = "graph.slice";
   if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
     return s;
-  const TensorView &x = ctx.inputs[0];
-  TensorView &y = ctx.outputs[0];
-  if (Status s = checkSameDType(op, x, y); !s)
+  StridedCopy plan;
+  if (Status s = planSlice(op, ctx.inputs[0], ctx.outputs[0], ctx.attrs, plan);
+      !s)
     return s;
-  std::vector<int64_t> offsets = ctx.attrs.getInts("offsets"),
-                       sizes = ctx.attrs.getInts("sizes"),
-                       steps = ctx.attrs.getInts("strides");
-  int64_t rank = x.rank();
-  if (static_cast<int64_t>(offsets.size()) != rank ||
-      static_cast<int64_t>(sizes.size()) != rank ||
-      static_cast<int64_t>(steps.size()) != rank)
-    return Status::error(std::string(op) +
-                         ": offsets, sizes and strides need one entry per dim");
-  if (Status s = checkShape(op, y, sizes); !s)
-    return s;
-  std::vector<int64_t> inStrides = rowMajorStrides(x.shape);
-  std::vector<int64_t> strides(rank);
-  int64_t base = 0;
-  for (int64_t d = 0; d < rank; ++d) {
-    std::string where = std::string(op) + ": dim " + std::to_string(d);
-    if (steps[d] == 0 || sizes[d] < 0)
-      return Status::error(where + ": stride must be non-zero and size >= 0");
-    strides[d] = steps[d] * inStrides[d];
-    if (sizes[d] == 0)
-      continue;
-    // The same bounds rule as SliceOp::inferReturnTypes: first and last
-    // element read must lie inside the dim.
-    int64_t last = offsets[d] + (sizes[d] - 1) * steps[d];
-    if (offsets[d] < 0 || offsets[d] >= x.shape[d] || last < 0 ||
-        last >= x.shape[d])
-      return Status::error(where + ": slice is out of bounds for size " +
-                           std::to_string(x.shape[d]));
-    base += offsets[d] * inStrides[d];
-  }
-  copyStrided(x, y, strides, base);
+  copyStrided(ctx.inputs[0], ctx.outputs[0], plan.strides, plan.base);
   return Status::ok();
 }
 
 //===----------------------------------------------------------------------===//
 // Concat and split
 //===----------------------------------------------------------------------===//
-
-/// Checks that `part` matches `whole` in every dim but `axis`.
-Status checkPart(std::string_view op, const TensorView &part,
-                 const TensorView &whole, int64_t axis) {
-  if (Status s = checkSameDType(op, part, whole); !s)
-    return s;
-  bool ok = part.rank() == whole.rank();
-  for (int64_t d = 0; ok && d < part.rank(); ++d)
-    ok = d == axis || part.shape[d] == whole.shape[d];
-  if (ok)
-    return Status::ok();
-  return Status::error(std::string(op) + ": " + part.describe() +
-                       " does not match " + whole.describe() +
-                       " outside axis " + std::to_string(axis));
-}
 
 Status concatKernel(KernelContext &ctx) {
   constexpr std::string_view op = "graph.concat";
@@ -348,42 +242,6 @@ Status splitKernel(KernelContext &ctx) {
 //===----------------------------------------------------------------------===//
 // Pad
 //===----------------------------------------------------------------------===//
-
-/// The bytes of one element of `dtype` holding `value` (pad's F64 `value`).
-Status fillBytes(std::string_view op, DType dtype, double value, Bytes *fill) {
-  if (dtype == DType::F16 || dtype == DType::BF16) {
-    // Zero is the all-zero pattern; other values would need a conversion
-    // the runtime has nowhere else.
-    if (value == 0.0) {
-      std::memset(fill, 0, 2);
-      return Status::ok();
-    }
-    return Status::error(std::string(op) +
-                         ": a non-zero value is not supported for " +
-                         std::string(name(dtype)));
-  }
-  return dispatchAll(dtype, op, [&](auto tag) -> Status {
-    using T = decltype(tag);
-    T v;
-    if constexpr (std::is_same_v<T, uint8_t>) { // i1
-      v = value != 0.0 ? 1 : 0;
-    } else if constexpr (std::is_integral_v<T>) {
-      // Truncates toward zero like a torch int fill; refuses what a cast
-      // could not represent (UB in C++).
-      double t = std::trunc(value);
-      if (!(t >= double(std::numeric_limits<T>::min()) &&
-            t <= double(std::numeric_limits<T>::max())))
-        return Status::error(std::string(op) + ": value " +
-                             std::to_string(value) + " does not fit " +
-                             std::string(name(dtype)));
-      v = static_cast<T>(t);
-    } else {
-      v = static_cast<T>(value);
-    }
-    std::memcpy(fill, &v, sizeof(T));
-    return Status::ok();
-  });
-}
 
 Status padKernel(KernelContext &ctx) {
   constexpr std::string_view op = "graph.pad";

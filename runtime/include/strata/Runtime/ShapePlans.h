@@ -1,0 +1,59 @@
+//===- ShapePlans.h - What the shape kernels move, for every backend -*- C++ -*-===//
+//
+// The shape ops (broadcast_to, transpose, slice, concat/split parts, pad's
+// fill value) are data movement whose plan — the checks, the strides, the
+// offset — is the same on every backend; only the copy differs. The CPU and
+// CUDA kernels both take the plan from here, so they agree on what is
+// moved and reject a malformed instruction with the same message.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_RUNTIME_SHAPEPLANS_H
+#define STRATA_RUNTIME_SHAPEPLANS_H
+
+#include "strata/Runtime/Kernel.h"
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace strata::runtime::shape {
+
+Status checkSameDType(std::string_view op, const TensorView &a,
+                      const TensorView &b);
+/// `t`'s shape is `expected`, or "<op>: expected result ..., got ...".
+Status checkShape(std::string_view op, const TensorView &t,
+                  const std::vector<int64_t> &expected);
+Status checkAxis(std::string_view op, int64_t axis, int64_t rank);
+/// Product of shape[begin, end).
+int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end);
+/// `part` matches `whole` in every dim but `axis` (concat, split).
+Status checkPart(std::string_view op, const TensorView &part,
+                 const TensorView &whole, int64_t axis);
+
+/// A strided read: result element at coordinates c (row-major over the
+/// result's shape) is input element base + sum_d c[d] * strides[d].
+struct StridedCopy {
+  std::vector<int64_t> strides;
+  int64_t base = 0;
+};
+
+/// graph.broadcast_to (numpy rules: right-aligned, size-1 dims repeat),
+/// graph.transpose (attribute perm) and graph.slice (offsets, sizes,
+/// strides), after the dtype and shape checks.
+Status planBroadcastTo(std::string_view op, const TensorView &x,
+                       const TensorView &y, StridedCopy &out);
+Status planTranspose(std::string_view op, const TensorView &x,
+                     const TensorView &y, const KernelAttrs &attrs,
+                     StridedCopy &out);
+Status planSlice(std::string_view op, const TensorView &x, const TensorView &y,
+                 const KernelAttrs &attrs, StridedCopy &out);
+
+/// The bytes of one element of `dtype` holding `value` (pad's f64 value):
+/// integers truncate toward zero and must fit; f16/bf16 only zero.
+Status fillBytes(std::string_view op, DType dtype, double value,
+                 unsigned char *fill);
+
+} // namespace strata::runtime::shape
+
+#endif // STRATA_RUNTIME_SHAPEPLANS_H

@@ -1,0 +1,196 @@
+//===- ShapePlans.cpp - What the shape kernels move, for every backend ----===//
+
+#include "strata/Runtime/ShapePlans.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <type_traits>
+
+namespace strata::runtime::shape {
+
+Status checkSameDType(std::string_view op, const TensorView &a,
+                      const TensorView &b) {
+  if (a.dtype == b.dtype)
+    return Status::ok();
+  return Status::error(std::string(op) + ": element types differ (" +
+                       a.describe() + " vs " + b.describe() + ")");
+}
+
+Status checkShape(std::string_view op, const TensorView &t,
+                  const std::vector<int64_t> &expected) {
+  if (t.shape == expected)
+    return Status::ok();
+  TensorView want = t;
+  want.shape = expected;
+  return Status::error(std::string(op) + ": expected result " +
+                       want.describe() + ", got " + t.describe());
+}
+
+Status checkAxis(std::string_view op, int64_t axis, int64_t rank) {
+  if (axis >= 0 && axis < rank)
+    return Status::ok();
+  return Status::error(std::string(op) + ": axis " + std::to_string(axis) +
+                       " must be in [0, " + std::to_string(rank) + ")");
+}
+
+int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t d = begin; d < end; ++d)
+    n *= shape[d];
+  return n;
+}
+
+Status checkPart(std::string_view op, const TensorView &part,
+                 const TensorView &whole, int64_t axis) {
+  if (Status s = checkSameDType(op, part, whole); !s)
+    return s;
+  bool ok = part.rank() == whole.rank();
+  for (int64_t d = 0; ok && d < part.rank(); ++d)
+    ok = d == axis || part.shape[d] == whole.shape[d];
+  if (ok)
+    return Status::ok();
+  return Status::error(std::string(op) + ": " + part.describe() +
+                       " does not match " + whole.describe() +
+                       " outside axis " + std::to_string(axis));
+}
+
+Status planBroadcastTo(std::string_view op, const TensorView &x,
+                       const TensorView &y, StridedCopy &out) {
+  if (Status s = checkSameDType(op, x, y); !s)
+    return s;
+  std::string bad = std::string(op) + ": cannot broadcast " + x.describe() +
+                    " to " + y.describe();
+  if (x.rank() > y.rank())
+    return Status::error(bad);
+  // Numpy rules: right-aligned; a size-1 (or missing) dim repeats.
+  std::vector<int64_t> inStrides = rowMajorStrides(x.shape);
+  out.strides.assign(y.shape.size(), 0);
+  out.base = 0;
+  int64_t lead = y.rank() - x.rank();
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    int64_t in = x.shape[d], result = y.shape[d + lead];
+    if (in == result)
+      out.strides[d + lead] = inStrides[d];
+    else if (in != 1)
+      return Status::error(bad);
+  }
+  return Status::ok();
+}
+
+Status planTranspose(std::string_view op, const TensorView &x,
+                     const TensorView &y, const KernelAttrs &attrs,
+                     StridedCopy &out) {
+  if (Status s = checkSameDType(op, x, y); !s)
+    return s;
+  std::vector<int64_t> perm = attrs.getInts("perm");
+  if (static_cast<int64_t>(perm.size()) != x.rank())
+    return Status::error(std::string(op) + ": perm must have " +
+                         std::to_string(x.rank()) + " entries");
+  std::vector<int64_t> inStrides = rowMajorStrides(x.shape);
+  std::vector<bool> seen(perm.size(), false);
+  std::vector<int64_t> shape;
+  out.strides.clear();
+  out.base = 0;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= x.rank() || seen[p])
+      return Status::error(std::string(op) + ": perm is not a permutation");
+    seen[p] = true;
+    shape.push_back(x.shape[p]);
+    out.strides.push_back(inStrides[p]);
+  }
+  return checkShape(op, y, shape);
+}
+
+Status planSlice(std::string_view op, const TensorView &x, const TensorView &y,
+                 const KernelAttrs &attrs, StridedCopy &out) {
+  if (Status s = checkSameDType(op, x, y); !s)
+    return s;
+  std::vector<int64_t> offsets = attrs.getInts("offsets"),
+                       sizes = attrs.getInts("sizes"),
+                       steps = attrs.getInts("strides");
+  int64_t rank = x.rank();
+  if (static_cast<int64_t>(offsets.size()) != rank ||
+      static_cast<int64_t>(sizes.size()) != rank ||
+      static_cast<int64_t>(steps.size()) != rank)
+    return Status::error(std::string(op) +
+                         ": offsets, sizes and strides need one entry per dim");
+  if (Status s = checkShape(op, y, sizes); !s)
+    return s;
+  std::vector<int64_t> inStrides = rowMajorStrides(x.shape);
+  out.strides.assign(rank, 0);
+  out.base = 0;
+  for (int64_t d = 0; d < rank; ++d) {
+    std::string where = std::string(op) + ": dim " + std::to_string(d);
+    if (steps[d] == 0 || sizes[d] < 0)
+      return Status::error(where + ": stride must be non-zero and size >= 0");
+    out.strides[d] = steps[d] * inStrides[d];
+    if (sizes[d] == 0)
+      continue;
+    // The same bounds rule as SliceOp::inferReturnTypes: first and last
+    // element read must lie inside the dim.
+    int64_t last = offsets[d] + (sizes[d] - 1) * steps[d];
+    if (offsets[d] < 0 || offsets[d] >= x.shape[d] || last < 0 ||
+        last >= x.shape[d])
+      return Status::error(where + ": slice is out of bounds for size " +
+                           std::to_string(x.shape[d]));
+    out.base += offsets[d] * inStrides[d];
+  }
+  return Status::ok();
+}
+
+namespace {
+
+template <typename T>
+Status fillAs(std::string_view op, DType dtype, double value,
+              unsigned char *fill) {
+  T v;
+  if constexpr (std::is_same_v<T, uint8_t>) { // i1
+    v = value != 0.0 ? 1 : 0;
+  } else if constexpr (std::is_integral_v<T>) {
+    // Truncates toward zero like a torch int fill; refuses what a cast
+    // could not represent (UB in C++).
+    double t = std::trunc(value);
+    if (!(t >= double(std::numeric_limits<T>::min()) &&
+          t <= double(std::numeric_limits<T>::max())))
+      return Status::error(std::string(op) + ": value " +
+                           std::to_string(value) + " does not fit " +
+                           std::string(name(dtype)));
+    v = static_cast<T>(t);
+  } else {
+    v = static_cast<T>(value);
+  }
+  std::memcpy(fill, &v, sizeof(T));
+  return Status::ok();
+}
+
+} // namespace
+
+Status fillBytes(std::string_view op, DType dtype, double value,
+                 unsigned char *fill) {
+  switch (dtype) {
+  case DType::F16:
+  case DType::BF16:
+    // Zero is the all-zero pattern; other values would need a conversion
+    // the runtime has nowhere else.
+    if (value == 0.0) {
+      std::memset(fill, 0, 2);
+      return Status::ok();
+    }
+    return Status::error(std::string(op) +
+                         ": a non-zero value is not supported for " +
+                         std::string(name(dtype)));
+  case DType::F32: return fillAs<float>(op, dtype, value, fill);
+  case DType::F64: return fillAs<double>(op, dtype, value, fill);
+  case DType::I64: return fillAs<int64_t>(op, dtype, value, fill);
+  case DType::I32: return fillAs<int32_t>(op, dtype, value, fill);
+  case DType::I16: return fillAs<int16_t>(op, dtype, value, fill);
+  case DType::I8: return fillAs<int8_t>(op, dtype, value, fill);
+  case DType::I1: return fillAs<uint8_t>(op, dtype, value, fill);
+  }
+  return Status::error(std::string(op) + ": element type " +
+                       std::string(name(dtype)) + " is not supported");
+}
+
+} // namespace strata::runtime::shape
