@@ -11,6 +11,8 @@
 #include "CpuKernels.h"
 #include "kernels/KernelUtils.h"
 
+#include "strata/Runtime/ReducePlan.h"
+
 #include <algorithm>
 #include <array>
 #include <limits>
@@ -20,90 +22,15 @@
 namespace strata::runtime::cpu {
 namespace {
 
-/// Room for the collapsed kept or reduced dims; those alternate after
-/// collapsing, so this covers inputs of rank up to 31.
-constexpr size_t kMaxRuns = 16;
-
-/// Sizes and strides (in input elements) of a group of dims.
-struct Runs {
-  std::array<int64_t, kMaxRuns> sizes{}, strides{};
-  size_t count = 0;
-};
-
-/// The input's dims split into kept and reduced runs, size-1 dims dropped
-/// and neighbours of one kind merged (row-major, so they always merge).
-struct ReducePlan {
-  Runs kept, reduced;
-  int64_t reduceCount = 1;
-  /// True if the input's innermost non-trivial dim is kept: the kernel then
-  /// walks contiguous rows and keeps one accumulator per row element.
-  bool innerKept = false;
-};
-
-Status planReduce(std::string_view op, const KernelContext &ctx,
-                  ReducePlan &plan) {
-  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
-    return s;
-  const TensorView &x = ctx.inputs[0];
-  const TensorView &y = ctx.outputs[0];
-  if (x.dtype != y.dtype)
-    return Status::error(std::string(op) + ": element types differ (" +
-                         x.describe() + " vs " + y.describe() + ")");
-  std::vector<bool> reduced(x.shape.size(), false); // scratch
-  for (int64_t axis : ctx.attrs.getInts("axes")) {
-    if (axis < 0 || axis >= x.rank())
-      return Status::error(std::string(op) + ": axis " + std::to_string(axis) +
-                           " must be in [0, " + std::to_string(x.rank()) + ")");
-    if (reduced[axis])
-      return Status::error(std::string(op) + ": axis " + std::to_string(axis) +
-                           " repeats");
-    reduced[axis] = true;
-  }
-  // The result shape of inferReduceType; keepdims defaults to true.
-  bool keepdims = ctx.attrs.getBool("keepdims", true);
-  std::vector<int64_t> shape;
-  for (int64_t d = 0; d < x.rank(); ++d)
-    if (!reduced[d])
-      shape.push_back(x.shape[d]);
-    else if (keepdims)
-      shape.push_back(1);
-  if (shape != y.shape) {
-    TensorView expected = y;
-    expected.shape = shape;
-    return Status::error(std::string(op) + ": expected result " +
-                         expected.describe() + ", got " + y.describe());
-  }
-
-  std::vector<int64_t> strides = rowMajorStrides(x.shape);
-  int lastKind = -1; // 0 kept, 1 reduced
-  for (int64_t d = 0; d < x.rank(); ++d) {
-    if (x.shape[d] == 1)
-      continue;
-    Runs &runs = reduced[d] ? plan.reduced : plan.kept;
-    int kind = reduced[d] ? 1 : 0;
-    if (kind == lastKind) {
-      runs.sizes[runs.count - 1] *= x.shape[d];
-      runs.strides[runs.count - 1] = strides[d];
-      continue;
-    }
-    if (runs.count == kMaxRuns)
-      return Status::error(std::string(op) + ": input rank " +
-                           std::to_string(x.rank()) + " is too large");
-    runs.sizes[runs.count] = x.shape[d];
-    runs.strides[runs.count] = strides[d];
-    ++runs.count;
-    lastKind = kind;
-  }
-  for (size_t i = 0; i < plan.reduced.count; ++i)
-    plan.reduceCount *= plan.reduced.sizes[i];
-  plan.innerKept = lastKind == 0 && plan.reduced.count > 0;
-  return Status::ok();
-}
+using reduce::kMaxRuns;
+using reduce::planReduce;
+using reduce::ReducePlan;
+using reduce::Runs;
 
 /// Calls fn(offset) for every coordinate of `runs` in row-major order, with
 /// offset = sum c[i] * strides[i]; once (offset 0) if there are no runs.
 template <typename Fn> void forEachOffset(const Runs &runs, Fn &&fn) {
-  for (size_t i = 0; i < runs.count; ++i)
+  for (int i = 0; i < runs.count; ++i)
     if (runs.sizes[i] == 0)
       return;
   if (runs.count == 0) {

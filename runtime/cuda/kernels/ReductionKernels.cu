@@ -26,6 +26,8 @@
 
 #include "ElementwiseCommon.cuh"
 
+#include "strata/Runtime/ReducePlan.h"
+
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -33,82 +35,10 @@
 namespace strata::runtime::cuda {
 namespace {
 
-/// Room for the collapsed kept or reduced dims, as on the CPU: those
-/// alternate after collapsing, so this covers inputs of rank up to 31.
-constexpr int kMaxRuns = 16;
-
-/// Sizes and strides (in input elements) of a group of dims.
-struct Runs {
-  int count = 0;
-  int64_t sizes[kMaxRuns] = {};
-  int64_t strides[kMaxRuns] = {};
-};
-
-struct ReducePlan {
-  Runs kept, reduced;
-  int64_t reduceCount = 1;
-  bool innerKept = false;
-};
-
-/// The CPU's planReduce, message for message.
-Status planReduce(std::string_view op, const KernelContext &ctx,
-                  ReducePlan &plan) {
-  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
-    return s;
-  const TensorView &x = ctx.inputs[0];
-  const TensorView &y = ctx.outputs[0];
-  if (x.dtype != y.dtype)
-    return Status::error(std::string(op) + ": element types differ (" +
-                         x.describe() + " vs " + y.describe() + ")");
-  std::vector<bool> reduced(x.shape.size(), false);
-  for (int64_t axis : ctx.attrs.getInts("axes")) {
-    if (axis < 0 || axis >= x.rank())
-      return Status::error(std::string(op) + ": axis " + std::to_string(axis) +
-                           " must be in [0, " + std::to_string(x.rank()) + ")");
-    if (reduced[axis])
-      return Status::error(std::string(op) + ": axis " + std::to_string(axis) +
-                           " repeats");
-    reduced[axis] = true;
-  }
-  bool keepdims = ctx.attrs.getBool("keepdims", true);
-  std::vector<int64_t> shape;
-  for (int64_t d = 0; d < x.rank(); ++d)
-    if (!reduced[d])
-      shape.push_back(x.shape[d]);
-    else if (keepdims)
-      shape.push_back(1);
-  if (shape != y.shape) {
-    TensorView expected = y;
-    expected.shape = shape;
-    return Status::error(std::string(op) + ": expected result " +
-                         expected.describe() + ", got " + y.describe());
-  }
-
-  std::vector<int64_t> strides = rowMajorStrides(x.shape);
-  int lastKind = -1; // 0 kept, 1 reduced
-  for (int64_t d = 0; d < x.rank(); ++d) {
-    if (x.shape[d] == 1)
-      continue;
-    Runs &runs = reduced[d] ? plan.reduced : plan.kept;
-    int kind = reduced[d] ? 1 : 0;
-    if (kind == lastKind) {
-      runs.sizes[runs.count - 1] *= x.shape[d];
-      runs.strides[runs.count - 1] = strides[d];
-      continue;
-    }
-    if (runs.count == kMaxRuns)
-      return Status::error(std::string(op) + ": input rank " +
-                           std::to_string(x.rank()) + " is too large");
-    runs.sizes[runs.count] = x.shape[d];
-    runs.strides[runs.count] = strides[d];
-    ++runs.count;
-    lastKind = kind;
-  }
-  for (int i = 0; i < plan.reduced.count; ++i)
-    plan.reduceCount *= plan.reduced.sizes[i];
-  plan.innerKept = lastKind == 0 && plan.reduced.count > 0;
-  return Status::ok();
-}
+using reduce::kMaxRuns;
+using reduce::planReduce;
+using reduce::ReducePlan;
+using reduce::Runs;
 
 /// The input offset of coordinate `flat` (row-major) of `runs`.
 __device__ inline int64_t offsetOf(const Runs &runs, int64_t flat) {
