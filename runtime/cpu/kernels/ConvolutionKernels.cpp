@@ -11,6 +11,8 @@
 #include "CpuKernels.h"
 #include "kernels/KernelUtils.h"
 
+#include "strata/Runtime/WindowPlan.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -27,83 +29,8 @@ namespace {
 // Windows
 //===----------------------------------------------------------------------===//
 
-/// PyTorch's pooling_output_shape with separate begin and end pads; with
-/// ceil_mode the last window must start inside the input or the begin
-/// padding. Equals graph::slidingWindowOutputSize (the runtime does not link
-/// the IR) wherever that is >= 1; with ceil_mode and a window longer than
-/// the padded input, PyTorch (and this) still yields one window where the
-/// IR yields none and rejects the op.
-int64_t windowOutputSize(int64_t input, int64_t kernel, int64_t stride,
-                         int64_t padBegin, int64_t padEnd, int64_t dilation,
-                         bool ceilMode) {
-  int64_t span = dilation * (kernel - 1) + 1;
-  int64_t numerator =
-      input + padBegin + padEnd - span + (ceilMode ? stride - 1 : 0);
-  if (numerator < 0) // PyTorch's floor division gives out <= 0
-    return 0;
-  int64_t out = numerator / stride + 1;
-  if (ceilMode && (out - 1) * stride >= input + padBegin)
-    --out;
-  return out;
-}
-
-/// A sliding window over the spatial dims of an [N, C, x...] tensor.
-struct Window {
-  size_t spatial = 0;
-  std::vector<int64_t> in, out, kernel, strides, padBegin, padEnd, dilations;
-  int64_t inPlane = 1, outPlane = 1; // elements per [n, c] plane
-};
-
-/// Reads strides, pads and (if `withDilations`) dilations; an absent list
-/// means the identity (ones, zeros), as ONNX. Checks them and the output
-/// shape [N, outChannels, out...] against the input.
-Status readWindow(const std::string &op, const KernelAttrs &attrs,
-                  const TensorView &x, const TensorView &y,
-                  std::vector<int64_t> kernel, bool withDilations,
-                  bool ceilMode, int64_t outChannels, Window &w) {
-  if (x.rank() < 3)
-    return Status::error(op + ": input must have rank >= 3, got " +
-                         x.describe());
-  w.spatial = static_cast<size_t>(x.rank() - 2);
-  size_t n = w.spatial;
-  w.kernel = std::move(kernel);
-  w.strides = attrs.has("strides") ? attrs.getInts("strides")
-                                   : std::vector<int64_t>(n, 1);
-  std::vector<int64_t> pads = attrs.has("pads") ? attrs.getInts("pads")
-                                                : std::vector<int64_t>(2 * n);
-  w.dilations = withDilations && attrs.has("dilations")
-                    ? attrs.getInts("dilations")
-                    : std::vector<int64_t>(n, 1);
-  if (w.kernel.size() != n || w.strides.size() != n || pads.size() != 2 * n ||
-      w.dilations.size() != n)
-    return Status::error(op + ": window attributes need one entry per spatial "
-                              "dim (" +
-                         std::to_string(n) + ") and pads two");
-  w.padBegin.assign(pads.begin(), pads.begin() + n);
-  w.padEnd.assign(pads.begin() + n, pads.end());
-  std::vector<int64_t> expected{x.shape[0], outChannels};
-  for (size_t d = 0; d < n; ++d) {
-    if (w.kernel[d] < 1 || w.strides[d] < 1 || w.dilations[d] < 1 ||
-        w.padBegin[d] < 0 || w.padEnd[d] < 0)
-      return Status::error(op + ": kernel, strides and dilations must be >= 1 "
-                                "and pads >= 0");
-    w.in.push_back(x.shape[d + 2]);
-    w.out.push_back(windowOutputSize(x.shape[d + 2], w.kernel[d], w.strides[d],
-                                     w.padBegin[d], w.padEnd[d],
-                                     w.dilations[d], ceilMode));
-    expected.push_back(w.out.back());
-    w.inPlane *= w.in.back();
-    w.outPlane *= w.out.back();
-  }
-  if (y.shape != expected || y.dtype != x.dtype) {
-    TensorView e = y;
-    e.shape = expected;
-    e.dtype = x.dtype;
-    return Status::error(op + ": output must be " + e.describe() + ", got " +
-                         y.describe());
-  }
-  return Status::ok();
-}
+using window::readWindow;
+using window::Window;
 
 /// Steps `idx` through the box [lo, hi) in row-major order; false once the
 /// box is exhausted (idx is then back at lo).

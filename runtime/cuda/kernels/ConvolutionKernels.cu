@@ -28,10 +28,13 @@
 #include "CudaKernelUtils.cuh"
 #include "NormalizationCommon.cuh"
 
+#include "strata/Runtime/WindowPlan.h"
+
 #include <algorithm>
 #include <climits>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace strata::runtime::cuda {
@@ -42,22 +45,6 @@ using namespace norm;
 //===----------------------------------------------------------------------===//
 // Windows
 //===----------------------------------------------------------------------===//
-
-/// The CPU's windowOutputSize (PyTorch's pooling_output_shape with separate
-/// begin and end pads).
-int64_t windowOutputSize(int64_t input, int64_t kernel, int64_t stride,
-                         int64_t padBegin, int64_t padEnd, int64_t dilation,
-                         bool ceilMode) {
-  int64_t span = dilation * (kernel - 1) + 1;
-  int64_t numerator =
-      input + padBegin + padEnd - span + (ceilMode ? stride - 1 : 0);
-  if (numerator < 0)
-    return 0;
-  int64_t out = numerator / stride + 1;
-  if (ceilMode && (out - 1) * stride >= input + padBegin)
-    --out;
-  return out;
-}
 
 /// Spatial dims a kernel takes by value.
 constexpr int kMaxSpatial = kMaxRank - 2;
@@ -72,61 +59,30 @@ struct Window {
   int64_t inPlane = 1, outPlane = 1, taps = 1;
 };
 
-/// The CPU's readWindow: strides, pads and (if `withDilations`) dilations,
-/// an absent list the identity; checks them and the output shape
-/// [N, outChannels, out...] against the input.
+/// The window (WindowPlan.h: the CPU's reading and checks), by value.
 Status readWindow(const std::string &op, const KernelAttrs &attrs,
                   const TensorView &x, const TensorView &y,
                   std::vector<int64_t> kernel, bool withDilations,
                   bool ceilMode, int64_t outChannels, Window &w) {
-  if (x.rank() < 3)
-    return Status::error(op + ": input must have rank >= 3, got " +
-                         x.describe());
-  size_t n = static_cast<size_t>(x.rank() - 2);
-  std::vector<int64_t> strides = attrs.has("strides")
-                                     ? attrs.getInts("strides")
-                                     : std::vector<int64_t>(n, 1);
-  std::vector<int64_t> pads = attrs.has("pads") ? attrs.getInts("pads")
-                                                : std::vector<int64_t>(2 * n);
-  std::vector<int64_t> dilations = withDilations && attrs.has("dilations")
-                                       ? attrs.getInts("dilations")
-                                       : std::vector<int64_t>(n, 1);
-  if (kernel.size() != n || strides.size() != n || pads.size() != 2 * n ||
-      dilations.size() != n)
-    return Status::error(op + ": window attributes need one entry per spatial "
-                              "dim (" +
-                         std::to_string(n) + ") and pads two");
-  std::vector<int64_t> expected{x.shape[0], outChannels}, outSizes;
-  for (size_t d = 0; d < n; ++d) {
-    if (kernel[d] < 1 || strides[d] < 1 || dilations[d] < 1 || pads[d] < 0 ||
-        pads[n + d] < 0)
-      return Status::error(op + ": kernel, strides and dilations must be >= 1 "
-                                "and pads >= 0");
-    outSizes.push_back(windowOutputSize(x.shape[d + 2], kernel[d], strides[d],
-                                        pads[d], pads[n + d], dilations[d],
-                                        ceilMode));
-    expected.push_back(outSizes.back());
-  }
-  if (y.shape != expected || y.dtype != x.dtype) {
-    TensorView e = y;
-    e.shape = expected;
-    e.dtype = x.dtype;
-    return Status::error(op + ": output must be " + e.describe() + ", got " +
-                         y.describe());
-  }
-  if (n > size_t(kMaxSpatial))
+  window::Window plan;
+  if (Status s = window::readWindow(op, attrs, x, y, std::move(kernel),
+                                    withDilations, ceilMode, outChannels,
+                                    plan);
+      !s)
+    return s;
+  if (plan.spatial > size_t(kMaxSpatial))
     return Status::error(op + ": more than " + std::to_string(kMaxSpatial) +
                          " spatial dims are not supported on CUDA");
   w = Window();
-  w.spatial = int(n);
-  for (size_t d = 0; d < n; ++d) {
-    w.in[d] = x.shape[d + 2];
-    w.out[d] = outSizes[d];
-    w.kernel[d] = kernel[d];
-    w.stride[d] = strides[d];
-    w.padBegin[d] = pads[d];
-    w.padEnd[d] = pads[n + d];
-    w.dilation[d] = dilations[d];
+  w.spatial = int(plan.spatial);
+  for (size_t d = 0; d < plan.spatial; ++d) {
+    w.in[d] = plan.in[d];
+    w.out[d] = plan.out[d];
+    w.kernel[d] = plan.kernel[d];
+    w.stride[d] = plan.strides[d];
+    w.padBegin[d] = plan.padBegin[d];
+    w.padEnd[d] = plan.padEnd[d];
+    w.dilation[d] = plan.dilations[d];
     w.inPlane *= w.in[d];
     w.outPlane *= w.out[d];
     w.taps *= w.kernel[d];
