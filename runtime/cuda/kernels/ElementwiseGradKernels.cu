@@ -11,6 +11,8 @@
 
 #include "ElementwiseCommon.cuh"
 
+#include "strata/Runtime/UnaryGrad.h"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -24,121 +26,21 @@ namespace {
 // unary_grad
 //===----------------------------------------------------------------------===//
 
-enum class Kind {
-  Abs, Exp, Log, Sqrt, Reciprocal, Tanh, Erf, Sin, Cos, Relu, Sigmoid,
-  Softplus, Gelu, GeluTanh, LeakyRelu, Elu, HardSigmoid, HardSwish, Clip, Neg
-};
-
-bool parseKind(const std::string &name, const std::string &approximate,
-               Kind &kind) {
-  static const std::pair<const char *, Kind> kinds[] = {
-      {"abs", Kind::Abs},         {"exp", Kind::Exp},
-      {"log", Kind::Log},         {"sqrt", Kind::Sqrt},
-      {"reciprocal", Kind::Reciprocal}, {"tanh", Kind::Tanh},
-      {"erf", Kind::Erf},         {"sin", Kind::Sin},
-      {"cos", Kind::Cos},         {"relu", Kind::Relu},
-      {"sigmoid", Kind::Sigmoid}, {"softplus", Kind::Softplus},
-      {"gelu", Kind::Gelu},       {"leaky_relu", Kind::LeakyRelu},
-      {"elu", Kind::Elu},         {"hard_sigmoid", Kind::HardSigmoid},
-      {"hard_swish", Kind::HardSwish}, {"clip", Kind::Clip},
-      {"neg", Kind::Neg}};
-  for (auto &[n, k] : kinds)
-    if (name == n) {
-      kind = k;
-      if (k == Kind::Gelu && approximate == "tanh")
-        kind = Kind::GeluTanh;
-      return true;
-    }
-  return false;
-}
-
-struct GradParams {
-  Kind kind = Kind::Abs;
-  double alpha = 0, beta = 0, lo = 0, hi = 0;
-};
-
-/// d f(x) / dx * dy, in double: the CPU's derivative() line for line.
-__device__ inline double derivative(const GradParams &p, double x, double y,
-                                    double dy) {
-  double alpha = p.alpha, beta = p.beta;
-  switch (p.kind) {
-  case Kind::Abs: return x > 0 ? dy : x < 0 ? -dy : 0.0;
-  case Kind::Exp: return dy * y;
-  case Kind::Log: return dy / x;
-  case Kind::Sqrt: return dy / (2 * y);
-  case Kind::Reciprocal: return -dy * y * y;
-  case Kind::Tanh: return dy * (1 - y * y);
-  case Kind::Erf: return dy * 2.0 / sqrt(M_PI) * exp(-x * x);
-  case Kind::Sin: return dy * cos(x);
-  case Kind::Cos: return -dy * sin(x);
-  // torch's threshold_backward: 0 where y <= 0, so a NaN output passes dy.
-  case Kind::Relu: return y <= 0 ? 0.0 : dy;
-  case Kind::Sigmoid: return dy * y * (1 - y);
-  case Kind::Softplus: {
-    if (x > 20)
-      return dy;
-    double z = exp(x);
-    return dy * z / (z + 1);
-  }
-  case Kind::Gelu: {
-    double cdf = 0.5 * (1 + erf(x * M_SQRT1_2));
-    double pdf = exp(-0.5 * x * x) * (M_2_SQRTPI * M_SQRT1_2 * 0.5);
-    return dy * (cdf + x * pdf);
-  }
-  case Kind::GeluTanh: {
-    const double kBeta = M_SQRT2 * M_2_SQRTPI * 0.5, kKappa = 0.044715;
-    double inner = kBeta * (x + kKappa * x * x * x);
-    double t = tanh(inner);
-    double left = 0.5 * x, right = 1 + t;
-    double dLeft = 0.5 * right;
-    double dRight = left * (1 - t * t) * kBeta * (1 + 3 * kKappa * x * x);
-    return dy * (dLeft + dRight);
-  }
-  case Kind::LeakyRelu: return x > 0 ? dy : dy * alpha;
-  case Kind::Elu: return x > 0 ? dy : dy * alpha * exp(x);
-  case Kind::HardSigmoid: {
-    double z = alpha * x + beta;
-    return z > 0 && z < 1 ? dy * alpha : 0.0;
-  }
-  case Kind::HardSwish:
-    return x < -3 ? 0.0 : x <= 3 ? dy * (x / 3 + 0.5) : dy;
-  case Kind::Clip: return x >= p.lo && x <= p.hi ? dy : 0.0;
-  case Kind::Neg: return -dy;
-  }
-  return 0.0;
-}
-
 template <typename T>
 __global__ void __launch_bounds__(kBlock)
     unaryGradKernel(const T *g, const T *x, const T *y, T *out, int64_t n,
-                    GradParams p) {
+                    UnaryGradParams p) {
   STRATA_GRID_STRIDE(i, n)
-  out[i] = static_cast<T>(derivative(p, x[i], y[i], g[i]));
+  out[i] = static_cast<T>(unaryDerivative(p, x[i], y[i], g[i]));
 }
 
 Status unaryGradKernelFn(KernelContext &ctx) {
   constexpr const char *kOp = "graph.unary_grad";
-  if (Status s = checkArity(ctx, kOp, 3, 3, 1); !s)
+  UnaryGradParams p;
+  if (Status s = planUnaryGrad(ctx, p); !s)
     return s;
   const TensorView &dy = ctx.inputs[0], &x = ctx.inputs[1], &y = ctx.inputs[2];
   TensorView &dx = ctx.outputs[0];
-  if (x.shape != dy.shape || y.shape != dy.shape || dx.shape != dy.shape ||
-      x.dtype != dy.dtype || y.dtype != dy.dtype || dx.dtype != dy.dtype)
-    return Status::error("graph.unary_grad: operands must share one type, got " +
-                         dy.describe() + ", " + x.describe() + ", " +
-                         y.describe());
-  GradParams p;
-  std::string name = ctx.attrs.getString("kind");
-  if (!parseKind(name, ctx.attrs.getString("approximate", "none"), p.kind))
-    return Status::error("graph.unary_grad: unknown kind '" + name + "'");
-  // The forward kernels' defaults (ElementwiseKernels.cpp).
-  p.alpha = ctx.attrs.getFloat("alpha", p.kind == Kind::LeakyRelu ? 0.01
-                                        : p.kind == Kind::Elu     ? 1.0
-                                                                  : 0.2);
-  p.beta = ctx.attrs.getFloat("beta", 0.5);
-  double inf = std::numeric_limits<double>::infinity();
-  p.lo = ctx.attrs.has("min") ? ctx.attrs.getFloat("min") : -inf;
-  p.hi = ctx.attrs.has("max") ? ctx.attrs.getFloat("max") : inf;
   return dispatchFloat(dy.dtype, kOp, [&](auto tag) -> Status {
     using T = decltype(tag);
     int64_t n = dy.numel();
