@@ -16,6 +16,8 @@
 #include "CpuKernels.h"
 #include "kernels/KernelUtils.h"
 
+#include "strata/Runtime/LossPlan.h"
+
 #include <cmath>
 #include <string>
 
@@ -24,45 +26,16 @@ namespace {
 
 Status crossEntropyKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.cross_entropy";
-  if (Status s = checkArity(ctx, kOp, 2, 3, 1); !s)
+  CrossEntropyShape plan;
+  if (Status s = planCrossEntropy(ctx, plan); !s)
     return s;
   const TensorView &logits = ctx.inputs[0], &labels = ctx.inputs[1];
   const TensorView *weight = ctx.inputs.size() > 2 ? &ctx.inputs[2] : nullptr;
   TensorView &loss = ctx.outputs[0];
-  if (loss.dtype != logits.dtype || (weight && weight->dtype != logits.dtype))
-    return Status::error("graph.cross_entropy: logits, weight and loss must "
-                         "share one element type");
-  if (isFloat(labels.dtype))
-    return Status::error("graph.cross_entropy: labels must be integers, got " +
-                         labels.describe());
-  if (logits.rank() < 2)
-    return Status::error("graph.cross_entropy: logits must have rank >= 2 "
-                         "[N, C, ...], got " +
-                         logits.describe());
-  int64_t classes = logits.shape[1];
-  std::vector<int64_t> labelShape{logits.shape[0]};
-  labelShape.insert(labelShape.end(), logits.shape.begin() + 2,
-                    logits.shape.end());
-  if (labels.shape != labelShape)
-    return Status::error("graph.cross_entropy: labels " + labels.describe() +
-                         " do not fit logits " + logits.describe());
-  if (weight && weight->shape != std::vector<int64_t>{classes})
-    return Status::error("graph.cross_entropy: weight must have shape [" +
-                         std::to_string(classes) + "], got " +
-                         weight->describe());
+  int64_t classes = plan.classes, batch = plan.batch, spatial = plan.spatial;
+  bool none = plan.none, hasIgnore = plan.hasIgnore;
+  int64_t ignoreIndex = plan.ignoreIndex;
   std::string reduction = ctx.attrs.getString("reduction", "mean");
-  bool none = reduction == "none";
-  if (!none && reduction != "mean" && reduction != "sum")
-    return Status::error("graph.cross_entropy: reduction must be \"mean\", "
-                         "\"sum\" or \"none\", got \"" +
-                         reduction + "\"");
-  if (loss.shape != (none ? labelShape : std::vector<int64_t>{}))
-    return Status::error("graph.cross_entropy: loss has the wrong shape " +
-                         loss.describe());
-  bool hasIgnore = ctx.attrs.has("ignore_index");
-  int64_t ignoreIndex = ctx.attrs.getInt("ignore_index");
-  int64_t batch = logits.shape[0];
-  int64_t spatial = labels.numel() / (batch > 0 ? batch : 1);
 
   return dispatchAll(labels.dtype, kOp, [&](auto labelTag) -> Status {
     using L = decltype(labelTag);
