@@ -11,6 +11,8 @@
 #include "CpuKernels.h"
 #include "kernels/KernelUtils.h"
 
+#include "strata/Runtime/OptimizerPlan.h"
+
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -21,13 +23,10 @@ namespace {
 /// Reads the scalars every update takes: lr (f64), step (i64), grad_scale.
 Status readScalars(const KernelContext &ctx, std::string_view op, size_t first,
                    double &lr, int64_t &step, double &gradScale) {
+  if (Status st = checkUpdateScalars(ctx, op, first); !st)
+    return st;
   const TensorView &l = ctx.inputs[first], &s = ctx.inputs[first + 1],
                    &g = ctx.inputs[first + 2];
-  if (l.dtype != DType::F64 || l.numel() != 1 || s.dtype != DType::I64 ||
-      s.numel() != 1 || g.dtype != DType::F32 || g.numel() != 1)
-    return Status::error(std::string(op) +
-                         ": lr must be an f64 scalar, step "
-                         "an i64 scalar and grad_scale an f32 scalar");
   lr = l.as<double>()[0];
   step = s.as<int64_t>()[0];
   gradScale = g.as<float>()[0];
@@ -51,25 +50,11 @@ bool skipUpdate(KernelContext &ctx, double gradScale) {
   return true;
 }
 
-Status checkSameTensors(const KernelContext &ctx, std::string_view op,
-                        size_t inputs) {
-  const TensorView &p = ctx.inputs[0];
-  for (size_t i = 1; i < inputs; ++i)
-    if (ctx.inputs[i].shape != p.shape || ctx.inputs[i].dtype != p.dtype)
-      return Status::error(std::string(op) + ": " + ctx.inputs[i].describe() +
-                           " does not match the parameter " + p.describe());
-  for (const TensorView &out : ctx.outputs)
-    if (out.shape != p.shape || out.dtype != p.dtype)
-      return Status::error(std::string(op) + ": result " + out.describe() +
-                           " does not match the parameter " + p.describe());
-  return Status::ok();
-}
-
 Status adamwKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.adamw_update";
   if (Status s = checkArity(ctx, kOp, 7, 7, 3); !s)
     return s;
-  if (Status s = checkSameTensors(ctx, kOp, 4); !s)
+  if (Status s = checkUpdateTensors(ctx, kOp, 4); !s)
     return s;
   if (Status s = requireAttributes(ctx, kOp,
                                    {"beta1", "beta2", "eps", "weight_decay"});
@@ -120,7 +105,7 @@ Status sgdKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.sgd_update";
   if (Status s = checkArity(ctx, kOp, 6, 6, 2); !s)
     return s;
-  if (Status s = checkSameTensors(ctx, kOp, 3); !s)
+  if (Status s = checkUpdateTensors(ctx, kOp, 3); !s)
     return s;
   if (Status s = requireAttributes(ctx, kOp,
                                    {"momentum", "dampening", "weight_decay"});

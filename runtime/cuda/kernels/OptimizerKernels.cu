@@ -21,6 +21,8 @@
 #include "CudaKernelUtils.cuh"
 #include "NormalizationCommon.cuh"
 
+#include "strata/Runtime/OptimizerPlan.h"
+
 #include <cmath>
 #include <limits>
 #include <string>
@@ -40,28 +42,11 @@ struct ScalarPointers {
 /// The CPU's readScalars, less the values: dtypes and sizes.
 Status checkScalars(const KernelContext &ctx, std::string_view op, size_t first,
                     ScalarPointers &out) {
+  if (Status st = checkUpdateScalars(ctx, op, first); !st)
+    return st;
   const TensorView &l = ctx.inputs[first], &s = ctx.inputs[first + 1],
                    &g = ctx.inputs[first + 2];
-  if (l.dtype != DType::F64 || l.numel() != 1 || s.dtype != DType::I64 ||
-      s.numel() != 1 || g.dtype != DType::F32 || g.numel() != 1)
-    return Status::error(std::string(op) +
-                         ": lr must be an f64 scalar, step "
-                         "an i64 scalar and grad_scale an f32 scalar");
   out = {l.as<double>(), s.as<int64_t>(), g.as<float>()};
-  return Status::ok();
-}
-
-Status checkSameTensors(const KernelContext &ctx, std::string_view op,
-                        size_t inputs) {
-  const TensorView &p = ctx.inputs[0];
-  for (size_t i = 1; i < inputs; ++i)
-    if (ctx.inputs[i].shape != p.shape || ctx.inputs[i].dtype != p.dtype)
-      return Status::error(std::string(op) + ": " + ctx.inputs[i].describe() +
-                           " does not match the parameter " + p.describe());
-  for (const TensorView &out : ctx.outputs)
-    if (out.shape != p.shape || out.dtype != p.dtype)
-      return Status::error(std::string(op) + ": result " + out.describe() +
-                           " does not match the parameter " + p.describe());
   return Status::ok();
 }
 
@@ -156,7 +141,7 @@ Status adamwKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.adamw_update";
   if (Status s = checkArity(ctx, kOp, 7, 7, 3); !s)
     return s;
-  if (Status s = checkSameTensors(ctx, kOp, 4); !s)
+  if (Status s = checkUpdateTensors(ctx, kOp, 4); !s)
     return s;
   if (Status s = requireAttributes(ctx, kOp,
                                    {"beta1", "beta2", "eps", "weight_decay"});
@@ -258,7 +243,7 @@ Status sgdKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.sgd_update";
   if (Status s = checkArity(ctx, kOp, 6, 6, 2); !s)
     return s;
-  if (Status s = checkSameTensors(ctx, kOp, 3); !s)
+  if (Status s = checkUpdateTensors(ctx, kOp, 3); !s)
     return s;
   if (Status s = requireAttributes(ctx, kOp,
                                    {"momentum", "dampening", "weight_decay"});
