@@ -14,6 +14,8 @@
 #include "CudaKernelUtils.cuh"
 #include "NormalizationCommon.cuh"
 
+#include "strata/Runtime/NormPlan.h"
+
 #include <initializer_list>
 #include <string>
 
@@ -21,16 +23,6 @@ namespace strata::runtime::cuda {
 namespace {
 
 using namespace norm;
-
-Status sameDType(std::string_view op, const TensorView &ref,
-                 std::initializer_list<const TensorView *> others) {
-  for (const TensorView *t : others)
-    if (t->dtype != ref.dtype)
-      return Status::error(std::string(op) + ": " + t->describe() +
-                           " does not have the element type of " +
-                           ref.describe());
-  return Status::ok();
-}
 
 //===----------------------------------------------------------------------===//
 // LayerNorm
@@ -63,30 +55,16 @@ __global__ void layerNormRows(const T *in, const T *g, const T *b, T *out,
 
 Status layerNormKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.layer_norm";
-  if (Status s = checkArity(ctx, kOp, 2, 3, 1); !s)
-    return s;
-  if (Status s = requireAttributes(ctx, kOp, {"axis", "epsilon"}); !s)
+  LayerNormShape plan;
+  if (Status s = planLayerNorm(ctx, plan); !s)
     return s;
   const TensorView &x = ctx.inputs[0], &scale = ctx.inputs[1];
   const TensorView *bias = ctx.inputs.size() > 2 ? &ctx.inputs[2] : nullptr;
   TensorView &y = ctx.outputs[0];
-  if (Status s = sameDType(kOp, x, {&scale, &y, bias ? bias : &x}); !s)
-    return s;
-  int64_t axis = ctx.attrs.getInt("axis");
-  double epsilon = ctx.attrs.getFloat("epsilon");
-  if (axis < 0 || axis >= x.rank())
-    return Status::error("graph.layer_norm: axis " + std::to_string(axis) +
-                         " must be in [0, " + std::to_string(x.rank()) + ")");
-  std::vector<int64_t> normalized(x.shape.begin() + axis, x.shape.end());
-  if (scale.shape != normalized || (bias && bias->shape != normalized) ||
-      y.shape != x.shape)
-    return Status::error("graph.layer_norm: scale and bias must have the "
-                         "shape of the normalized dims of " +
-                         x.describe());
+  double epsilon = plan.epsilon;
   return dispatchFloat(x.dtype, kOp, [&](auto tag) -> Status {
     using T = decltype(tag);
-    int64_t rows = shapeProduct(x.shape, 0, axis);
-    int64_t len = shapeProduct(x.shape, axis, x.shape.size());
+    int64_t rows = plan.rows, len = plan.len;
     if (rows == 0 || len == 0)
       return Status::ok();
     const CudaStream &s = streamOf(ctx);
@@ -155,40 +133,14 @@ __global__ void batchNormChannels(const T *in, const T *g, const T *b,
 
 Status batchNormKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.batch_norm";
-  if (Status s = checkArity(ctx, kOp, 5, 5, 3); !s)
-    return s;
-  if (Status s = requireAttributes(ctx, kOp, {"epsilon", "momentum", "training"});
-      !s)
+  BatchNormShape plan;
+  if (Status s = planBatchNorm(ctx, plan); !s)
     return s;
   const TensorView &x = ctx.inputs[0];
-  const TensorView *perChannel[] = {&ctx.inputs[1],  &ctx.inputs[2],
-                                    &ctx.inputs[3],  &ctx.inputs[4],
-                                    &ctx.outputs[1], &ctx.outputs[2]};
   TensorView &y = ctx.outputs[0];
-  if (x.rank() < 2)
-    return Status::error("graph.batch_norm: input must have rank >= 2, got " +
-                         x.describe());
-  int64_t channels = x.shape[1];
-  for (const TensorView *t : perChannel)
-    if (t->dtype != x.dtype || t->shape != std::vector<int64_t>{channels})
-      return Status::error("graph.batch_norm: per-channel operands and "
-                           "results must be " +
-                           std::string(name(x.dtype)) + "[" +
-                           std::to_string(channels) + "], got " +
-                           t->describe());
-  if (y.dtype != x.dtype || y.shape != x.shape)
-    return Status::error("graph.batch_norm: output must be " + x.describe() +
-                         ", got " + y.describe());
-  double epsilon = ctx.attrs.getFloat("epsilon");
-  double momentum = ctx.attrs.getFloat("momentum");
-  bool training = ctx.attrs.getBool("training");
-  int64_t batch = x.shape[0];
-  int64_t spatial = shapeProduct(x.shape, 2, x.shape.size());
-  int64_t count = batch * spatial;
-  if (training && count <= 1)
-    return Status::error("graph.batch_norm: training needs more than 1 value "
-                         "per channel, got " +
-                         x.describe());
+  int64_t batch = plan.batch, channels = plan.channels, spatial = plan.spatial;
+  double epsilon = plan.epsilon, momentum = plan.momentum;
+  bool training = plan.training;
   return dispatchFloat(x.dtype, kOp, [&](auto tag) -> Status {
     using T = decltype(tag);
     if (channels == 0)

@@ -1,0 +1,101 @@
+//===- NormPlan.cpp - layer_norm's and batch_norm's checks ----------------===//
+
+#include "strata/Runtime/NormPlan.h"
+#include "strata/Runtime/KernelChecks.h"
+
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+namespace strata::runtime {
+namespace {
+
+Status sameDType(std::string_view op, const TensorView &ref,
+                 std::initializer_list<const TensorView *> others) {
+  for (const TensorView *t : others)
+    if (t->dtype != ref.dtype)
+      return Status::error(std::string(op) + ": " + t->describe() +
+                           " does not have the element type of " +
+                           ref.describe());
+  return Status::ok();
+}
+
+int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t i = begin; i < end; ++i)
+    p *= shape[i];
+  return p;
+}
+
+} // namespace
+
+Status planLayerNorm(const KernelContext &ctx, LayerNormShape &out) {
+  constexpr const char *kOp = "graph.layer_norm";
+  if (Status s = checkArity(ctx, kOp, 2, 3, 1); !s)
+    return s;
+  if (Status s = requireAttributes(ctx, kOp, {"axis", "epsilon"}); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0], &scale = ctx.inputs[1];
+  const TensorView *bias = ctx.inputs.size() > 2 ? &ctx.inputs[2] : nullptr;
+  const TensorView &y = ctx.outputs[0];
+  if (Status s = sameDType(kOp, x, {&scale, &y, bias ? bias : &x}); !s)
+    return s;
+  int64_t axis = ctx.attrs.getInt("axis");
+  if (axis < 0 || axis >= x.rank())
+    return Status::error("graph.layer_norm: axis " + std::to_string(axis) +
+                         " must be in [0, " + std::to_string(x.rank()) + ")");
+  std::vector<int64_t> normalized(x.shape.begin() + axis, x.shape.end());
+  if (scale.shape != normalized || (bias && bias->shape != normalized) ||
+      y.shape != x.shape)
+    return Status::error("graph.layer_norm: scale and bias must have the "
+                         "shape of the normalized dims of " +
+                         x.describe());
+  out.rows = product(x.shape, 0, size_t(axis));
+  out.len = product(x.shape, size_t(axis), x.shape.size());
+  out.epsilon = ctx.attrs.getFloat("epsilon");
+  out.hasBias = bias != nullptr;
+  return Status::ok();
+}
+
+Status planBatchNorm(const KernelContext &ctx, BatchNormShape &out) {
+  constexpr const char *kOp = "graph.batch_norm";
+  if (Status s = checkArity(ctx, kOp, 5, 5, 3); !s)
+    return s;
+  if (Status s = requireAttributes(ctx, kOp, {"epsilon", "momentum", "training"});
+      !s)
+    return s;
+  const TensorView &x = ctx.inputs[0];
+  const TensorView *perChannel[] = {&ctx.inputs[1],  &ctx.inputs[2],
+                                    &ctx.inputs[3],  &ctx.inputs[4],
+                                    &ctx.outputs[1], &ctx.outputs[2]};
+  const TensorView &y = ctx.outputs[0];
+  if (x.rank() < 2)
+    return Status::error("graph.batch_norm: input must have rank >= 2, got " +
+                         x.describe());
+  int64_t channels = x.shape[1];
+  for (const TensorView *t : perChannel)
+    if (t->dtype != x.dtype || t->shape != std::vector<int64_t>{channels})
+      return Status::error("graph.batch_norm: per-channel operands and "
+                           "results must be " +
+                           std::string(name(x.dtype)) + "[" +
+                           std::to_string(channels) + "], got " +
+                           t->describe());
+  if (y.dtype != x.dtype || y.shape != x.shape)
+    return Status::error("graph.batch_norm: output must be " + x.describe() +
+                         ", got " + y.describe());
+  double epsilon = ctx.attrs.getFloat("epsilon");
+  double momentum = ctx.attrs.getFloat("momentum");
+  bool training = ctx.attrs.getBool("training");
+  int64_t batch = x.shape[0];
+  int64_t spatial = product(x.shape, 2, x.shape.size());
+  int64_t count = batch * spatial;
+  // torch.nn.functional.batch_norm raises the same for one value.
+  if (training && count <= 1)
+    return Status::error("graph.batch_norm: training needs more than 1 value "
+                         "per channel, got " +
+                         x.describe());
+  out = {batch, channels, spatial, count, epsilon, momentum, training};
+  return Status::ok();
+}
+
+} // namespace strata::runtime
