@@ -7,6 +7,16 @@
 #include <vector>
 
 namespace strata::runtime {
+namespace {
+
+int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t i = begin; i < end; ++i)
+    p *= shape[i];
+  return p;
+}
+
+} // namespace
 
 Status planCrossEntropy(const KernelContext &ctx, CrossEntropyShape &out) {
   if (Status s = checkArity(ctx, "graph.cross_entropy", 2, 3, 1); !s)
@@ -48,6 +58,55 @@ Status planCrossEntropy(const KernelContext &ctx, CrossEntropyShape &out) {
   out.classes = classes;
   out.positions = labels.numel();
   out.spatial = out.positions / (out.batch > 0 ? out.batch : 1);
+  out.none = none;
+  out.sum = reduction == "sum";
+  out.hasWeight = weight != nullptr;
+  out.hasIgnore = ctx.attrs.has("ignore_index");
+  out.ignoreIndex = ctx.attrs.getInt("ignore_index");
+  return Status::ok();
+}
+
+Status planCrossEntropyGrad(const KernelContext &ctx,
+                            CrossEntropyShape &out) {
+  constexpr const char *kOp = "graph.cross_entropy_grad";
+  if (Status s = checkArity(ctx, kOp, 3, 4, 1); !s)
+    return s;
+  const TensorView &dloss = ctx.inputs[0], &logits = ctx.inputs[1],
+                   &labels = ctx.inputs[2];
+  const TensorView *weight = ctx.inputs.size() > 3 ? &ctx.inputs[3] : nullptr;
+  const TensorView &dx = ctx.outputs[0];
+  if (logits.rank() < 2 || dx.shape != logits.shape ||
+      dx.dtype != logits.dtype || dloss.dtype != logits.dtype ||
+      (weight && weight->dtype != logits.dtype))
+    return Status::error("graph.cross_entropy_grad: the loss gradient, "
+                         "weight and result must have the type of logits " +
+                         logits.describe() +
+                         " [N, C, ...], the result its "
+                         "shape");
+  int64_t batch = logits.shape[0], classes = logits.shape[1];
+  int64_t spatial = product(logits.shape, 2, logits.shape.size());
+  std::string reduction = ctx.attrs.getString("reduction", "mean");
+  bool none = reduction == "none";
+  if (!none && reduction != "mean" && reduction != "sum")
+    return Status::error("graph.cross_entropy_grad: reduction must be "
+                         "\"mean\", \"sum\" or \"none\", got \"" +
+                         reduction + "\"");
+  std::vector<int64_t> labelShape{batch};
+  labelShape.insert(labelShape.end(), logits.shape.begin() + 2,
+                    logits.shape.end());
+  if (labels.shape != labelShape || isFloat(labels.dtype) ||
+      (none ? dloss.shape != labelShape : dloss.numel() != 1))
+    return Status::error("graph.cross_entropy_grad: labels " +
+                         labels.describe() + " or loss gradient " +
+                         dloss.describe() + " do not fit " + logits.describe());
+  if (weight && weight->shape != std::vector<int64_t>{classes})
+    return Status::error("graph.cross_entropy_grad: weight must have shape [" +
+                         std::to_string(classes) + "], got " +
+                         weight->describe());
+  out.batch = batch;
+  out.classes = classes;
+  out.spatial = spatial;
+  out.positions = batch * spatial;
   out.none = none;
   out.sum = reduction == "sum";
   out.hasWeight = weight != nullptr;

@@ -10,6 +10,8 @@
 #include "CpuKernels.h"
 #include "kernels/KernelUtils.h"
 
+#include "strata/Runtime/LossPlan.h"
+
 #include <climits>
 #include <cmath>
 #include <cstring>
@@ -452,42 +454,16 @@ Status gatherGradKernel(KernelContext &ctx) {
 
 Status crossEntropyGradKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.cross_entropy_grad";
-  if (Status s = checkArity(ctx, kOp, 3, 4, 1); !s)
+  CrossEntropyShape plan;
+  if (Status s = planCrossEntropyGrad(ctx, plan); !s)
     return s;
   const TensorView &dloss = ctx.inputs[0], &logits = ctx.inputs[1],
                    &labels = ctx.inputs[2];
   const TensorView *weight = ctx.inputs.size() > 3 ? &ctx.inputs[3] : nullptr;
   TensorView &dx = ctx.outputs[0];
-  if (logits.rank() < 2 || dx.shape != logits.shape ||
-      dx.dtype != logits.dtype || dloss.dtype != logits.dtype ||
-      (weight && weight->dtype != logits.dtype))
-    return Status::error("graph.cross_entropy_grad: the loss gradient, "
-                         "weight and result must have the type of logits " +
-                         logits.describe() +
-                         " [N, C, ...], the result its "
-                         "shape");
-  int64_t batch = logits.shape[0], classes = logits.shape[1];
-  int64_t spatial = product(logits.shape, 2, logits.shape.size());
-  std::string reduction = ctx.attrs.getString("reduction", "mean");
-  bool none = reduction == "none";
-  if (!none && reduction != "mean" && reduction != "sum")
-    return Status::error("graph.cross_entropy_grad: reduction must be "
-                         "\"mean\", \"sum\" or \"none\", got \"" +
-                         reduction + "\"");
-  std::vector<int64_t> labelShape{batch};
-  labelShape.insert(labelShape.end(), logits.shape.begin() + 2,
-                    logits.shape.end());
-  if (labels.shape != labelShape || isFloat(labels.dtype) ||
-      (none ? dloss.shape != labelShape : dloss.numel() != 1))
-    return Status::error("graph.cross_entropy_grad: labels " +
-                         labels.describe() + " or loss gradient " +
-                         dloss.describe() + " do not fit " + logits.describe());
-  if (weight && weight->shape != std::vector<int64_t>{classes})
-    return Status::error("graph.cross_entropy_grad: weight must have shape [" +
-                         std::to_string(classes) + "], got " +
-                         weight->describe());
-  bool hasIgnore = ctx.attrs.has("ignore_index");
-  int64_t ignoreIndex = ctx.attrs.getInt("ignore_index");
+  int64_t batch = plan.batch, classes = plan.classes, spatial = plan.spatial;
+  bool none = plan.none, summed = plan.sum, hasIgnore = plan.hasIgnore;
+  int64_t ignoreIndex = plan.ignoreIndex;
   return dispatchAll(labels.dtype, kOp, [&](auto labelTag) -> Status {
     using L = decltype(labelTag);
     const L *y = labels.as<L>();
@@ -517,9 +493,9 @@ Status crossEntropyGradKernel(KernelContext &ctx) {
               dcol[c * spatial] = T(0);
             continue;
           }
-          double scale = none                 ? double(g[i])
-                         : reduction == "sum" ? double(g[0])
-                                              : double(g[0]) / totalWeight;
+          double scale = none     ? double(g[i])
+                         : summed ? double(g[0])
+                                  : double(g[0]) / totalWeight;
           scale *= w ? double(w[label]) : 1.0;
           auto [max, sum] = maxAndExpSum(col, classes, spatial);
           for (int64_t c = 0; c < classes; ++c) {

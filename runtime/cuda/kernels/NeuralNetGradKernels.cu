@@ -38,6 +38,8 @@
 #include "DropoutPhilox.cuh"
 #include "NormalizationCommon.cuh"
 
+#include "strata/Runtime/LossPlan.h"
+
 #include <cub/device/device_radix_sort.cuh>
 
 #include <algorithm>
@@ -571,58 +573,12 @@ Status prepareScatter(KernelContext &ctx, std::shared_ptr<void> &prepared,
 // cross_entropy
 //===----------------------------------------------------------------------===//
 
-struct CrossEntropyGradShape {
-  int64_t batch = 0, classes = 0, spatial = 0, positions = 0;
-  bool none = false, sum = false, hasIgnore = false;
-  int64_t ignoreIndex = 0;
-};
+/// The checks both backends make (LossPlan.h).
+using CrossEntropyGradShape = CrossEntropyShape;
 
 Status checkCrossEntropyGrad(const KernelContext &ctx,
                              CrossEntropyGradShape &out) {
-  constexpr const char *kOp = "graph.cross_entropy_grad";
-  if (Status s = checkArity(ctx, kOp, 3, 4, 1); !s)
-    return s;
-  const TensorView &dloss = ctx.inputs[0], &logits = ctx.inputs[1],
-                   &labels = ctx.inputs[2];
-  const TensorView *weight = ctx.inputs.size() > 3 ? &ctx.inputs[3] : nullptr;
-  const TensorView &dx = ctx.outputs[0];
-  if (logits.rank() < 2 || dx.shape != logits.shape ||
-      dx.dtype != logits.dtype || dloss.dtype != logits.dtype ||
-      (weight && weight->dtype != logits.dtype))
-    return Status::error("graph.cross_entropy_grad: the loss gradient, "
-                         "weight and result must have the type of logits " +
-                         logits.describe() +
-                         " [N, C, ...], the result its "
-                         "shape");
-  int64_t batch = logits.shape[0], classes = logits.shape[1];
-  int64_t spatial = shapeProduct(logits.shape, 2, logits.shape.size());
-  std::string reduction = ctx.attrs.getString("reduction", "mean");
-  bool none = reduction == "none";
-  if (!none && reduction != "mean" && reduction != "sum")
-    return Status::error("graph.cross_entropy_grad: reduction must be "
-                         "\"mean\", \"sum\" or \"none\", got \"" +
-                         reduction + "\"");
-  std::vector<int64_t> labelShape{batch};
-  labelShape.insert(labelShape.end(), logits.shape.begin() + 2,
-                    logits.shape.end());
-  if (labels.shape != labelShape || isFloat(labels.dtype) ||
-      (none ? dloss.shape != labelShape : dloss.numel() != 1))
-    return Status::error("graph.cross_entropy_grad: labels " +
-                         labels.describe() + " or loss gradient " +
-                         dloss.describe() + " do not fit " + logits.describe());
-  if (weight && weight->shape != std::vector<int64_t>{classes})
-    return Status::error("graph.cross_entropy_grad: weight must have shape [" +
-                         std::to_string(classes) + "], got " +
-                         weight->describe());
-  out.batch = batch;
-  out.classes = classes;
-  out.spatial = spatial;
-  out.positions = batch * spatial;
-  out.none = none;
-  out.sum = reduction == "sum";
-  out.hasIgnore = ctx.attrs.has("ignore_index");
-  out.ignoreIndex = ctx.attrs.getInt("ignore_index");
-  return Status::ok();
+  return planCrossEntropyGrad(ctx, out);
 }
 
 /// One block: the total weight of the labels not ignored (NaN with one out

@@ -1,6 +1,6 @@
 //===- LossPlan.h - graph.cross_entropy's checks, for every backend -*- C++ -*-===//
 //
-// What both backends' cross-entropy kernels check before touching memory
+// What both backends' cross-entropy kernels (and their gradients) check before touching memory
 // (less the labels' values, which only a kernel that runs on the host can
 // read), and what they find out: the shape of the problem and its
 // attributes.
@@ -26,6 +26,10 @@ struct CrossEntropyShape {
 };
 
 Status planCrossEntropy(const KernelContext &ctx, CrossEntropyShape &out);
+
+/// graph.cross_entropy_grad: (dloss, logits, labels [, weight]) -> dlogits,
+/// dloss [] or (reduction "none") of the labels' shape.
+Status planCrossEntropyGrad(const KernelContext &ctx, CrossEntropyShape &out);
 
 } // namespace strata::runtime
 
