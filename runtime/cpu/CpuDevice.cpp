@@ -5,6 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "HostBlock.h"
+
 #include "strata/Runtime/Device.h"
 
 #include <cstdlib>
@@ -22,16 +24,7 @@ public:
   const KernelRegistry &getKernels() const override { return kernels_; }
 
   Status allocate(MemoryKind kind, size_t bytes, void **out) override {
-    constexpr size_t kAlignment = 256;
-    size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-    *out = std::aligned_alloc(kAlignment, rounded ? rounded : kAlignment);
-    if (!*out)
-      return Status::error("cannot allocate " + std::to_string(bytes) +
-                           " bytes of " +
-                           (kind == MemoryKind::Host ? "host" : "device") +
-                           " memory");
-    std::memset(*out, 0, rounded);
-    return Status::ok();
+    return cpu::allocateHostBlock(kind, bytes, out);
   }
   void release(MemoryKind, void *block) override { std::free(block); }
   bool isHostAddressable() const override { return true; }

@@ -14,6 +14,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "HostBlock.h"
+
 #include "strata/Runtime/Device.h"
 
 #include <algorithm>
@@ -39,14 +41,7 @@ public:
   const KernelRegistry &getKernels() const override { return kernels_; }
 
   Status allocate(MemoryKind kind, size_t bytes, void **out) override {
-    constexpr size_t kAlignment = 256;
-    size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-    *out = std::aligned_alloc(kAlignment, rounded ? rounded : kAlignment);
-    if (!*out)
-      return Status::error("cannot allocate " + std::to_string(bytes) +
-                           " bytes");
-    std::memset(*out, 0, rounded ? rounded : kAlignment);
-    return Status::ok();
+    return cpu::allocateHostBlock(kind, bytes, out);
   }
   void release(MemoryKind, void *block) override {
     (void)drainAll();
