@@ -54,18 +54,25 @@ void *loadCudaBackend(std::string &why) {
   return library;
 }
 
-} // namespace
-
-Status probeCudaBackend(std::string &devices) {
+/// The library's entry point `symbol`, as an `Fn`; else why not.
+template <typename Fn> Status findEntry(const char *symbol, Fn &out) {
   std::string why;
   void *library = loadCudaBackend(why);
   if (!library)
     return Status::error("cuda backend unavailable: " + why);
-  using Probe = int (*)(char *, size_t);
-  auto probe = reinterpret_cast<Probe>(::dlsym(library, "strata_cuda_probe"));
-  if (!probe)
-    return Status::error("cuda backend unavailable: the library has no "
-                         "strata_cuda_probe");
+  out = reinterpret_cast<Fn>(::dlsym(library, symbol));
+  if (!out)
+    return Status::error(
+        std::string("cuda backend unavailable: the library has no ") + symbol);
+  return Status::ok();
+}
+
+} // namespace
+
+Status probeCudaBackend(std::string &devices) {
+  int (*probe)(char *, size_t) = nullptr;
+  if (Status s = findEntry("strata_cuda_probe", probe); !s)
+    return s;
   char message[512] = {0};
   int count = probe(message, sizeof(message));
   if (count <= 0)
@@ -75,15 +82,9 @@ Status probeCudaBackend(std::string &devices) {
 }
 
 Status listCudaKernels(std::vector<std::string> &names) {
-  std::string why;
-  void *library = loadCudaBackend(why);
-  if (!library)
-    return Status::error("cuda backend unavailable: " + why);
-  using List = size_t (*)(char *, size_t);
-  auto list = reinterpret_cast<List>(::dlsym(library, "strata_cuda_kernel_names"));
-  if (!list)
-    return Status::error("the cuda backend library has no "
-                         "strata_cuda_kernel_names");
+  size_t (*list)(char *, size_t) = nullptr;
+  if (Status s = findEntry("strata_cuda_kernel_names", list); !s)
+    return s;
   std::string text(list(nullptr, 0), '\0');
   list(text.data(), text.size());
   names.clear();
@@ -99,13 +100,9 @@ Status createCudaDevice(const CudaDeviceOptions &options,
   std::string devices;
   if (Status s = probeCudaBackend(devices); !s)
     return s;
-  std::string why;
-  void *library = loadCudaBackend(why);
-  auto create = reinterpret_cast<CreateCudaDeviceFn>(
-      ::dlsym(library, "strata_cuda_create_device"));
-  if (!create)
-    return Status::error("cuda backend unavailable: the library has no "
-                         "strata_cuda_create_device");
+  CreateCudaDeviceFn create = nullptr;
+  if (Status s = findEntry("strata_cuda_create_device", create); !s)
+    return s;
   char message[1024] = {0};
   Device *device = nullptr;
   if (create(&options, &device, message, sizeof(message)) != 0 || !device)
