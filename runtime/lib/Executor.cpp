@@ -634,10 +634,11 @@ Status Executor::runQueued(Program &program, std::string_view name,
   // This run's seeds, staged for the copy that opens the program (a
   // captured graph holds that copy, so a replay reads them too).
   auto *seeds = static_cast<uint64_t *>(seedStaging_);
-  for (const Step &step : program.steps)
-    if (step.seedSlot >= 0)
-      seeds[step.seedSlot] =
-          fnv1a64(&step.rngStream, sizeof(step.rngStream), seed);
+  if (program.seedSlots)
+    for (const Step &step : program.steps)
+      if (step.seedSlot >= 0)
+        seeds[step.seedSlot] =
+            fnv1a64(&step.rngStream, sizeof(step.rngStream), seed);
   // A traced run is enqueued step by step (a replayed graph has no
   // per-instruction timestamps).
   if (program.graph && !tracing_) {
