@@ -629,7 +629,6 @@ Status Executor::runStreams(Program &program, std::string_view name,
 Status Executor::runQueued(Program &program, std::string_view name,
                            uint64_t seed) {
   Device &d = *device_;
-  ++job_.epoch;
   ++program.queuedRuns;
   // This run's seeds, staged for the copy that opens the program (a
   // captured graph holds that copy, so a replay reads them too).
