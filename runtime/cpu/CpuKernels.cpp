@@ -22,6 +22,7 @@ const KernelRegistry &getCpuKernels() {
     cpu::registerOptimizerKernels(r);
     cpu::registerCollectiveKernels(r);
     cpu::registerMoveKernels(r);
+    cpu::registerNarrowFloatOperands(r);
     return r;
   }();
   return registry;

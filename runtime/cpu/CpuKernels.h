@@ -27,6 +27,11 @@ void registerOptimizerKernels(KernelRegistry &registry);
 void registerCollectiveKernels(KernelRegistry &registry);
 void registerMoveKernels(KernelRegistry &registry);
 
+/// Wraps the kernels of kNarrowFloatOps (NarrowOperands.h; registered
+/// first): bf16 / fp16 views are widened to f32, the f32 kernel runs, and
+/// narrow results are rounded once.
+void registerNarrowFloatOperands(KernelRegistry &registry);
+
 } // namespace strata::runtime::cpu
 
 #endif // STRATA_RUNTIME_CPU_CPUKERNELS_H

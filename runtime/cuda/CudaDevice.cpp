@@ -82,6 +82,14 @@ public:
             "cudaGetDeviceProperties");
         !s)
       return s;
+    // Kernels without a narrow form widen bf16 / fp16 operands into
+    // stream-ordered buffers (NarrowFloatKernels.cu): the pool keeps what
+    // it has grown to rather than return it at every synchronize.
+    cudaMemPool_t pool = nullptr;
+    if (cudaDeviceGetDefaultMemPool(&pool, options.ordinal) == cudaSuccess) {
+      uint64_t keep = UINT64_MAX;
+      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    }
     if (Status s = cublasStatus(cublasLtCreate(&d->lt_), "cublasLtCreate"); !s)
       return s;
     // Stream 0 exists from the start: the blocking copies go through it.

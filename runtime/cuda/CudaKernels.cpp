@@ -25,6 +25,7 @@ const KernelRegistry &getCudaKernels() {
     registerOptimizerKernels(r);
     registerMoveKernels(r);
     registerCollectiveKernels(r);
+    registerNarrowFloatOperands(r);
     return r;
   }();
   return registry;

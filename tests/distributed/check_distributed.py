@@ -170,24 +170,39 @@ def check_topology(args, work, ref_cache):
     compile_ = os.path.join(args.bin, "strata-compile")
     strata_run = os.path.join(args.bin, "strata-run")
     onnx = os.path.join(ROOT, "models", args.model + "_dynamic_batch.onnx")
+    topology = ["--world", str(n), "--gpus-per-node", str(k),
+                "--partition-group", str(p), "--hierarchical",
+                args.hierarchical, "--grad-sync", args.grad_sync,
+                "--accum", str(a), "--steps", str(args.steps)]
+    precision = [] if args.dtype == "fp32" else ["--dtype", args.dtype]
+    # fp32: the distributed run equals one rank's on the global batch (to
+    # 1e-6: the gradient sums run in another order). bf16 / fp16: the
+    # narrow-storage run equals, bit for bit, the same topology in the f32
+    # emulation (--precision-storage f32).
+    tolerance = 1e-6 if args.dtype == "fp32" else 0.0
     key = (args.model, args.global_batch, args.steps)
-    if key not in ref_cache:
+    if args.dtype != "fp32":
+        ref = os.path.join(work, "ref-emulated.strata")
+        run([compile_, onnx, "--batch", str(micro), "-o", ref] + topology +
+            precision + ["--precision-storage", "f32"])
+        log = os.path.join(work, "ref-emulated.jsonl")
+        run(MPIRUN + ["-np", str(n), strata_run, ref, "--quiet", "--log", log])
+        ref_steps = read_log(log)
+    elif key not in ref_cache:
         ref = os.path.join(work, "ref-%s.strata" % args.model)
         run([compile_, onnx, "--batch", str(args.global_batch), "-o", ref,
              "--steps", str(args.steps)])
         log = os.path.join(work, "ref-%s.jsonl" % args.model)
         run([strata_run, ref, "--quiet", "--log", log])
         ref_cache[key] = read_log(log)
-    ref_steps = ref_cache[key]
+    if args.dtype == "fp32":
+        ref_steps = ref_cache[key]
 
-    topology = ["--world", str(n), "--gpus-per-node", str(k),
-                "--partition-group", str(p), "--hierarchical",
-                args.hierarchical, "--grad-sync", args.grad_sync,
-                "--accum", str(a), "--steps", str(args.steps)]
     dist = os.path.join(work, "dist.strata")
-    run([compile_, onnx, "--batch", str(micro), "-o", dist] + topology)
+    run([compile_, onnx, "--batch", str(micro), "-o", dist] + topology +
+        precision)
     ir = run([compile_, onnx, "--batch", str(micro), "--emit=distributed"]
-             + topology, capture_output=True, text=True).stdout
+             + topology + precision, capture_output=True, text=True).stdout
     summary = run([compile_, onnx, "--batch", str(micro), "--emit=summary"],
                   capture_output=True, text=True).stdout
     log = os.path.join(work, "dist.jsonl")
@@ -195,15 +210,17 @@ def check_topology(args, work, ref_cache):
                   "--check-replicas", "--log", log])
     dist_steps = read_log(log)
     name = (f"{args.model} N={n} K={k} P={p} hier={args.hierarchical} "
-            f"sync={args.grad_sync} A={a}")
+            f"sync={args.grad_sync} A={a}" +
+            (f" {args.dtype}" if args.dtype != "fp32" else ""))
+    reference = "one rank" if args.dtype == "fp32" else "the f32 emulation"
     if len(dist_steps) != args.steps:
         return f"{name}: logged {len(dist_steps)} steps, expected {args.steps}"
     worst = 0.0
     for i, (d, r) in enumerate(zip(dist_steps, ref_steps)):
         err = abs(d["loss"] - r["loss"]) / abs(r["loss"])
         worst = max(worst, err)
-        if err > 1e-6:
-            return (f"{name}: step {i + 1} loss {d['loss']} vs one rank "
+        if err > tolerance:
+            return (f"{name}: step {i + 1} loss {d['loss']} vs {reference} "
                     f"{r['loss']} (relative {err:.3g})")
         if not d.get("replicas_identical"):
             return f"{name}: step {i + 1} did not check the replicas"
@@ -242,7 +259,7 @@ def check_topology(args, work, ref_cache):
             return (f"{name}: strata-inspect predicts {kind} {predicted[kind]}, "
                     f"the run measured {measured}")
     ag = dist_steps[0]["bytes"]["all_gather"]
-    print(f"{name}: {args.steps} steps equal one rank (worst {worst:.2g}); "
+    print(f"{name}: {args.steps} steps equal {reference} (worst {worst:.2g}); "
           f"replicas identical; bytes match the formulas (all-gather "
           f"intra {ag[0]:.0f} inter {ag[1]:.0f} per step)")
     return None
@@ -429,6 +446,9 @@ def main():
     ap.add_argument("--accum", type=int, default=1)
     ap.add_argument("--global-batch", type=int, default=32)
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32",
+                    help="bf16 / fp16: compare narrow storage with the f32 "
+                         "emulation on the same topology, exactly")
     ap.add_argument("--matrix", action="store_true")
     ap.add_argument("--models", default="gpt_tiny,bert_tiny")
     ap.add_argument("--timeout-test", action="store_true")

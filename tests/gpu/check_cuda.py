@@ -11,6 +11,9 @@ the reason and exits 77, which ctest reports as skipped. On a GPU:
   bf16      200 steps with --dtype bf16 on cuda track the fp32 cuda curve:
             means over 20-step windows within twice the gap the cpu's own
             bf16 run shows against its fp32 run (at least 5%).
+  narrow    the bf16 artifact (bf16 storage and GEMMs) on cuda against the
+            same artifact on cpu: the first 10 steps within 1e-2 relative;
+            --cuda-graph against launched steps, 20 steps within 1e-3.
   offload   the GPT with optimizer states on the host and SSD tiers and
             prefetching streams (--gpu-memory 6.5MiB --host-memory 64K
             --ssd-memory 16M) trains 20 steps on cuda as on cpu (1e-4).
@@ -163,6 +166,23 @@ def main():
                 f"the cpu's bf16 against its fp32: {cpu_gap:.3g}); fp32 "
                 f"{fp32_curve[0]:.4f} → {fp32_curve[-1]:.4f}, bf16 "
                 f"{bf16_curve[0]:.4f} → {bf16_curve[-1]:.4f}")
+
+        # Narrow storage (bf16 tensors, bf16 GEMMs) against the cpu's run
+        # of the same artifact: the first steps agree to bf16's precision
+        # (the GEMMs sum in another order, so results differ by an ulp).
+        c.compare("bf16 narrow storage, cuda vs cpu, first 10 steps",
+                  cpu_bf16[:10], bf16_curve[:10], 1e-2)
+        # CUDA-graph replay of the bf16 step (stream-ordered allocations of
+        # the widened operands captured as graph nodes) trains as the
+        # launched step does.
+        graph_curve, graph_s = c.train(bf16, cuda, "bf16-graph", "--steps",
+                                       "20", "--cuda-graph", *text)
+        plain_curve, plain_s = c.train(bf16, cuda, "bf16-plain", "--steps",
+                                       "20", *text)
+        c.compare("bf16 --cuda-graph vs launched, 20 steps", plain_curve,
+                  graph_curve, 1e-3)
+        c.say(f"  (20 bf16 steps: {plain_s:.1f} s launched, {graph_s:.1f} s "
+              f"with --cuda-graph, start-up included)")
 
         off = c.compile("gpt-offload", "gpt_tiny.onnx", "--steps", "20",
                         "--gpu-memory", "6.5MiB", "--host-memory", "64K",

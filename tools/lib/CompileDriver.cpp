@@ -150,6 +150,12 @@ struct CompileOptions {
                              cl::init(0.1), cl::cat(category)};
   cl::opt<std::string> dtype{"dtype", cl::desc("fp32, bf16 or fp16"),
                              cl::init("fp32"), cl::cat(category)};
+  cl::opt<std::string> precisionStorage{
+      "precision-storage",
+      cl::desc("bf16/fp16: narrow (the low-precision tensors are stored "
+               "bf16/fp16) or f32 (stored f32, rounded: the emulation; same "
+               "numbers, twice the memory)"),
+      cl::init("narrow"), cl::cat(category)};
   cl::opt<double> lossScale{
       "loss-scale",
       cl::desc("fp16: the initial dynamic loss scale (65536, as torch's "
@@ -249,6 +255,9 @@ llvm::Error readTrainingOptions(const CompileOptions &o,
                 o.lrSchedule + "'");
   if (o.dtype != "fp32" && o.dtype != "bf16" && o.dtype != "fp16")
     return fail("--dtype must be fp32, bf16 or fp16, not '" + o.dtype + "'");
+  if (o.precisionStorage != "narrow" && o.precisionStorage != "f32")
+    return fail("--precision-storage must be narrow or f32, not '" +
+                o.precisionStorage + "'");
   if (!(o.lossScale > 0.0))
     return fail("--loss-scale must be positive");
   if (o.accum < 1)
@@ -277,6 +286,7 @@ llvm::Error readTrainingOptions(const CompileOptions &o,
   t.totalSteps = o.steps;
   t.minLrRatio = o.minLrRatio;
   t.dtype = o.dtype;
+  t.precisionStorage = o.precisionStorage;
   t.ignoreIndex = o.ignoreIndex;
   t.lossScale = o.lossScale;
   t.logits = o.logits;
@@ -331,6 +341,7 @@ llvm::Error strata::buildTrainingStep(MLIRContext &context, ModuleOp module,
                               bool distribute) {
   strata::TrainingPipelineOptions pipeline;
   pipeline.dtype = t.dtype;
+  pipeline.precisionStorage = t.precisionStorage;
   pipeline.freeze = llvm::SmallVector<std::string>(freeze);
   pipeline.logits = t.logits;
   pipeline.ignoreIndex = t.ignoreIndex;

@@ -32,6 +32,7 @@ void strata::buildTrainingPipeline(OpPassManager &pm,
   if (options.dtype != "fp32") {
     MixedPrecisionPassOptions precision;
     precision.dtype = options.dtype;
+    precision.storage = options.precisionStorage;
     pm.addNestedPass<func::FuncOp>(createMixedPrecisionPass(precision));
   }
   bool lossScale = options.dtype == "fp16";

@@ -9,6 +9,7 @@
 #include "CpuKernels.h"
 #include "kernels/KernelUtils.h"
 
+#include "strata/Runtime/NarrowFloat.h"
 #include "strata/Runtime/UnaryGrad.h"
 
 #include <cmath>
@@ -57,34 +58,6 @@ Status sumSquaresKernel(KernelContext &ctx) {
       return Status::ok();
     });
   });
-}
-
-/// f32 -> nearest bf16 (round to nearest even), back in f32.
-float roundToBf16(float v) {
-  uint32_t bits;
-  std::memcpy(&bits, &v, 4);
-  if ((bits & 0x7f800000u) == 0x7f800000u) // inf, nan: keep
-    return v;
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  bits &= 0xffff0000u;
-  std::memcpy(&v, &bits, 4);
-  return v;
-}
-
-/// f32 -> nearest fp16 value (round to nearest even; beyond 65504 -> inf;
-/// subnormals kept), back in f32.
-float roundToFp16(float v) {
-  if (!std::isfinite(v))
-    return v;
-  float a = std::fabs(v);
-  if (a >= 65520.0f) // rounds past the largest fp16, 65504
-    return std::copysign(std::numeric_limits<float>::infinity(), v);
-  int exponent;
-  std::frexp(a, &exponent); // a = m * 2^exponent, m in [0.5, 1)
-  // fp16 keeps 11 significant bits; below 2^-14 the step is fixed at 2^-24.
-  int e = std::max(exponent - 11, -24);
-  float step = std::ldexp(1.0f, e);
-  return std::copysign(std::nearbyint(a / step) * step, v);
 }
 
 Status roundToKernel(KernelContext &ctx) {

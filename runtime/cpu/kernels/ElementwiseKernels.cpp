@@ -11,6 +11,8 @@
 #include "CpuKernels.h"
 #include "kernels/KernelUtils.h"
 
+#include "strata/Runtime/NarrowFloat.h"
+
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -148,11 +150,46 @@ template <typename To, typename From> To castElement(From v) {
     return static_cast<To>(v); // float -> int truncates toward zero
 }
 
+float loadNarrow(DType t, uint16_t bits) {
+  return t == DType::BF16 ? fromBf16Bits(bits) : fromFp16Bits(bits);
+}
+
+/// Casts to or from bf16 / fp16 go through f32, which holds every bf16 and
+/// fp16 value: from a narrow type to any type is exact up to the last
+/// conversion; to a narrow type is supported from f32 and the other narrow
+/// type only (from f64 or an integer, the f32 step would round twice).
+Status castNarrowKernel(const TensorView &x, TensorView &y) {
+  int64_t n = x.numel();
+  if (isNarrowFloat(y.dtype)) {
+    if (x.dtype != DType::F32 && !isNarrowFloat(x.dtype))
+      return Status::error("graph.cast: " + std::string(name(x.dtype)) +
+                           " to " + std::string(name(y.dtype)) +
+                           " is not supported (cast through f32)");
+    auto *out = y.as<uint16_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      float v = x.dtype == DType::F32 ? x.as<float>()[i]
+                                      : loadNarrow(x.dtype, x.as<uint16_t>()[i]);
+      out[i] = y.dtype == DType::BF16 ? bf16Bits(v) : fp16Bits(v);
+    }
+    return Status::ok();
+  }
+  return dispatchAll(y.dtype, "graph.cast", [&](auto toTag) -> Status {
+    using To = decltype(toTag);
+    To *out = y.as<To>();
+    const auto *in = x.as<uint16_t>();
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = castElement<To>(loadNarrow(x.dtype, in[i]));
+    return Status::ok();
+  });
+}
+
 Status castKernel(KernelContext &ctx) {
   if (Status s = checkArity(ctx, "graph.cast", 1, 1, 1); !s)
     return s;
   const TensorView &x = ctx.inputs[0];
   TensorView &y = ctx.outputs[0];
+  if (isNarrowFloat(x.dtype) || isNarrowFloat(y.dtype))
+    return castNarrowKernel(x, y);
   return dispatchAll(x.dtype, "graph.cast", [&](auto fromTag) -> Status {
     using From = decltype(fromTag);
     return dispatchAll(y.dtype, "graph.cast", [&](auto toTag) -> Status {

@@ -11,6 +11,7 @@
 
 #include "ElementwiseCommon.cuh"
 
+#include "strata/Runtime/NarrowFloat.h"
 #include "strata/Runtime/UnaryGrad.h"
 
 #include <cmath>
@@ -154,31 +155,6 @@ Status sumSquaresKernelFn(KernelContext &ctx) {
 //===----------------------------------------------------------------------===//
 // round_to
 //===----------------------------------------------------------------------===//
-
-/// f32 -> nearest bf16 (round to nearest even), back in f32.
-__device__ inline float roundToBf16(float v) {
-  uint32_t bits = __float_as_uint(v);
-  if ((bits & 0x7f800000u) == 0x7f800000u) // inf, nan: keep
-    return v;
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  bits &= 0xffff0000u;
-  return __uint_as_float(bits);
-}
-
-/// f32 -> nearest fp16 value (round to nearest even; beyond 65504 -> inf;
-/// subnormals kept), back in f32: the CPU's steps, each exact.
-__device__ inline float roundToFp16(float v) {
-  if ((__float_as_uint(v) & 0x7f800000u) == 0x7f800000u) // inf, nan
-    return v;
-  float a = fabsf(v);
-  if (a >= 65520.0f) // rounds past the largest fp16, 65504
-    return copysignf(__int_as_float(0x7f800000), v);
-  int exponent;
-  frexpf(a, &exponent); // a = m * 2^exponent, m in [0.5, 1)
-  int e = exponent - 11 > -24 ? exponent - 11 : -24;
-  float step = ldexpf(1.0f, e);
-  return copysignf(rintf(a / step) * step, v);
-}
 
 __global__ void __launch_bounds__(kBlock)
     roundToKernel(const float *in, float *out, int64_t n, bool bf16) {

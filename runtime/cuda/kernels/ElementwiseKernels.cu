@@ -16,6 +16,8 @@
 
 #include "ElementwiseCommon.cuh"
 
+#include "strata/Runtime/NarrowFloat.h"
+
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -258,12 +260,66 @@ __global__ void __launch_bounds__(kBlock)
   STRATA_GRID_STRIDE(i, n) out[i] = castElement<To>(in[i]);
 }
 
+/// To bf16 / fp16 from f32 or the other narrow type (the CPU's
+/// castNarrowKernel: through f32, which holds every narrow value).
+__global__ void __launch_bounds__(kBlock)
+    castToNarrowKernel(const void *in, DType from, uint16_t *out, int64_t n,
+                       bool toBf16) {
+  STRATA_GRID_STRIDE(i, n) {
+    float v = from == DType::F32 ? static_cast<const float *>(in)[i]
+              : from == DType::BF16
+                  ? fromBf16Bits(static_cast<const uint16_t *>(in)[i])
+                  : fromFp16Bits(static_cast<const uint16_t *>(in)[i]);
+    out[i] = toBf16 ? bf16Bits(v) : fp16Bits(v);
+  }
+}
+
+template <typename To>
+__global__ void __launch_bounds__(kBlock)
+    castFromNarrowKernel(const uint16_t *in, To *out, int64_t n, bool bf16) {
+  STRATA_GRID_STRIDE(i, n) {
+    float v = bf16 ? fromBf16Bits(in[i]) : fromFp16Bits(in[i]);
+    out[i] = castElement<To>(v);
+  }
+}
+
+Status castNarrowKernelFn(KernelContext &ctx) {
+  constexpr std::string_view op = "graph.cast";
+  const TensorView &x = ctx.inputs[0];
+  TensorView &y = ctx.outputs[0];
+  if (Status s = checkResultFits(op, y, y.dtype, x.shape); !s)
+    return s;
+  int64_t n = x.numel();
+  const CudaStream &cs = streamOf(ctx);
+  if (isNarrowFloat(y.dtype)) {
+    if (x.dtype != DType::F32 && !isNarrowFloat(x.dtype))
+      return Status::error("graph.cast: " + std::string(name(x.dtype)) +
+                           " to " + std::string(name(y.dtype)) +
+                           " is not supported (cast through f32)");
+    if (n == 0)
+      return Status::ok();
+    castToNarrowKernel<<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
+        x.data, x.dtype, y.as<uint16_t>(), n, y.dtype == DType::BF16);
+    return launchStatus(std::string(op));
+  }
+  return dispatchAll(y.dtype, op, [&](auto toTag) -> Status {
+    using To = decltype(toTag);
+    if (n == 0)
+      return Status::ok();
+    castFromNarrowKernel<To><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
+        x.as<uint16_t>(), y.as<To>(), n, x.dtype == DType::BF16);
+    return launchStatus(std::string(op));
+  });
+}
+
 Status castKernelFn(KernelContext &ctx) {
   constexpr std::string_view op = "graph.cast";
   if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
     return s;
   const TensorView &x = ctx.inputs[0];
   TensorView &y = ctx.outputs[0];
+  if (isNarrowFloat(x.dtype) || isNarrowFloat(y.dtype))
+    return castNarrowKernelFn(ctx);
   return dispatchAll(x.dtype, op, [&](auto fromTag) -> Status {
     using From = decltype(fromTag);
     return dispatchAll(y.dtype, op, [&](auto toTag) -> Status {

@@ -105,6 +105,13 @@ inline std::vector<int64_t> broadcastIndexMap(const std::vector<int64_t> &in,
   return map;
 }
 
+/// The element types the products run in: f32 and f64 (IEEE, or TF32 for
+/// f32 when allowed), bf16 and fp16 (f32 accumulation, one rounding of the
+/// result: mixed precision's narrow storage).
+inline bool gemmType(DType t) {
+  return t == DType::F32 || t == DType::F64 || isNarrowFloat(t);
+}
+
 inline Status notSupported(std::string_view op, DType t) {
   return Status::error(std::string(op) + ": element type " +
                        std::string(name(t)) + " is not supported");
@@ -173,7 +180,7 @@ inline Status buildMatmul(const KernelContext &ctx, GemmProblem &p) {
                          shapeString(expected) + ", got " + out.describe());
   if (!fitsBlas({m, n, k}))
     return Status::error("graph.matmul: matrix sizes exceed BLAS int range");
-  if (lhs.dtype != DType::F32 && lhs.dtype != DType::F64)
+  if (!gemmType(lhs.dtype))
     return notSupported(kOp, lhs.dtype);
 
   p.operands = lhs.describe() + " x " + rhs.describe();
@@ -269,7 +276,7 @@ inline Status buildLinear(const KernelContext &ctx, GemmProblem &p) {
     rows *= x.shape[i];
   if (!fitsBlas({rows, n, k}))
     return Status::error("graph.linear: matrix sizes exceed BLAS int range");
-  if (x.dtype != DType::F32 && x.dtype != DType::F64)
+  if (!gemmType(x.dtype))
     return notSupported(kOp, x.dtype);
 
   p.operands = x.describe() + " x " + w.describe() +
@@ -319,7 +326,7 @@ inline Status buildLinearGradWeight(const KernelContext &ctx,
     return Status::error("graph.linear_grad_weight: result " + dw.describe() +
                          " does not fit gradient " + dy.describe() +
                          " and input " + x.describe());
-  if (dy.dtype != DType::F32 && dy.dtype != DType::F64)
+  if (!gemmType(dy.dtype))
     return notSupported(kOp, dy.dtype);
 
   p.operands = dy.describe() + ", " + x.describe() +

@@ -8,7 +8,9 @@
 // (with batch count and strides for a batched matmul) and a matmul
 // descriptor per compute type, CUBLAS_COMPUTE_32F (IEEE f32, as the CPU's
 // sgemm) and CUBLAS_COMPUTE_32F_FAST_TF32 for f32, CUBLAS_COMPUTE_64F for
-// f64.
+// f64; bf16 and fp16 operands and results (mixed precision's narrow
+// storage) compute in CUBLAS_COMPUTE_32F on the tensor cores and round the
+// result once, as the CPU's widen-compute-round does.
 //
 // The algorithm needs a cuBLASLt handle, the stream's workspace size and the
 // operands' alignment, which only a launch knows (a prepare sees no stream):
@@ -20,7 +22,8 @@
 // graph.linear's bias is cuBLASLt's BIAS epilogue (the pointer set on the
 // shared descriptor at each launch, before the enqueue that reads it) when
 // cuBLASLt has an algorithm with it, else a small kernel after the product,
-// which is also how the CPU rounds it (product, then + bias). An empty
+// which is also how the CPU rounds it (product, then + bias; for a narrow
+// result that fallback rounds twice, product then sum). An empty
 // contraction (k == 0) is a zero fill (plus the bias), an empty result is
 // nothing.
 //
@@ -28,6 +31,8 @@
 
 #include "CudaKernelUtils.cuh"
 #include "LinearAlgebraCommon.cuh"
+
+#include "strata/Runtime/NarrowFloat.h"
 
 #include <cublasLt.h>
 
@@ -49,6 +54,28 @@ __global__ void addBiasKernel(T *out, const T *bias, int64_t total,
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += step)
     out[i] += bias[i % n];
+}
+
+/// The narrow (bf16 / fp16 storage) form: bias added in f32, rounded.
+__global__ void addNarrowBiasKernel(uint16_t *out, const uint16_t *bias,
+                                    int64_t total, int64_t n, bool bf16) {
+  int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += step) {
+    float v = bf16 ? fromBf16Bits(out[i]) + fromBf16Bits(bias[i % n])
+                   : fromFp16Bits(out[i]) + fromFp16Bits(bias[i % n]);
+    out[i] = bf16 ? bf16Bits(v) : fp16Bits(v);
+  }
+}
+
+/// cuBLASLt's name for the storage type of a product's operands.
+cudaDataType_t cudaTypeOf(DType t) {
+  switch (t) {
+  case DType::F64: return CUDA_R_64F;
+  case DType::BF16: return CUDA_R_16BF;
+  case DType::F16: return CUDA_R_16F;
+  default: return CUDA_R_32F;
+  }
 }
 
 /// What a launch asked cuBLASLt, and its answer.
@@ -151,7 +178,8 @@ Status prepareGemm(BuildFn build, KernelContext &ctx,
     return Status::ok();
   }
   bool f32 = p.dtype == DType::F32;
-  cudaDataType_t type = f32 ? CUDA_R_32F : CUDA_R_64F;
+  bool f64 = p.dtype == DType::F64;
+  cudaDataType_t type = cudaTypeOf(p.dtype);
   if (Status s = createLayout(p, plan->layoutA, type, p.aRows, p.aCols, p.lda,
                               p.strideA);
       !s)
@@ -164,9 +192,10 @@ Status prepareGemm(BuildFn build, KernelContext &ctx,
           createLayout(p, plan->layoutD, type, p.mm, p.nn, p.ldd, p.strideD);
       !s)
     return s;
+  // Narrow operands: f32 accumulation and f32 alpha / beta.
   if (Status s = createDesc(p, plan->desc[0],
-                            f32 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_64F,
-                            type);
+                            f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
+                            f64 ? CUDA_R_64F : CUDA_R_32F);
       !s)
     return s;
   if (f32)
@@ -282,6 +311,10 @@ Status addBias(const CudaStream &stream, const GemmProblem &p,
   if (p.dtype == DType::F32)
     addBiasKernel<float><<<grid, kBlock, 0, stream.stream>>>(
         out.as<float>(), bias.as<float>(), total, n);
+  else if (isNarrowFloat(p.dtype))
+    addNarrowBiasKernel<<<grid, kBlock, 0, stream.stream>>>(
+        out.as<uint16_t>(), bias.as<uint16_t>(), total, n,
+        p.dtype == DType::BF16);
   else
     addBiasKernel<double><<<grid, kBlock, 0, stream.stream>>>(
         out.as<double>(), bias.as<double>(), total, n);
@@ -303,7 +336,8 @@ Status runGemm(const GemmPlan &plan, KernelContext &ctx) {
     return p.biasInput >= 0 ? addBias(stream, p, ctx) : Status::ok();
   }
   bool f32 = p.dtype == DType::F32;
-  size_t elementBytes = f32 ? 4 : 8;
+  bool f64 = p.dtype == DType::F64;
+  size_t elementBytes = byteWidth(p.dtype);
   // TF32 when the run allows it, or when both factors hold bf16 / fp16
   // values (the executor says so): TF32's 10 mantissa bits hold those
   // exactly, so every product is the f32 product.
@@ -351,10 +385,10 @@ Status runGemm(const GemmPlan &plan, KernelContext &ctx) {
       return s;
     const float alpha32 = 1.0f, beta32 = 0.0f;
     const double alpha64 = 1.0, beta64 = 0.0;
-    const void *alpha = f32 ? static_cast<const void *>(&alpha32)
-                            : static_cast<const void *>(&alpha64);
-    const void *beta = f32 ? static_cast<const void *>(&beta32)
-                           : static_cast<const void *>(&beta64);
+    const void *alpha = f64 ? static_cast<const void *>(&alpha64)
+                            : static_cast<const void *>(&alpha32);
+    const void *beta = f64 ? static_cast<const void *>(&beta64)
+                           : static_cast<const void *>(&beta32);
     for (const GemmProblem::Call &call : p.calls) {
       char *dCall = d + call.d * int64_t(elementBytes);
       cublasStatus_t status = cublasLtMatmul(

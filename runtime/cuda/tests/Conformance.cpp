@@ -3,6 +3,7 @@
 #include "Conformance.h"
 
 #include "strata/Runtime/Backend.h"
+#include "strata/Runtime/NarrowFloat.h"
 
 #include <cmath>
 #include <cstring>
@@ -13,8 +14,24 @@
 namespace strata::runtime::conformance {
 namespace {
 
+/// Host stand-ins of the narrow types: 16 bits, converted through f32.
+struct Bf16Value {
+  uint16_t bits = 0;
+  Bf16Value() = default;
+  explicit Bf16Value(double v) : bits(bf16Bits(float(v))) {}
+  explicit operator double() const { return fromBf16Bits(bits); }
+};
+struct Fp16Value {
+  uint16_t bits = 0;
+  Fp16Value() = default;
+  explicit Fp16Value(double v) : bits(fp16Bits(float(v))) {}
+  explicit operator double() const { return fromFp16Bits(bits); }
+};
+
 template <typename Fn> void forEachType(DType t, Fn &&fn) {
   switch (t) {
+  case DType::BF16: fn(Bf16Value{}); break;
+  case DType::F16: fn(Fp16Value{}); break;
   case DType::F32: fn(float{}); break;
   case DType::F64: fn(double{}); break;
   case DType::I64: fn(int64_t{}); break;

@@ -9,7 +9,9 @@
 //
 // Tolerances (docs/cuda.md): integers and moves exactly; f64 rtol 1e-12;
 // f32 elementwise rtol 1e-5, reductions and matmuls rtol 1e-4 (the GPU sums
-// in another order); TF32 matmuls rtol 5e-3.
+// in another order); TF32 matmuls rtol 5e-3; bf16 results rtol 8e-3 and
+// fp16 rtol 1e-3 (one unit in the last place: the f32 values before the
+// rounding differ in their last bits).
 //
 //===----------------------------------------------------------------------===//
 

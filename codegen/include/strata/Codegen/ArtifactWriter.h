@@ -37,6 +37,10 @@ struct TrainingOptions {
   uint64_t warmupSteps = 0, totalSteps = 100;
   double minLrRatio = 0.1;
   std::string dtype = "fp32";
+  /// bf16 / fp16: "narrow" (tensors stored in the narrow type) or "f32"
+  /// (the round_to emulation). Not in the artifact: it changes the plan,
+  /// not what the runtime is told.
+  std::string precisionStorage = "narrow";
   int64_t ignoreIndex = -100;
   std::string logits;
   double lossScale = 65536.0;

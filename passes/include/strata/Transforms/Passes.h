@@ -35,6 +35,10 @@ struct TrainingPipelineOptions
   Option<std::string> dtype{*this, "dtype",
                             llvm::cl::desc("fp32, bf16 or fp16"),
                             llvm::cl::init("fp32")};
+  Option<std::string> precisionStorage{
+      *this, "precision-storage",
+      llvm::cl::desc("narrow or f32 (strata-mixed-precision's storage)"),
+      llvm::cl::init("narrow")};
   ListOption<std::string> freeze{
       *this, "freeze", llvm::cl::desc("Parameter globs kept fixed")};
   Option<std::string> logits{*this, "logits",

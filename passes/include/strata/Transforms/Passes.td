@@ -58,15 +58,28 @@ def MixedPrecisionPass : Pass<"strata-mixed-precision", "::mlir::func::FuncOp"> 
   let summary = "Run linear, matmul, attention and conv in bf16 or fp16";
   let description = [{
     Autocast's policy: those ops read operands rounded to `dtype` and
-    produce a rounded result (`graph.round_to`); normalizations, softmax,
-    losses and the optimizer stay fp32 and parameters stay fp32 master
-    weights. Runs on the forward graph, before strata-autodiff; the gradient
-    of `round_to` rounds the incoming gradient too.
+    produce a rounded result; normalizations, softmax, losses and the
+    optimizer stay fp32 and parameters stay fp32 master weights. Runs on the
+    forward graph, before strata-autodiff; the gradient of a rounding rounds
+    the incoming gradient too.
+
+    With `storage=narrow` (the default) each f32 operand goes through its
+    own `graph.cast` to `dtype` and the op's results are `dtype` tensors,
+    widened back by a `graph.cast` to f32 for their users; the gradients of
+    the op are then narrow as well. A matmul whose batch dimensions
+    broadcast keeps the `round_to` form: its gradient sums over the
+    broadcast dimensions, which must happen before the rounding. With
+    `storage=f32` every such op takes the `round_to` form.
   }];
   let dependentDialects = ["::strata::graph::GraphDialect"];
   let options = [
     Option<"dtype", "dtype", "std::string", /*default=*/"\"bf16\"",
            "bf16 or fp16">,
+    Option<"storage", "storage", "std::string", /*default=*/"\"narrow\"",
+           "narrow: those operands and results are bf16 / fp16 tensors "
+           "(graph.cast), so they take half the memory and the GPU runs "
+           "narrow GEMMs; f32: they stay f32, rounded by graph.round_to (the "
+           "emulation). Both compute the same numbers">,
   ];
 }
 

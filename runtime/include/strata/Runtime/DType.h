@@ -42,6 +42,11 @@ constexpr bool isFloat(DType t) {
          t == DType::BF16;
 }
 
+/// The 16-bit float types mixed precision stores (NarrowFloat.h).
+constexpr bool isNarrowFloat(DType t) {
+  return t == DType::F16 || t == DType::BF16;
+}
+
 constexpr std::string_view name(DType t) {
   switch (t) {
   case DType::F32: return "f32";
