@@ -15,9 +15,12 @@
 #include "strata/Dialect/Graph/IR/GraphOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace strata {
 #define GEN_PASS_DEF_MIXEDPRECISIONPASS
+#define GEN_PASS_DEF_SINKWIDENINGCASTSPASS
 #include "strata/Transforms/Passes.h.inc"
 } // namespace strata
 
@@ -121,6 +124,92 @@ private:
           b.create<RoundToOp>(op->getLoc(), result.getType(), result, type);
       result.replaceAllUsesExcept(rounded, rounded);
     }
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// strata-sink-widening-casts
+//===----------------------------------------------------------------------===//
+
+Type elementOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getElementType();
+}
+
+/// A cast whose result type holds every value of its operand's: bf16 or
+/// fp16 to f32 or f64, f32 to f64.
+bool isExactWidening(CastOp op) {
+  auto from = dyn_cast<FloatType>(elementOf(op.getInput()));
+  auto to = dyn_cast<FloatType>(elementOf(op.getOutput()));
+  if (!from || !to || from.getWidth() >= to.getWidth())
+    return false;
+  return !(from.isBF16() && to.isF16());
+}
+
+/// An exact widening cast whose only use is the op being rewritten.
+CastOp soleWideningCast(Value v) {
+  auto cast = v.getDefiningOp<CastOp>();
+  return cast && isExactWidening(cast) && cast->hasOneUse() ? cast : CastOp();
+}
+
+/// cast(cast(x)) back to x's type, the inner one widening: x.
+struct DropRoundTrip : public OpRewritePattern<CastOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(CastOp op,
+                                PatternRewriter &rewriter) const override {
+    auto inner = op.getInput().getDefiningOp<CastOp>();
+    if (!inner || !isExactWidening(inner) ||
+        inner.getInput().getType() != op.getType())
+      return failure();
+    rewriter.replaceOp(op, inner.getInput());
+    return success();
+  }
+};
+
+/// move(widen(x)) -> widen(move(x)) for the data-movement ops: the op runs
+/// on the narrow tensor, each result is widened.
+struct SinkPastDataMovement : public RewritePattern {
+  explicit SinkPastDataMovement(MLIRContext *context)
+      : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, context) {}
+
+  LogicalResult matchAndRewrite(Operation *op,
+                                PatternRewriter &rewriter) const override {
+    if (!isa<ReshapeOp, TransposeOp, SliceOp, SplitOp, ConcatOp>(op) ||
+        op->getNumOperands() == 0)
+      return failure();
+    // Every operand widened from one narrow type (concat has several).
+    SmallVector<CastOp> casts;
+    for (Value operand : op->getOperands()) {
+      CastOp cast = soleWideningCast(operand);
+      if (!cast || (!casts.empty() && elementOf(cast.getInput()) !=
+                                          elementOf(casts[0].getInput())))
+        return failure();
+      casts.push_back(cast);
+    }
+    Type narrow = elementOf(casts[0].getInput());
+    Operation *moved = rewriter.clone(*op);
+    for (auto [i, cast] : llvm::enumerate(casts))
+      moved->setOperand(i, cast.getInput());
+    SmallVector<Value> widened;
+    for (Value result : moved->getResults()) {
+      auto wide = cast<RankedTensorType>(result.getType());
+      result.setType(wide.clone(narrow));
+      widened.push_back(rewriter.create<CastOp>(op->getLoc(), wide, result));
+    }
+    rewriter.replaceOp(op, widened);
+    for (CastOp cast : casts)
+      rewriter.eraseOp(cast);
+    return success();
+  }
+};
+
+struct SinkWideningCastsPass
+    : public strata::impl::SinkWideningCastsPassBase<SinkWideningCastsPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<DropRoundTrip, SinkPastDataMovement>(&getContext());
+    if (failed(applyPatternsAndFoldGreedily(getOperation(),
+                                            std::move(patterns))))
+      return signalPassFailure();
   }
 };
 

@@ -266,11 +266,50 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
     return v;
   }
 
+  /// Mixed precision rounds a parameter (graph.cast to bf16 / fp16, or
+  /// graph.round_to) before its products, and the backward products read
+  /// that rounded copy too. Kept alive from the forward to the backward
+  /// pass, it would hold the whole parameter on every rank and defeat the
+  /// sharding; so the backward uses get their own rounding, of the
+  /// parameter gathered again for the backward pass (what DeepSpeed and
+  /// FSDP do: gather and cast again). Same values.
+  void recastForBackward(func::FuncOp func, Operation *lossOp) {
+    Positions positions = numberOps(func.getBody().front());
+    unsigned lossAt = positions.lookup(lossOp);
+    for (BlockArgument arg : func.getArguments()) {
+      if (argRole(func, arg.getArgNumber()) != "parameter")
+        continue;
+      for (Operation *rounding : llvm::to_vector(arg.getUsers())) {
+        if (!isa<graph::CastOp, graph::RoundToOp>(rounding) ||
+            positions.lookup(rounding) > lossAt)
+          continue;
+        SmallVector<OpOperand *> late;
+        Operation *first = nullptr;
+        for (OpOperand &use : rounding->getResult(0).getUses()) {
+          unsigned at = positions.lookup(use.getOwner());
+          if (at <= lossAt)
+            continue;
+          late.push_back(&use);
+          if (!first || at < positions.lookup(first))
+            first = use.getOwner();
+        }
+        if (late.empty())
+          continue;
+        OpBuilder b(first);
+        Operation *again = b.clone(*rounding);
+        for (OpOperand *use : late)
+          use->set(again->getResult(0));
+      }
+    }
+  }
+
   /// Shards every parameter argument of `func` and gathers each bucket
   /// before its first use; in @micro_step (`lossOp` set) once for the
   /// forward uses and once more for the backward uses (after `lossOp`).
   void gatherParameters(func::FuncOp func, Operation *lossOp) {
     Block &body = func.getBody().front();
+    if (lossOp)
+      recastForBackward(func, lossOp);
     Positions positions = numberOps(body);
     unsigned lossAt = lossOp ? positions.lookup(lossOp) : ~0u;
     llvm::StringMap<BlockArgument> byName;

@@ -70,6 +70,9 @@ void strata::buildTrainingPipeline(OpPassManager &pm,
     partition.bucketBytes = options.bucketBytes;
     pm.addPass(createPartitionPass(partition));
   }
+  // Narrow storage: attention's heads and their gradients move as bf16.
+  if (options.dtype != "fp32" && options.precisionStorage == "narrow")
+    pm.addNestedPass<func::FuncOp>(createSinkWideningCastsPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }

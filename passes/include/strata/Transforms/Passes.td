@@ -83,6 +83,23 @@ def MixedPrecisionPass : Pass<"strata-mixed-precision", "::mlir::func::FuncOp"> 
   ];
 }
 
+def SinkWideningCastsPass
+    : Pass<"strata-sink-widening-casts", "::mlir::func::FuncOp"> {
+  let summary = "Move data between narrow tensors, not their f32 copies";
+  let description = [{
+    Narrow storage (strata-mixed-precision) widens a product's result for
+    its users and narrows the next product's operand; between them there
+    is often only data movement (split, reshape, transpose, slice, concat:
+    attention's heads in and out, and their gradients). A widening cast
+    (bf16 / fp16 to f32, exact) with a single use commutes with those ops,
+    so this pass moves it past them, and drops `cast(cast(x))` that
+    narrows straight back to x's type. The data then moves at 2 bytes an
+    element and the f32 copies and the casts disappear; the values are the
+    same, bit for bit. Runs after autodiff, on the whole training step.
+  }];
+  let dependentDialects = ["::strata::graph::GraphDialect"];
+}
+
 def AutodiffPass : Pass<"strata-autodiff", "::mlir::ModuleOp"> {
   let summary = "Build @micro_step: the loss and the gradient of every parameter";
   let description = [{

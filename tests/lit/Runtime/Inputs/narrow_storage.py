@@ -1,9 +1,18 @@
-"""Helper of ../narrow-storage.test: compares step logs, or activation arenas."""
+"""Helper of ../narrow-storage.test: compares step logs, activation arenas,
+or the all-gathers of @micro_step."""
 import json
 import re
 import sys
 
-if sys.argv[1] == "--arena":
+if sys.argv[1] == "--gathers":
+    def gathers(path):
+        text = open(path).read()
+        step = text[text.index("func.func @micro_step"):]
+        step = step[:step.index("\n  }\n")]
+        return step.count("sched.all_gather")
+    print("micro_step all-gathers", " ".join(
+        str(gathers(p)) for p in sys.argv[2:]))
+elif sys.argv[1] == "--arena":
     def arena(path):
         text = open(path).read()
         return int(re.search(r"activations: arena (\d+) bytes", text).group(1))
