@@ -22,6 +22,7 @@ const KernelRegistry &getCpuKernels() {
     cpu::registerOptimizerKernels(r);
     cpu::registerCollectiveKernels(r);
     cpu::registerMoveKernels(r);
+    cpu::registerFusedElementwiseKernels(r);
     cpu::registerNarrowFloatOperands(r);
     return r;
   }();

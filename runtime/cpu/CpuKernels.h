@@ -26,6 +26,7 @@ void registerShapeGradKernels(KernelRegistry &registry);
 void registerOptimizerKernels(KernelRegistry &registry);
 void registerCollectiveKernels(KernelRegistry &registry);
 void registerMoveKernels(KernelRegistry &registry);
+void registerFusedElementwiseKernels(KernelRegistry &registry);
 
 /// Wraps the kernels of kNarrowFloatOps (NarrowOperands.h; registered
 /// first): bf16 / fp16 views are widened to f32, the f32 kernel runs, and

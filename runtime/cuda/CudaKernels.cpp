@@ -25,6 +25,7 @@ const KernelRegistry &getCudaKernels() {
     registerOptimizerKernels(r);
     registerMoveKernels(r);
     registerCollectiveKernels(r);
+    registerFusedElementwiseKernels(r);
     registerNarrowFloatOperands(r);
     return r;
   }();

@@ -29,6 +29,7 @@ void registerNeuralNetGradKernels(KernelRegistry &registry);
 void registerOptimizerKernels(KernelRegistry &registry);
 void registerMoveKernels(KernelRegistry &registry);
 void registerCollectiveKernels(KernelRegistry &registry);
+void registerFusedElementwiseKernels(KernelRegistry &registry);
 /// bf16 / fp16 operands of the ops without a narrow kernel (registered
 /// last: it wraps their f32 kernels).
 void registerNarrowFloatOperands(KernelRegistry &registry);

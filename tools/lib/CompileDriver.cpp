@@ -208,6 +208,11 @@ struct CompileOptions {
                "enough) or always: recompute forward activations in "
                "backward instead of keeping them"),
       cl::init("none"), cl::cat(category)};
+  cl::opt<bool> fuseElementwise{
+      "fuse-elementwise",
+      cl::desc("Run chains of elementwise ops as one kernel "
+               "(strata-fuse-elementwise; =false keeps every op its own)"),
+      cl::init(true), cl::cat(category)};
   cl::opt<unsigned> prefetchDepth{
       "prefetch-depth",
       cl::desc("Issue each all-gather or reload this many fetches ahead of "
@@ -492,6 +497,7 @@ int strata::compileMain(int argc, char **argv) {
                    options.recompute + "'");
     memory.recompute = options.recompute.getValue();
     memory.prefetchDepth = options.prefetchDepth.getValue();
+    memory.fuseElementwise = options.fuseElementwise.getValue();
     if (llvm::Error e = runPasses(
             context, **module,
             [&](OpPassManager &pm) { strata::buildMemoryPipeline(pm, memory); },

@@ -89,6 +89,8 @@ void strata::buildMemoryPipeline(OpPassManager &pm,
   schedule.prefetchDepth = options.prefetchDepth;
   schedule.prefetchBytes = options.prefetchBytes;
   schedule.gpuMemory = options.gpuMemory;
+  if (options.fuseElementwise)
+    pm.addNestedPass<func::FuncOp>(createFuseElementwisePass());
   // Tiers and a first plan; streams and prefetch on that order; the plan
   // of the final order; the events; their proof.
   pm.addPass(createPlanMemoryPass(memory));

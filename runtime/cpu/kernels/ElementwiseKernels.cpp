@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernels.h"
+#include "kernels/ElementwiseFormulas.h"
 #include "kernels/KernelUtils.h"
 
 #include "strata/Runtime/NarrowFloat.h"
@@ -43,45 +44,27 @@ void addFloatUnary(KernelRegistry &r, std::string op, Formula formula) {
   });
 }
 
-template <typename T> T geluExact(T x) {
-  return x * T(0.5) * (T(1) + std::erf(x * T(M_SQRT1_2)));
-}
-
-template <typename T> T geluTanh(T x) {
-  const T kBeta = T(M_SQRT2 * M_2_SQRTPI * 0.5); // sqrt(2 / pi)
-  const T kKappa = T(0.044715);
-  T inner = kBeta * (x + kKappa * x * x * x);
-  return T(0.5) * x * (T(1) + std::tanh(inner));
-}
-
 void registerUnary(KernelRegistry &r) {
   using A = const KernelAttrs &;
   addFloatUnary(r, "graph.exp", [](auto x, A) { return std::exp(x); });
   addFloatUnary(r, "graph.log", [](auto x, A) { return std::log(x); });
   addFloatUnary(r, "graph.sqrt", [](auto x, A) { return std::sqrt(x); });
   addFloatUnary(r, "graph.reciprocal", [](auto x, A) {
-    return decltype(x)(1) / x;
+    return formulas::reciprocal(x);
   });
   addFloatUnary(r, "graph.tanh", [](auto x, A) { return std::tanh(x); });
   addFloatUnary(r, "graph.erf", [](auto x, A) { return std::erf(x); });
   addFloatUnary(r, "graph.sin", [](auto x, A) { return std::sin(x); });
   addFloatUnary(r, "graph.cos", [](auto x, A) { return std::cos(x); });
-  addFloatUnary(r, "graph.relu", [](auto x, A) {
-    // NaN stays NaN, as in PyTorch.
-    return x > 0 || x != x ? x : decltype(x)(0);
-  });
-  addFloatUnary(r, "graph.sigmoid", [](auto x, A) {
-    using T = decltype(x);
-    return T(1) / (T(1) + std::exp(-x));
-  });
-  addFloatUnary(r, "graph.softplus", [](auto x, A) {
-    // PyTorch: beta 1, threshold 20 (linear above).
-    using T = decltype(x);
-    return x > T(20) ? x : std::log1p(std::exp(x));
-  });
+  addFloatUnary(r, "graph.relu", [](auto x, A) { return formulas::relu(x); });
+  addFloatUnary(r, "graph.sigmoid",
+                [](auto x, A) { return formulas::sigmoid(x); });
+  addFloatUnary(r, "graph.softplus",
+                [](auto x, A) { return formulas::softplus(x); });
   addFloatUnary(r, "graph.gelu", [](auto x, A attrs) {
-    return attrs.getString("approximate", "none") == "tanh" ? geluTanh(x)
-                                                             : geluExact(x);
+    return attrs.getString("approximate", "none") == "tanh"
+               ? formulas::geluTanh(x)
+               : formulas::geluExact(x);
   });
   addFloatUnary(r, "graph.leaky_relu", [](auto x, A attrs) {
     using T = decltype(x);
@@ -96,10 +79,8 @@ void registerUnary(KernelRegistry &r) {
     T v = T(attrs.getFloat("alpha", 0.2)) * x + T(attrs.getFloat("beta", 0.5));
     return std::min(std::max(v, T(0)), T(1));
   });
-  addFloatUnary(r, "graph.hard_swish", [](auto x, A) {
-    using T = decltype(x);
-    return x * std::min(std::max(x + T(3), T(0)), T(6)) / T(6);
-  });
+  addFloatUnary(r, "graph.hard_swish",
+                [](auto x, A) { return formulas::hardSwish(x); });
   addFloatUnary(r, "graph.clip", [](auto x, A attrs) {
     using T = decltype(x);
     if (x != x)
@@ -123,7 +104,7 @@ void registerUnary(KernelRegistry &r) {
         const T *in = x.as<T>();
         T *out = ctx.outputs[0].as<T>();
         for (int64_t i = 0, n = x.numel(); i < n; ++i)
-          out[i] = isNeg ? T(-in[i]) : (in[i] < 0 ? T(-in[i]) : in[i]);
+          out[i] = isNeg ? T(-in[i]) : formulas::abs(in[i]);
         return Status::ok();
       });
     });
@@ -262,35 +243,14 @@ void addComparison(KernelRegistry &r, std::string op, Fn fn) {
   });
 }
 
-template <typename T> T nanMax(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>)
-    if (a != a || b != b)
-      return std::numeric_limits<T>::quiet_NaN();
-  return a > b ? a : b;
-}
-
-template <typename T> T nanMin(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>)
-    if (a != a || b != b)
-      return std::numeric_limits<T>::quiet_NaN();
-  return a < b ? a : b;
-}
-
-template <typename T> T divide(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>)
-    return a / b;
-  else
-    return b == 0 ? T(0) : T(a / b); // truncation, as the folder does
-}
-
 void registerBinary(KernelRegistry &r) {
   addArithmetic(r, "graph.add", false, [](auto a, auto b) { return decltype(a)(a + b); });
   addArithmetic(r, "graph.sub", false, [](auto a, auto b) { return decltype(a)(a - b); });
   addArithmetic(r, "graph.mul", false, [](auto a, auto b) { return decltype(a)(a * b); });
-  addArithmetic(r, "graph.div", false, [](auto a, auto b) { return divide(a, b); });
+  addArithmetic(r, "graph.div", false, [](auto a, auto b) { return formulas::divide(a, b); });
   addArithmetic(r, "graph.pow", true, [](auto a, auto b) { return std::pow(a, b); });
-  addArithmetic(r, "graph.max", false, [](auto a, auto b) { return nanMax(a, b); });
-  addArithmetic(r, "graph.min", false, [](auto a, auto b) { return nanMin(a, b); });
+  addArithmetic(r, "graph.max", false, [](auto a, auto b) { return formulas::nanMax(a, b); });
+  addArithmetic(r, "graph.min", false, [](auto a, auto b) { return formulas::nanMin(a, b); });
   addArithmetic(r, "graph.and", false, [](auto a, auto b) { return decltype(a)(a && b); });
   addArithmetic(r, "graph.or", false, [](auto a, auto b) { return decltype(a)(a || b); });
   addComparison(r, "graph.equal", [](auto a, auto b) { return a == b; });

@@ -14,8 +14,10 @@
 #include "CudaKernelUtils.cuh"
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace strata::runtime::cuda {
@@ -246,6 +248,120 @@ inline Status planStrided(std::string_view op, const std::vector<int64_t> &shape
     plan.stride[d] = steps[d];
   }
   return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// The per-element formulas (the CPU's, ElementwiseFormulas.h, in CUDA's
+// math): shared by the elementwise kernels and the fused kernel.
+//===----------------------------------------------------------------------===//
+
+/// A unary formula's attributes, read once on the host.
+struct UnaryParams {
+  double alpha = 0, beta = 0, min = 0, max = 0;
+  bool hasMin = false, hasMax = false, tanhGelu = false;
+};
+
+enum class Unary {
+  Exp, Log, Sqrt, Reciprocal, Tanh, Erf, Sin, Cos, Relu, Sigmoid, Softplus,
+  Gelu, LeakyRelu, Elu, HardSigmoid, HardSwish, Clip
+};
+
+template <typename T> __device__ inline T geluExact(T x) {
+  return x * T(0.5) * (T(1) + mathErf(x * T(M_SQRT1_2)));
+}
+
+template <typename T> __device__ inline T geluTanh(T x) {
+  const T kBeta = T(M_SQRT2 * M_2_SQRTPI * 0.5); // sqrt(2 / pi)
+  const T kKappa = T(0.044715);
+  T inner = kBeta * (x + kKappa * x * x * x);
+  return T(0.5) * x * (T(1) + mathTanh(inner));
+}
+
+template <Unary K, typename T>
+__device__ inline T unaryFormula(T x, const UnaryParams &p) {
+  if constexpr (K == Unary::Exp)
+    return mathExp(x);
+  else if constexpr (K == Unary::Log)
+    return mathLog(x);
+  else if constexpr (K == Unary::Sqrt)
+    return mathSqrt(x);
+  else if constexpr (K == Unary::Reciprocal)
+    return T(1) / x;
+  else if constexpr (K == Unary::Tanh)
+    return mathTanh(x);
+  else if constexpr (K == Unary::Erf)
+    return mathErf(x);
+  else if constexpr (K == Unary::Sin)
+    return mathSin(x);
+  else if constexpr (K == Unary::Cos)
+    return mathCos(x);
+  else if constexpr (K == Unary::Relu)
+    return x > 0 || x != x ? x : T(0); // NaN stays NaN, as in PyTorch
+  else if constexpr (K == Unary::Sigmoid)
+    return T(1) / (T(1) + mathExp(-x));
+  else if constexpr (K == Unary::Softplus)
+    return x > T(20) ? x : mathLog1p(mathExp(x)); // beta 1, threshold 20
+  else if constexpr (K == Unary::Gelu)
+    return p.tanhGelu ? geluTanh(x) : geluExact(x);
+  else if constexpr (K == Unary::LeakyRelu)
+    return x > 0 ? x : x * T(p.alpha);
+  else if constexpr (K == Unary::Elu)
+    return x > 0 ? x : T(p.alpha) * mathExpm1(x);
+  else if constexpr (K == Unary::HardSigmoid) {
+    T v = T(p.alpha) * x + T(p.beta);
+    return stdMin(stdMax(v, T(0)), T(1));
+  } else if constexpr (K == Unary::HardSwish)
+    return x * stdMin(stdMax(x + T(3), T(0)), T(6)) / T(6);
+  else { // Clip
+    if (x != x)
+      return x;
+    if (p.hasMin)
+      x = stdMax(x, T(p.min));
+    if (p.hasMax)
+      x = stdMin(x, T(p.max));
+    return x;
+  }
+}
+
+template <typename T> __device__ inline T nanMax(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>)
+    if (a != a || b != b)
+      return std::numeric_limits<T>::quiet_NaN();
+  return a > b ? a : b;
+}
+
+template <typename T> __device__ inline T nanMin(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>)
+    if (a != a || b != b)
+      return std::numeric_limits<T>::quiet_NaN();
+  return a < b ? a : b;
+}
+
+enum class Binary { Add, Sub, Mul, Div, Pow, Max, Min, And, Or };
+enum class Compare { Equal, Less, Greater };
+
+template <Binary K, typename T> __device__ inline T binaryFormula(T a, T b) {
+  if constexpr (K == Binary::Add)
+    return T(a + b);
+  else if constexpr (K == Binary::Sub)
+    return T(a - b);
+  else if constexpr (K == Binary::Mul)
+    return T(a * b);
+  else if constexpr (K == Binary::Div) {
+    if constexpr (std::is_floating_point_v<T>)
+      return a / b;
+    else
+      return b == 0 ? T(0) : T(a / b); // truncation, as the folder does
+  } else if constexpr (K == Binary::Pow)
+    return mathPow(a, b); // floats only (dispatchFloat)
+  else if constexpr (K == Binary::Max)
+    return nanMax(a, b);
+  else if constexpr (K == Binary::Min)
+    return nanMin(a, b);
+  else if constexpr (K == Binary::And)
+    return T(a && b);
+  else
+    return T(a || b);
 }
 
 } // namespace strata::runtime::cuda

@@ -89,9 +89,11 @@ struct MemoryPipelineOptions
   Option<uint64_t> pageSize{*this, "page-size", llvm::cl::init(4ull << 20)};
   Option<unsigned> prefetchDepth{*this, "prefetch-depth", llvm::cl::init(1)};
   Option<uint64_t> prefetchBytes{*this, "prefetch-bytes", llvm::cl::init(0)};
+  Option<bool> fuseElementwise{*this, "fuse-elementwise", llvm::cl::init(true)};
 };
 
-/// What an artifact is written from, in order: strata-plan-memory (tiers,
+/// What an artifact is written from, in order: strata-fuse-elementwise
+/// (unless fuse-elementwise=false), strata-plan-memory (tiers,
 /// moves, recomputation, a first plan), strata-schedule, strata-plan-memory
 /// (the final order's offsets), strata-insert-events,
 /// strata-verify-schedule. `strata-compile --emit=memory` prints its

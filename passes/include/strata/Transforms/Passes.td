@@ -242,6 +242,24 @@ def PartitionPass : Pass<"strata-partition", "::mlir::ModuleOp"> {
 // Memory
 //===----------------------------------------------------------------------===//
 
+def FuseElementwisePass
+    : Pass<"strata-fuse-elementwise", "::mlir::func::FuncOp"> {
+  let summary = "Run chains of elementwise ops as one kernel";
+  let description = [{
+    Groups elementwise float ops (arithmetic, the unary activations, float
+    casts, parameter-free `unary_grad`) whose results share one shape into
+    `graph.fused_elementwise`: one kernel reads the chain's inputs once and
+    writes only the values used outside it, so the intermediates take no
+    memory and no kernel launch. A group grows along def-use edges in
+    program order; an op joins its operand's group only when every use of
+    the group's values outside it comes later (the fused op stands where
+    the last member stood). Each instruction computes what its op does: on
+    the CPU the numbers are the same bit for bit. Runs on the whole
+    training step, first in the memory pipeline.
+  }];
+  let dependentDialects = ["::strata::graph::GraphDialect"];
+}
+
 def PlanMemoryPass : Pass<"strata-plan-memory", "::mlir::ModuleOp"> {
   let summary = "Place every activation in one arena by lifetime";
   let description = [{

@@ -8,6 +8,8 @@
 
 #include "strata/Dialect/Graph/IR/GraphOps.h"
 
+#include "strata/Runtime/FusedProgram.h"
+
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
@@ -257,6 +259,36 @@ LogicalResult DropoutOp::inferReturnTypes(MLIRContext *context,
   auto input = cast<RankedTensorType>(adaptor.getInput().getType());
   inferred.push_back(input);
   inferred.push_back(input.clone(IntegerType::get(context, 1)));
+  return success();
+}
+
+LogicalResult FusedElementwiseOp::verify() {
+  ArrayRef<int64_t> results = getResultValues();
+  if (results.size() != getNumResults())
+    return emitOpError("returns ")
+           << results.size() << " program values into " << getNumResults()
+           << " results";
+  runtime::FusedProgram program;
+  if (runtime::Status s = runtime::parseFusedProgram(
+          getProgram(), getNumOperands(),
+          std::vector<int64_t>(results.begin(), results.end()), program);
+      !s) {
+    StringRef message = s.message();
+    message.consume_front("graph.fused_elementwise: ");
+    return emitOpError(message);
+  }
+  ArrayRef<int64_t> shape =
+      cast<RankedTensorType>(getResult(0).getType()).getShape();
+  for (Type t : getResultTypes())
+    if (cast<RankedTensorType>(t).getShape() != shape)
+      return emitOpError("results must share one shape");
+  for (Value input : getInputs()) {
+    auto in = cast<RankedTensorType>(input.getType()).getShape();
+    auto b = broadcastShapes(in, shape);
+    if (!b || ArrayRef<int64_t>(*b) != shape)
+      return emitOpError("input ")
+             << input.getType() << " does not broadcast to the results";
+  }
   return success();
 }
 

@@ -151,6 +151,26 @@ def Graph_PadGradOp : Graph_GradOp<"pad_grad"> {
   let results = (outs Graph_FloatTensor:$input_grad);
 }
 
+def Graph_FusedElementwiseOp
+    : Graph_Op<"fused_elementwise", [Pure]> {
+  let summary = "A chain of elementwise ops, run as one kernel";
+  let description = [{
+    Made by `strata-fuse-elementwise`: `program` lists the ops, one
+    instruction each (`runtime/include/strata/Runtime/FusedProgram.h`),
+    over values numbered from the inputs (0..n-1) on; `result_values`
+    names the values returned. Every result has one shape, to which every input
+    broadcasts; the intermediate values are never stored.
+    ```mlir
+    %y = graph.fused_elementwise %x, %b {program = "add 0 1; gelu_tanh 2; cast_bf16 3", result_values = array<i64: 4>} : (tensor<8x64xf32>, tensor<64xf32>) -> tensor<8x64xbf16>
+    ```
+  }];
+  let arguments = (ins Variadic<Graph_Tensor>:$inputs, StrAttr:$program,
+                       DenseI64ArrayAttr:$result_values);
+  let results = (outs Variadic<Graph_Tensor>:$outputs);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Graph_SumSquaresOp : Graph_GradOp<"sum_squares"> {
   let summary = "Sum of squares of every element, as a scalar";
   let arguments = (ins Graph_FloatTensor:$input);

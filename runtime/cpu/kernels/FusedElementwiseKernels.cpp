@@ -1,0 +1,159 @@
+//===- FusedElementwiseKernels.cpp - graph.fused_elementwise on the CPU ---===//
+//
+// Runs a fused chain (strata-fuse-elementwise; FusedProgram.h) a chunk of
+// elements at a time: each instruction over the chunk, its values in a
+// small scratch, so the intermediate tensors never exist. Every instruction
+// uses the formula of the op it replaces (ElementwiseFormulas.h,
+// UnaryGrad.h, NarrowFloat.h): the numbers are the unfused kernels', bit
+// for bit.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CpuKernels.h"
+#include "kernels/ElementwiseFormulas.h"
+#include "kernels/KernelUtils.h"
+
+#include "strata/Runtime/FusedProgram.h"
+#include "strata/Runtime/NarrowFloat.h"
+
+#include <memory>
+#include <vector>
+
+namespace strata::runtime::cpu {
+namespace {
+
+constexpr int64_t kChunk = 512;
+
+template <typename T> T loadElement(const TensorView &v, int64_t i) {
+  switch (v.dtype) {
+  case DType::BF16: return T(fromBf16Bits(v.as<uint16_t>()[i]));
+  case DType::F16: return T(fromFp16Bits(v.as<uint16_t>()[i]));
+  case DType::F32: return T(v.as<float>()[i]);
+  default: return T(v.as<double>()[i]);
+  }
+}
+
+template <typename T> void storeElement(const TensorView &v, int64_t i, T x) {
+  switch (v.dtype) {
+  case DType::BF16: v.as<uint16_t>()[i] = bf16Bits(float(x)); break;
+  case DType::F16: v.as<uint16_t>()[i] = fp16Bits(float(x)); break;
+  case DType::F32: v.as<float>()[i] = float(x); break;
+  default: v.as<double>()[i] = double(x); break;
+  }
+}
+
+template <typename T>
+void evaluate(const FusedInstruction &in, const T *a, const T *b, const T *c,
+              T *out, int64_t n) {
+  namespace f = formulas;
+  UnaryGradParams grad;
+  grad.kind = in.kind;
+  switch (in.op) {
+#define STRATA_FUSED_CASE(OPCODE, EXPR)                                        \
+  case FusedOpcode::OPCODE:                                                    \
+    for (int64_t j = 0; j < n; ++j)                                            \
+      out[j] = EXPR;                                                           \
+    break;
+    STRATA_FUSED_CASE(Add, T(a[j] + b[j]))
+    STRATA_FUSED_CASE(Sub, T(a[j] - b[j]))
+    STRATA_FUSED_CASE(Mul, T(a[j] * b[j]))
+    STRATA_FUSED_CASE(Div, f::divide(a[j], b[j]))
+    STRATA_FUSED_CASE(Max, f::nanMax(a[j], b[j]))
+    STRATA_FUSED_CASE(Min, f::nanMin(a[j], b[j]))
+    STRATA_FUSED_CASE(Neg, T(-a[j]))
+    STRATA_FUSED_CASE(Abs, f::abs(a[j]))
+    STRATA_FUSED_CASE(Exp, std::exp(a[j]))
+    STRATA_FUSED_CASE(Log, std::log(a[j]))
+    STRATA_FUSED_CASE(Sqrt, std::sqrt(a[j]))
+    STRATA_FUSED_CASE(Reciprocal, f::reciprocal(a[j]))
+    STRATA_FUSED_CASE(Tanh, std::tanh(a[j]))
+    STRATA_FUSED_CASE(Erf, std::erf(a[j]))
+    STRATA_FUSED_CASE(Sin, std::sin(a[j]))
+    STRATA_FUSED_CASE(Cos, std::cos(a[j]))
+    STRATA_FUSED_CASE(Relu, f::relu(a[j]))
+    STRATA_FUSED_CASE(Sigmoid, f::sigmoid(a[j]))
+    STRATA_FUSED_CASE(Softplus, f::softplus(a[j]))
+    STRATA_FUSED_CASE(HardSwish, f::hardSwish(a[j]))
+    STRATA_FUSED_CASE(Gelu, f::geluExact(a[j]))
+    STRATA_FUSED_CASE(GeluTanh, f::geluTanh(a[j]))
+    STRATA_FUSED_CASE(CastWide, a[j])
+    STRATA_FUSED_CASE(CastBf16, T(roundToBf16(float(a[j]))))
+    STRATA_FUSED_CASE(CastF16, T(roundToFp16(float(a[j]))))
+    // grad dy x y: the derivative at (x, y) times dy, in double.
+    STRATA_FUSED_CASE(Grad, T(unaryDerivative(grad, b[j], c[j], a[j])))
+#undef STRATA_FUSED_CASE
+  }
+}
+
+template <typename T>
+Status runFused(const FusedProgram &p, KernelContext &ctx) {
+  const std::vector<int64_t> &shape = ctx.outputs[0].shape;
+  int64_t n = ctx.outputs[0].numel();
+  // Where each input's element of flat output index i is.
+  std::vector<std::vector<int64_t>> maps(ctx.inputs.size());
+  for (size_t k = 0; k < ctx.inputs.size(); ++k) {
+    const TensorView &v = ctx.inputs[k];
+    if (v.numel() != n && v.numel() != 1)
+      maps[k] = broadcastIndexMap(v.shape, shape);
+  }
+  std::vector<T> regs(size_t(p.numValues()) * kChunk);
+  auto reg = [&](int v) { return regs.data() + size_t(v) * kChunk; };
+  for (int64_t start = 0; start < n; start += kChunk) {
+    int64_t len = std::min(kChunk, n - start);
+    for (size_t k = 0; k < ctx.inputs.size(); ++k) {
+      const TensorView &v = ctx.inputs[k];
+      T *r = reg(int(k));
+      for (int64_t j = 0; j < len; ++j) {
+        int64_t i = start + j;
+        r[j] = loadElement<T>(v, maps[k].empty() ? (v.numel() == 1 ? 0 : i)
+                                                 : maps[k][i]);
+      }
+    }
+    for (size_t i = 0; i < p.code.size(); ++i) {
+      const FusedInstruction &in = p.code[i];
+      auto arg = [&](int k) -> const T * {
+        return in.args[k] >= 0 ? reg(in.args[k]) : nullptr;
+      };
+      evaluate<T>(in, arg(0), arg(1), arg(2), reg(p.numInputs + int(i)), len);
+    }
+    for (size_t r = 0; r < p.results.size(); ++r) {
+      const T *value = reg(p.results[r]);
+      for (int64_t j = 0; j < len; ++j)
+        storeElement<T>(ctx.outputs[r], start + j, value[j]);
+    }
+  }
+  return Status::ok();
+}
+
+struct Prepared {
+  FusedProgram program;
+  DType wide = DType::F32;
+};
+
+Status prepareFused(KernelContext &ctx, std::shared_ptr<void> &out) {
+  auto plan = std::make_shared<Prepared>();
+  if (Status s = planFusedElementwise(ctx, plan->program, plan->wide); !s)
+    return s;
+  out = std::move(plan);
+  return Status::ok();
+}
+
+Status fusedKernel(KernelContext &ctx) {
+  std::shared_ptr<void> owned;
+  const auto *plan = static_cast<const Prepared *>(ctx.prepared);
+  if (!plan) {
+    if (Status s = prepareFused(ctx, owned); !s)
+      return s;
+    plan = static_cast<const Prepared *>(owned.get());
+  }
+  return plan->wide == DType::F64 ? runFused<double>(plan->program, ctx)
+                                  : runFused<float>(plan->program, ctx);
+}
+
+} // namespace
+
+void registerFusedElementwiseKernels(KernelRegistry &registry) {
+  registry.add("graph.fused_elementwise", fusedKernel, prepareFused);
+}
+
+} // namespace strata::runtime::cpu

@@ -1,0 +1,123 @@
+//===- FusedElementwiseKernelsTest.cpp - graph.fused_elementwise on the CPU ===//
+//
+// The fused kernel against the unfused kernels it replaces, bit for bit:
+// broadcast inputs (a row, a scalar), narrow inputs and results, several
+// results, a gradient instruction, f64; and its one-line errors.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelTestUtils.h"
+
+#include <cstring>
+#include <random>
+
+using namespace strata::runtime;
+using namespace strata::runtime::testing;
+
+namespace {
+
+OwnedTensor randomF32(std::vector<int64_t> shape, std::mt19937 &rng) {
+  OwnedTensor t(DType::F32, std::move(shape));
+  std::uniform_real_distribution<float> d(-3, 3);
+  for (int64_t i = 0, n = t.view().numel(); i < n; ++i)
+    t.view().as<float>()[i] = d(rng);
+  return t;
+}
+
+KernelAttrs program(const std::string &text, std::vector<int64_t> results) {
+  KernelAttrs a;
+  a.set("program", text);
+  a.set("result_values", std::move(results));
+  return a;
+}
+
+template <typename T>
+void expectBitEqual(const OwnedTensor &a, const OwnedTensor &b) {
+  ASSERT_EQ(a.view().bytes(), b.view().bytes());
+  EXPECT_EQ(std::memcmp(a.view().data, b.view().data, a.view().bytes()), 0);
+}
+
+TEST(FusedElementwiseKernels, EqualsTheUnfusedChain) {
+  std::mt19937 rng(5);
+  const std::vector<int64_t> shape = {3, 70, 9};
+  OwnedTensor y = randomF32(shape, rng), row = randomF32({9}, rng),
+              scale = randomF32({}, rng);
+  // y -> bf16 (a product's narrow result), then: widen, + row, gelu_tanh,
+  // * scale, -> bf16; the sum and the bf16 are returned.
+  OwnedTensor narrow(DType::BF16, shape);
+  ASSERT_TRUE(runCpuKernel("graph.cast", {&y}, {&narrow}));
+  OwnedTensor wide(DType::F32, shape), sum(DType::F32, shape),
+      act(DType::F32, shape), scaled(DType::F32, shape),
+      out(DType::BF16, shape);
+  KernelAttrs tanh;
+  tanh.set("approximate", std::string("tanh"));
+  ASSERT_TRUE(runCpuKernel("graph.cast", {&narrow}, {&wide}));
+  ASSERT_TRUE(runCpuKernel("graph.add", {&wide, &row}, {&sum}));
+  ASSERT_TRUE(runCpuKernel("graph.gelu", {&sum}, {&act}, tanh));
+  ASSERT_TRUE(runCpuKernel("graph.mul", {&act, &scale}, {&scaled}));
+  ASSERT_TRUE(runCpuKernel("graph.cast", {&scaled}, {&out}));
+
+  OwnedTensor fusedSum(DType::F32, shape), fusedOut(DType::BF16, shape);
+  Status s = runCpuKernel(
+      "graph.fused_elementwise", {&narrow, &row, &scale},
+      {&fusedSum, &fusedOut},
+      program("cast_wide 0; add 3 1; gelu_tanh 4; mul 5 2; cast_bf16 6",
+              {4, 7}));
+  ASSERT_TRUE(s) << s.message();
+  expectBitEqual<float>(fusedSum, sum);
+  expectBitEqual<uint16_t>(fusedOut, out);
+}
+
+TEST(FusedElementwiseKernels, GradientAndDoubles) {
+  std::mt19937 rng(6);
+  OwnedTensor dy = randomF32({1000}, rng), x = randomF32({1000}, rng),
+              y(DType::F32, {1000}), dx(DType::F32, {1000}),
+              neg(DType::F32, {1000});
+  ASSERT_TRUE(runCpuKernel("graph.gelu", {&x}, {&y}));
+  KernelAttrs gelu;
+  gelu.set("kind", std::string("gelu"));
+  ASSERT_TRUE(runCpuKernel("graph.unary_grad", {&dy, &x, &y}, {&dx}, gelu));
+  ASSERT_TRUE(runCpuKernel("graph.neg", {&dx}, {&neg}));
+  OwnedTensor fused(DType::F32, {1000});
+  ASSERT_TRUE(runCpuKernel("graph.fused_elementwise", {&dy, &x, &y}, {&fused},
+                           program("grad_gelu 0 1 2; neg 3", {4})));
+  expectBitEqual<float>(fused, neg);
+
+  OwnedTensor a = f64({2, 2}, {1, 2, 3, 4}), b = f64({2, 1}, {10, 20});
+  OwnedTensor e(DType::F64, {2, 2});
+  ASSERT_TRUE(runCpuKernel("graph.fused_elementwise", {&a, &b}, {&e},
+                           program("sub 0 1; exp 2; log 3", {4})));
+  EXPECT_EQ(e.values<double>(),
+            (std::vector<double>{std::log(std::exp(1.0 - 10)),
+                                 std::log(std::exp(2.0 - 10)),
+                                 std::log(std::exp(3.0 - 20)),
+                                 std::log(std::exp(4.0 - 20))}));
+}
+
+TEST(FusedElementwiseKernels, BadProgramsSayWhatIsWrong) {
+  OwnedTensor x = f32({4}, {1, 2, 3, 4}), y(DType::F32, {4});
+  OwnedTensor z(DType::F32, {3}), i = i64({4}, {1, 2, 3, 4});
+  auto message = [&](std::vector<const OwnedTensor *> in,
+                     std::vector<OwnedTensor *> out, const std::string &text,
+                     std::vector<int64_t> results) {
+    Status s = runCpuKernel("graph.fused_elementwise", in, out,
+                            program(text, std::move(results)));
+    EXPECT_FALSE(s.isOk());
+    return s.message();
+  };
+  EXPECT_EQ(message({&x}, {&y}, "exp 0; frob 1", {2}),
+            "graph.fused_elementwise: unknown instruction 'frob'");
+  EXPECT_EQ(message({&x}, {&y}, "add 0", {1}),
+            "graph.fused_elementwise: 'add' takes 2 operands");
+  EXPECT_EQ(message({&x}, {&y}, "exp 1", {1}),
+            "graph.fused_elementwise: operand '1' of 'exp' is not a value "
+            "defined before it");
+  EXPECT_EQ(message({&x}, {&y}, "exp 0", {5}),
+            "graph.fused_elementwise: result value 5 is not defined");
+  EXPECT_EQ(message({&z}, {&y}, "exp 0", {1}),
+            "graph.fused_elementwise: input f32[3] does not broadcast to [4]");
+  EXPECT_EQ(message({&i}, {&y}, "exp 0", {1}),
+            "graph.fused_elementwise: input i64[4] is not a float tensor");
+}
+
+} // namespace

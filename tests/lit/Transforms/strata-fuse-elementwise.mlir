@@ -1,0 +1,56 @@
+// RUN: strata-opt %s --strata-fuse-elementwise --split-input-file | FileCheck %s
+
+// A product's result widened, added to the residual, the sum narrowed for
+// the next product and kept wide for the next residual: one kernel, two
+// results; the widened intermediate is never stored.
+// CHECK-LABEL: func.func @chain
+// CHECK-NEXT: %[[F:.*]]:2 = graph.fused_elementwise %arg0, %arg1, %arg2 {program = "cast_wide 0; add 1 3; gelu_tanh 4; mul 5 2; cast_bf16 6", result_values = array<i64: 4, 7>} : (tensor<4x8xbf16>, tensor<4x8xf32>, tensor<f32>) -> (tensor<4x8xf32>, tensor<4x8xbf16>)
+// CHECK-NEXT: return %[[F]]#0, %[[F]]#1
+func.func @chain(%y: tensor<4x8xbf16>, %r: tensor<4x8xf32>, %s: tensor<f32>) -> (tensor<4x8xf32>, tensor<4x8xbf16>) {
+  %w = graph.cast %y : tensor<4x8xbf16> to tensor<4x8xf32>
+  %a = graph.add %r, %w : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  %g = graph.gelu %a {approximate = "tanh"} : tensor<4x8xf32>
+  %m = graph.mul %g, %s : tensor<4x8xf32>, tensor<f32> -> tensor<4x8xf32>
+  %n = graph.cast %m : tensor<4x8xf32> to tensor<4x8xbf16>
+  return %a, %n : tensor<4x8xf32>, tensor<4x8xbf16>
+}
+
+// -----
+
+// The backward of gelu: widen the product's gradient, unary_grad, narrow.
+// CHECK-LABEL: func.func @backward
+// CHECK-NEXT: graph.fused_elementwise %arg0, %arg1, %arg2 {program = "cast_wide 0; grad_gelu 3 1 2; cast_bf16 4", result_values = array<i64: 5>}
+func.func @backward(%dy: tensor<16xbf16>, %x: tensor<16xf32>, %y: tensor<16xf32>) -> tensor<16xbf16> {
+  %w = graph.cast %dy : tensor<16xbf16> to tensor<16xf32>
+  %d = graph.unary_grad %w, %x, %y {kind = "gelu"} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  %n = graph.cast %d : tensor<16xf32> to tensor<16xbf16>
+  return %n : tensor<16xbf16>
+}
+
+// -----
+
+// Not fused: an op between the two that reads the first one's value and
+// feeds the second (the fused op would have to stand before its own
+// operand); integer arithmetic; a unary_grad with parameters; another
+// shape.
+// CHECK-LABEL: func.func @kept
+// CHECK-NEXT: graph.exp
+// CHECK-NEXT: graph.reduce_sum
+// CHECK-NEXT: graph.add
+// CHECK-NEXT: graph.add %arg1, %arg1 : tensor<4xi64>
+// CHECK-NEXT: graph.mul %arg1
+// CHECK-NEXT: graph.unary_grad {{.*}}alpha
+// CHECK-NEXT: graph.reduce_sum
+// CHECK-NEXT: graph.neg
+// CHECK-NEXT: return
+func.func @kept(%x: tensor<4xf32>, %i: tensor<4xi64>) -> (tensor<4xf32>, tensor<4xi64>, tensor<4xf32>, tensor<f32>) {
+  %e = graph.exp %x : tensor<4xf32>
+  %s = graph.reduce_sum %e {axes = array<i64: 0>, keepdims = true} : (tensor<4xf32>) -> tensor<1xf32>
+  %a = graph.add %e, %s : tensor<4xf32>, tensor<1xf32> -> tensor<4xf32>
+  %j = graph.add %i, %i : tensor<4xi64>, tensor<4xi64> -> tensor<4xi64>
+  %k = graph.mul %i, %j : tensor<4xi64>, tensor<4xi64> -> tensor<4xi64>
+  %g = graph.unary_grad %a, %x, %x {kind = "leaky_relu", alpha = 2.0e-01 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %r = graph.reduce_sum %g {axes = array<i64: 0>, keepdims = false} : (tensor<4xf32>) -> tensor<f32>
+  %n = graph.neg %r : tensor<f32>
+  return %a, %k, %g, %n : tensor<4xf32>, tensor<4xi64>, tensor<4xf32>, tensor<f32>
+}
