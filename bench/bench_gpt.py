@@ -12,6 +12,9 @@ mixed precision (bf16 operands, fp32 master weights and optimizer state):
 
   strata     torch.onnx.export → strata-compile --dtype bf16 → strata-run
              --backend cuda (its own step log gives tokens/s)
+  strata-gemm-attn  the same with strata-compile --no-fuse-attention:
+             attention as bf16 batched GEMMs (cuBLASLt) around an f32
+             softmax, instead of the fused attention kernel
   eager      the PyTorch module under torch.autocast(bfloat16)
   compile    the same, torch.compile(model)
 
@@ -125,21 +128,25 @@ def bench_torch(size, args, compiled, device):
             "params": count_params(model)}
 
 
-def bench_strata(size, args, backend, work):
+def bench_strata(size, args, backend, work, fuse_attention=True):
     import torch
     from models.export_models import export_settings
     model = make_model(size, args.seq, args.vocab)
     params = count_params(model)
     onnx_path = os.path.join(work, f"gpt-{size}.onnx")
-    idx = torch.zeros((args.batch, args.seq), dtype=torch.long)
-    settings = export_settings()  # the TorchScript exporter, as models/ uses
-    model.train()
-    with torch.no_grad():
-        # Models over 2 GB get their weights beside the graph (PyTorch
-        # decides; strata-compile reads external data).
-        torch.onnx.export(model, (idx,), onnx_path, input_names=["input_ids"],
-                          output_names=["logits"], **settings)
-    artifact = os.path.join(work, f"gpt-{size}.strata")
+    if not os.path.exists(onnx_path):  # both strata variants share it
+        idx = torch.zeros((args.batch, args.seq), dtype=torch.long)
+        settings = export_settings()  # the TorchScript exporter, as models/
+        model.train()
+        with torch.no_grad():
+            # Models over 2 GB get their weights beside the graph (PyTorch
+            # decides; strata-compile reads external data).
+            torch.onnx.export(model, (idx,), onnx_path,
+                              input_names=["input_ids"],
+                              output_names=["logits"], **settings)
+    del model
+    variant = "" if fuse_attention else "-gemm-attn"
+    artifact = os.path.join(work, f"gpt-{size}{variant}.strata")
     total = args.warmup + args.steps
     cmd = [os.path.join(args.bin, "strata-compile"), onnx_path, "-o", artifact,
            "--steps", str(total), "--optimizer", "adamw", "--lr", str(LR),
@@ -147,13 +154,15 @@ def bench_strata(size, args, backend, work):
            "--weight-decay", str(WEIGHT_DECAY), "--clip-norm", str(CLIP)]
     if args.dtype == "bf16":
         cmd += ["--dtype", "bf16"]
+    if not fuse_attention:
+        cmd.append("--no-fuse-attention")
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True)
     compile_s = time.perf_counter() - t0
     if r.returncode != 0:
         raise RuntimeError("strata-compile: " + (r.stderr or r.stdout).strip()
                            .splitlines()[-1])
-    log = os.path.join(work, f"gpt-{size}.jsonl")
+    log = os.path.join(work, f"gpt-{size}{variant}.jsonl")
     run = [os.path.join(args.bin, "strata-run"), artifact, "--quiet",
            "--backend", backend, "--log", log, "--seed", "0"]
     if args.cuda_graph:
@@ -192,7 +201,8 @@ def main():
     ap.add_argument("--steps", type=int, default=30, help="timed steps")
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"])
-    ap.add_argument("--systems", default="strata,eager,compile")
+    ap.add_argument("--systems",
+                    default="strata,strata-gemm-attn,eager,compile")
     ap.add_argument("--cuda-graph", action="store_true",
                     help="strata-run --cuda-graph")
     ap.add_argument("--peak-tflops", type=float,
@@ -223,8 +233,9 @@ def main():
             layers, _, width = SIZES[size]
             for system in systems:
                 try:
-                    if system == "strata":
-                        r = bench_strata(size, args, backend, work)
+                    if system.startswith("strata"):
+                        r = bench_strata(size, args, backend, work,
+                                         system == "strata")
                     else:
                         r = bench_torch(size, args, system == "compile", device)
                     fpt = flops_per_token(r["params"], layers, width, args.seq)
@@ -245,14 +256,16 @@ def main():
                 lines.append(row)
     lines.append("")
     for size in sizes:
-        s = results.get((size, "strata"), {})
-        for other in ("eager", "compile"):
-            o = results.get((size, other), {})
-            if "tokens_per_s" in s and "tokens_per_s" in o:
-                line = (f"{size}: strata / {other} = "
-                        f"{s['tokens_per_s'] / o['tokens_per_s']:.2f}x tokens/s")
-                print(line)
-                lines.append("- " + line)
+        for mine in ("strata", "strata-gemm-attn"):
+            s = results.get((size, mine), {})
+            for other in ("eager", "compile"):
+                o = results.get((size, other), {})
+                if "tokens_per_s" in s and "tokens_per_s" in o:
+                    line = (f"{size}: {mine} / {other} = "
+                            f"{s['tokens_per_s'] / o['tokens_per_s']:.2f}x "
+                            f"tokens/s")
+                    print(line)
+                    lines.append("- " + line)
     if args.out:
         with open(args.out, "w") as f:
             f.write("\n".join(lines) + "\n")

@@ -13,15 +13,11 @@
 #ifndef STRATA_RUNTIME_NARROWFLOAT_H
 #define STRATA_RUNTIME_NARROWFLOAT_H
 
+#include "strata/Runtime/HostDevice.h"
+
 #include <cstdint>
 #include <cstring>
 #include <math.h>
-
-#ifdef __CUDACC__
-#define STRATA_HOST_DEVICE __host__ __device__
-#else
-#define STRATA_HOST_DEVICE
-#endif
 
 namespace strata::runtime {
 

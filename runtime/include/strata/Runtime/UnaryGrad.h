@@ -15,11 +15,7 @@
 
 #include <math.h>
 
-#ifdef __CUDACC__
-#define STRATA_HOST_DEVICE __host__ __device__
-#else
-#define STRATA_HOST_DEVICE
-#endif
+#include "strata/Runtime/HostDevice.h"
 
 namespace strata::runtime {
 
