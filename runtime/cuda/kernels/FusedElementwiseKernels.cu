@@ -14,6 +14,7 @@
 #include "strata/Runtime/FusedProgram.h"
 #include "strata/Runtime/NarrowFloat.h"
 
+#include <algorithm>
 #include <memory>
 
 namespace strata::runtime::cuda {
@@ -135,9 +136,11 @@ Status prepareFused(KernelContext &ctx, std::shared_ptr<void> &out) {
   if (Status s = planFusedElementwise(ctx, program, plan->wide); !s)
     return s;
   DeviceProgram &p = plan->program;
-  p.numInputs = program.numInputs;
-  p.numCode = int(program.code.size());
-  p.numResults = int(program.results.size());
+  // planFusedElementwise holds the program to these limits; the mins say
+  // so to the compiler.
+  p.numInputs = std::min(program.numInputs, kFusedMaxInputs);
+  p.numCode = std::min(int(program.code.size()), kFusedMaxInstructions);
+  p.numResults = std::min(int(program.results.size()), kFusedMaxResults);
   for (int c = 0; c < p.numCode; ++c) {
     p.op[c] = program.code[c].op;
     p.kind[c] = program.code[c].kind;
@@ -148,16 +151,16 @@ Status prepareFused(KernelContext &ctx, std::shared_ptr<void> &out) {
     p.results[r] = int8_t(program.results[r]);
   DeviceIo &io = plan->io;
   const std::vector<int64_t> &shape = ctx.outputs[0].shape;
-  io.rank = int(shape.size());
+  io.rank = std::min(int(shape.size()), kFusedMaxRank);
   for (int d = 0; d < io.rank; ++d)
     io.size[d] = shape[d];
-  for (size_t k = 0; k < ctx.inputs.size(); ++k) {
+  for (int k = 0; k < p.numInputs; ++k) {
     io.inType[k] = ctx.inputs[k].dtype;
     std::vector<int64_t> strides = broadcastStrides(ctx.inputs[k].shape, shape);
     for (int d = 0; d < io.rank; ++d)
       io.inStride[k][d] = strides[d];
   }
-  for (size_t r = 0; r < ctx.outputs.size(); ++r)
+  for (int r = 0; r < p.numResults; ++r)
     io.outType[r] = ctx.outputs[r].dtype;
   out = std::move(plan);
   return Status::ok();
@@ -172,9 +175,9 @@ Status fusedKernelFn(KernelContext &ctx) {
     plan = static_cast<const Prepared *>(owned.get());
   }
   DeviceIo io = plan->io;
-  for (size_t k = 0; k < ctx.inputs.size(); ++k)
+  for (int k = 0; k < plan->program.numInputs; ++k)
     io.in[k] = ctx.inputs[k].data;
-  for (size_t r = 0; r < ctx.outputs.size(); ++r)
+  for (int r = 0; r < plan->program.numResults; ++r)
     io.out[r] = ctx.outputs[r].data;
   int64_t n = ctx.outputs[0].numel();
   if (n == 0)
