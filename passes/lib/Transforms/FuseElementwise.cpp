@@ -186,8 +186,38 @@ struct Group {
 struct FuseElementwisePass
     : public strata::impl::FuseElementwisePassBase<FuseElementwisePass> {
   void runOnOperation() override {
-    for (Block &block : getOperation().getBody())
+    for (Block &block : getOperation().getBody()) {
+      recomputeWidenings(block);
       fuseBlock(block);
+    }
+  }
+
+  /// A bf16 / fp16 value widened to f32 and read in several places (the
+  /// forward's next op, and much later the backward's gradient) is widened
+  /// again right before each later reader: the narrow tensor is what stays
+  /// alive, at half the bytes, and each copy fuses into its reader's chain.
+  /// Exact: widening is.
+  void recomputeWidenings(Block &block) {
+    for (Operation &op : block) {
+      auto cast = dyn_cast<CastOp>(&op);
+      if (!cast || !isNarrow(tensorOf(cast.getInput()).getElementType()) ||
+          isNarrow(tensorOf(cast.getOutput()).getElementType()))
+        continue;
+      SmallVector<Operation *> readers;
+      for (Operation *user : cast->getUsers())
+        if (user->getBlock() == &block && !llvm::is_contained(readers, user))
+          readers.push_back(user);
+      if (readers.size() < 2)
+        continue;
+      llvm::sort(readers, [](Operation *a, Operation *b) {
+        return a->isBeforeInBlock(b);
+      });
+      for (Operation *reader : llvm::drop_begin(readers)) {
+        OpBuilder b(reader);
+        Operation *again = b.clone(*cast);
+        reader->replaceUsesOfWith(cast.getResult(), again->getResult(0));
+      }
+    }
   }
 
   void fuseBlock(Block &block) {

@@ -33,7 +33,10 @@ struct UnaryGradParams {
 /// kind and fills in the forward kernels' attribute defaults.
 Status planUnaryGrad(const KernelContext &ctx, UnaryGradParams &p);
 
-/// d f(x) / dx * dy, in double.
+/// d f(x) / dx * dy, in double. Each kind reads x or y, never both: exp,
+/// sqrt, reciprocal, tanh, relu and sigmoid read y, the others x; autodiff
+/// (GraphGradients.cpp's derivativeReadsOutput) passes the one read in
+/// both places, so keep the two lists in step.
 STRATA_HOST_DEVICE inline double unaryDerivative(const UnaryGradParams &p,
                                                 double x, double y, double dy) {
   double alpha = p.alpha, beta = p.beta;

@@ -163,8 +163,23 @@ using Grads = SmallVectorImpl<Value>;
 // Elementwise
 //===----------------------------------------------------------------------===//
 
+/// Whether the derivative of `kind` reads the forward's output y rather
+/// than its input x (runtime/include/strata/Runtime/UnaryGrad.h: each reads
+/// one of them, never both).
+bool derivativeReadsOutput(StringRef kind) {
+  return llvm::is_contained({"exp", "sqrt", "reciprocal", "tanh", "relu",
+                             "sigmoid"},
+                            kind);
+}
+
 Value unaryGrad(GradBuilder &g, Operation *op, Value dy, StringRef kind) {
   Value x = op->getOperand(0), y = op->getResult(0);
+  // The operand the derivative does not read repeats the one it does, so
+  // the backward pass keeps one forward tensor alive, not two.
+  if (derivativeReadsOutput(kind))
+    x = y;
+  else
+    y = x;
   auto floatAttr = [&](StringRef name) {
     return op->getAttrOfType<FloatAttr>(name);
   };
