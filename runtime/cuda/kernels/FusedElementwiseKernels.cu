@@ -29,9 +29,16 @@ struct DeviceProgram {
   int8_t results[kFusedMaxResults] = {};
 };
 
+/// How an input is read: at the result's index (its shape), at 0 (one
+/// element), or through strides (a broadcast).
+enum class Read : uint8_t { Same, Scalar, Strided };
+
 /// Where the inputs and results are, by value.
 struct DeviceIo {
   int rank = 0;
+  /// Some input is read through strides: the kernel works out coordinates.
+  bool strided = false;
+  Read read[kFusedMaxInputs] = {};
   int64_t size[kFusedMaxRank] = {};
   const void *in[kFusedMaxInputs] = {};
   DType inType[kFusedMaxInputs] = {};
@@ -104,15 +111,21 @@ __global__ void __launch_bounds__(kBlock)
   STRATA_GRID_STRIDE(i, n) {
     T v[kFusedMaxInputs + kFusedMaxInstructions];
     int64_t offset[kFusedMaxInputs] = {};
-    int64_t rest = i;
-    for (int d = io.rank - 1; d >= 0; --d) {
-      int64_t coord = rest % io.size[d];
-      rest /= io.size[d];
-      for (int k = 0; k < p.numInputs; ++k)
-        offset[k] += coord * io.inStride[k][d];
+    if (io.strided) {
+      int64_t rest = i;
+      for (int d = io.rank - 1; d >= 0; --d) {
+        int64_t coord = rest % io.size[d];
+        rest /= io.size[d];
+        for (int k = 0; k < p.numInputs; ++k)
+          offset[k] += coord * io.inStride[k][d];
+      }
     }
-    for (int k = 0; k < p.numInputs; ++k)
-      v[k] = load<T>(io.in[k], io.inType[k], offset[k]);
+    for (int k = 0; k < p.numInputs; ++k) {
+      int64_t at = io.read[k] == Read::Same     ? i
+                   : io.read[k] == Read::Scalar ? 0
+                                                : offset[k];
+      v[k] = load<T>(io.in[k], io.inType[k], at);
+    }
     for (int c = 0; c < p.numCode; ++c) {
       const int8_t *a = p.args[c];
       v[p.numInputs + c] = evaluate<T>(p.op[c], p.kind[c], v[a[0]],
@@ -155,7 +168,12 @@ Status prepareFused(KernelContext &ctx, std::shared_ptr<void> &out) {
   for (int d = 0; d < io.rank; ++d)
     io.size[d] = shape[d];
   for (int k = 0; k < p.numInputs; ++k) {
-    io.inType[k] = ctx.inputs[k].dtype;
+    const TensorView &in = ctx.inputs[k];
+    io.read[k] = in.numel() == 1        ? Read::Scalar
+                 : in.numel() == ctx.outputs[0].numel() ? Read::Same
+                                                        : Read::Strided;
+    io.strided |= io.read[k] == Read::Strided;
+    io.inType[k] = in.dtype;
     std::vector<int64_t> strides = broadcastStrides(ctx.inputs[k].shape, shape);
     for (int d = 0; d < io.rank; ++d)
       io.inStride[k][d] = strides[d];
