@@ -8,6 +8,7 @@
 
 #include "KernelTestUtils.h"
 
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -94,6 +95,24 @@ TEST(FusedElementwiseKernels, GradientAndDoubles) {
                                  std::log(std::exp(4.0 - 20))}));
 }
 
+TEST(FusedElementwiseKernels, WhereReadsAnI1Condition) {
+  // A causal mask [1, 3, 3] over scores [2, 3, 3]: the scores scaled, then
+  // -inf above the diagonal.
+  std::mt19937 rng(7);
+  OwnedTensor scores = randomF32({2, 3, 3}, rng), scale = f32({}, {0.25f}),
+              fill = f32({}, {-INFINITY});
+  OwnedTensor mask = i1({1, 3, 3}, {0, 1, 1, 0, 0, 1, 0, 0, 0});
+  OwnedTensor scaled(DType::F32, {2, 3, 3}), want(DType::F32, {2, 3, 3});
+  ASSERT_TRUE(runCpuKernel("graph.mul", {&scores, &scale}, {&scaled}));
+  ASSERT_TRUE(runCpuKernel("graph.where", {&mask, &fill, &scaled}, {&want}));
+  OwnedTensor got(DType::F32, {2, 3, 3});
+  Status s = runCpuKernel("graph.fused_elementwise",
+                          {&scores, &scale, &mask, &fill}, {&got},
+                          program("mul 0 1; where 2 3 4", {5}));
+  ASSERT_TRUE(s) << s.message();
+  expectBitEqual<float>(got, want);
+}
+
 TEST(FusedElementwiseKernels, BadProgramsSayWhatIsWrong) {
   OwnedTensor x = f32({4}, {1, 2, 3, 4}), y(DType::F32, {4});
   OwnedTensor z(DType::F32, {3}), i = i64({4}, {1, 2, 3, 4});
@@ -117,7 +136,8 @@ TEST(FusedElementwiseKernels, BadProgramsSayWhatIsWrong) {
   EXPECT_EQ(message({&z}, {&y}, "exp 0", {1}),
             "graph.fused_elementwise: input f32[3] does not broadcast to [4]");
   EXPECT_EQ(message({&i}, {&y}, "exp 0", {1}),
-            "graph.fused_elementwise: input i64[4] is not a float tensor");
+            "graph.fused_elementwise: input i64[4] is not a float or i1 "
+            "tensor");
 }
 
 } // namespace

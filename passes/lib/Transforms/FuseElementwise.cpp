@@ -54,6 +54,12 @@ std::optional<Fusible> fusible(Operation *op) {
   Type wide;
   SmallVector<Value> values(op->getOperands());
   values.push_back(op->getResult(0));
+  // A where's condition is an i1, read as 0 or 1.
+  if (isa<WhereOp>(op)) {
+    if (!tensorOf(values.front()).getElementType().isInteger(1))
+      return std::nullopt;
+    values.erase(values.begin());
+  }
   for (Value v : values) {
     Type e = tensorOf(v).getElementType();
     if (!isa<FloatType>(e))
@@ -90,6 +96,7 @@ std::optional<Fusible> fusible(Operation *op) {
           .Case([](SigmoidOp) { return "sigmoid"; })
           .Case([](SoftplusOp) { return "softplus"; })
           .Case([](HardSwishOp) { return "hard_swish"; })
+          .Case([](WhereOp) { return "where"; })
           .Case([](GeluOp g) {
             return g.getApproximate() == "tanh" ? "gelu_tanh" : "gelu";
           })

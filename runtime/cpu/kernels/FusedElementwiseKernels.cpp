@@ -29,6 +29,7 @@ template <typename T> T loadElement(const TensorView &v, int64_t i) {
   case DType::BF16: return T(fromBf16Bits(v.as<uint16_t>()[i]));
   case DType::F16: return T(fromFp16Bits(v.as<uint16_t>()[i]));
   case DType::F32: return T(v.as<float>()[i]);
+  case DType::I1: return T(v.as<uint8_t>()[i]);
   default: return T(v.as<double>()[i]);
   }
 }
@@ -81,6 +82,7 @@ void evaluate(const FusedInstruction &in, const T *a, const T *b, const T *c,
     STRATA_FUSED_CASE(CastF16, T(roundToFp16(float(a[j]))))
     // grad dy x y: the derivative at (x, y) times dy, in double.
     STRATA_FUSED_CASE(Grad, T(unaryDerivative(grad, b[j], c[j], a[j])))
+    STRATA_FUSED_CASE(Where, a[j] != T(0) ? b[j] : c[j])
 #undef STRATA_FUSED_CASE
   }
 }

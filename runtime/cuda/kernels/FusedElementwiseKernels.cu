@@ -52,6 +52,7 @@ template <typename T> __device__ inline T load(const void *p, DType t, int64_t i
   case DType::BF16: return T(fromBf16Bits(static_cast<const uint16_t *>(p)[i]));
   case DType::F16: return T(fromFp16Bits(static_cast<const uint16_t *>(p)[i]));
   case DType::F32: return T(static_cast<const float *>(p)[i]);
+  case DType::I1: return T(static_cast<const uint8_t *>(p)[i]);
   default: return T(static_cast<const double *>(p)[i]);
   }
 }
@@ -95,6 +96,7 @@ __device__ inline T evaluate(FusedOpcode op, UnaryGradKind kind, T a, T b,
   case FusedOpcode::CastWide: return a;
   case FusedOpcode::CastBf16: return T(roundToBf16(float(a)));
   case FusedOpcode::CastF16: return T(roundToFp16(float(a)));
+  case FusedOpcode::Where: return a != T(0) ? b : c;
   case FusedOpcode::Grad: {
     UnaryGradParams p;
     p.kind = kind;

@@ -14,6 +14,7 @@
 
 #include "Conformance.h"
 
+#include <cmath>
 #include <random>
 
 namespace strata::runtime::conformance {
@@ -76,6 +77,19 @@ TEST(FusedElementwiseConformance, BroadcastAndDoubles) {
   f64.rtol = 1e-12;
   f64.atol = 1e-12;
   expectConformance(f64);
+}
+
+TEST(FusedElementwiseConformance, CausalScores) {
+  STRATA_REQUIRE_GPU();
+  std::mt19937_64 rng(15);
+  // Attention as matmul / softmax: widen the bf16 scores, scale, mask.
+  std::vector<int64_t> scores = {2, 4, 64, 64};
+  expectConformance(fused("cast_wide 0; mul 4 1; where 2 3 5", {6},
+                          {randomTensor(DType::BF16, scores, rng),
+                           randomTensor(DType::F32, {}, rng),
+                           randomTensor(DType::I1, {1, 1, 64, 64}, rng),
+                           fromValues(DType::F32, {}, {-INFINITY})},
+                          {zeros(DType::F32, scores)}));
 }
 
 TEST(FusedElementwiseConformance, EveryInstruction) {

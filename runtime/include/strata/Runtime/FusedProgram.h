@@ -40,6 +40,8 @@ enum class FusedOpcode : uint8_t {
   CastWide, CastBf16, CastF16,
   // graph.unary_grad (dy, x, y) of a kind without parameters.
   Grad,
+  // graph.where (condition, a, b): the condition an i1 input.
+  Where,
 };
 
 struct FusedInstruction {
@@ -114,6 +116,7 @@ inline constexpr FusedName kFusedNames[] = {
     {"grad_gelu_tanh", FusedOpcode::Grad, UnaryGradKind::GeluTanh},
     {"grad_hard_swish", FusedOpcode::Grad, UnaryGradKind::HardSwish},
     {"grad_neg", FusedOpcode::Grad, UnaryGradKind::Neg},
+    {"where", FusedOpcode::Where, {}},
 };
 
 } // namespace detail
@@ -122,7 +125,7 @@ inline constexpr FusedName kFusedNames[] = {
 inline int fusedArity(FusedOpcode op) {
   if (op <= FusedOpcode::Min)
     return 2;
-  return op == FusedOpcode::Grad ? 3 : 1;
+  return op == FusedOpcode::Grad || op == FusedOpcode::Where ? 3 : 1;
 }
 
 /// Parses `text` for an op with `numInputs` inputs returning `results`;
@@ -209,7 +212,7 @@ inline Status parseFusedProgram(std::string_view text, int numInputs,
 /// The program of a launch, with the checks both backends make: one
 /// result per returned value, every result of one shape and a float type
 /// (bf16 / fp16 only where the value is narrow), every input broadcasting
-/// to it.
+/// to it, a float or an i1 (a where's condition, read as 0 or 1).
 inline Status planFusedElementwise(const KernelContext &ctx,
                                    FusedProgram &program, DType &wide) {
   const std::string what = "graph.fused_elementwise: ";
@@ -241,9 +244,9 @@ inline Status planFusedElementwise(const KernelContext &ctx,
       wide = DType::F64;
   }
   for (const TensorView &v : ctx.inputs) {
-    if (!isFloat(v.dtype))
+    if (!isFloat(v.dtype) && v.dtype != DType::I1)
       return Status::error(what + "input " + v.describe() +
-                           " is not a float tensor");
+                           " is not a float or i1 tensor");
     if (v.rank() > int64_t(shape.size()))
       return Status::error(what + "input " + v.describe() +
                            " does not broadcast to " + shapeString(shape));
@@ -254,7 +257,7 @@ inline Status planFusedElementwise(const KernelContext &ctx,
                              " does not broadcast to " + shapeString(shape));
   }
   for (const TensorView &v : ctx.inputs)
-    if (!isNarrowFloat(v.dtype) && v.dtype != wide)
+    if (isFloat(v.dtype) && !isNarrowFloat(v.dtype) && v.dtype != wide)
       return Status::error(what + "mixes f32 and f64 values");
   for (const TensorView &v : ctx.outputs)
     if (!isNarrowFloat(v.dtype) && v.dtype != wide)

@@ -53,8 +53,11 @@ int64_t strata::graph::slidingWindowOutputSize(int64_t input, int64_t kernel,
 
 static std::string shapeString(ArrayRef<int64_t> shape) {
   std::string s;
-  for (auto [i, d] : llvm::enumerate(shape))
-    s += (i ? "x" : "") + std::to_string(d);
+  for (auto [i, d] : llvm::enumerate(shape)) {
+    if (i)
+      s += 'x';
+    s += std::to_string(d);
+  }
   return s.empty() ? "scalar" : s;
 }
 
