@@ -266,6 +266,22 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
     return v;
   }
 
+  /// The bf16 / fp16 type every use in `uses` casts the parameter to, or
+  /// null when some use reads it otherwise.
+  static Type narrowReadType(ArrayRef<OpOperand *> uses) {
+    Type narrow;
+    for (OpOperand *use : uses) {
+      auto castOp = dyn_cast<graph::CastOp>(use->getOwner());
+      if (!castOp)
+        return Type();
+      Type to = cast<RankedTensorType>(castOp.getType()).getElementType();
+      if (!(to.isBF16() || to.isF16()) || (narrow && narrow != to))
+        return Type();
+      narrow = to;
+    }
+    return narrow;
+  }
+
   /// Mixed precision rounds a parameter (graph.cast to bf16 / fp16, or
   /// graph.round_to) before its products, and the backward products read
   /// that rounded copy too. Kept alive from the forward to the backward
@@ -357,13 +373,42 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
           continue;
         b.setInsertionPoint(first);
         Location loc = members.front().getLoc();
-        SmallVector<Value> shards(members.begin(), members.end());
-        SmallVector<Value> padded = gatherPadded(b, loc, shards);
+        // A member this phase reads only through casts to one bf16 / fp16
+        // type (mixed precision's narrow storage) is cast on its shard and
+        // gathered narrow: half the bytes, the same values (a cast commutes
+        // with the gather), as DeepSpeed gathers bf16 parameters.
+        SmallVector<Type> narrow(members.size());
+        SmallVector<Value> shards;
         for (unsigned i = 0; i < members.size(); ++i) {
-          Value full = unflatten(b, loc, padded[i], fullTypes[members[i]]);
-          for (OpOperand *use : uses[i])
-            use->set(full);
+          narrow[i] = narrowReadType(uses[i]);
+          Value shard = members[i];
+          if (narrow[i])
+            shard = b.create<graph::CastOp>(
+                loc, cast<RankedTensorType>(shard.getType()).clone(narrow[i]),
+                shard);
+          shards.push_back(shard);
         }
+        SmallVector<Value> padded = gatherPadded(b, loc, shards);
+        // The casts the narrow gathers replace; erased last (the builder
+        // inserts before the first of them).
+        SmallVector<Operation *> replaced;
+        for (unsigned i = 0; i < members.size(); ++i) {
+          auto fullType = cast<RankedTensorType>(fullTypes[members[i]]);
+          if (narrow[i])
+            fullType = fullType.clone(narrow[i]);
+          Value full = unflatten(b, loc, padded[i], fullType);
+          for (OpOperand *use : uses[i]) {
+            if (!narrow[i]) {
+              use->set(full);
+              continue;
+            }
+            Operation *castOp = use->getOwner();
+            castOp->getResult(0).replaceAllUsesWith(full);
+            replaced.push_back(castOp);
+          }
+        }
+        for (Operation *castOp : replaced)
+          castOp->erase();
       }
     }
     func.setFunctionType(FunctionType::get(
