@@ -16,6 +16,7 @@
 #include "strata/Runtime/FusedProgram.h"
 #include "strata/Runtime/NarrowFloat.h"
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -24,22 +25,73 @@ namespace {
 
 constexpr int64_t kChunk = 512;
 
-template <typename T> T loadElement(const TensorView &v, int64_t i) {
+/// Reads `len` elements of `v` from flat result index `start` into `out`:
+/// at the same index (`map` empty, v of the result's size), at 0 (one
+/// element), or through `map`. The type switch is outside the loop.
+template <typename T>
+void loadChunk(const TensorView &v, const std::vector<int64_t> &map,
+               int64_t start, int64_t len, T *out) {
+  auto read = [&](auto get) {
+    if (!map.empty())
+      for (int64_t j = 0; j < len; ++j)
+        out[j] = get(map[start + j]);
+    else if (v.numel() == 1)
+      std::fill(out, out + len, get(0));
+    else
+      for (int64_t j = 0; j < len; ++j)
+        out[j] = get(start + j);
+  };
   switch (v.dtype) {
-  case DType::BF16: return T(fromBf16Bits(v.as<uint16_t>()[i]));
-  case DType::F16: return T(fromFp16Bits(v.as<uint16_t>()[i]));
-  case DType::F32: return T(v.as<float>()[i]);
-  case DType::I1: return T(v.as<uint8_t>()[i]);
-  default: return T(v.as<double>()[i]);
+  case DType::BF16: {
+    const uint16_t *p = v.as<uint16_t>();
+    read([p](int64_t i) { return T(fromBf16Bits(p[i])); });
+    break;
+  }
+  case DType::F16: {
+    const uint16_t *p = v.as<uint16_t>();
+    read([p](int64_t i) { return T(fromFp16Bits(p[i])); });
+    break;
+  }
+  case DType::F32: {
+    const float *p = v.as<float>();
+    read([p](int64_t i) { return T(p[i]); });
+    break;
+  }
+  case DType::I1: {
+    const uint8_t *p = v.as<uint8_t>();
+    read([p](int64_t i) { return T(p[i]); });
+    break;
+  }
+  default: {
+    const double *p = v.as<double>();
+    read([p](int64_t i) { return T(p[i]); });
+    break;
+  }
   }
 }
 
-template <typename T> void storeElement(const TensorView &v, int64_t i, T x) {
+/// Writes `len` values to `v` from flat index `start`, rounding to a
+/// narrow type where `v` is one.
+template <typename T>
+void storeChunk(const TensorView &v, int64_t start, int64_t len,
+                const T *in) {
   switch (v.dtype) {
-  case DType::BF16: v.as<uint16_t>()[i] = bf16Bits(float(x)); break;
-  case DType::F16: v.as<uint16_t>()[i] = fp16Bits(float(x)); break;
-  case DType::F32: v.as<float>()[i] = float(x); break;
-  default: v.as<double>()[i] = double(x); break;
+  case DType::BF16:
+    for (int64_t j = 0; j < len; ++j)
+      v.as<uint16_t>()[start + j] = bf16Bits(float(in[j]));
+    break;
+  case DType::F16:
+    for (int64_t j = 0; j < len; ++j)
+      v.as<uint16_t>()[start + j] = fp16Bits(float(in[j]));
+    break;
+  case DType::F32:
+    for (int64_t j = 0; j < len; ++j)
+      v.as<float>()[start + j] = float(in[j]);
+    break;
+  default:
+    for (int64_t j = 0; j < len; ++j)
+      v.as<double>()[start + j] = double(in[j]);
+    break;
   }
 }
 
@@ -102,15 +154,8 @@ Status runFused(const FusedProgram &p, KernelContext &ctx) {
   auto reg = [&](int v) { return regs.data() + size_t(v) * kChunk; };
   for (int64_t start = 0; start < n; start += kChunk) {
     int64_t len = std::min(kChunk, n - start);
-    for (size_t k = 0; k < ctx.inputs.size(); ++k) {
-      const TensorView &v = ctx.inputs[k];
-      T *r = reg(int(k));
-      for (int64_t j = 0; j < len; ++j) {
-        int64_t i = start + j;
-        r[j] = loadElement<T>(v, maps[k].empty() ? (v.numel() == 1 ? 0 : i)
-                                                 : maps[k][i]);
-      }
-    }
+    for (size_t k = 0; k < ctx.inputs.size(); ++k)
+      loadChunk<T>(ctx.inputs[k], maps[k], start, len, reg(int(k)));
     for (size_t i = 0; i < p.code.size(); ++i) {
       const FusedInstruction &in = p.code[i];
       auto arg = [&](int k) -> const T * {
@@ -118,11 +163,8 @@ Status runFused(const FusedProgram &p, KernelContext &ctx) {
       };
       evaluate<T>(in, arg(0), arg(1), arg(2), reg(p.numInputs + int(i)), len);
     }
-    for (size_t r = 0; r < p.results.size(); ++r) {
-      const T *value = reg(p.results[r]);
-      for (int64_t j = 0; j < len; ++j)
-        storeElement<T>(ctx.outputs[r], start + j, value[j]);
-    }
+    for (size_t r = 0; r < p.results.size(); ++r)
+      storeChunk<T>(ctx.outputs[r], start, len, reg(p.results[r]));
   }
   return Status::ok();
 }
