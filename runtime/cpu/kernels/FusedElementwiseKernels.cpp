@@ -184,12 +184,9 @@ Status prepareFused(KernelContext &ctx, std::shared_ptr<void> &out) {
 
 Status fusedKernel(KernelContext &ctx) {
   std::shared_ptr<void> owned;
-  const auto *plan = static_cast<const Prepared *>(ctx.prepared);
-  if (!plan) {
-    if (Status s = prepareFused(ctx, owned); !s)
-      return s;
-    plan = static_cast<const Prepared *>(owned.get());
-  }
+  const Prepared *plan = nullptr;
+  if (Status s = preparedPlan(ctx, prepareFused, owned, plan); !s)
+    return s;
   return plan->wide == DType::F64 ? runFused<double>(plan->program, ctx)
                                   : runFused<float>(plan->program, ctx);
 }

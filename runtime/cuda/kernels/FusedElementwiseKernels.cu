@@ -188,12 +188,9 @@ Status prepareFused(KernelContext &ctx, std::shared_ptr<void> &out) {
 
 Status fusedKernelFn(KernelContext &ctx) {
   std::shared_ptr<void> owned;
-  const auto *plan = static_cast<const Prepared *>(ctx.prepared);
-  if (!plan) {
-    if (Status s = prepareFused(ctx, owned); !s)
-      return s;
-    plan = static_cast<const Prepared *>(owned.get());
-  }
+  const Prepared *plan = nullptr;
+  if (Status s = preparedPlan(ctx, prepareFused, owned, plan); !s)
+    return s;
   DeviceIo io = plan->io;
   for (int k = 0; k < plan->program.numInputs; ++k)
     io.in[k] = ctx.inputs[k].data;

@@ -116,6 +116,21 @@ using KernelFn = std::function<Status(KernelContext &)>;
 using PrepareFn =
     std::function<Status(KernelContext &, std::shared_ptr<void> &prepared)>;
 
+/// The object `prepare` made for this instruction at load (ctx.prepared),
+/// or, for a caller that skipped prepare, one made now and kept in `owned`
+/// for the launch.
+template <typename Plan, typename Prepare>
+Status preparedPlan(KernelContext &ctx, Prepare &&prepare,
+                    std::shared_ptr<void> &owned, const Plan *&plan) {
+  plan = static_cast<const Plan *>(ctx.prepared);
+  if (plan)
+    return Status::ok();
+  if (Status s = prepare(ctx, owned); !s)
+    return s;
+  plan = static_cast<const Plan *>(owned.get());
+  return Status::ok();
+}
+
 /// Kernels by op name, one registry per backend.
 class KernelRegistry {
 public:
