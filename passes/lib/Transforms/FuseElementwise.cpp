@@ -156,7 +156,7 @@ struct Group {
     return in;
   }
 
-  /// Whether `user` reads from inside the group (with `extra`).
+  /// Whether `user` is a member (counting `extra` as one).
   bool inside(Operation *user, Operation *extra) const {
     return members.contains(user) || user == extra;
   }
