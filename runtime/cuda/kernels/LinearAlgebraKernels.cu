@@ -198,6 +198,18 @@ Status prepareGemm(BuildFn build, KernelContext &ctx,
                             f64 ? CUDA_R_64F : CUDA_R_32F);
       !s)
     return s;
+  // A narrow product's bias is stored narrow too: say so rather than rely
+  // on the epilogue's default bias type.
+  if (isNarrowFloat(p.dtype) && p.biasInput >= 0) {
+    int32_t biasType = int32_t(type);
+    if (Status s = cublasStatus(
+            cublasLtMatmulDescSetAttribute(plan->desc[0],
+                                           CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                           &biasType, sizeof(biasType)),
+            p.op + ": cublasLtMatmulDescSetAttribute(BIAS_DATA_TYPE)");
+        !s)
+      return s;
+  }
   if (f32)
     if (Status s = createDesc(p, plan->desc[1], CUBLAS_COMPUTE_32F_FAST_TF32,
                               CUDA_R_32F);
