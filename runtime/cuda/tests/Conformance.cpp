@@ -6,6 +6,8 @@
 #include "strata/Runtime/NarrowFloat.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -231,6 +233,12 @@ Device *getCudaDevice(std::string &why) {
   static std::string failure;
   static std::unique_ptr<Device> device = [] {
     std::unique_ptr<Device> d;
+    // A check of the cases themselves where there is no GPU: the CPU's
+    // kernels through the queued device must agree with themselves, and
+    // STRATA_CONFORMANCE_REJECTS lists the cases the CPU rejects (each
+    // should be an error test).
+    if (std::getenv("STRATA_CONFORMANCE_QUEUED"))
+      return createQueueModelDevice(getCpuKernels());
     if (Status s = createCudaDevice(CudaDeviceOptions(), d); !s)
       failure = s.message();
     return d;
@@ -248,6 +256,9 @@ void expectConformance(const Case &c) {
   Status cpuStatus = runCpu(c, cpu);
   Status gpuStatus = runCuda(*device, c, gpu);
   if (!cpuStatus) {
+    if (std::getenv("STRATA_CONFORMANCE_REJECTS"))
+      std::printf("conformance: the cpu rejects %s: %s\n", what.c_str(),
+                  cpuStatus.message().c_str());
     EXPECT_FALSE(gpuStatus.isOk())
         << what << ": the cpu kernel rejects it (" << cpuStatus.message()
         << ") but the cuda kernel ran";

@@ -5,7 +5,11 @@
 // CPU backend's kernel and through the CUDA device (allocate, copy in,
 // prepare, launch on a stream, synchronize, copy out) and expects every
 // result to agree within the case's tolerance. The CPU kernel is the
-// specification. Without a GPU every test skips with the probe's reason.
+// specification. Without a GPU every test skips with the probe's reason;
+// with STRATA_CONFORMANCE_QUEUED=1 the "CUDA" side is the queued device
+// running the CPU's kernels (ctest conformance.cases-on-queued: a check of
+// the cases and the harness, not of CUDA), and STRATA_CONFORMANCE_REJECTS=1
+// prints every case the CPU rejects.
 //
 // Tolerances (docs/cuda.md): integers and moves exactly; f64 rtol 1e-12;
 // f32 elementwise rtol 1e-5, reductions and matmuls rtol 1e-4 (the GPU sums
