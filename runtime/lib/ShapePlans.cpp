@@ -2,6 +2,8 @@
 
 #include "strata/Runtime/ShapePlans.h"
 
+#include "strata/Runtime/KernelChecks.h"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -166,6 +168,50 @@ Status fillAs(std::string_view op, DType dtype, double value,
 }
 
 } // namespace
+
+Status planPad(const KernelContext &ctx, PadGeometry &out) {
+  constexpr std::string_view op = "graph.pad";
+  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &y = ctx.outputs[0];
+  if (Status s = checkSameDType(op, x, y); !s)
+    return s;
+  out.pads = ctx.attrs.getInts("pads");
+  std::string mode = ctx.attrs.getString("mode", "constant");
+  int64_t rank = x.rank();
+  if (static_cast<int64_t>(out.pads.size()) != 2 * rank)
+    return Status::error(std::string(op) + ": pads needs two entries per dim");
+  if (mode == "constant")
+    out.mode = PadMode::Constant;
+  else if (mode == "reflect")
+    out.mode = PadMode::Reflect;
+  else if (mode == "edge")
+    out.mode = PadMode::Edge;
+  else
+    return Status::error(std::string(op) + ": unknown mode \"" + mode + "\"");
+  out.shape.clear();
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t begin = out.pads[d], end = out.pads[d + rank], n = x.shape[d];
+    if (begin < 0 || end < 0)
+      return Status::error(std::string(op) + ": pads must be >= 0");
+    // torch: reflect needs pad < dim; replicate needs a non-empty dim.
+    if (out.mode == PadMode::Reflect && (begin >= n || end >= n))
+      return Status::error(std::string(op) + ": reflect pads of dim " +
+                           std::to_string(d) + " must be smaller than " +
+                           std::to_string(n));
+    if (out.mode == PadMode::Edge && n == 0 && begin + end > 0)
+      return Status::error(std::string(op) + ": cannot edge-pad empty dim " +
+                           std::to_string(d));
+    out.shape.push_back(n + begin + end);
+  }
+  if (Status s = checkShape(op, y, out.shape); !s)
+    return s;
+  std::memset(out.fill, 0, sizeof(out.fill));
+  if (out.mode == PadMode::Constant)
+    return fillBytes(op, y.dtype, ctx.attrs.getFloat("value", 0.0), out.fill);
+  return Status::ok();
+}
 
 Status fillBytes(std::string_view op, DType dtype, double value,
                  unsigned char *fill) {

@@ -245,44 +245,15 @@ Status splitKernel(KernelContext &ctx) {
 
 Status padKernel(KernelContext &ctx) {
   constexpr std::string_view op = "graph.pad";
-  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+  PadGeometry g;
+  if (Status s = planPad(ctx, g); !s)
     return s;
   const TensorView &x = ctx.inputs[0];
   TensorView &y = ctx.outputs[0];
-  if (Status s = checkSameDType(op, x, y); !s)
-    return s;
-  std::vector<int64_t> pads = ctx.attrs.getInts("pads");
-  std::string mode = ctx.attrs.getString("mode", "constant");
+  const std::vector<int64_t> &pads = g.pads, &shape = g.shape;
   int64_t rank = x.rank();
-  if (static_cast<int64_t>(pads.size()) != 2 * rank)
-    return Status::error(std::string(op) + ": pads needs two entries per dim");
-  bool constant = mode == "constant", reflect = mode == "reflect",
-       edge = mode == "edge";
-  if (!constant && !reflect && !edge)
-    return Status::error(std::string(op) + ": unknown mode \"" + mode + "\"");
-  std::vector<int64_t> shape;
-  for (int64_t d = 0; d < rank; ++d) {
-    int64_t begin = pads[d], end = pads[d + rank], n = x.shape[d];
-    if (begin < 0 || end < 0)
-      return Status::error(std::string(op) + ": pads must be >= 0");
-    // torch: reflect needs pad < dim; replicate needs a non-empty dim.
-    if (reflect && (begin >= n || end >= n))
-      return Status::error(std::string(op) + ": reflect pads of dim " +
-                           std::to_string(d) + " must be smaller than " +
-                           std::to_string(n));
-    if (edge && n == 0 && begin + end > 0)
-      return Status::error(std::string(op) + ": cannot edge-pad empty dim " +
-                           std::to_string(d));
-    shape.push_back(n + begin + end);
-  }
-  if (Status s = checkShape(op, y, shape); !s)
-    return s;
-  Bytes fill[8] = {};
-  if (constant)
-    if (Status s =
-            fillBytes(op, y.dtype, ctx.attrs.getFloat("value", 0.0), fill);
-        !s)
-      return s;
+  bool constant = g.mode == PadMode::Constant, edge = g.mode == PadMode::Edge;
+  const Bytes *fill = g.fill;
   if (y.numel() == 0)
     return Status::ok();
   size_t w = byteWidth(y.dtype);

@@ -226,8 +226,6 @@ Status splitKernel(KernelContext &ctx) {
 // Pad
 //===----------------------------------------------------------------------===//
 
-enum class PadMode : int { Constant, Reflect, Edge };
-
 struct PadPlan {
   int rank = 0;
   PadMode mode = PadMode::Constant;
@@ -270,43 +268,13 @@ __global__ void __launch_bounds__(kBlock)
 
 Status padKernelFn(KernelContext &ctx) {
   constexpr std::string_view op = "graph.pad";
-  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+  PadGeometry g;
+  if (Status s = planPad(ctx, g); !s)
     return s;
   const TensorView &x = ctx.inputs[0];
   TensorView &y = ctx.outputs[0];
-  if (Status s = checkSameDType(op, x, y); !s)
-    return s;
-  std::vector<int64_t> pads = ctx.attrs.getInts("pads");
-  std::string mode = ctx.attrs.getString("mode", "constant");
+  const std::vector<int64_t> &pads = g.pads, &shape = g.shape;
   int64_t rank = x.rank();
-  if (static_cast<int64_t>(pads.size()) != 2 * rank)
-    return Status::error(std::string(op) + ": pads needs two entries per dim");
-  bool constant = mode == "constant", reflect = mode == "reflect",
-       edge = mode == "edge";
-  if (!constant && !reflect && !edge)
-    return Status::error(std::string(op) + ": unknown mode \"" + mode + "\"");
-  std::vector<int64_t> shape;
-  for (int64_t d = 0; d < rank; ++d) {
-    int64_t begin = pads[d], end = pads[d + rank], n = x.shape[d];
-    if (begin < 0 || end < 0)
-      return Status::error(std::string(op) + ": pads must be >= 0");
-    if (reflect && (begin >= n || end >= n))
-      return Status::error(std::string(op) + ": reflect pads of dim " +
-                           std::to_string(d) + " must be smaller than " +
-                           std::to_string(n));
-    if (edge && n == 0 && begin + end > 0)
-      return Status::error(std::string(op) + ": cannot edge-pad empty dim " +
-                           std::to_string(d));
-    shape.push_back(n + begin + end);
-  }
-  if (Status s = checkShape(op, y, shape); !s)
-    return s;
-  unsigned char fill[8] = {};
-  if (constant)
-    if (Status s =
-            fillBytes(op, y.dtype, ctx.attrs.getFloat("value", 0.0), fill);
-        !s)
-      return s;
   int64_t n = y.numel();
   if (n == 0)
     return Status::ok();
@@ -314,9 +282,7 @@ Status padKernelFn(KernelContext &ctx) {
     return tooManyDims(op, size_t(rank));
   PadPlan p;
   p.rank = int(rank);
-  p.mode = constant ? PadMode::Constant
-           : edge   ? PadMode::Edge
-                    : PadMode::Reflect;
+  p.mode = g.mode;
   std::vector<int64_t> inStrides = rowMajorStrides(x.shape);
   for (int64_t d = 0; d < rank; ++d) {
     p.outSize[d] = shape[d];
@@ -328,7 +294,7 @@ Status padKernelFn(KernelContext &ctx) {
   return dispatchWidth(y.dtype, [&](auto tag) -> Status {
     using W = decltype(tag);
     W value;
-    std::memcpy(&value, fill, sizeof(W));
+    std::memcpy(&value, g.fill, sizeof(W));
     padKernel<W><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
         static_cast<const W *>(x.data), static_cast<W *>(y.data), n, p, value);
     return launchStatus(std::string(op));

@@ -54,6 +54,20 @@ Status planSlice(std::string_view op, const TensorView &x, const TensorView &y,
 Status fillBytes(std::string_view op, DType dtype, double value,
                  unsigned char *fill);
 
+enum class PadMode : int { Constant, Reflect, Edge };
+
+/// graph.pad after every check (arity, dtype, attribute pads with two
+/// entries per dim, mode constant / reflect / edge as torch allows them,
+/// the result's shape): begin of dim d at pads[d], end at pads[d + rank];
+/// for constant, the fill element (attribute value).
+struct PadGeometry {
+  PadMode mode = PadMode::Constant;
+  std::vector<int64_t> pads;
+  std::vector<int64_t> shape;
+  unsigned char fill[8] = {};
+};
+Status planPad(const KernelContext &ctx, PadGeometry &out);
+
 } // namespace strata::runtime::shape
 
 #endif // STRATA_RUNTIME_SHAPEPLANS_H
