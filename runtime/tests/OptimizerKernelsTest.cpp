@@ -283,4 +283,147 @@ TEST(OptimizerKernels, SgdChecksOperands) {
                     "graph.sgd_update");
 }
 
+//===----------------------------------------------------------------------===//
+// Multi-tensor updates (strata-group-updates)
+//===----------------------------------------------------------------------===//
+
+/// Parameters of several sizes (one empty), with gradients and states.
+struct Params {
+  std::vector<OwnedTensor> tensors; // per parameter: param, grad, states
+  size_t perParameter;
+  Params(size_t perParameter, uint32_t seed) : perParameter(perParameter) {
+    uint32_t x = seed;
+    auto next = [&] {
+      x = x * 1664525u + 1013904223u;
+      return float(int(x >> 9) % 2001 - 1000) / 1000.0f;
+    };
+    for (int64_t n : {5, 0, 17, 64, 3}) {
+      for (size_t i = 0; i < perParameter; ++i) {
+        std::vector<float> v(static_cast<size_t>(n));
+        for (float &e : v)
+          e = i == 3 ? std::abs(next()) : next(); // exp_avg_sq >= 0
+        tensors.push_back(f32({n}, v));
+      }
+    }
+  }
+  size_t parameters() const { return tensors.size() / perParameter; }
+  std::vector<float> values() const {
+    std::vector<float> all;
+    for (const OwnedTensor &t : tensors) {
+      std::vector<float> v = t.values<float>();
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    return all;
+  }
+};
+
+/// Updates `params` in place: one instruction over all of them (`multi`)
+/// or one per parameter.
+Status updateInPlace(const std::string &op, Params &params, const Scalars &s,
+                     const KernelAttrs &attrs, bool multi) {
+  size_t per = params.perParameter;
+  auto run = [&](size_t begin, size_t end) {
+    std::vector<TensorView> in, out;
+    for (size_t k = begin; k < end; ++k) {
+      for (size_t i = 0; i < per; ++i)
+        in.push_back(params.tensors[k * per + i].view());
+      for (size_t i = 0; i < per - 1; ++i) // the parameter and the states
+        out.push_back(params.tensors[k * per + (i == 0 ? 0 : i + 1)].view());
+    }
+    in.push_back(s.lr.view());
+    in.push_back(s.step.view());
+    in.push_back(s.scale.view());
+    return runViews(op, in, out, attrs);
+  };
+  if (multi)
+    return run(0, params.parameters());
+  for (size_t k = 0; k < params.parameters(); ++k)
+    if (Status st = run(k, k + 1); !st)
+      return st;
+  return Status::ok();
+}
+
+TEST(OptimizerKernels, MultiTensorUpdatesEqualOnePerParameter) {
+  for (const char *op : {"graph.adamw_update", "graph.sgd_update"}) {
+    bool adamw = std::string(op) == "graph.adamw_update";
+    KernelAttrs attrs = adamw ? adamwAttrs() : sgdAttrs(0.9, 0.1, 0.01, true);
+    Params multi(adamw ? 4 : 3, 7), single(adamw ? 4 : 3, 7);
+    // Three steps, then a skipped one (an overflowed fp16 gradient).
+    for (int step = 1; step <= 4; ++step) {
+      Scalars s(kLr[(step - 1) % 3], step,
+                step == 4 ? std::numeric_limits<float>::infinity() : 0.5f);
+      ASSERT_TRUE(updateInPlace(op, multi, s, attrs, true)) << op;
+      ASSERT_TRUE(updateInPlace(op, single, s, attrs, false)) << op;
+      EXPECT_EQ(multi.values(), single.values()) << op << " step " << step;
+    }
+    EXPECT_NE(multi.values(), Params(adamw ? 4 : 3, 7).values()) << op;
+  }
+}
+
+TEST(OptimizerKernels, MultiTensorChecksEachParameter) {
+  Params params(4, 3);
+  Scalars s(1e-3, 1, 1.0f);
+  std::vector<TensorView> in, out;
+  for (size_t k = 0; k < 2; ++k) {
+    for (size_t i = 0; i < 4; ++i)
+      in.push_back(params.tensors[k * 4 + i].view());
+    for (size_t i : {0, 2, 3})
+      out.push_back(params.tensors[k * 4 + i].view());
+  }
+  std::vector<TensorView> scalars = {s.lr.view(), s.step.view(),
+                                     s.scale.view()};
+  auto run = [&](std::vector<TensorView> tensors, std::vector<TensorView> res) {
+    tensors.insert(tensors.end(), scalars.begin(), scalars.end());
+    return runViews("graph.adamw_update", tensors, res, adamwAttrs());
+  };
+  ASSERT_TRUE(run(in, out));
+  // A second parameter's state of another shape.
+  std::vector<TensorView> badShape = in;
+  badShape[6] = params.tensors[9].view();
+  expectErrorNaming(run(badShape, out), "does not match the parameter");
+  // A second parameter of another dtype.
+  OwnedTensor d(DType::F64, {0});
+  std::vector<TensorView> badType = in, badTypeOut = out;
+  for (size_t i = 4; i < 8; ++i)
+    badType[i] = d.view();
+  for (size_t i = 3; i < 6; ++i)
+    badTypeOut[i] = d.view();
+  expectErrorNaming(run(badType, badTypeOut),
+                    "does not share the first parameter's dtype");
+  // Seven tensors are not whole parameters; nor are five results.
+  std::vector<TensorView> seven(in.begin(), in.end() - 1);
+  expectErrorNaming(run(seven, out), "4 tensors per parameter");
+  std::vector<TensorView> five(out.begin(), out.end() - 1);
+  expectErrorNaming(run(in, five), "3 results per parameter");
+}
+
+TEST(OptimizerKernels, MultiTensorSumSquares) {
+  Params params(1, 11);
+  std::vector<OwnedTensor> sums, each;
+  std::vector<TensorView> in, out;
+  for (OwnedTensor &t : params.tensors) {
+    in.push_back(t.view());
+    sums.emplace_back(DType::F32, std::vector<int64_t>{});
+    each.emplace_back(DType::F32, std::vector<int64_t>{});
+  }
+  for (OwnedTensor &t : sums)
+    out.push_back(t.view());
+  ASSERT_TRUE(runViews("graph.sum_squares", in, out, KernelAttrs{}));
+  for (size_t k = 0; k < in.size(); ++k) {
+    ASSERT_TRUE(runViews("graph.sum_squares", {in[k]}, {each[k].view()},
+                         KernelAttrs{}));
+    EXPECT_EQ(sums[k].values<float>(), each[k].values<float>()) << k;
+  }
+  EXPECT_EQ(sums[1].values<float>(), std::vector<float>{0.0f}); // empty
+  expectErrorNaming(runViews("graph.sum_squares", in,
+                             std::vector<TensorView>(out.begin(), out.end() - 1),
+                             KernelAttrs{}),
+                    "one scalar result per operand");
+  OwnedTensor d(DType::F64, {});
+  std::vector<TensorView> mixed = out;
+  mixed[2] = d.view();
+  expectErrorNaming(runViews("graph.sum_squares", in, mixed, KernelAttrs{}),
+                    "differs in dtype from operand 0");
+}
+
 } // namespace

@@ -18,7 +18,7 @@ N ranks at the micro-batch G / (N A). It runs the second under mpirun with
 
     check_distributed.py --bin BUILD/bin --model gpt_tiny --world 8 \\
         --ranks-per-node 2 --partition 4 --hierarchical on --grad-sync 2hop \\
-        --accum 4 [--steps 20]
+        --accum 4 [--steps 20] [--dtype bf16] [--ungrouped-reference]
     check_distributed.py --bin BUILD/bin --matrix [--models gpt_tiny,bert_tiny]
         the acceptance matrix: N=8, K=2, P in {1,2,4,8}, hierarchical on/off
         (where P > K), 2hop/global, accumulation 1/4, 20 steps, each model
@@ -180,18 +180,21 @@ def check_topology(args, work, ref_cache):
     # narrow-storage run equals, bit for bit, the same topology in the f32
     # emulation (--precision-storage f32).
     tolerance = 1e-6 if args.dtype == "fp32" else 0.0
-    key = (args.model, args.global_batch, args.steps)
+    # --ungrouped-reference: the reference updates one parameter per
+    # instruction (--group-updates=false), the run under test many.
+    grouping = ["--group-updates=false"] if args.ungrouped_reference else []
+    key = (args.model, args.global_batch, args.steps, args.ungrouped_reference)
     if args.dtype != "fp32":
         ref = os.path.join(work, "ref-emulated.strata")
         run([compile_, onnx, "--batch", str(micro), "-o", ref] + topology +
-            precision + ["--precision-storage", "f32"])
+            precision + ["--precision-storage", "f32"] + grouping)
         log = os.path.join(work, "ref-emulated.jsonl")
         run(MPIRUN + ["-np", str(n), strata_run, ref, "--quiet", "--log", log])
         ref_steps = read_log(log)
     elif key not in ref_cache:
         ref = os.path.join(work, "ref-%s.strata" % args.model)
         run([compile_, onnx, "--batch", str(args.global_batch), "-o", ref,
-             "--steps", str(args.steps)])
+             "--steps", str(args.steps)] + grouping)
         log = os.path.join(work, "ref-%s.jsonl" % args.model)
         run([strata_run, ref, "--quiet", "--log", log])
         ref_cache[key] = read_log(log)
@@ -213,6 +216,8 @@ def check_topology(args, work, ref_cache):
             f"sync={args.grad_sync} A={a}" +
             (f" {args.dtype}" if args.dtype != "fp32" else ""))
     reference = "one rank" if args.dtype == "fp32" else "the f32 emulation"
+    if args.ungrouped_reference:
+        reference += " (one update per parameter)"
     if len(dist_steps) != args.steps:
         return f"{name}: logged {len(dist_steps)} steps, expected {args.steps}"
     worst = 0.0
@@ -454,6 +459,8 @@ def main():
     ap.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32",
                     help="bf16 / fp16: compare narrow storage with the f32 "
                          "emulation on the same topology, exactly")
+    ap.add_argument("--ungrouped-reference", action="store_true",
+                    help="compile the reference with --group-updates=false")
     ap.add_argument("--matrix", action="store_true")
     ap.add_argument("--models", default="gpt_tiny,bert_tiny")
     ap.add_argument("--timeout-test", action="store_true")

@@ -213,6 +213,12 @@ struct CompileOptions {
       cl::desc("Run chains of elementwise ops as one kernel "
                "(strata-fuse-elementwise; =false keeps every op its own)"),
       cl::init(true), cl::cat(category)};
+  cl::opt<bool> groupUpdates{
+      "group-updates",
+      cl::desc("Update many parameters per kernel (strata-group-updates: "
+               "multi-tensor AdamW/SGD and gradient norms; =false keeps one "
+               "update per parameter)"),
+      cl::init(true), cl::cat(category)};
   cl::opt<unsigned> prefetchDepth{
       "prefetch-depth",
       cl::desc("Issue each all-gather or reload this many fetches ahead of "
@@ -498,6 +504,7 @@ int strata::compileMain(int argc, char **argv) {
     memory.recompute = options.recompute.getValue();
     memory.prefetchDepth = options.prefetchDepth.getValue();
     memory.fuseElementwise = options.fuseElementwise.getValue();
+    memory.groupUpdates = options.groupUpdates.getValue();
     if (llvm::Error e = runPasses(
             context, **module,
             [&](OpPassManager &pm) { strata::buildMemoryPipeline(pm, memory); },

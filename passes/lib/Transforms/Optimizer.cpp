@@ -127,7 +127,9 @@ struct OptimizerPass : public strata::impl::OptimizerPassBase<OptimizerPass> {
     Value sumSquares;
     for (unsigned p = 0; p < params.size(); ++p) {
       Value g = body->getArgument(p * perParam + 1);
-      Value s = b.create<graph::SumSquaresOp>(loc, f32Scalar, g);
+      Value s = b.create<graph::SumSquaresOp>(loc, TypeRange{f32Scalar},
+                                              ValueRange{g})
+                    .getResult(0);
       sumSquares = sumSquares
                        ? b.create<graph::AddOp>(loc, f32Scalar, sumSquares, s)
                        : s;
@@ -168,17 +170,19 @@ struct OptimizerPass : public strata::impl::OptimizerPassBase<OptimizerPass> {
       Value grad = body->getArgument(p * perParam + 1);
       if (adamw) {
         auto update = b.create<graph::AdamWUpdateOp>(
-            loc, TypeRange{type, type, type}, value, grad,
-            body->getArgument(p * perParam + 2),
-            body->getArgument(p * perParam + 3), lr, stepIndex, gradScale,
+            loc, TypeRange{type, type, type},
+            ValueRange{value, grad, body->getArgument(p * perParam + 2),
+                       body->getArgument(p * perParam + 3)},
+            lr, stepIndex, gradScale,
             b.getF64FloatAttr(beta1), b.getF64FloatAttr(beta2),
             b.getF64FloatAttr(eps), b.getF64FloatAttr(weightDecay));
         results.append(update->getResults().begin(),
                        update->getResults().end());
       } else {
         auto update = b.create<graph::SGDUpdateOp>(
-            loc, TypeRange{type, type}, value, grad,
-            body->getArgument(p * perParam + 2), lr, stepIndex, gradScale,
+            loc, TypeRange{type, type},
+            ValueRange{value, grad, body->getArgument(p * perParam + 2)}, lr,
+            stepIndex, gradScale,
             b.getF64FloatAttr(momentum), b.getF64FloatAttr(dampening),
             b.getF64FloatAttr(weightDecay), b.getBoolAttr(nesterov));
         results.append(update->getResults().begin(),

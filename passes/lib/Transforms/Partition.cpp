@@ -15,6 +15,7 @@
 #include "strata/Transforms/Passes.h"
 
 #include "strata/Dialect/Graph/IR/GraphOps.h"
+#include "strata/Dialect/Graph/IR/StateUpdates.h"
 #include "strata/Dialect/Sched/IR/SchedOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -606,8 +607,10 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
     // Updates on shards; the squared norm summed over the partition group.
     func.walk([&](Operation *op) {
       if (isa<graph::AdamWUpdateOp, graph::SGDUpdateOp>(op))
-        for (Value result : op->getResults())
-          result.setType(op->getOperand(0).getType());
+        for (OpResult result : op->getResults())
+          result.setType(
+              op->getOperand(*graph::inPlaceOperand(op, result.getResultNumber()))
+                  .getType());
       if (auto sqrt = dyn_cast<graph::SqrtOp>(op);
           sqrt && partition > 1 && isSumOfSquares(sqrt.getInput())) {
         b.setInsertionPoint(sqrt);

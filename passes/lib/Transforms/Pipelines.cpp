@@ -89,6 +89,14 @@ void strata::buildMemoryPipeline(OpPassManager &pm,
   schedule.prefetchDepth = options.prefetchDepth;
   schedule.prefetchBytes = options.prefetchBytes;
   schedule.gpuMemory = options.gpuMemory;
+  if (options.groupUpdates) {
+    // A group's tensors are resident together: keep it a small part of a
+    // GPU budget.
+    GroupUpdatesPassOptions group;
+    if (options.gpuMemory > 0)
+      group.maxBytes = std::min<uint64_t>(group.maxBytes, options.gpuMemory / 8);
+    pm.addNestedPass<func::FuncOp>(createGroupUpdatesPass(group));
+  }
   if (options.fuseElementwise)
     pm.addNestedPass<func::FuncOp>(createFuseElementwisePass());
   // Tiers and a first plan; streams and prefetch on that order; the plan

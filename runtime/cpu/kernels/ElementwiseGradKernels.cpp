@@ -2,7 +2,7 @@
 //
 // graph.unary_grad (dx = f'(x) * dy for the forward op named by `kind`, with
 // PyTorch's backward formulas), graph.sum_squares (the gradient norm's
-// pieces) and runtime.copy (a state update codegen could not do in place).
+// pieces, one scalar per operand) and runtime.copy (a state update codegen could not do in place).
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +10,7 @@
 #include "kernels/KernelUtils.h"
 
 #include "strata/Runtime/NarrowFloat.h"
+#include "strata/Runtime/OptimizerPlan.h"
 #include "strata/Runtime/UnaryGrad.h"
 
 #include <cmath>
@@ -39,22 +40,19 @@ Status unaryGradKernel(KernelContext &ctx) {
 
 Status sumSquaresKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.sum_squares";
-  if (Status s = checkArity(ctx, kOp, 1, 1, 1); !s)
+  if (Status s = checkSumSquares(ctx); !s)
     return s;
-  const TensorView &x = ctx.inputs[0];
-  TensorView &out = ctx.outputs[0];
-  if (out.numel() != 1 || !isFloat(out.dtype))
-    return Status::error("graph.sum_squares: the result must be a float "
-                         "scalar, got " + out.describe());
-  return dispatchFloat(x.dtype, kOp, [&](auto tag) -> Status {
+  return dispatchFloat(ctx.inputs[0].dtype, kOp, [&](auto tag) -> Status {
     using T = decltype(tag);
-    const T *in = x.as<T>();
-    double sum = 0;
-    for (int64_t i = 0, n = x.numel(); i < n; ++i)
-      sum += double(in[i]) * double(in[i]);
-    return dispatchFloat(out.dtype, kOp, [&](auto outTag) -> Status {
+    return dispatchFloat(ctx.outputs[0].dtype, kOp, [&](auto outTag) -> Status {
       using U = decltype(outTag);
-      out.as<U>()[0] = static_cast<U>(sum);
+      for (size_t k = 0; k < ctx.inputs.size(); ++k) {
+        const T *in = ctx.inputs[k].as<T>();
+        double sum = 0;
+        for (int64_t i = 0, n = ctx.inputs[k].numel(); i < n; ++i)
+          sum += double(in[i]) * double(in[i]);
+        ctx.outputs[k].as<U>()[0] = static_cast<U>(sum);
+      }
       return Status::ok();
     });
   });

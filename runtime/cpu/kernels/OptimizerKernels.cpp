@@ -1,7 +1,9 @@
 //===- OptimizerKernels.cpp - AdamW and SGD updates -----------------------===//
 //
-// graph.adamw_update and graph.sgd_update, elementwise, so codegen may give
-// a result the storage of its operand (the update runs in place). The
+// graph.adamw_update and graph.sgd_update of one or more parameters,
+// elementwise, so codegen may give a result the storage of its operand (the
+// update runs in place). A multi-tensor update computes each parameter as a
+// single-tensor one would. The
 // arithmetic follows torch.optim's single-tensor (foreach=False) code in
 // PyTorch's order: tensor math in the element type, Python scalars computed
 // in double and rounded to the element type where PyTorch rounds them.
@@ -15,21 +17,19 @@
 
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 
 namespace strata::runtime::cpu {
 namespace {
 
 /// Reads the scalars every update takes: lr (f64), step (i64), grad_scale.
-Status readScalars(const KernelContext &ctx, std::string_view op, size_t first,
-                   double &lr, int64_t &step, double &gradScale) {
-  if (Status st = checkUpdateScalars(ctx, op, first); !st)
-    return st;
-  const TensorView &l = ctx.inputs[first], &s = ctx.inputs[first + 1],
-                   &g = ctx.inputs[first + 2];
-  lr = l.as<double>()[0];
-  step = s.as<int64_t>()[0];
-  gradScale = g.as<float>()[0];
+Status readScalars(const KernelContext &ctx, std::string_view op,
+                   const UpdatePlan &plan, double &lr, int64_t &step,
+                   double &gradScale) {
+  lr = ctx.inputs[plan.scalars].as<double>()[0];
+  step = ctx.inputs[plan.scalars + 1].as<int64_t>()[0];
+  gradScale = ctx.inputs[plan.scalars + 2].as<float>()[0];
   if (step < 1)
     return Status::error(std::string(op) + ": step must start at 1, got " +
                          std::to_string(step));
@@ -38,34 +38,48 @@ Status readScalars(const KernelContext &ctx, std::string_view op, size_t first,
 
 /// A non-finite grad_scale (fp16 overflow) skips the update: every result
 /// keeps its operand's value.
-bool skipUpdate(KernelContext &ctx, double gradScale) {
+bool skipUpdate(KernelContext &ctx, const UpdatePlan &plan, double gradScale) {
   if (std::isfinite(gradScale))
     return false;
-  for (size_t i = 0; i < ctx.outputs.size(); ++i) {
-    size_t from = i == 0 ? 0 : i + 1; // param, then the states after grad
-    if (ctx.outputs[i].data != ctx.inputs[from].data)
-      std::memcpy(ctx.outputs[i].data, ctx.inputs[from].data,
-                  ctx.outputs[i].bytes());
-  }
+  for (size_t p = 0; p < plan.parameters; ++p)
+    for (size_t i = 0; i < plan.resultsPerParameter; ++i) {
+      TensorView &out = plan.result(ctx, p, i);
+      const TensorView &in =
+          plan.operand(ctx, p, UpdatePlan::updatedOperand(i));
+      if (out.data != in.data)
+        std::memcpy(out.data, in.data, out.bytes());
+    }
   return true;
+}
+
+/// Checks an update with `perParameter` operands and `results` results per
+/// parameter and reads its scalars; `skipped` when grad_scale skips it.
+Status prepareUpdate(KernelContext &ctx, const char *op, size_t perParameter,
+                     size_t results,
+                     std::initializer_list<const char *> attributes,
+                     UpdatePlan &plan, double &lr, int64_t &step,
+                     double &gradScale, bool &skipped) {
+  if (Status s = planUpdate(ctx, op, perParameter, results, plan); !s)
+    return s;
+  if (Status s = requireAttributes(ctx, op, attributes); !s)
+    return s;
+  if (Status s = readScalars(ctx, op, plan, lr, step, gradScale); !s)
+    return s;
+  skipped = skipUpdate(ctx, plan, gradScale);
+  return Status::ok();
 }
 
 Status adamwKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.adamw_update";
-  if (Status s = checkArity(ctx, kOp, 7, 7, 3); !s)
-    return s;
-  if (Status s = checkUpdateTensors(ctx, kOp, 4); !s)
-    return s;
-  if (Status s = requireAttributes(ctx, kOp,
-                                   {"beta1", "beta2", "eps", "weight_decay"});
-      !s)
-    return s;
+  UpdatePlan plan;
   double lr, gradScale;
   int64_t step;
-  if (Status s = readScalars(ctx, kOp, 4, lr, step, gradScale); !s)
+  bool skipped;
+  if (Status s = prepareUpdate(ctx, kOp, 4, 3,
+                               {"beta1", "beta2", "eps", "weight_decay"}, plan,
+                               lr, step, gradScale, skipped);
+      !s || skipped)
     return s;
-  if (skipUpdate(ctx, gradScale))
-    return Status::ok();
   double beta1 = ctx.attrs.getFloat("beta1"),
          beta2 = ctx.attrs.getFloat("beta2");
   double eps = ctx.attrs.getFloat("eps");
@@ -74,12 +88,8 @@ Status adamwKernel(KernelContext &ctx) {
   double biasCorrection2 = 1 - std::pow(beta2, double(step));
   double stepSize = lr / biasCorrection1;
   double biasCorrection2Sqrt = std::sqrt(biasCorrection2);
-  return dispatchFloat(ctx.inputs[0].dtype, kOp, [&](auto tag) -> Status {
+  return dispatchFloat(plan.dtype, kOp, [&](auto tag) -> Status {
     using T = decltype(tag);
-    const T *p = ctx.inputs[0].as<T>(), *g = ctx.inputs[1].as<T>();
-    const T *m = ctx.inputs[2].as<T>(), *v = ctx.inputs[3].as<T>();
-    T *pOut = ctx.outputs[0].as<T>(), *mOut = ctx.outputs[1].as<T>();
-    T *vOut = ctx.outputs[2].as<T>();
     const T decay = static_cast<T>(1 - lr * weightDecay);
     const T b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2);
     const T oneMinusB1 = static_cast<T>(1 - beta1);
@@ -87,15 +97,24 @@ Status adamwKernel(KernelContext &ctx) {
     const T bc2Sqrt = static_cast<T>(biasCorrection2Sqrt);
     const T tEps = static_cast<T>(eps), negStep = static_cast<T>(-stepSize);
     const T scale = static_cast<T>(gradScale);
-    for (int64_t i = 0, n = ctx.inputs[0].numel(); i < n; ++i) {
-      T grad = scale == T(1) ? g[i] : g[i] * scale;
-      T param = p[i] * decay;
-      T expAvg = m[i] * b1 + oneMinusB1 * grad;
-      T expAvgSq = v[i] * b2 + oneMinusB2 * grad * grad;
-      T denom = std::sqrt(expAvgSq) / bc2Sqrt + tEps;
-      pOut[i] = param + negStep * expAvg / denom;
-      mOut[i] = expAvg;
-      vOut[i] = expAvgSq;
+    for (size_t k = 0; k < plan.parameters; ++k) {
+      const T *p = plan.operand(ctx, k, 0).as<T>();
+      const T *g = plan.operand(ctx, k, 1).as<T>();
+      const T *m = plan.operand(ctx, k, 2).as<T>();
+      const T *v = plan.operand(ctx, k, 3).as<T>();
+      T *pOut = plan.result(ctx, k, 0).as<T>();
+      T *mOut = plan.result(ctx, k, 1).as<T>();
+      T *vOut = plan.result(ctx, k, 2).as<T>();
+      for (int64_t i = 0, n = plan.operand(ctx, k, 0).numel(); i < n; ++i) {
+        T grad = scale == T(1) ? g[i] : g[i] * scale;
+        T param = p[i] * decay;
+        T expAvg = m[i] * b1 + oneMinusB1 * grad;
+        T expAvgSq = v[i] * b2 + oneMinusB2 * grad * grad;
+        T denom = std::sqrt(expAvgSq) / bc2Sqrt + tEps;
+        pOut[i] = param + negStep * expAvg / denom;
+        mOut[i] = expAvg;
+        vOut[i] = expAvgSq;
+      }
     }
     return Status::ok();
   });
@@ -103,44 +122,43 @@ Status adamwKernel(KernelContext &ctx) {
 
 Status sgdKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.sgd_update";
-  if (Status s = checkArity(ctx, kOp, 6, 6, 2); !s)
-    return s;
-  if (Status s = checkUpdateTensors(ctx, kOp, 3); !s)
-    return s;
-  if (Status s = requireAttributes(ctx, kOp,
-                                   {"momentum", "dampening", "weight_decay"});
-      !s)
-    return s;
+  UpdatePlan plan;
   double lr, gradScale;
   int64_t step;
-  if (Status s = readScalars(ctx, kOp, 3, lr, step, gradScale); !s)
+  bool skipped;
+  if (Status s = prepareUpdate(ctx, kOp, 3, 2,
+                               {"momentum", "dampening", "weight_decay"}, plan,
+                               lr, step, gradScale, skipped);
+      !s || skipped)
     return s;
-  if (skipUpdate(ctx, gradScale))
-    return Status::ok();
   double momentum = ctx.attrs.getFloat("momentum");
   double dampening = ctx.attrs.getFloat("dampening");
   double weightDecay = ctx.attrs.getFloat("weight_decay");
   bool nesterov = ctx.attrs.getBool("nesterov");
-  return dispatchFloat(ctx.inputs[0].dtype, kOp, [&](auto tag) -> Status {
+  return dispatchFloat(plan.dtype, kOp, [&](auto tag) -> Status {
     using T = decltype(tag);
-    const T *p = ctx.inputs[0].as<T>(), *g = ctx.inputs[1].as<T>();
-    const T *buf = ctx.inputs[2].as<T>();
-    T *pOut = ctx.outputs[0].as<T>(), *bufOut = ctx.outputs[1].as<T>();
     const T wd = static_cast<T>(weightDecay), mom = static_cast<T>(momentum);
     const T oneMinusDamp = static_cast<T>(1 - dampening);
     const T negLr = static_cast<T>(-lr), scale = static_cast<T>(gradScale);
-    for (int64_t i = 0, n = ctx.inputs[0].numel(); i < n; ++i) {
-      T d = scale == T(1) ? g[i] : g[i] * scale;
-      if (weightDecay != 0)
-        d = d + wd * p[i];
-      if (momentum != 0) {
-        T b = step == 1 ? d : buf[i] * mom + oneMinusDamp * d;
-        bufOut[i] = b;
-        d = nesterov ? d + mom * b : b;
-      } else {
-        bufOut[i] = buf[i];
+    for (size_t k = 0; k < plan.parameters; ++k) {
+      const T *p = plan.operand(ctx, k, 0).as<T>();
+      const T *g = plan.operand(ctx, k, 1).as<T>();
+      const T *buf = plan.operand(ctx, k, 2).as<T>();
+      T *pOut = plan.result(ctx, k, 0).as<T>();
+      T *bufOut = plan.result(ctx, k, 1).as<T>();
+      for (int64_t i = 0, n = plan.operand(ctx, k, 0).numel(); i < n; ++i) {
+        T d = scale == T(1) ? g[i] : g[i] * scale;
+        if (weightDecay != 0)
+          d = d + wd * p[i];
+        if (momentum != 0) {
+          T b = step == 1 ? d : buf[i] * mom + oneMinusDamp * d;
+          bufOut[i] = b;
+          d = nesterov ? d + mom * b : b;
+        } else {
+          bufOut[i] = buf[i];
+        }
+        pOut[i] = p[i] + negLr * d;
       }
-      pOut[i] = p[i] + negLr * d;
     }
     return Status::ok();
   });

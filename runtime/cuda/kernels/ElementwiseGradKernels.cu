@@ -3,15 +3,18 @@
 // The counterparts of the CPU's ElementwiseGradKernels.cpp:
 // graph.unary_grad (dx = f'(x) * dy, evaluated in double like the CPU's, with
 // PyTorch's backward formulas), graph.sum_squares (sum of squares in double,
-// reduced in a fixed order: two passes through a per-instruction buffer of
-// block partials its prepare function allocates), graph.round_to and
+// reduced in a fixed order: two passes, over a batch of operands each,
+// through a per-instruction buffer of block partials its prepare function
+// allocates), graph.round_to and
 // runtime.copy (a device-to-device copy on the stream).
 //
 //===----------------------------------------------------------------------===//
 
 #include "ElementwiseCommon.cuh"
+#include "MultiTensor.cuh"
 
 #include "strata/Runtime/NarrowFloat.h"
+#include "strata/Runtime/OptimizerPlan.h"
 #include "strata/Runtime/UnaryGrad.h"
 
 #include <cmath>
@@ -74,29 +77,54 @@ __device__ inline double blockSum(double v, double *shared) {
   return shared[0];
 }
 
-/// Pass 1: block b sums the squares of elements b * kBlock + t, stepping
-/// by the grid, into partial[b]. The grid depends on n only, so the order
-/// (and the result) is the same on every run and every GPU.
-template <typename T>
+/// Blocks of the first pass for a tensor of n elements: each leaves one
+/// partial sum. The count depends on n only, so the order of the sum (and
+/// the result) is the same on every run, every GPU, and whichever other
+/// tensors share the instruction.
+int64_t partialBlocks(int64_t n) {
+  return std::min<int64_t>(kPartials, (n + kBlock - 1) / kBlock);
+}
+
+/// Up to kMaxBatchTensors operands of one instruction.
+template <typename T, typename U> struct SumSquaresBatch {
+  const T *in[kMaxBatchTensors];
+  U *out[kMaxBatchTensors];
+  int64_t n[kMaxBatchTensors];
+  BatchBlocks blocks;
+  /// The batch's partials start here in the instruction's buffer.
+  double *partial;
+};
+
+/// Pass 1: block j of tensor t sums the squares of elements j * kBlock +
+/// thread, stepping by the tensor's blocks times kBlock, into its partial.
+template <typename T, typename U>
 __global__ void __launch_bounds__(kBlock)
-    sumSquaresPartials(const T *in, int64_t n, double *partial) {
+    sumSquaresPartials(SumSquaresBatch<T, U> b) {
   __shared__ double shared[kBlock];
+  const int t = b.blocks.tensorOf(blockIdx.x);
+  const int64_t j = int64_t(blockIdx.x) - b.blocks.first[t];
+  const int64_t stride = (b.blocks.first[t + 1] - b.blocks.first[t]) * kBlock;
+  const T *in = b.in[t];
   double sum = 0;
-  STRATA_GRID_STRIDE(i, n) {
+  for (int64_t i = j * kBlock + threadIdx.x; i < b.n[t]; i += stride) {
     double v = double(in[i]);
     sum += v * v;
   }
   double total = blockSum(sum, shared);
   if (threadIdx.x == 0)
-    partial[blockIdx.x] = total;
+    b.partial[blockIdx.x] = total;
 }
 
-/// Pass 2: one block adds the `count` partials and writes the result.
-template <typename U>
+/// Pass 2: block t adds tensor t's partials and writes its result.
+template <typename T, typename U>
 __global__ void __launch_bounds__(kPartials)
-    sumSquaresFinish(const double *partial, int count, U *out) {
+    sumSquaresFinish(SumSquaresBatch<T, U> b) {
   __shared__ double shared[kPartials];
-  shared[threadIdx.x] = int(threadIdx.x) < count ? partial[threadIdx.x] : 0.0;
+  const int t = blockIdx.x;
+  const int64_t first = b.blocks.first[t],
+                count = b.blocks.first[t + 1] - first;
+  shared[threadIdx.x] =
+      int(threadIdx.x) < count ? b.partial[first + threadIdx.x] : 0.0;
   __syncthreads();
   for (int s = kPartials / 2; s > 0; s >>= 1) {
     if (int(threadIdx.x) < s)
@@ -104,14 +132,19 @@ __global__ void __launch_bounds__(kPartials)
     __syncthreads();
   }
   if (threadIdx.x == 0)
-    out[0] = static_cast<U>(shared[0]);
+    b.out[t][0] = static_cast<U>(shared[0]);
 }
 
-/// The instruction's partials buffer, allocated once at load.
-Status sumSquaresPrepare(KernelContext &, std::shared_ptr<void> &prepared) {
+/// The instruction's partials buffer, allocated once at load: every
+/// operand's blocks.
+Status sumSquaresPrepare(KernelContext &ctx, std::shared_ptr<void> &prepared) {
+  int64_t total = 0;
+  for (const TensorView &x : ctx.inputs)
+    total += partialBlocks(x.numel());
   void *buffer = nullptr;
-  if (Status s = cudaStatus(cudaMalloc(&buffer, kPartials * sizeof(double)),
-                            "graph.sum_squares: cudaMalloc");
+  if (Status s = cudaStatus(
+          cudaMalloc(&buffer, std::max<int64_t>(total, 1) * sizeof(double)),
+          "graph.sum_squares: cudaMalloc");
       !s)
     return s;
   prepared = std::shared_ptr<void>(buffer, [](void *p) { cudaFree(p); });
@@ -120,34 +153,38 @@ Status sumSquaresPrepare(KernelContext &, std::shared_ptr<void> &prepared) {
 
 Status sumSquaresKernelFn(KernelContext &ctx) {
   constexpr const char *kOp = "graph.sum_squares";
-  if (Status s = checkArity(ctx, kOp, 1, 1, 1); !s)
+  if (Status s = checkSumSquares(ctx); !s)
     return s;
-  const TensorView &x = ctx.inputs[0];
-  TensorView &out = ctx.outputs[0];
-  if (out.numel() != 1 || !isFloat(out.dtype))
-    return Status::error("graph.sum_squares: the result must be a float "
-                         "scalar, got " + out.describe());
-  return dispatchFloat(x.dtype, kOp, [&](auto tag) -> Status {
+  auto *partial = static_cast<double *>(const_cast<void *>(ctx.prepared));
+  if (!partial)
+    return Status::error(std::string(kOp) +
+                         ": no partials buffer (the prepare step did not run)");
+  return dispatchFloat(ctx.inputs[0].dtype, kOp, [&](auto tag) -> Status {
     using T = decltype(tag);
-    return dispatchFloat(out.dtype, kOp, [&](auto outTag) -> Status {
+    return dispatchFloat(ctx.outputs[0].dtype, kOp, [&](auto outTag) -> Status {
       using U = decltype(outTag);
-      auto *partial = static_cast<double *>(const_cast<void *>(ctx.prepared));
-      if (!partial)
-        return Status::error(std::string(kOp) +
-                             ": no partials buffer (the prepare step did not run)");
-      int64_t n = x.numel();
-      int blocks = int(std::min<int64_t>(kPartials, (n + kBlock - 1) / kBlock));
       const CudaStream &cs = streamOf(ctx);
-      if (blocks > 0) {
-        sumSquaresPartials<T><<<blocks, kBlock, 0, cs.stream>>>(x.as<T>(), n,
-                                                                partial);
-        if (Status s = launchStatus(kOp); !s)
-          return s;
-      }
-      // An empty tensor's sum is 0: pass 2 runs with no partials.
-      sumSquaresFinish<U><<<1, kPartials, 0, cs.stream>>>(partial, blocks,
-                                                          out.as<U>());
-      return launchStatus(kOp);
+      double *next = partial;
+      return forEachBatch(ctx.inputs.size(), [&](size_t begin, size_t end) {
+        SumSquaresBatch<T, U> b;
+        for (size_t k = begin; k < end; ++k) {
+          b.in[k - begin] = ctx.inputs[k].as<T>();
+          b.out[k - begin] = ctx.outputs[k].as<U>();
+          b.n[k - begin] = ctx.inputs[k].numel();
+          b.blocks.add(partialBlocks(b.n[k - begin]));
+        }
+        b.partial = next;
+        next += b.blocks.total();
+        if (b.blocks.total() > 0) {
+          sumSquaresPartials<T, U>
+              <<<unsigned(b.blocks.total()), kBlock, 0, cs.stream>>>(b);
+          if (Status s = launchStatus(kOp); !s)
+            return s;
+        }
+        // An empty tensor's sum is 0: its pass-2 block has no partials.
+        sumSquaresFinish<T, U><<<b.blocks.count, kPartials, 0, cs.stream>>>(b);
+        return launchStatus(kOp);
+      });
     });
   });
 }

@@ -1,9 +1,10 @@
 //===- OptimizerKernels.cu - AdamW and SGD updates on CUDA ------------------===//
 //
 // graph.adamw_update and graph.sgd_update, the counterparts of
-// runtime/cpu/kernels/OptimizerKernels.cpp: one fused elementwise kernel per
-// instruction (the ops take one tensor each), in place when codegen gives a
-// result its operand's storage. The arithmetic is the CPU's, operation for
+// runtime/cpu/kernels/OptimizerKernels.cpp: one fused elementwise kernel
+// launch per batch of up to kMaxBatchTensors parameters (MultiTensor.cuh;
+// strata-group-updates merges the per-parameter updates), in place when
+// codegen gives a result its operand's storage. The arithmetic is the CPU's, operation for
 // operation: tensor math in the element type with every product and sum
 // rounded (no fused multiply-add), the scalars in double and rounded to the
 // element type where the CPU rounds them.
@@ -19,6 +20,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaKernelUtils.cuh"
+#include "MultiTensor.cuh"
 #include "NormalizationCommon.cuh"
 
 #include "strata/Runtime/OptimizerPlan.h"
@@ -39,15 +41,41 @@ struct ScalarPointers {
   const float *gradScale;
 };
 
-/// The CPU's readScalars, less the values: dtypes and sizes.
-Status checkScalars(const KernelContext &ctx, std::string_view op, size_t first,
-                    ScalarPointers &out) {
-  if (Status st = checkUpdateScalars(ctx, op, first); !st)
-    return st;
-  const TensorView &l = ctx.inputs[first], &s = ctx.inputs[first + 1],
-                   &g = ctx.inputs[first + 2];
-  out = {l.as<double>(), s.as<int64_t>(), g.as<float>()};
-  return Status::ok();
+/// The scalars' device pointers (planUpdate checked their types).
+ScalarPointers scalarsOf(const KernelContext &ctx, const UpdatePlan &plan) {
+  return {ctx.inputs[plan.scalars].as<double>(),
+          ctx.inputs[plan.scalars + 1].as<int64_t>(),
+          ctx.inputs[plan.scalars + 2].as<float>()};
+}
+
+/// Elements a block updates.
+constexpr int64_t kChunk = 16 * kBlock;
+
+/// A block's elements: thread threadIdx.x takes begin, begin + kBlock, ...
+/// below end, of the batch's tensor `tensor`.
+struct ChunkRange {
+  int tensor;
+  int64_t begin, end;
+};
+
+__device__ inline ChunkRange chunkOf(const BatchBlocks &blocks,
+                                     const int64_t *n) {
+  int t = blocks.tensorOf(blockIdx.x);
+  int64_t begin = (int64_t(blockIdx.x) - blocks.first[t]) * kChunk;
+  int64_t end = begin + kChunk < n[t] ? begin + kChunk : n[t];
+  return {t, begin + threadIdx.x, end};
+}
+
+/// The batch [begin, end) of an update's parameters: the blocks each
+/// takes, and its element counts into `n`.
+BatchBlocks batchBlocks(const KernelContext &ctx, const UpdatePlan &plan,
+                        size_t begin, size_t end, int64_t *n) {
+  BatchBlocks blocks;
+  for (size_t k = begin; k < end; ++k) {
+    n[k - begin] = plan.operand(ctx, k, 0).numel();
+    blocks.add((n[k - begin] + kChunk - 1) / kChunk);
+  }
+  return blocks;
 }
 
 __host__ __device__ inline bool isFinite(double x) {
@@ -106,20 +134,32 @@ __host__ __device__ inline void adamwElement(const AdamWConstants<T> &c, T p,
   vOut = expAvgSq;
 }
 
+/// Up to kMaxBatchTensors parameters of one update.
+template <typename T> struct AdamWBatch {
+  const T *p[kMaxBatchTensors], *g[kMaxBatchTensors], *m[kMaxBatchTensors],
+      *v[kMaxBatchTensors];
+  T *pOut[kMaxBatchTensors], *mOut[kMaxBatchTensors], *vOut[kMaxBatchTensors];
+  int64_t n[kMaxBatchTensors];
+  BatchBlocks blocks;
+};
+
 template <typename T>
-__global__ void adamwUpdate(const T *p, const T *g, const T *m, const T *v,
-                            T *pOut, T *mOut, T *vOut, int64_t n,
-                            ScalarPointers scalars, AdamWAttrs attrs) {
+__global__ void __launch_bounds__(kBlock)
+    adamwUpdate(AdamWBatch<T> b, ScalarPointers scalars, AdamWAttrs attrs) {
   const double lr = *scalars.lr;
   const int64_t step = *scalars.step;
   const double gradScale = *scalars.gradScale;
+  const ChunkRange r = chunkOf(b.blocks, b.n);
+  const int t = r.tensor;
+  const T *p = b.p[t], *g = b.g[t], *m = b.m[t], *v = b.v[t];
+  T *pOut = b.pOut[t], *mOut = b.mOut[t], *vOut = b.vOut[t];
   if (step < 1) {
-    for (int64_t i = gridStart(); i < n; i += gridStride())
+    for (int64_t i = r.begin; i < r.end; i += kBlock)
       pOut[i] = mOut[i] = vOut[i] = quietNaN<T>();
     return;
   }
   if (!isFinite(gradScale)) { // skip: results keep the operands' values
-    for (int64_t i = gridStart(); i < n; i += gridStride()) {
+    for (int64_t i = r.begin; i < r.end; i += kBlock) {
       T pi = p[i], mi = m[i], vi = v[i];
       pOut[i] = pi;
       mOut[i] = mi;
@@ -128,7 +168,7 @@ __global__ void adamwUpdate(const T *p, const T *g, const T *m, const T *v,
     return;
   }
   const AdamWConstants<T> c = adamwConstants<T>(attrs, lr, step, gradScale);
-  for (int64_t i = gridStart(); i < n; i += gridStride()) {
+  for (int64_t i = r.begin; i < r.end; i += kBlock) {
     T pi, mi, vi;
     adamwElement(c, p[i], g[i], m[i], v[i], pi, mi, vi);
     pOut[i] = pi;
@@ -139,31 +179,39 @@ __global__ void adamwUpdate(const T *p, const T *g, const T *m, const T *v,
 
 Status adamwKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.adamw_update";
-  if (Status s = checkArity(ctx, kOp, 7, 7, 3); !s)
-    return s;
-  if (Status s = checkUpdateTensors(ctx, kOp, 4); !s)
+  UpdatePlan plan;
+  if (Status s = planUpdate(ctx, kOp, 4, 3, plan); !s)
     return s;
   if (Status s = requireAttributes(ctx, kOp,
                                    {"beta1", "beta2", "eps", "weight_decay"});
       !s)
     return s;
-  ScalarPointers scalars;
-  if (Status s = checkScalars(ctx, kOp, 4, scalars); !s)
-    return s;
+  ScalarPointers scalars = scalarsOf(ctx, plan);
   AdamWAttrs attrs{ctx.attrs.getFloat("beta1"), ctx.attrs.getFloat("beta2"),
                    ctx.attrs.getFloat("eps"),
                    ctx.attrs.getFloat("weight_decay")};
-  return dispatchFloat(ctx.inputs[0].dtype, kOp, [&](auto tag) -> Status {
+  return dispatchFloat(plan.dtype, kOp, [&](auto tag) -> Status {
     using T = decltype(tag);
-    int64_t n = ctx.inputs[0].numel();
-    if (n == 0)
-      return Status::ok();
     const CudaStream &s = streamOf(ctx);
-    adamwUpdate<T><<<gridFor(s, n), kBlock, 0, s.stream>>>(
-        ctx.inputs[0].as<T>(), ctx.inputs[1].as<T>(), ctx.inputs[2].as<T>(),
-        ctx.inputs[3].as<T>(), ctx.outputs[0].as<T>(), ctx.outputs[1].as<T>(),
-        ctx.outputs[2].as<T>(), n, scalars, attrs);
-    return launchStatus(kOp);
+    return forEachBatch(plan.parameters, [&](size_t begin, size_t end) {
+      AdamWBatch<T> b;
+      b.blocks = batchBlocks(ctx, plan, begin, end, b.n);
+      for (size_t k = begin; k < end; ++k) {
+        size_t j = k - begin;
+        b.p[j] = plan.operand(ctx, k, 0).as<T>();
+        b.g[j] = plan.operand(ctx, k, 1).as<T>();
+        b.m[j] = plan.operand(ctx, k, 2).as<T>();
+        b.v[j] = plan.operand(ctx, k, 3).as<T>();
+        b.pOut[j] = plan.result(ctx, k, 0).as<T>();
+        b.mOut[j] = plan.result(ctx, k, 1).as<T>();
+        b.vOut[j] = plan.result(ctx, k, 2).as<T>();
+      }
+      if (b.blocks.total() == 0)
+        return Status::ok();
+      adamwUpdate<T><<<unsigned(b.blocks.total()), kBlock, 0, s.stream>>>(
+          b, scalars, attrs);
+      return launchStatus(kOp);
+    });
   });
 }
 
@@ -210,20 +258,30 @@ __host__ __device__ inline void sgdElement(const SgdAttrs &a,
   pOut = addRn(p, mulRn(c.negLr, d));
 }
 
+template <typename T> struct SgdBatch {
+  const T *p[kMaxBatchTensors], *g[kMaxBatchTensors], *buf[kMaxBatchTensors];
+  T *pOut[kMaxBatchTensors], *bufOut[kMaxBatchTensors];
+  int64_t n[kMaxBatchTensors];
+  BatchBlocks blocks;
+};
+
 template <typename T>
-__global__ void sgdUpdate(const T *p, const T *g, const T *buf, T *pOut,
-                          T *bufOut, int64_t n, ScalarPointers scalars,
-                          SgdAttrs attrs) {
+__global__ void __launch_bounds__(kBlock)
+    sgdUpdate(SgdBatch<T> b, ScalarPointers scalars, SgdAttrs attrs) {
   const double lr = *scalars.lr;
   const int64_t step = *scalars.step;
   const double gradScale = *scalars.gradScale;
+  const ChunkRange r = chunkOf(b.blocks, b.n);
+  const int t = r.tensor;
+  const T *p = b.p[t], *g = b.g[t], *buf = b.buf[t];
+  T *pOut = b.pOut[t], *bufOut = b.bufOut[t];
   if (step < 1) {
-    for (int64_t i = gridStart(); i < n; i += gridStride())
+    for (int64_t i = r.begin; i < r.end; i += kBlock)
       pOut[i] = bufOut[i] = quietNaN<T>();
     return;
   }
   if (!isFinite(gradScale)) {
-    for (int64_t i = gridStart(); i < n; i += gridStride()) {
+    for (int64_t i = r.begin; i < r.end; i += kBlock) {
       T pi = p[i], bi = buf[i];
       pOut[i] = pi;
       bufOut[i] = bi;
@@ -231,7 +289,7 @@ __global__ void sgdUpdate(const T *p, const T *g, const T *buf, T *pOut,
     return;
   }
   const SgdConstants<T> c = sgdConstants<T>(attrs, lr, gradScale);
-  for (int64_t i = gridStart(); i < n; i += gridStride()) {
+  for (int64_t i = r.begin; i < r.end; i += kBlock) {
     T pi, bi;
     sgdElement(attrs, c, step, p[i], g[i], buf[i], pi, bi);
     pOut[i] = pi;
@@ -241,31 +299,38 @@ __global__ void sgdUpdate(const T *p, const T *g, const T *buf, T *pOut,
 
 Status sgdKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.sgd_update";
-  if (Status s = checkArity(ctx, kOp, 6, 6, 2); !s)
-    return s;
-  if (Status s = checkUpdateTensors(ctx, kOp, 3); !s)
+  UpdatePlan plan;
+  if (Status s = planUpdate(ctx, kOp, 3, 2, plan); !s)
     return s;
   if (Status s = requireAttributes(ctx, kOp,
                                    {"momentum", "dampening", "weight_decay"});
       !s)
     return s;
-  ScalarPointers scalars;
-  if (Status s = checkScalars(ctx, kOp, 3, scalars); !s)
-    return s;
+  ScalarPointers scalars = scalarsOf(ctx, plan);
   SgdAttrs attrs{ctx.attrs.getFloat("momentum"),
                  ctx.attrs.getFloat("dampening"),
                  ctx.attrs.getFloat("weight_decay"),
                  ctx.attrs.getBool("nesterov")};
-  return dispatchFloat(ctx.inputs[0].dtype, kOp, [&](auto tag) -> Status {
+  return dispatchFloat(plan.dtype, kOp, [&](auto tag) -> Status {
     using T = decltype(tag);
-    int64_t n = ctx.inputs[0].numel();
-    if (n == 0)
-      return Status::ok();
     const CudaStream &s = streamOf(ctx);
-    sgdUpdate<T><<<gridFor(s, n), kBlock, 0, s.stream>>>(
-        ctx.inputs[0].as<T>(), ctx.inputs[1].as<T>(), ctx.inputs[2].as<T>(),
-        ctx.outputs[0].as<T>(), ctx.outputs[1].as<T>(), n, scalars, attrs);
-    return launchStatus(kOp);
+    return forEachBatch(plan.parameters, [&](size_t begin, size_t end) {
+      SgdBatch<T> b;
+      b.blocks = batchBlocks(ctx, plan, begin, end, b.n);
+      for (size_t k = begin; k < end; ++k) {
+        size_t j = k - begin;
+        b.p[j] = plan.operand(ctx, k, 0).as<T>();
+        b.g[j] = plan.operand(ctx, k, 1).as<T>();
+        b.buf[j] = plan.operand(ctx, k, 2).as<T>();
+        b.pOut[j] = plan.result(ctx, k, 0).as<T>();
+        b.bufOut[j] = plan.result(ctx, k, 1).as<T>();
+      }
+      if (b.blocks.total() == 0)
+        return Status::ok();
+      sgdUpdate<T><<<unsigned(b.blocks.total()), kBlock, 0, s.stream>>>(
+          b, scalars, attrs);
+      return launchStatus(kOp);
+    });
   });
 }
 

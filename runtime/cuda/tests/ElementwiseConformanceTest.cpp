@@ -575,6 +575,33 @@ TEST(ElementwiseGradConformance, SumSquares) {
                              {zeros(DType::F32, {})}));
 }
 
+TEST(ElementwiseGradConformance, MultiTensorSumSquares) {
+  STRATA_REQUIRE_GPU();
+  std::mt19937_64 rng(15);
+  // 40 operands (two launches of at most 32), an empty one and one beyond
+  // the first pass's 1024 x 256 elements.
+  for (DType in : {DType::F32, DType::F64}) {
+    std::vector<CaseTensor> inputs, outputs;
+    for (int i = 0; i < 40; ++i) {
+      Shape shape{1 + (i * 53) % 700};
+      if (i == 3)
+        shape = {0};
+      if (i == 34)
+        shape = {(1 << 19) + 7};
+      inputs.push_back(randomTensor(in, shape, rng, -2, 2));
+      outputs.push_back(zeros(DType::F32, {}));
+    }
+    Case c = makeCase("graph.sum_squares", inputs, outputs);
+    c.rtol = 1e-5;
+    expectConformance(c);
+  }
+  // Operands of two dtypes.
+  expectConformance(makeCase(
+      "graph.sum_squares",
+      {randomTensor(DType::F32, {4}, rng), randomTensor(DType::F64, {4}, rng)},
+      {zeros(DType::F32, {}), zeros(DType::F32, {})}));
+}
+
 TEST(ElementwiseGradConformance, RoundTo) {
   STRATA_REQUIRE_GPU();
   std::mt19937_64 rng(14);

@@ -4,7 +4,8 @@
 // result aliasing its operand, as codegen emits them) and out of place,
 // over sizes of 1 to a million, f32 and f64, steps 1 to 1000, grad scales
 // 1, 0.5, inf and NaN (a non-finite scale skips the update), every SGD
-// variant, and the CPU's errors. The CUDA kernels do the CPU's arithmetic
+// variant, and the CPU's errors; multi-tensor updates (strata-group-updates)
+// of 40 parameters, more than one launch's batch. The CUDA kernels do the CPU's arithmetic
 // operation for operation (only the bias corrections' pow may differ in
 // the last bit of a double), so the bound is tighter than the suite's
 // elementwise one: f32 rtol 1e-6 atol 1e-7, f64 rtol 1e-12. step < 1 (an
@@ -87,6 +88,84 @@ Case sgdCase(DType t, std::vector<int64_t> shape, double lr, int64_t step,
   c.rtol = t == DType::F32 ? 1e-6 : 1e-12;
   c.atol = t == DType::F32 ? 1e-7 : 1e-15;
   return c;
+}
+
+/// One multi-tensor update of the parameters of `singles` (one-parameter
+/// cases with `perParameter` tensors each and the same scalars), as
+/// strata-group-updates merges them.
+Case mergeCases(const std::vector<Case> &singles, size_t perParameter) {
+  Case c;
+  c.op = singles.front().op;
+  c.attrs = singles.front().attrs;
+  c.rtol = singles.front().rtol;
+  c.atol = singles.front().atol;
+  for (size_t k = 0; k < singles.size(); ++k) {
+    const Case &one = singles[k];
+    c.inputs.insert(c.inputs.end(), one.inputs.begin(),
+                    one.inputs.begin() + perParameter);
+    c.outputs.insert(c.outputs.end(), one.outputs.begin(), one.outputs.end());
+    for (int alias : one.aliases)
+      c.aliases.push_back(alias < 0 ? -1 : int(k * perParameter) + alias);
+  }
+  const Case &first = singles.front();
+  c.inputs.insert(c.inputs.end(), first.inputs.begin() + perParameter,
+                  first.inputs.end());
+  return c;
+}
+
+/// Shapes of a multi-tensor update: more than a launch's kMaxBatchTensors
+/// (32), an empty one, and one of several blocks' chunks.
+std::vector<std::vector<int64_t>> multiShapes() {
+  std::vector<std::vector<int64_t>> shapes;
+  for (int i = 0; i < 40; ++i)
+    shapes.push_back({1 + (i * 37) % 300});
+  shapes[5] = {0};
+  shapes[20] = {200003};
+  shapes[33] = {64, 65};
+  return shapes;
+}
+
+TEST(OptimizerConformance, MultiTensorAdamW) {
+  STRATA_REQUIRE_GPU();
+  std::mt19937_64 rng(6);
+  for (DType t : {DType::F32, DType::F64})
+    for (bool inPlace : {true, false})
+      for (double scale : {1.0, 0.5, kInf}) {
+        std::vector<Case> singles;
+        for (const std::vector<int64_t> &shape : multiShapes())
+          singles.push_back(adamwCase(t, shape, 1e-3, 4, scale, inPlace, rng));
+        expectConformance(mergeCases(singles, 4));
+      }
+}
+
+TEST(OptimizerConformance, MultiTensorSgd) {
+  STRATA_REQUIRE_GPU();
+  std::mt19937_64 rng(7);
+  for (DType t : {DType::F32, DType::F64})
+    for (bool inPlace : {true, false})
+      for (int64_t step : {1, 2}) {
+        std::vector<Case> singles;
+        for (const std::vector<int64_t> &shape : multiShapes())
+          singles.push_back(sgdCase(t, shape, 0.1, step, 0.5, inPlace,
+                                    sgdAttrs(0.9, 0.1, 1e-2, true), rng));
+        expectConformance(mergeCases(singles, 3));
+      }
+}
+
+TEST(OptimizerConformance, MultiTensorErrors) {
+  STRATA_REQUIRE_GPU();
+  std::mt19937_64 rng(8);
+  std::vector<Case> singles = {
+      adamwCase(DType::F32, {4}, 1e-3, 1, 1, false, rng),
+      adamwCase(DType::F64, {4}, 1e-3, 1, 1, false, rng)};
+  expectConformance(mergeCases(singles, 4)); // two dtypes
+  singles[1] = adamwCase(DType::F32, {4}, 1e-3, 1, 1, false, rng);
+  Case partial = mergeCases(singles, 4);
+  partial.inputs.erase(partial.inputs.begin() + 7); // 7 tensors
+  expectConformance(partial);
+  Case results = mergeCases(singles, 4);
+  results.outputs.pop_back();
+  expectConformance(results);
 }
 
 TEST(OptimizerConformance, AdamW) {

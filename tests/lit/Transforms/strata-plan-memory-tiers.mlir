@@ -19,9 +19,9 @@
 // HOST-NOT: "adamw.exp_avg:w4", graph.role = "optimizer_state", memory.tier
 // HOST: %[[M:.*]] = sched.reload %{{.*}} {memory.offsets = array<i64: 0>, tier = "host"} : tensor<256xf32>
 // HOST: %[[V:.*]] = sched.reload %{{.*}} {memory.offsets = array<i64: 1024>, tier = "host"} : tensor<256xf32>
-// HOST: %{{.*}}, %[[NM:.*]], %[[NV:.*]] = graph.adamw_update %{{.*}}, %{{.*}}, %[[M]], %[[V]], {{.*}}memory.offsets = array<i64: -1, 0, 1024>
-// HOST: %[[OV:.*]] = sched.offload %[[NV]] {memory.offsets = array<i64: -1>, tier = "host"}
-// HOST: %[[OM:.*]] = sched.offload %[[NM]] {memory.offsets = array<i64: -1>, tier = "host"}
+// HOST: %[[U:.*]]:3 = graph.adamw_update %{{.*}}, %{{.*}}, %[[M]], %[[V]], {{.*}}memory.offsets = array<i64: -1, 0, 1024>
+// HOST: %[[OV:.*]] = sched.offload %[[U]]#2 {memory.offsets = array<i64: -1>, tier = "host"}
+// HOST: %[[OM:.*]] = sched.offload %[[U]]#1 {memory.offsets = array<i64: -1>, tier = "host"}
 // HOST: return %{{.*}}, %[[OM]], %[[OV]],
 
 // With little host room, the rest of the optimizer states go to SSD.

@@ -90,10 +90,13 @@ struct MemoryPipelineOptions
   Option<unsigned> prefetchDepth{*this, "prefetch-depth", llvm::cl::init(1)};
   Option<uint64_t> prefetchBytes{*this, "prefetch-bytes", llvm::cl::init(0)};
   Option<bool> fuseElementwise{*this, "fuse-elementwise", llvm::cl::init(true)};
+  Option<bool> groupUpdates{*this, "group-updates", llvm::cl::init(true)};
 };
 
-/// What an artifact is written from, in order: strata-fuse-elementwise
-/// (unless fuse-elementwise=false), strata-plan-memory (tiers,
+/// What an artifact is written from, in order: strata-group-updates
+/// (unless group-updates=false; groups of at most 256 MiB, or an eighth of
+/// gpu-memory when that is smaller), strata-fuse-elementwise (unless
+/// fuse-elementwise=false), strata-plan-memory (tiers,
 /// moves, recomputation, a first plan), strata-schedule, strata-plan-memory
 /// (the final order's offsets), strata-insert-events,
 /// strata-verify-schedule. `strata-compile --emit=memory` prints its

@@ -242,6 +242,28 @@ def PartitionPass : Pass<"strata-partition", "::mlir::ModuleOp"> {
 // Memory
 //===----------------------------------------------------------------------===//
 
+def GroupUpdatesPass : Pass<"strata-group-updates", "::mlir::func::FuncOp"> {
+  let summary = "Multi-tensor optimizer updates and gradient norms";
+  let description = [{
+    Merges the per-parameter `graph.adamw_update`, `graph.sgd_update` and
+    `graph.sum_squares` ops of a block into multi-tensor ops, so one kernel
+    launch updates many parameters (torch.optim's `foreach` / `fused`
+    implementations). Ops merge when they share the op, its attributes, its
+    scalar operands (lr, step, grad_scale) and the element types. The merged
+    op stands where the group's first member stood: a member joins only if
+    its operands are defined before that point and no other op between reads
+    the state it updates in place. A group's tensor operands take at most
+    `max-bytes` bytes (they are resident together); a member larger than
+    that stays alone. Every element is computed as before: on the CPU the
+    results are the same bit for bit. Runs first in the memory pipeline.
+  }];
+  let options = [
+    Option<"maxBytes", "max-bytes", "uint64_t", /*default=*/"256ull << 20",
+           "Largest total size of a group's tensor operands in bytes">,
+  ];
+  let dependentDialects = ["::strata::graph::GraphDialect"];
+}
+
 def FuseElementwisePass
     : Pass<"strata-fuse-elementwise", "::mlir::func::FuncOp"> {
   let summary = "Run chains of elementwise ops as one kernel";

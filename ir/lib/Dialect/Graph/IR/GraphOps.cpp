@@ -295,6 +295,56 @@ LogicalResult FusedElementwiseOp::verify() {
   return success();
 }
 
+LogicalResult SumSquaresOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one operand");
+  if (getNumResults() != getInputs().size())
+    return emitOpError("has ")
+           << getInputs().size() << " operands but " << getNumResults()
+           << " results (one scalar per operand)";
+  return success();
+}
+
+/// The optimizer updates' shared shape: `perParameter` tensors per
+/// parameter, one type each, and `resultsPerParameter` results of that type.
+static LogicalResult verifyUpdate(Operation *op, ValueRange tensors,
+                                  unsigned perParameter,
+                                  unsigned resultsPerParameter) {
+  if (tensors.empty() || tensors.size() % perParameter != 0)
+    return op->emitOpError("takes ")
+           << perParameter << " tensors per parameter, got " << tensors.size();
+  size_t parameters = tensors.size() / perParameter;
+  if (op->getNumResults() != parameters * resultsPerParameter)
+    return op->emitOpError("updates ")
+           << parameters << " parameters into " << op->getNumResults()
+           << " results (" << resultsPerParameter << " per parameter)";
+  for (size_t p = 0; p < parameters; ++p) {
+    Type type = tensors[p * perParameter].getType();
+    for (unsigned i = 1; i < perParameter; ++i)
+      if (tensors[p * perParameter + i].getType() != type)
+        return op->emitOpError("parameter ")
+               << p << ": operand " << tensors[p * perParameter + i].getType()
+               << " does not match the parameter " << type;
+    for (unsigned i = 0; i < resultsPerParameter; ++i)
+      if (op->getResult(p * resultsPerParameter + i).getType() != type)
+        return op->emitOpError("parameter ")
+               << p << ": result "
+               << op->getResult(p * resultsPerParameter + i).getType()
+               << " does not match the parameter " << type;
+  }
+  return success();
+}
+
+LogicalResult AdamWUpdateOp::verify() {
+  return verifyUpdate(*this, getTensors(), kTensorsPerParameter,
+                      kResultsPerParameter);
+}
+
+LogicalResult SGDUpdateOp::verify() {
+  return verifyUpdate(*this, getTensors(), kTensorsPerParameter,
+                      kResultsPerParameter);
+}
+
 LogicalResult DropoutOp::verify() {
   double ratio = getRatioAttr().getValueAsDouble();
   if (ratio < 0 || ratio >= 1)

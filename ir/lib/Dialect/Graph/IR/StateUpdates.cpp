@@ -28,12 +28,20 @@ bool isInPlaceSafe(Operation *op) {
 std::optional<unsigned> inPlaceOperand(Operation *op, unsigned result) {
   if (!isInPlaceSafe(op))
     return std::nullopt;
+  // Per parameter: AdamW's results (param, exp_avg, exp_avg_sq) take
+  // operands 0, 2, 3 of its four; SGD's (param, momentum) 0, 2 of three.
   if (isa<AdamWUpdateOp>(op)) {
     static const unsigned operands[] = {0, 2, 3};
-    return operands[result];
+    unsigned p = result / AdamWUpdateOp::kResultsPerParameter;
+    return p * AdamWUpdateOp::kTensorsPerParameter +
+           operands[result % AdamWUpdateOp::kResultsPerParameter];
   }
-  if (isa<SGDUpdateOp>(op))
-    return result == 0 ? 0u : 2u;
+  if (isa<SGDUpdateOp>(op)) {
+    static const unsigned operands[] = {0, 2};
+    unsigned p = result / SGDUpdateOp::kResultsPerParameter;
+    return p * SGDUpdateOp::kTensorsPerParameter +
+           operands[result % SGDUpdateOp::kResultsPerParameter];
+  }
   return 0u;
 }
 

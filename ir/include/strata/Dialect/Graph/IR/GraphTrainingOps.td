@@ -172,9 +172,19 @@ def Graph_FusedElementwiseOp
 }
 
 def Graph_SumSquaresOp : Graph_GradOp<"sum_squares"> {
-  let summary = "Sum of squares of every element, as a scalar";
-  let arguments = (ins Graph_FloatTensor:$input);
-  let results = (outs 0DTensorOf<[AnyFloat]>:$output);
+  let summary = "Sum of squares of every element of each operand, as scalars";
+  let description = [{
+    Result i is the sum of the squares of operand i's elements (accumulated
+    in f64, rounded once to the result type). The optimizer step builds one
+    per gradient; `strata-group-updates` merges them, so one multi-tensor
+    kernel computes many norms.
+    ```mlir
+    %a, %b = graph.sum_squares %g0, %g1 : (tensor<64x64xf32>, tensor<64xf32>) -> (tensor<f32>, tensor<f32>)
+    ```
+  }];
+  let arguments = (ins Variadic<Graph_FloatTensor>:$inputs);
+  let results = (outs Variadic<0DTensorOf<[AnyFloat]>>:$outputs);
+  let hasVerifier = 1;
 }
 
 def Graph_RoundToOp : Graph_Op<"round_to", [Pure, SameOperandsAndResultType]> {
@@ -200,32 +210,60 @@ def Graph_RoundToOp : Graph_Op<"round_to", [Pure, SameOperandsAndResultType]> {
 //===----------------------------------------------------------------------===//
 
 def Graph_AdamWUpdateOp : Graph_GradOp<"adamw_update"> {
-  let summary = "One AdamW step of one parameter (torch.optim.AdamW)";
+  let summary = "One AdamW step of one or more parameters (torch.optim.AdamW)";
   let description = [{
-    `lr` is an f64 scalar, `step` the 1-based i64 step, `grad_scale` an f32
-    scalar the gradient is multiplied by first (averaging over micro-steps,
-    clipping, loss-scale removal).
+    `tensors` holds four per parameter: the parameter, its gradient, exp_avg
+    and exp_avg_sq (one type); the results three per parameter: the new
+    parameter, exp_avg and exp_avg_sq. `lr` is an f64 scalar, `step` the
+    1-based i64 step, `grad_scale` an f32 scalar the gradient is multiplied
+    by first (averaging over micro-steps, clipping, loss-scale removal).
+    `strata-optimizer` builds one op per parameter; `strata-group-updates`
+    merges them into multi-tensor updates (one kernel over many tensors,
+    torch's `foreach`/`fused` implementations). Each element is computed as
+    torch's single-tensor loop computes it.
+    ```mlir
+    %p, %m, %v = graph.adamw_update %p0, %g0, %m0, %v0, %lr, %step, %scale {beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, eps = 1.000000e-08 : f64, weight_decay = 0.000000e+00 : f64} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f64>, tensor<i64>, tensor<f32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+    ```
   }];
-  let arguments = (ins Graph_FloatTensor:$param, Graph_FloatTensor:$grad,
-                       Graph_FloatTensor:$exp_avg, Graph_FloatTensor:$exp_avg_sq,
+  let arguments = (ins Variadic<Graph_FloatTensor>:$tensors,
                        0DTensorOf<[F64]>:$lr, 0DTensorOf<[I64]>:$step,
                        0DTensorOf<[F32]>:$grad_scale,
                        F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
                        F64Attr:$weight_decay);
-  let results = (outs Graph_FloatTensor:$new_param, Graph_FloatTensor:$new_exp_avg,
-                      Graph_FloatTensor:$new_exp_avg_sq);
+  let results = (outs Variadic<Graph_FloatTensor>:$updated);
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Operands per parameter (param, grad, exp_avg, exp_avg_sq) and
+    /// results per parameter (param, exp_avg, exp_avg_sq).
+    static constexpr unsigned kTensorsPerParameter = 4;
+    static constexpr unsigned kResultsPerParameter = 3;
+    unsigned getNumParameters() {
+      return getTensors().size() / kTensorsPerParameter;
+    }
+  }];
 }
 
 def Graph_SGDUpdateOp : Graph_GradOp<"sgd_update"> {
-  let summary = "One SGD step of one parameter (torch.optim.SGD)";
-  let arguments = (ins Graph_FloatTensor:$param, Graph_FloatTensor:$grad,
-                       Graph_FloatTensor:$momentum_buffer,
+  let summary = "One SGD step of one or more parameters (torch.optim.SGD)";
+  let description = [{
+    `tensors` holds three per parameter: the parameter, its gradient and its
+    momentum buffer; the results two per parameter: the new parameter and
+    momentum buffer. The scalars are AdamW's.
+  }];
+  let arguments = (ins Variadic<Graph_FloatTensor>:$tensors,
                        0DTensorOf<[F64]>:$lr, 0DTensorOf<[I64]>:$step,
                        0DTensorOf<[F32]>:$grad_scale,
                        F64Attr:$momentum, F64Attr:$dampening,
                        F64Attr:$weight_decay, BoolAttr:$nesterov);
-  let results = (outs Graph_FloatTensor:$new_param,
-                      Graph_FloatTensor:$new_momentum_buffer);
+  let results = (outs Variadic<Graph_FloatTensor>:$updated);
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    static constexpr unsigned kTensorsPerParameter = 3;
+    static constexpr unsigned kResultsPerParameter = 2;
+    unsigned getNumParameters() {
+      return getTensors().size() / kTensorsPerParameter;
+    }
+  }];
 }
 
 #endif // STRATA_DIALECT_GRAPH_IR_GRAPHTRAININGOPS_TD
