@@ -768,8 +768,11 @@ static std::string nodeName(const onnx::NodeProto &node) {
 
 static std::string shapeString(ArrayRef<int64_t> shape) {
   std::string s;
-  for (int64_t d : shape)
-    s += (s.empty() ? "" : "x") + std::to_string(d);
+  for (int64_t d : shape) {
+    if (!s.empty())
+      s += 'x';
+    s += std::to_string(d);
+  }
   return s;
 }
 

@@ -273,8 +273,10 @@ struct FuseElementwisePass
       if (i)
         program += "; ";
       program += g.names[i];
-      for (Value v : op->getOperands())
-        program += " " + std::to_string(number.lookup(v));
+      for (Value v : op->getOperands()) {
+        program += ' ';
+        program += std::to_string(number.lookup(v));
+      }
       Value result = op->getResult(0);
       number[result] = int64_t(inputs.size() + i);
       if (llvm::any_of(result.getUsers(), [&](Operation *user) {
