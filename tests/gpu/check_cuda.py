@@ -2,6 +2,7 @@
 """The CUDA backend end to end, against the CPU backend on the same artifact.
 
     check_cuda.py --bin BUILD/bin [--report docs/cuda-results.md]
+                  [--only conformance,fp32,...] [--timeout SECONDS]
 
 Where strata-run finds no GPU (strata-run --probe-backend says cpu), prints
 the reason and exits 77, which ctest reports as skipped. On a GPU:
@@ -22,7 +23,10 @@ the reason and exits 77, which ctest reports as skipped. On a GPU:
             training steps finds nothing (skipped where it is not installed).
   conformance  strata-cuda-tests (every kernel against the CPU's) passes.
 
-Every figure goes into the report (markdown) when --report is given.
+Every figure goes into the report (markdown) when --report is given; the
+report is rewritten after every line, so a session cut short keeps what it
+found. Each check stands alone (one that fails does not stop the rest) and
+every command has a time limit (--timeout).
 """
 
 import argparse
@@ -38,8 +42,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 MODELS = os.path.join(ROOT, "models")
 
 
+# Seconds any one command may take (--timeout): a hung kernel or collective
+# costs one check, not the device session.
+TIMEOUT = [300]
+
+
 def run(cmd, **kw):
-    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True,
+                              timeout=kw.pop("timeout", TIMEOUT[0]), **kw)
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        return subprocess.CompletedProcess(
+            cmd, 124, out, f"timed out after {e.timeout:.0f} s: "
+            f"{os.path.basename(cmd[0])} {' '.join(cmd[1:4])} ...")
 
 
 def losses(path):
@@ -48,15 +64,21 @@ def losses(path):
 
 
 class Checker:
-    def __init__(self, bin_dir, work):
+    def __init__(self, bin_dir, work, report=None):
         self.bin = bin_dir
         self.work = work
+        self.report = report
         self.lines = []
         self.failed = False
 
     def say(self, text):
+        """Prints a line and rewrites the report with it, so a session cut
+        short keeps what it found."""
         print(text, flush=True)
         self.lines.append(text)
+        if self.report:
+            with open(self.report, "w") as f:
+                f.write("\n".join(self.lines) + "\n")
 
     def check(self, name, ok, detail):
         self.say(f"- **{name}**: {'pass' if ok else 'FAIL'} — {detail}")
@@ -106,10 +128,25 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("--report")
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
+    ap.add_argument("--only", help="comma-separated checks to run (default "
+                    "all, in this order): conformance, fp32, bf16, graph, "
+                    "offload, forward, sanitizer")
+    ap.add_argument("--timeout", type=float, default=300,
+                    help="seconds any one command may take (default 300; "
+                    "the conformance suite at least 540)")
     ap.add_argument("--backend", default="cuda",
                     help="the backend under test (queued: check this script "
                          "on a machine without a GPU)")
     args = ap.parse_args()
+    TIMEOUT[0] = args.timeout
+    names = ["conformance", "fp32", "bf16", "graph", "offload", "forward",
+             "sanitizer"]
+    chosen = args.only.split(",") if args.only else names
+    unknown = [n for n in chosen if n not in names]
+    if unknown:
+        print(f"check_cuda.py: unknown check {', '.join(unknown)} (one of "
+              f"{', '.join(names)})", file=sys.stderr)
+        return 2
 
     if args.backend == "cuda":
         probe = run([os.path.join(args.bin, "strata-run"), "--probe-backend"])
@@ -121,27 +158,51 @@ def main():
         line = f"cuda: (not cuda: the {args.backend} backend)"
 
     work = tempfile.mkdtemp(prefix="strata-gpu-")
-    c = Checker(args.bin, work)
+    c = Checker(args.bin, work, args.report)
     cuda = args.backend
     c.say(f"# CUDA backend results\n\n{time.strftime('%Y-%m-%d %H:%M %Z')}, "
           f"{line[len('cuda: '):]}\n\n"
-          f"Command: `python3 tests/gpu/check_cuda.py --bin build/bin`\n")
-    try:
-        # The demo's recipe on real text, so the curves move: 5.5 to about 3
-        # in 200 steps.
-        recipe = ["--optimizer", "adamw", "--lr", "1e-2", "--lr-schedule",
-                  "cosine", "--warmup-steps", "30", "--clip-norm", "1.0",
-                  "--steps", "200"]
-        text = ["--data", os.path.join(MODELS, "data", "python-docs.txt"),
-                "--data-dtype", "uint8"]
-        gpt = c.compile("gpt-fp32", "gpt_tiny.onnx", *recipe)
+          f"Command: `python3 tests/gpu/check_cuda.py --bin build/bin"
+          f"{' --only ' + args.only if args.only else ''}`\n")
+    # The demo's recipe on real text, so the curves move: 5.5 to about 3
+    # in 200 steps.
+    recipe = ["--optimizer", "adamw", "--lr", "1e-2", "--lr-schedule",
+              "cosine", "--warmup-steps", "30", "--clip-norm", "1.0",
+              "--steps", "200"]
+    text = ["--data", os.path.join(MODELS, "data", "python-docs.txt"),
+            "--data-dtype", "uint8"]
+    shared = {}
+
+    def artifact(name, *flags):
+        if name not in shared:
+            shared[name] = c.compile(name, "gpt_tiny.onnx", *flags)
+        return shared[name]
+
+    def check_conformance():
+        # The kernels against the CPU's: first, as it names a broken kernel.
+        if cuda != "cuda":
+            c.say("- conformance: the suite runs on cuda only")
+            return
+        r = run([os.path.join(args.bin, "strata-cuda-tests"), "--gtest_brief=1"],
+                timeout=max(TIMEOUT[0], 540))
+        tail = [l for l in r.stdout.splitlines() if l.startswith("[  ")][-3:]
+        c.check("conformance (strata-cuda-tests)", r.returncode == 0,
+                "; ".join(t.strip() for t in tail) or r.stderr.strip()[-300:])
+        if r.returncode != 0:
+            failures = [l for l in r.stdout.splitlines() if "FAILED" in l]
+            c.say("```\n" + "\n".join(failures[:40]) + "\n```")
+
+    def check_fp32():
+        gpt = artifact("gpt-fp32", *recipe)
         cpu, cpu_s = c.train(gpt, "cpu", "fp32", "--steps", "50", *text)
         gpu, gpu_s = c.train(gpt, cuda, "fp32", "--steps", "50", *text)
         c.compare("fp32, 50 steps", cpu, gpu, 1e-4)
         c.say(f"  (50 steps: {cpu_s:.1f} s on cpu, {gpu_s:.1f} s on cuda, "
               f"start-up included)")
 
-        bf16 = c.compile("gpt-bf16", "gpt_tiny.onnx", *recipe, "--dtype", "bf16")
+    def check_bf16():
+        gpt = artifact("gpt-fp32", *recipe)
+        bf16 = artifact("gpt-bf16", *recipe, "--dtype", "bf16")
         fp32_curve, _ = c.train(gpt, cuda, "fp32-200", *text)
         bf16_curve, _ = c.train(bf16, cuda, "bf16-200", *text)
         # bf16 noise: single steps of two runs this close to chaotic part
@@ -166,15 +227,17 @@ def main():
                 f"the cpu's bf16 against its fp32: {cpu_gap:.3g}); fp32 "
                 f"{fp32_curve[0]:.4f} → {fp32_curve[-1]:.4f}, bf16 "
                 f"{bf16_curve[0]:.4f} → {bf16_curve[-1]:.4f}")
-
         # Narrow storage (bf16 tensors, bf16 GEMMs) against the cpu's run
         # of the same artifact: the first steps agree to bf16's precision
         # (the GEMMs sum in another order, so results differ by an ulp).
         c.compare("bf16 narrow storage, cuda vs cpu, first 10 steps",
                   cpu_bf16[:10], bf16_curve[:10], 1e-2)
+
+    def check_graph():
         # CUDA-graph replay of the bf16 step (stream-ordered allocations of
         # the widened operands captured as graph nodes) trains as the
         # launched step does.
+        bf16 = artifact("gpt-bf16", *recipe, "--dtype", "bf16")
         graph_curve, graph_s = c.train(bf16, cuda, "bf16-graph", "--steps",
                                        "20", "--cuda-graph", *text)
         plain_curve, plain_s = c.train(bf16, cuda, "bf16-plain", "--steps",
@@ -184,13 +247,17 @@ def main():
         c.say(f"  (20 bf16 steps: {plain_s:.1f} s launched, {graph_s:.1f} s "
               f"with --cuda-graph, start-up included)")
 
-        off = c.compile("gpt-offload", "gpt_tiny.onnx", "--steps", "20",
-                        "--gpu-memory", "6.5MiB", "--host-memory", "64K",
-                        "--ssd-memory", "16M")
+    offload_flags = ["--steps", "20", "--gpu-memory", "6.5MiB",
+                     "--host-memory", "64K", "--ssd-memory", "16M"]
+
+    def check_offload():
+        off = artifact("gpt-offload", *offload_flags)
         cpu, _ = c.train(off, "cpu", "offload")
         gpu, _ = c.train(off, cuda, "offload")
-        c.compare("offload (host + SSD tiers, 4 streams), 20 steps", cpu, gpu, 1e-4)
+        c.compare("offload (host + SSD tiers, 4 streams), 20 steps", cpu, gpu,
+                  1e-4)
 
+    def check_forward():
         mlp = c.compile("mlp", "mlp.onnx", "--steps", "1")
         outs = {}
         for backend in ("cpu", cuda):
@@ -210,40 +277,41 @@ def main():
         c.check("forward (MLP)", worst <= 1e-5,
                 f"{len(outs['cpu'])} logits, worst relative difference {worst:.3g}")
 
+    def check_sanitizer():
         sanitizer = shutil.which("compute-sanitizer") or (
             "/usr/local/cuda/bin/compute-sanitizer"
             if os.path.exists("/usr/local/cuda/bin/compute-sanitizer") else None)
-        if sanitizer and cuda == "cuda":
-            for tool in ("memcheck", "racecheck", "synccheck"):
-                r = run([sanitizer, "--tool", tool, "--error-exitcode", "3",
-                         os.path.join(args.bin, "strata-run"), off, "--quiet",
-                         "--backend", cuda, "--steps", "2", "--ssd-dir", work])
-                summary = [l for l in (r.stdout + r.stderr).splitlines()
-                           if "ERROR SUMMARY" in l or "RACECHECK SUMMARY" in l]
-                c.check(f"compute-sanitizer {tool}, 2 steps", r.returncode == 0,
-                        summary[-1].strip() if summary else
-                        f"exit {r.returncode}: {(r.stderr or r.stdout)[-300:]}")
-        else:
+        if not sanitizer or cuda != "cuda":
             c.say("- compute-sanitizer: not installed here, not run")
+            return
+        off = artifact("gpt-offload", *offload_flags)
+        for tool in ("memcheck", "racecheck", "synccheck"):
+            r = run([sanitizer, "--tool", tool, "--error-exitcode", "3",
+                     os.path.join(args.bin, "strata-run"), off, "--quiet",
+                     "--backend", cuda, "--steps", "2", "--ssd-dir", work])
+            summary = [l for l in (r.stdout + r.stderr).splitlines()
+                       if "ERROR SUMMARY" in l or "RACECHECK SUMMARY" in l]
+            c.check(f"compute-sanitizer {tool}, 2 steps", r.returncode == 0,
+                    summary[-1].strip() if summary else
+                    f"exit {r.returncode}: {(r.stderr or r.stdout)[-300:]}")
 
-        if cuda == "cuda":  # the kernels against the CPU's
-            r = run([os.path.join(args.bin, "strata-cuda-tests"),
-                     "--gtest_brief=1"])
-            tail = [l for l in r.stdout.splitlines() if l.startswith("[  ")][-3:]
-            c.check("conformance (strata-cuda-tests)", r.returncode == 0,
-                    "; ".join(t.strip() for t in tail))
-            if r.returncode != 0:
-                failures = [l for l in r.stdout.splitlines() if "FAILED" in l]
-                c.say("```\n" + "\n".join(failures[:40]) + "\n```")
-    except RuntimeError as e:
-        c.check("run", False, str(e))
-    if args.report:
-        with open(args.report, "w") as f:
-            f.write("\n".join(c.lines) + "\n")
+    checks = {"conformance": check_conformance, "fp32": check_fp32,
+              "bf16": check_bf16, "graph": check_graph,
+              "offload": check_offload, "forward": check_forward,
+              "sanitizer": check_sanitizer}
+    assert list(checks) == names
+    for name in chosen:
+        # Each check stands alone: one that fails or times out does not
+        # keep the others from running.
+        t0 = time.time()
+        try:
+            checks[name]()
+        except RuntimeError as e:
+            c.check(name, False, str(e))
+        print(f"  [{name}: {time.time() - t0:.0f} s]", flush=True)
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     return 1 if c.failed else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
