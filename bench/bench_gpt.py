@@ -157,7 +157,8 @@ def bench_strata(size, args, backend, work, fuse_attention=True):
     if not fuse_attention:
         cmd.append("--no-fuse-attention")
     t0 = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run(cmd, capture_output=True, text=True,
+                       timeout=args.timeout)
     compile_s = time.perf_counter() - t0
     if r.returncode != 0:
         raise RuntimeError("strata-compile: " + (r.stderr or r.stdout).strip()
@@ -167,7 +168,8 @@ def bench_strata(size, args, backend, work, fuse_attention=True):
            "--backend", backend, "--log", log, "--seed", "0"]
     if args.cuda_graph:
         run.append("--cuda-graph")
-    r = subprocess.run(run, capture_output=True, text=True)
+    r = subprocess.run(run, capture_output=True, text=True,
+                       timeout=args.timeout)
     if r.returncode != 0:
         raise RuntimeError("strata-run: " + (r.stderr or r.stdout).strip()
                            .splitlines()[-1])
@@ -207,7 +209,11 @@ def main():
                     help="strata-run --cuda-graph")
     ap.add_argument("--peak-tflops", type=float,
                     help="the GPU's dense bf16 peak, if not in the table")
-    ap.add_argument("--out", help="also write the table (markdown) here")
+    ap.add_argument("--out", help="also write the table (markdown) here, "
+                    "rewritten after every row")
+    ap.add_argument("--timeout", type=float, default=420,
+                    help="seconds strata-compile or strata-run may take "
+                    "(a hung run fails its row, not the session)")
     args = ap.parse_args()
 
     import torch
@@ -254,6 +260,9 @@ def main():
                            f"{mfu} | {mem} | {ms:.1f} |")
                 print(row, flush=True)
                 lines.append(row)
+                if args.out:
+                    with open(args.out, "w") as f:
+                        f.write("\n".join(lines) + "\n")
     lines.append("")
     for size in sizes:
         for mine in ("strata", "strata-gemm-attn"):
