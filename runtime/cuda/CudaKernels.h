@@ -33,6 +33,11 @@ void registerFusedElementwiseKernels(KernelRegistry &registry);
 /// bf16 / fp16 operands of the ops without a narrow kernel (registered
 /// last: it wraps their f32 kernels).
 void registerNarrowFloatOperands(KernelRegistry &registry);
+/// bf16 / fp16 attention and its gradient on tensor cores
+/// (kernels/AttentionMma.cu): `handled` says whether they took the
+/// instruction (else it is the widened f32 kernels').
+Status runMmaAttention(KernelContext &ctx, bool &handled);
+Status runMmaAttentionGrad(KernelContext &ctx, bool &handled);
 
 /// Every family above, built once.
 const KernelRegistry &getCudaKernels();

@@ -69,6 +69,28 @@ struct Geometry {
   bool causal = false;
 };
 
+/// attention_grad's prepared object: the statistics' scratch on the GPU
+/// that was current at load (the f32 kernels' m, l, D per query row; the
+/// tensor-core kernels' lse and delta).
+struct GradScratch {
+  void *data = nullptr;
+  size_t bytes = 0;
+  int device = 0;
+  GradScratch() = default;
+  GradScratch(const GradScratch &) = delete;
+  GradScratch &operator=(const GradScratch &) = delete;
+  ~GradScratch() {
+    if (!data)
+      return;
+    int current = 0;
+    bool switched = cudaGetDevice(&current) == cudaSuccess &&
+                    current != device && cudaSetDevice(device) == cudaSuccess;
+    cudaFree(data);
+    if (switched)
+      cudaSetDevice(current);
+  }
+};
+
 inline Status notSupported(std::string_view op, DType t) {
   return Status::error(std::string(op) + ": element type " +
                        std::string(name(t)) + " is not supported");

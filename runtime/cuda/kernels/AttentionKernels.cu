@@ -31,6 +31,7 @@ namespace strata::runtime::cuda {
 namespace {
 
 using attention::Geometry;
+using attention::GradScratch;
 using attention::Kernel;
 using attention::kThreads;
 using attention::Params;
@@ -120,27 +121,6 @@ Status attentionKernel(KernelContext &ctx) {
                           p, g.s, kOp);
   });
 }
-
-/// attention_grad's prepared object: the statistics' scratch on the GPU
-/// that was current at load.
-struct GradScratch {
-  void *data = nullptr;
-  size_t bytes = 0;
-  int device = 0;
-  GradScratch() = default;
-  GradScratch(const GradScratch &) = delete;
-  GradScratch &operator=(const GradScratch &) = delete;
-  ~GradScratch() {
-    if (!data)
-      return;
-    int current = 0;
-    bool switched = cudaGetDevice(&current) == cudaSuccess &&
-                    current != device && cudaSetDevice(device) == cudaSuccess;
-    cudaFree(data);
-    if (switched)
-      cudaSetDevice(current);
-  }
-};
 
 /// Bytes of the statistics (m, l, D per query row), 0 when none are needed.
 size_t statsBytes(const Geometry &g) {

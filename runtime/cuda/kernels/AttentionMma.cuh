@@ -1,0 +1,407 @@
+//===- AttentionMma.cuh - Flash attention on tensor cores ------*- CUDA -*-===//
+//
+// graph.attention and graph.attention_grad for bf16 / fp16 operands on
+// tensor cores (MmaPortable.cuh: WMMA 16 x 16 x 16 tiles, f32
+// accumulators), FlashAttention-2's algorithm: the S x T scores never reach
+// global memory. A block has 4 warps; each warp owns 16 rows of the block's
+// 64 (queries, or keys for dK / dV) and steps over the other side 64 at a
+// time through shared memory.
+//
+//  forward     per query tile: S = Q K^T, an online softmax (running max m
+//              and sum l per row, O rescaled when m grows), O += P V with P
+//              rounded to the element type; out = O / l.
+//  gradQuery   per query tile, two passes over the keys: the forward's
+//              (m, l and O, so lse = m + log l and delta = dO . O / l, both
+//              saved per row for gradKey), then dP = dO V^T,
+//              dS = P (dP - delta), dQ += dS K; dq = scale dQ.
+//  gradKey     per key tile, over the queries: P^T from S^T = K Q^T and the
+//              saved lse, dV += P^T dO, dP^T = V dO^T,
+//              dS^T = P^T (dP^T - delta), dK += dS^T Q; dk = scale dK.
+// Deterministic: every sum has one order, no atomics. Causal attention
+// (key j > query i hidden) skips the tiles above the diagonal.
+//
+// The CPU computes the same attention in f32 with the softmax in double
+// (its narrow adapter widens the operands, rounds each result once); here
+// the products' operands are the element type (P and dS rounded to it), so
+// results differ from the CPU's within bf16 / fp16 precision. No mask, no
+// dropout, one head dim D = Dv in {16, 32, 64, 128}: other attentions take
+// the widened f32 kernels (AttentionMma.cu decides, `takes`).
+//
+// The block functions are written in MmaPortable.cuh's primitives only, so
+// they also compile as host C++ and run emulated in
+// runtime/tests/AttentionMmaTest.cpp against the CPU kernels.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_RUNTIME_CUDA_KERNELS_ATTENTIONMMA_CUH
+#define STRATA_RUNTIME_CUDA_KERNELS_ATTENTIONMMA_CUH
+
+#include "MmaPortable.cuh"
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+namespace strata::runtime::cuda::attention_mma {
+
+using namespace mma;
+
+/// Rows a block owns, and rows of the other side a step takes.
+inline constexpr int kRows = 64;
+inline constexpr int kCols = 64;
+inline constexpr int kThreads = 128; // 4 warps of 16 rows
+/// The head dims with a kernel.
+inline constexpr bool supportedHeadDim(int64_t d) {
+  return d == 16 || d == 32 || d == 64 || d == 128;
+}
+
+template <typename E> struct MmaParams {
+  const E *q = nullptr, *k = nullptr, *v = nullptr, *dy = nullptr;
+  E *out = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  /// Per query row (batch-major): lse, then delta. gradQuery writes them,
+  /// gradKey reads them.
+  float *stats = nullptr;
+  int64_t batches = 0, s = 0, t = 0;
+  float scale = 1.0f;
+  bool causal = false;
+};
+
+constexpr size_t align32(size_t x) { return (x + 31) / 32 * 32; }
+
+/// Byte offsets into a block's dynamic shared memory; E is 2 bytes.
+template <int D> struct ForwardLayout {
+  static constexpr size_t q = 0;
+  static constexpr size_t k = align32(q + kRows * D * 2);
+  static constexpr size_t v = align32(k + kCols * D * 2);
+  static constexpr size_t s = align32(v + kCols * D * 2);
+  static constexpr size_t p = align32(s + kRows * kCols * 4);
+  static constexpr size_t o = align32(p + kRows * kCols * 2);
+  static constexpr size_t m = align32(o + kRows * D * 4);
+  static constexpr size_t l = m + kRows * 4;
+  static constexpr size_t alpha = l + kRows * 4;
+  static constexpr size_t partial = alpha + kRows * 4; // 2 per row
+  static constexpr size_t bytes = align32(partial + kRows * 2 * 4);
+};
+
+template <int D> struct GradQueryLayout {
+  static constexpr size_t q = 0;
+  static constexpr size_t dy = align32(q + kRows * D * 2);
+  static constexpr size_t k = align32(dy + kRows * D * 2);
+  static constexpr size_t v = align32(k + kCols * D * 2);
+  static constexpr size_t s = align32(v + kCols * D * 2);
+  static constexpr size_t dp = align32(s + kRows * kCols * 4);
+  static constexpr size_t p = align32(dp + kRows * kCols * 4); // P, then dS
+  static constexpr size_t o = align32(p + kRows * kCols * 2);  // O, then dQ
+  static constexpr size_t m = align32(o + kRows * D * 4);
+  static constexpr size_t l = m + kRows * 4;
+  static constexpr size_t alpha = l + kRows * 4;
+  static constexpr size_t partial = alpha + kRows * 4;
+  static constexpr size_t lse = partial + kRows * 2 * 4;
+  static constexpr size_t delta = lse + kRows * 4;
+  static constexpr size_t bytes = align32(delta + kRows * 4);
+};
+
+template <int D> struct GradKeyLayout {
+  static constexpr size_t k = 0;
+  static constexpr size_t v = align32(k + kRows * D * 2);
+  static constexpr size_t q = align32(v + kRows * D * 2);
+  static constexpr size_t dy = align32(q + kCols * D * 2);
+  static constexpr size_t st = align32(dy + kCols * D * 2);
+  static constexpr size_t dpt = align32(st + kRows * kCols * 4);
+  static constexpr size_t pt = align32(dpt + kRows * kCols * 4);
+  static constexpr size_t dst = align32(pt + kRows * kCols * 2);
+  static constexpr size_t dk = align32(dst + kRows * kCols * 2);
+  static constexpr size_t dv = align32(dk + kRows * D * 4);
+  static constexpr size_t lse = align32(dv + kRows * D * 4);
+  static constexpr size_t delta = lse + kCols * 4;
+  static constexpr size_t bytes = align32(delta + kCols * 4);
+};
+
+template <typename T> STRATA_MMA_FN T *at(unsigned char *shared, size_t offset) {
+  return reinterpret_cast<T *>(shared + offset);
+}
+
+STRATA_MMA_FN float negInf() { return -std::numeric_limits<float>::infinity(); }
+
+/// Rows [row0, row0 + rows) of a [total, D] matrix into `dst`, zeros past
+/// `total`.
+template <typename E, int D, int Rows>
+STRATA_MMA_FN void loadRows(E *dst, const E *src, int64_t row0, int64_t total,
+                            int thread) {
+  for (int i = thread; i < Rows * D; i += kThreads) {
+    int64_t row = row0 + i / D;
+    dst[i] = row < total ? src[row * D + i % D] : zeroOf<E>();
+  }
+}
+
+/// out (16 x kCols, f32, ld kCols) = a (16 x D rows) b^T, b being kCols
+/// rows of D: a warp's scores.
+template <typename E, int D>
+STRATA_MMA_FN void productABt(const E *a, const E *b, float *out) {
+  for (int n = 0; n < kCols / 16; ++n) {
+    FragC acc;
+    zero(acc);
+    for (int kk = 0; kk < D / 16; ++kk) {
+      FragA<E> fa;
+      load(fa, a + kk * 16, D);
+      FragBCol<E> fb;
+      load(fb, b + n * 16 * D + kk * 16, D);
+      mmaSync(acc, fa, fb);
+    }
+    store(out + n * 16, acc, kCols);
+  }
+}
+
+/// acc (16 x D, f32, ld D) += a (16 x kCols, ld kCols) b (kCols x D).
+template <typename E, int D>
+STRATA_MMA_FN void accumulateAB(float *acc, const E *a, const E *b) {
+  for (int dn = 0; dn < D / 16; ++dn) {
+    FragC c;
+    load(c, acc + dn * 16, D);
+    for (int kk = 0; kk < kCols / 16; ++kk) {
+      FragA<E> fa;
+      load(fa, a + kk * 16, kCols);
+      FragBRow<E> fb;
+      load(fb, b + kk * 16 * D + dn * 16, D);
+      mmaSync(c, fa, fb);
+    }
+    store(acc + dn * 16, c, D);
+  }
+}
+
+/// Whether key `key` is hidden from query `query`.
+STRATA_MMA_FN bool hidden(const int64_t query, const int64_t key, int64_t keys,
+                          bool causal) {
+  return key >= keys || (causal && key > query);
+}
+
+/// One step of the online softmax for a warp's 16 rows of scores `s`
+/// (queries q0 + r0 ..., keys k0 ...): scales and masks the scores, updates
+/// each row's m and l, writes P (rounded to E) and rescales the rows of O.
+/// Lanes l and l + 16 share row l, 32 columns each.
+template <typename E, int D>
+STRATA_MMA_FN void softmaxStep(const MmaParams<E> &p, int64_t q0, int64_t k0,
+                               int r0, int lane, float *s, E *prob, float *o,
+                               float *m, float *l, float *alpha,
+                               float *partial) {
+  const int r = r0 + (lane & 15), half = lane >> 4;
+  const int64_t query = q0 + r;
+  float *row = s + r * kCols;
+  float rowMax = negInf();
+  for (int j = half * 32; j < half * 32 + 32; ++j) {
+    float x = hidden(query, k0 + j, p.t, p.causal) ? negInf()
+                                                   : row[j] * p.scale;
+    row[j] = x;
+    rowMax = x > rowMax ? x : rowMax;
+  }
+  partial[r * 2 + half] = rowMax;
+  syncWarp();
+  float old = m[r];
+  float mNew = old;
+  mNew = partial[r * 2] > mNew ? partial[r * 2] : mNew;
+  mNew = partial[r * 2 + 1] > mNew ? partial[r * 2 + 1] : mNew;
+  syncWarp(); // every lane has read the maxima
+  float sum = 0.0f;
+  for (int j = half * 32; j < half * 32 + 32; ++j) {
+    float e = mNew == negInf() ? 0.0f : expf(row[j] - mNew);
+    sum += e;
+    prob[r * kCols + j] = fromFloat<E>(e);
+  }
+  partial[r * 2 + half] = sum;
+  syncWarp();
+  if (half == 0) {
+    float a = mNew == negInf() ? 1.0f : expf(old - mNew);
+    m[r] = mNew;
+    l[r] = l[r] * a + (partial[r * 2] + partial[r * 2 + 1]);
+    alpha[r] = a;
+  }
+  syncWarp();
+  for (int i = lane; i < 16 * D; i += 32) {
+    int rr = r0 + i / D;
+    o[rr * D + i % D] *= alpha[rr];
+  }
+  syncWarp();
+}
+
+/// The forward's pass over the keys for the block's query tile at q0:
+/// leaves each row's m, l and unnormalised O in shared memory. `q` holds the
+/// tile's queries; k, v, s, prob are scratch.
+template <typename E, int D>
+STRATA_MMA_FN void forwardPass(const MmaParams<E> &p, int64_t b, int64_t q0,
+                               int thread, const E *q, E *k, E *v, float *s,
+                               E *prob, float *o, float *m, float *l,
+                               float *alpha, float *partial) {
+  for (int r = thread; r < kRows; r += kThreads) {
+    m[r] = negInf();
+    l[r] = 0.0f;
+  }
+  for (int i = thread; i < kRows * D; i += kThreads)
+    o[i] = 0.0f;
+  const int warp = thread / 32, lane = thread % 32, r0 = warp * 16;
+  const E *keys = p.k + b * p.t * D, *values = p.v + b * p.t * D;
+  const int64_t end = p.causal && q0 + kRows < p.t ? q0 + kRows : p.t;
+  for (int64_t k0 = 0; k0 < end; k0 += kCols) {
+    syncThreads(); // the last step is done with k and v
+    loadRows<E, D, kCols>(k, keys, k0, p.t, thread);
+    loadRows<E, D, kCols>(v, values, k0, p.t, thread);
+    syncThreads();
+    productABt<E, D>(q + r0 * D, k, s + r0 * kCols);
+    syncWarp();
+    softmaxStep<E, D>(p, q0, k0, r0, lane, s, prob, o, m, l, alpha, partial);
+    accumulateAB<E, D>(o + r0 * D, prob + r0 * kCols, v);
+  }
+  syncThreads();
+}
+
+template <typename E, int D>
+STRATA_MMA_FN void forwardBlock(const MmaParams<E> &p, int64_t block,
+                                int thread, unsigned char *shared) {
+  using L = ForwardLayout<D>;
+  E *q = at<E>(shared, L::q);
+  float *o = at<float>(shared, L::o), *l = at<float>(shared, L::l);
+  const int64_t tiles = (p.s + kRows - 1) / kRows;
+  const int64_t b = block / tiles, q0 = (block % tiles) * kRows;
+  loadRows<E, D, kRows>(q, p.q + b * p.s * D, q0, p.s, thread);
+  forwardPass<E, D>(p, b, q0, thread, q, at<E>(shared, L::k),
+                    at<E>(shared, L::v), at<float>(shared, L::s),
+                    at<E>(shared, L::p), o, at<float>(shared, L::m), l,
+                    at<float>(shared, L::alpha), at<float>(shared, L::partial));
+  for (int i = thread; i < kRows * D; i += kThreads) {
+    int64_t query = q0 + i / D;
+    if (query < p.s)
+      p.out[(b * p.s + query) * D + i % D] = fromFloat<E>(o[i] / l[i / D]);
+  }
+}
+
+template <typename E, int D>
+STRATA_MMA_FN void gradQueryBlock(const MmaParams<E> &p, int64_t block,
+                                  int thread, unsigned char *shared) {
+  using L = GradQueryLayout<D>;
+  E *q = at<E>(shared, L::q), *dy = at<E>(shared, L::dy);
+  E *k = at<E>(shared, L::k), *v = at<E>(shared, L::v);
+  E *prob = at<E>(shared, L::p);
+  float *s = at<float>(shared, L::s), *dp = at<float>(shared, L::dp);
+  float *o = at<float>(shared, L::o), *l = at<float>(shared, L::l);
+  float *m = at<float>(shared, L::m);
+  float *lse = at<float>(shared, L::lse), *delta = at<float>(shared, L::delta);
+  const int64_t tiles = (p.s + kRows - 1) / kRows;
+  const int64_t b = block / tiles, q0 = (block % tiles) * kRows;
+  loadRows<E, D, kRows>(q, p.q + b * p.s * D, q0, p.s, thread);
+  loadRows<E, D, kRows>(dy, p.dy + b * p.s * D, q0, p.s, thread);
+  // Pass 1: the forward's statistics and O.
+  forwardPass<E, D>(p, b, q0, thread, q, k, v, s, prob, o, m, l,
+                    at<float>(shared, L::alpha),
+                    at<float>(shared, L::partial));
+  for (int r = thread; r < kRows; r += kThreads) {
+    float dot = 0.0f;
+    for (int d = 0; d < D; ++d)
+      dot += toFloat(dy[r * D + d]) * o[r * D + d];
+    lse[r] = m[r] + logf(l[r]);
+    delta[r] = dot / l[r];
+    int64_t query = q0 + r;
+    if (query < p.s) {
+      p.stats[(b * p.s + query) * 2] = lse[r];
+      p.stats[(b * p.s + query) * 2 + 1] = delta[r];
+    }
+  }
+  syncThreads();
+  for (int i = thread; i < kRows * D; i += kThreads)
+    o[i] = 0.0f; // now dQ
+  // Pass 2: dS and dQ.
+  const int warp = thread / 32, lane = thread % 32, r0 = warp * 16;
+  const E *keys = p.k + b * p.t * D, *values = p.v + b * p.t * D;
+  const int64_t end = p.causal && q0 + kRows < p.t ? q0 + kRows : p.t;
+  for (int64_t k0 = 0; k0 < end; k0 += kCols) {
+    syncThreads();
+    loadRows<E, D, kCols>(k, keys, k0, p.t, thread);
+    loadRows<E, D, kCols>(v, values, k0, p.t, thread);
+    syncThreads();
+    productABt<E, D>(q + r0 * D, k, s + r0 * kCols);
+    productABt<E, D>(dy + r0 * D, v, dp + r0 * kCols);
+    syncWarp();
+    const int r = r0 + (lane & 15), half = lane >> 4;
+    for (int j = half * 32; j < half * 32 + 32; ++j) {
+      float pr = hidden(q0 + r, k0 + j, p.t, p.causal)
+                     ? 0.0f
+                     : expf(s[r * kCols + j] * p.scale - lse[r]);
+      prob[r * kCols + j] = fromFloat<E>(pr * (dp[r * kCols + j] - delta[r]));
+    }
+    syncWarp();
+    accumulateAB<E, D>(o + r0 * D, prob + r0 * kCols, k);
+  }
+  syncThreads();
+  for (int i = thread; i < kRows * D; i += kThreads) {
+    int64_t query = q0 + i / D;
+    if (query < p.s)
+      p.dq[(b * p.s + query) * D + i % D] = fromFloat<E>(p.scale * o[i]);
+  }
+}
+
+template <typename E, int D>
+STRATA_MMA_FN void gradKeyBlock(const MmaParams<E> &p, int64_t block,
+                                int thread, unsigned char *shared) {
+  using L = GradKeyLayout<D>;
+  E *k = at<E>(shared, L::k), *v = at<E>(shared, L::v);
+  E *q = at<E>(shared, L::q), *dy = at<E>(shared, L::dy);
+  E *pt = at<E>(shared, L::pt), *dst = at<E>(shared, L::dst);
+  float *st = at<float>(shared, L::st), *dpt = at<float>(shared, L::dpt);
+  float *dk = at<float>(shared, L::dk), *dv = at<float>(shared, L::dv);
+  float *lse = at<float>(shared, L::lse), *delta = at<float>(shared, L::delta);
+  const int64_t tiles = (p.t + kRows - 1) / kRows;
+  const int64_t b = block / tiles, k0 = (block % tiles) * kRows;
+  loadRows<E, D, kRows>(k, p.k + b * p.t * D, k0, p.t, thread);
+  loadRows<E, D, kRows>(v, p.v + b * p.t * D, k0, p.t, thread);
+  for (int i = thread; i < kRows * D; i += kThreads)
+    dk[i] = dv[i] = 0.0f;
+  const int warp = thread / 32, lane = thread % 32, r0 = warp * 16;
+  const E *queries = p.q + b * p.s * D, *grads = p.dy + b * p.s * D;
+  // Causal: the queries before the block's first key see none of them.
+  const int64_t begin = p.causal ? k0 / kCols * kCols : 0;
+  for (int64_t q0 = begin; q0 < p.s; q0 += kCols) {
+    syncThreads();
+    loadRows<E, D, kCols>(q, queries, q0, p.s, thread);
+    loadRows<E, D, kCols>(dy, grads, q0, p.s, thread);
+    for (int c = thread; c < kCols; c += kThreads) {
+      int64_t query = q0 + c;
+      lse[c] = query < p.s ? p.stats[(b * p.s + query) * 2] : 0.0f;
+      delta[c] = query < p.s ? p.stats[(b * p.s + query) * 2 + 1] : 0.0f;
+    }
+    syncThreads();
+    productABt<E, D>(k + r0 * D, q, st + r0 * kCols);
+    productABt<E, D>(v + r0 * D, dy, dpt + r0 * kCols);
+    syncWarp();
+    const int r = r0 + (lane & 15), half = lane >> 4;
+    const int64_t key = k0 + r;
+    for (int c = half * 32; c < half * 32 + 32; ++c) {
+      int64_t query = q0 + c;
+      bool live = query < p.s && !hidden(query, key, p.t, p.causal);
+      float pr = live ? expf(st[r * kCols + c] * p.scale - lse[c]) : 0.0f;
+      pt[r * kCols + c] = fromFloat<E>(pr);
+      dst[r * kCols + c] = fromFloat<E>(pr * (dpt[r * kCols + c] - delta[c]));
+    }
+    syncWarp();
+    accumulateAB<E, D>(dv + r0 * D, pt + r0 * kCols, dy);
+    accumulateAB<E, D>(dk + r0 * D, dst + r0 * kCols, q);
+  }
+  syncThreads();
+  for (int i = thread; i < kRows * D; i += kThreads) {
+    int64_t key = k0 + i / D;
+    if (key < p.t) {
+      p.dk[(b * p.t + key) * D + i % D] = fromFloat<E>(p.scale * dk[i]);
+      p.dv[(b * p.t + key) * D + i % D] = fromFloat<E>(dv[i]);
+    }
+  }
+}
+
+/// Blocks of each kernel.
+template <typename E> int64_t forwardBlocks(const MmaParams<E> &p) {
+  return p.batches * ((p.s + kRows - 1) / kRows);
+}
+template <typename E> int64_t gradKeyBlocks(const MmaParams<E> &p) {
+  return p.batches * ((p.t + kRows - 1) / kRows);
+}
+
+} // namespace strata::runtime::cuda::attention_mma
+
+#endif // STRATA_RUNTIME_CUDA_KERNELS_ATTENTIONMMA_CUH

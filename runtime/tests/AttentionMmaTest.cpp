@@ -1,0 +1,183 @@
+//===- AttentionMmaTest.cpp - Tensor-core attention, emulated on the CPU --===//
+//
+// The CUDA backend's bf16 / fp16 flash attention
+// (runtime/cuda/kernels/AttentionMma.cuh) compiled as host C++ over
+// MmaPortable.cuh's emulation (threads, barriers, whole-tile fragments) and
+// run against the CPU's graph.attention and graph.attention_grad on the
+// same narrow operands: the tiling, the causal and padding masks, the
+// online softmax and the backward's two kernels, without a GPU. The bars
+// are the conformance suite's for narrow results (bf16 rtol 8e-3, fp16
+// 1e-3, atol 1e-3) widened for the gradients, whose sums run over rounded
+// P and dS. What this cannot check (the WMMA calls themselves, shared-memory
+// limits, speed) the conformance suite does on a GPU
+// (NarrowFloatConformance.TensorCoreAttention).
+//
+//===----------------------------------------------------------------------===//
+
+#include "../cuda/kernels/AttentionMma.cuh"
+
+#include "KernelTestUtils.h"
+#include "strata/Runtime/NarrowFloat.h"
+
+#include <random>
+#include <string>
+
+using namespace strata::runtime;
+using namespace strata::runtime::testing;
+namespace am = strata::runtime::cuda::attention_mma;
+namespace mma = strata::runtime::cuda::mma;
+
+namespace {
+
+struct Shape {
+  int64_t batches, s, t;
+  bool causal;
+};
+
+/// A narrow tensor of random values in [-1, 1).
+OwnedTensor randomNarrow(DType dtype, std::vector<int64_t> shape,
+                         std::mt19937 &rng) {
+  OwnedTensor t(dtype, std::move(shape));
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  auto *bits = t.view().as<uint16_t>();
+  for (int64_t i = 0; i < t.view().numel(); ++i)
+    bits[i] = dtype == DType::BF16 ? bf16Bits(u(rng)) : fp16Bits(u(rng));
+  return t;
+}
+
+std::vector<float> widened(const OwnedTensor &t) {
+  std::vector<float> out;
+  const auto *bits = t.view().as<uint16_t>();
+  for (int64_t i = 0; i < t.view().numel(); ++i)
+    out.push_back(t.view().dtype == DType::BF16 ? fromBf16Bits(bits[i])
+                                                : fromFp16Bits(bits[i]));
+  return out;
+}
+
+/// |got - want| <= atol + rtol |want| everywhere; reports the worst.
+void expectNear(const OwnedTensor &got, const OwnedTensor &want, double rtol,
+                double atol, const std::string &what) {
+  std::vector<float> g = widened(got), w = widened(want);
+  ASSERT_EQ(g.size(), w.size());
+  double worst = 0;
+  size_t at = 0, bad = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    double excess = std::abs(double(g[i]) - w[i]) - (atol + rtol * std::abs(w[i]));
+    if (!(excess <= 0))
+      ++bad;
+    if (!(excess <= worst)) {
+      worst = excess;
+      at = i;
+    }
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << g.size()
+                     << " outside the bar; worst at " << at << ": " << g[at]
+                     << " vs " << w[at];
+}
+
+template <typename E, int D>
+void checkAttention(DType dtype, const Shape &shape, std::mt19937 &rng) {
+  std::string what = std::string(name(dtype)) + " D=" + std::to_string(D) +
+                     " S=" + std::to_string(shape.s) +
+                     " T=" + std::to_string(shape.t) +
+                     (shape.causal ? " causal" : "");
+  SCOPED_TRACE(what);
+  std::vector<int64_t> qShape = {shape.batches, shape.s, D},
+                       kShape = {shape.batches, shape.t, D};
+  OwnedTensor q = randomNarrow(dtype, qShape, rng);
+  OwnedTensor k = randomNarrow(dtype, kShape, rng);
+  OwnedTensor v = randomNarrow(dtype, kShape, rng);
+  OwnedTensor dy = randomNarrow(dtype, qShape, rng);
+  const double scale = 1.0 / std::sqrt(double(D));
+  KernelAttrs attrs;
+  attrs.set("scale", scale);
+  attrs.set("causal", int64_t(shape.causal));
+
+  // The CPU's results (its narrow adapter: f32 attention, rounded once).
+  OwnedTensor want(dtype, qShape), wantDq(dtype, qShape),
+      wantDk(dtype, kShape), wantDv(dtype, kShape);
+  ASSERT_TRUE(runCpuKernel("graph.attention", {&q, &k, &v}, {&want}, attrs));
+  ASSERT_TRUE(runCpuKernel("graph.attention_grad", {&dy, &q, &k, &v},
+                           {&wantDq, &wantDk, &wantDv}, attrs));
+
+  // The tensor-core kernels, emulated.
+  OwnedTensor out(dtype, qShape), dq(dtype, qShape), dk(dtype, kShape),
+      dv(dtype, kShape);
+  std::vector<float> stats(size_t(shape.batches * shape.s * 2), -7.0f);
+  am::MmaParams<E> p;
+  p.q = q.view().as<E>();
+  p.k = k.view().as<E>();
+  p.v = v.view().as<E>();
+  p.dy = dy.view().as<E>();
+  p.out = out.view().as<E>();
+  p.dq = dq.view().as<E>();
+  p.dk = dk.view().as<E>();
+  p.dv = dv.view().as<E>();
+  p.stats = stats.data();
+  p.batches = shape.batches;
+  p.s = shape.s;
+  p.t = shape.t;
+  p.scale = float(scale);
+  p.causal = shape.causal;
+  mma::emulateLaunch(am::forwardBlocks(p), am::kThreads,
+                     am::ForwardLayout<D>::bytes,
+                     [&](int64_t b, int t, unsigned char *shared) {
+                       am::forwardBlock<E, D>(p, b, t, shared);
+                     });
+  mma::emulateLaunch(am::forwardBlocks(p), am::kThreads,
+                     am::GradQueryLayout<D>::bytes,
+                     [&](int64_t b, int t, unsigned char *shared) {
+                       am::gradQueryBlock<E, D>(p, b, t, shared);
+                     });
+  mma::emulateLaunch(am::gradKeyBlocks(p), am::kThreads,
+                     am::GradKeyLayout<D>::bytes,
+                     [&](int64_t b, int t, unsigned char *shared) {
+                       am::gradKeyBlock<E, D>(p, b, t, shared);
+                     });
+  bool bf16 = dtype == DType::BF16;
+  expectNear(out, want, bf16 ? 8e-3 : 1e-3, 1e-3, "output");
+  expectNear(dq, wantDq, bf16 ? 2e-2 : 4e-3, 4e-3, "dq");
+  expectNear(dk, wantDk, bf16 ? 2e-2 : 4e-3, 4e-3, "dk");
+  expectNear(dv, wantDv, bf16 ? 2e-2 : 4e-3, 4e-3, "dv");
+}
+
+// Shapes that cross the 64-row tiles, leave partial tiles on both sides,
+// and have fewer or more keys than queries.
+const Shape kShapes[] = {{2, 70, 70, false}, {2, 70, 70, true},
+                         {1, 40, 100, false}, {1, 100, 40, true},
+                         {1, 64, 64, true},  {1, 1, 3, false}};
+
+TEST(AttentionMma, Bf16HeadDim64MatchesCpu) {
+  std::mt19937 rng(1);
+  for (const Shape &s : kShapes)
+    checkAttention<mma::Bf16, 64>(DType::BF16, s, rng);
+}
+
+TEST(AttentionMma, Fp16HeadDim32MatchesCpu) {
+  std::mt19937 rng(2);
+  for (const Shape &s : kShapes)
+    checkAttention<mma::Fp16, 32>(DType::F16, s, rng);
+}
+
+TEST(AttentionMma, HeadDim16MatchesCpu) {
+  // models/gpt_tiny.onnx's heads.
+  std::mt19937 rng(4);
+  checkAttention<mma::Bf16, 16>(DType::BF16, {2, 64, 64, true}, rng);
+  checkAttention<mma::Fp16, 16>(DType::F16, {1, 70, 70, true}, rng);
+}
+
+TEST(AttentionMma, Bf16HeadDim128MatchesCpu) {
+  std::mt19937 rng(3);
+  checkAttention<mma::Bf16, 128>(DType::BF16, {1, 65, 65, true}, rng);
+}
+
+TEST(AttentionMma, SharedMemoryFitsAnH100) {
+  // 227 KB of opt-in shared memory per block on sm_90.
+  EXPECT_LE(am::ForwardLayout<128>::bytes, 227u * 1024);
+  EXPECT_LE(am::GradQueryLayout<128>::bytes, 227u * 1024);
+  EXPECT_LE(am::GradKeyLayout<128>::bytes, 227u * 1024);
+  EXPECT_EQ(am::ForwardLayout<64>::o % 32, 0u);
+  EXPECT_EQ(am::GradKeyLayout<64>::dv % 32, 0u);
+}
+
+} // namespace
