@@ -15,6 +15,9 @@ mixed precision (bf16 operands, fp32 master weights and optimizer state):
   strata-gemm-attn  the same with strata-compile --no-fuse-attention:
              attention as bf16 batched GEMMs (cuBLASLt) around an f32
              softmax, instead of the fused attention kernel
+  strata-widened-attn  (not in the default --systems) the strata artifact
+             with STRATA_CUDA_ATTENTION=widened: attention widened to f32
+             on the tiled kernel instead of bf16 on tensor cores
   eager      the PyTorch module under torch.autocast(bfloat16)
   compile    the same, torch.compile(model)
 
@@ -128,7 +131,7 @@ def bench_torch(size, args, compiled, device):
             "params": count_params(model)}
 
 
-def bench_strata(size, args, backend, work, fuse_attention=True):
+def bench_strata(size, args, backend, work, system="strata"):
     import torch
     from models.export_models import export_settings
     model = make_model(size, args.seq, args.vocab)
@@ -145,7 +148,8 @@ def bench_strata(size, args, backend, work, fuse_attention=True):
                               input_names=["input_ids"],
                               output_names=["logits"], **settings)
     del model
-    variant = "" if fuse_attention else "-gemm-attn"
+    variant = system[len("strata"):]
+    fuse_attention = variant != "-gemm-attn"
     artifact = os.path.join(work, f"gpt-{size}{variant}.strata")
     total = args.warmup + args.steps
     cmd = [os.path.join(args.bin, "strata-compile"), onnx_path, "-o", artifact,
@@ -168,8 +172,11 @@ def bench_strata(size, args, backend, work, fuse_attention=True):
            "--backend", backend, "--log", log, "--seed", "0"]
     if args.cuda_graph:
         run.append("--cuda-graph")
+    env = dict(os.environ)
+    if variant == "-widened-attn":  # the f32 tiled kernel, not tensor cores
+        env["STRATA_CUDA_ATTENTION"] = "widened"
     r = subprocess.run(run, capture_output=True, text=True,
-                       timeout=args.timeout)
+                       timeout=args.timeout, env=env)
     if r.returncode != 0:
         raise RuntimeError("strata-run: " + (r.stderr or r.stdout).strip()
                            .splitlines()[-1])
@@ -225,6 +232,12 @@ def main():
     if "tiny" in sizes:
         args.seq, args.vocab = min(args.seq, 64), min(args.vocab, 256)
     systems = args.systems.split(",")
+    known = ("strata", "strata-gemm-attn", "strata-widened-attn", "eager",
+             "compile")
+    unknown = [name for name in systems if name not in known]
+    if unknown:
+        sys.exit(f"bench_gpt.py: unknown system {', '.join(unknown)} "
+                 f"(one of {', '.join(known)})")
     header = (f"GPT-2 training, {args.dtype}, batch {args.batch} x seq "
               f"{args.seq}, {args.steps} timed steps after {args.warmup}; "
               f"{gpu}; torch {torch.__version__}; "
@@ -240,8 +253,7 @@ def main():
             for system in systems:
                 try:
                     if system.startswith("strata"):
-                        r = bench_strata(size, args, backend, work,
-                                         system == "strata")
+                        r = bench_strata(size, args, backend, work, system)
                     else:
                         r = bench_torch(size, args, system == "compile", device)
                     fpt = flops_per_token(r["params"], layers, width, args.seq)
@@ -265,7 +277,7 @@ def main():
                         f.write("\n".join(lines) + "\n")
     lines.append("")
     for size in sizes:
-        for mine in ("strata", "strata-gemm-attn"):
+        for mine in ("strata", "strata-gemm-attn", "strata-widened-attn"):
             s = results.get((size, mine), {})
             for other in ("eager", "compile"):
                 o = results.get((size, other), {})
