@@ -13,6 +13,8 @@
 #include "CpuKernels.h"
 #include "kernels/KernelUtils.h"
 
+#include "strata/Runtime/AttentionPlan.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -31,64 +33,18 @@ namespace {
 
 Status attentionKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.attention";
-  if (Status s = checkArity(ctx, kOp, 3, 4, 1); !s)
-    return s;
-  if (!ctx.attrs.has("scale"))
-    return Status::error("graph.attention: missing attribute 'scale'");
+  AttentionPlan plan;
+  if (Status st = planAttention(ctx, plan); !st)
+    return st;
   const TensorView &q = ctx.inputs[0], &k = ctx.inputs[1], &v = ctx.inputs[2];
-  const TensorView *mask = ctx.inputs.size() > 3 ? &ctx.inputs[3] : nullptr;
+  const TensorView *mask = plan.hasMask ? &ctx.inputs[3] : nullptr;
   TensorView &out = ctx.outputs[0];
-  if (k.dtype != q.dtype || v.dtype != q.dtype || out.dtype != q.dtype ||
-      (mask && mask->dtype != q.dtype))
-    return Status::error("graph.attention: operands and result must share "
-                         "one element type");
-  int64_t rank = q.rank();
-  if (rank < 2 || k.rank() != rank || v.rank() != rank)
-    return Status::error("graph.attention: query, key and value must have "
-                         "one rank >= 2");
-  int64_t s = q.shape[rank - 2], d = q.shape[rank - 1];
-  int64_t t = k.shape[rank - 2], dv = v.shape[rank - 1];
-  std::vector<int64_t> batchShape(q.shape.begin(), q.shape.end() - 2);
-  if (!std::equal(batchShape.begin(), batchShape.end(), k.shape.begin()) ||
-      !std::equal(batchShape.begin(), batchShape.end(), v.shape.begin()) ||
-      k.shape[rank - 1] != d || v.shape[rank - 2] != t)
-    return Status::error("graph.attention: query " + q.describe() + ", key " +
-                         k.describe() + " and value " + v.describe() +
-                         " do not fit");
-  std::vector<int64_t> expected = batchShape;
-  expected.push_back(s);
-  expected.push_back(dv);
-  if (out.shape != expected)
-    return Status::error("graph.attention: result shape does not fit, got " +
-                         out.describe());
-  std::vector<int64_t> scoreShape = batchShape;
-  scoreShape.push_back(s);
-  scoreShape.push_back(t);
-  // Strides of the mask over the scores [..., S, T]; 0 where it broadcasts.
-  // scratch: one stride per dim.
-  std::vector<int64_t> maskStrides(rank, 0);
-  if (mask) {
-    if (mask->rank() > rank)
-      return Status::error("graph.attention: mask " + mask->describe() +
-                           " does not broadcast to the scores");
-    std::vector<int64_t> strides = rowMajorStrides(mask->shape);
-    int64_t offset = rank - mask->rank();
-    for (int64_t i = 0; i < mask->rank(); ++i) {
-      int64_t md = mask->shape[i], sd = scoreShape[offset + i];
-      if (md != sd && md != 1)
-        return Status::error("graph.attention: mask " + mask->describe() +
-                             " does not broadcast to the scores");
-      maskStrides[offset + i] = md == 1 ? 0 : strides[i];
-    }
-  }
-  double ratio = ctx.attrs.getFloat("dropout_ratio", 0.0);
-  if (!(ratio >= 0 && ratio < 1))
-    return Status::error("graph.attention: dropout_ratio must be in [0, 1)");
-  bool causal = ctx.attrs.getBool("causal", false);
-  double scale = ctx.attrs.getFloat("scale");
-  for (int64_t dim : {s, t, d, dv})
-    if (dim > INT_MAX)
-      return Status::error("graph.attention: sizes exceed BLAS int range");
+  const int64_t rank = q.rank(), s = plan.s, t = plan.t, d = plan.d,
+                dv = plan.dv;
+  const std::vector<int64_t> &batchShape = plan.batchShape;
+  const std::vector<int64_t> &maskStrides = plan.maskStrides;
+  const double ratio = plan.ratio, scale = plan.scale;
+  const bool causal = plan.causal;
 
   return dispatchFloat(q.dtype, kOp, [&](auto tag) -> Status {
     using T = decltype(tag);

@@ -10,6 +10,7 @@
 #include "CpuKernels.h"
 #include "kernels/KernelUtils.h"
 
+#include "strata/Runtime/AttentionPlan.h"
 #include "strata/Runtime/LossPlan.h"
 
 #include <climits>
@@ -231,59 +232,18 @@ Status batchNormGradKernel(KernelContext &ctx) {
 
 Status attentionGradKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.attention_grad";
-  if (Status s = checkArity(ctx, kOp, 4, 5, 3); !s)
-    return s;
-  if (Status s = sameDType(kOp, ctx); !s)
-    return s;
+  AttentionPlan plan;
+  if (Status st = planAttentionGrad(ctx, plan); !st)
+    return st;
   const TensorView &dy = ctx.inputs[0], &q = ctx.inputs[1], &k = ctx.inputs[2],
                    &v = ctx.inputs[3];
-  const TensorView *mask = ctx.inputs.size() > 4 ? &ctx.inputs[4] : nullptr;
-  if (Status s = requireAttributes(ctx, kOp, {"scale"}); !s)
-    return s;
-  int64_t rank = q.rank();
-  if (rank < 2 || k.rank() != rank || v.rank() != rank)
-    return Status::error("graph.attention_grad: query, key and value must "
-                         "have one rank >= 2");
-  int64_t s = q.shape[rank - 2], d = q.shape[rank - 1];
-  int64_t t = k.shape[rank - 2], dv = v.shape[rank - 1];
-  std::vector<int64_t> batchShape(q.shape.begin(), q.shape.end() - 2);
-  int64_t batches = product(batchShape, 0, batchShape.size());
-  std::vector<int64_t> outShape = batchShape;
-  outShape.push_back(s);
-  outShape.push_back(dv);
-  if (!std::equal(batchShape.begin(), batchShape.end(), k.shape.begin()) ||
-      !std::equal(batchShape.begin(), batchShape.end(), v.shape.begin()) ||
-      k.shape[rank - 1] != d || v.shape[rank - 2] != t ||
-      dy.shape != outShape || ctx.outputs[0].shape != q.shape ||
-      ctx.outputs[1].shape != k.shape || ctx.outputs[2].shape != v.shape)
-    return Status::error("graph.attention_grad: gradient " + dy.describe() +
-                         ", query " + q.describe() + ", key " + k.describe() +
-                         " and value " + v.describe() +
-                         " do not fit (results: their operands' shapes)");
-  for (int64_t dim : {s, t, d, dv})
-    if (dim > INT_MAX)
-      return Status::error("graph.attention_grad: sizes exceed BLAS int range");
-  std::vector<int64_t> scoreShape = batchShape;
-  scoreShape.push_back(s);
-  scoreShape.push_back(t);
-  std::vector<int64_t> maskStrides(rank, 0);
-  if (mask) {
-    if (mask->rank() > rank)
-      return Status::error("graph.attention_grad: mask does not broadcast");
-    std::vector<int64_t> strides = rowMajorStrides(mask->shape);
-    int64_t offset = rank - mask->rank();
-    for (int64_t i = 0; i < mask->rank(); ++i) {
-      if (mask->shape[i] != scoreShape[offset + i] && mask->shape[i] != 1)
-        return Status::error("graph.attention_grad: mask does not broadcast");
-      maskStrides[offset + i] = mask->shape[i] == 1 ? 0 : strides[i];
-    }
-  }
-  double ratio = ctx.attrs.getFloat("dropout_ratio", 0.0);
-  if (!(ratio >= 0 && ratio < 1))
-    return Status::error("graph.attention_grad: dropout_ratio must be in "
-                         "[0, 1)");
-  bool causal = ctx.attrs.getBool("causal", false);
-  double scale = ctx.attrs.getFloat("scale");
+  const TensorView *mask = plan.hasMask ? &ctx.inputs[4] : nullptr;
+  const int64_t rank = q.rank(), s = plan.s, t = plan.t, d = plan.d,
+                dv = plan.dv, batches = plan.batches;
+  const std::vector<int64_t> &batchShape = plan.batchShape;
+  const std::vector<int64_t> &maskStrides = plan.maskStrides;
+  const double ratio = plan.ratio, scale = plan.scale;
+  const bool causal = plan.causal;
   if (t == 0) { // no keys: the forward's output is empty of terms
     for (TensorView &out : ctx.outputs)
       std::memset(out.data, 0, out.bytes());

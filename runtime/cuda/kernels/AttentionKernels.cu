@@ -96,7 +96,7 @@ Status tooManyMaskDims(const std::string &op) {
 Status attentionKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.attention";
   Geometry g;
-  if (Status s = attention::checkForward(ctx, g); !s)
+  if (Status s = planAttention(ctx, g); !s)
     return s;
   return dispatchFloat(g.dtype, kOp, [&](auto tag) -> Status {
     using T = decltype(tag);
@@ -133,7 +133,7 @@ Status attentionGradPrepare(KernelContext &ctx,
                             std::shared_ptr<void> &prepared) {
   constexpr const char *kOp = "graph.attention_grad";
   Geometry g;
-  if (Status s = attention::checkGrad(ctx, g); !s)
+  if (Status s = planAttentionGrad(ctx, g); !s)
     return s;
   size_t bytes = statsBytes(g);
   if (bytes == 0)
@@ -156,7 +156,7 @@ Status attentionGradPrepare(KernelContext &ctx,
 Status attentionGradKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.attention_grad";
   Geometry g;
-  if (Status s = attention::checkGrad(ctx, g); !s)
+  if (Status s = planAttentionGrad(ctx, g); !s)
     return s;
   const CudaStream &stream = streamOf(ctx);
   if (g.t == 0) { // no keys: every gradient is zero (the CPU's memsets)

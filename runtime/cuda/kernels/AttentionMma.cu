@@ -112,7 +112,7 @@ Status runMmaAttention(KernelContext &ctx, bool &handled) {
   constexpr const char *kOp = "graph.attention";
   handled = false;
   attention::Geometry g;
-  if (Status s = attention::checkForward(ctx, g); !s || !takes(g))
+  if (Status s = planAttention(ctx, g); !s || !takes(g))
     return Status::ok(); // the widened path reports the error
   handled = true;
   return dispatchMma(g, [&](auto e, auto dim) -> Status {
@@ -133,7 +133,7 @@ Status runMmaAttentionGrad(KernelContext &ctx, bool &handled) {
   constexpr const char *kOp = "graph.attention_grad";
   handled = false;
   attention::Geometry g;
-  if (Status s = attention::checkGrad(ctx, g); !s || !takes(g))
+  if (Status s = planAttentionGrad(ctx, g); !s || !takes(g))
     return Status::ok();
   // lse and delta per query row, in the scratch attention_grad's prepare
   // allocated for the f32 kernels' three statistics per row.

@@ -1,0 +1,43 @@
+//===- AttentionPlan.h - Attention's checks, for every backend -*- C++ -*-===//
+//
+// graph.attention (query, key, value, an optional additive mask) and
+// graph.attention_grad (the output's gradient first) check their operands
+// and attributes here, in the CPU kernels' order and with their messages,
+// and get the shapes every kernel loops over. Both backends' kernels call
+// these (the CUDA kernels had a copy of each).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_RUNTIME_ATTENTIONPLAN_H
+#define STRATA_RUNTIME_ATTENTIONPLAN_H
+
+#include "strata/Runtime/Kernel.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace strata::runtime {
+
+struct AttentionPlan {
+  DType dtype = DType::F32;
+  /// q [..., S, D], k [..., T, D], v [..., T, Dv]; `batches` is the
+  /// product of the batch dims.
+  std::vector<int64_t> batchShape;
+  int64_t batches = 0, s = 0, t = 0, d = 0, dv = 0;
+  bool hasMask = false;
+  /// Strides of the mask over the scores [..., S, T]; 0 where it broadcasts.
+  std::vector<int64_t> maskStrides;
+  double ratio = 0, scale = 0;
+  bool causal = false;
+};
+
+/// graph.attention's checks; `plan` on success.
+Status planAttention(const KernelContext &ctx, AttentionPlan &plan);
+
+/// graph.attention_grad's checks (every float operand and every result of
+/// the gradient's element type); `plan` on success.
+Status planAttentionGrad(const KernelContext &ctx, AttentionPlan &plan);
+
+} // namespace strata::runtime
+
+#endif // STRATA_RUNTIME_ATTENTIONPLAN_H

@@ -1,0 +1,164 @@
+//===- AttentionPlan.cpp - Attention's checks -----------------------------===//
+
+#include "strata/Runtime/AttentionPlan.h"
+
+#include "strata/Runtime/KernelChecks.h"
+
+#include <algorithm>
+#include <climits>
+#include <string>
+
+namespace strata::runtime {
+
+Status planAttention(const KernelContext &ctx, AttentionPlan &g) {
+  constexpr const char *kOp = "graph.attention";
+  if (Status s = checkArity(ctx, kOp, 3, 4, 1); !s)
+    return s;
+  if (!ctx.attrs.has("scale"))
+    return Status::error("graph.attention: missing attribute 'scale'");
+  const TensorView &q = ctx.inputs[0], &k = ctx.inputs[1], &v = ctx.inputs[2];
+  const TensorView *mask = ctx.inputs.size() > 3 ? &ctx.inputs[3] : nullptr;
+  const TensorView &out = ctx.outputs[0];
+  if (k.dtype != q.dtype || v.dtype != q.dtype || out.dtype != q.dtype ||
+      (mask && mask->dtype != q.dtype))
+    return Status::error("graph.attention: operands and result must share "
+                         "one element type");
+  int64_t rank = q.rank();
+  if (rank < 2 || k.rank() != rank || v.rank() != rank)
+    return Status::error("graph.attention: query, key and value must have "
+                         "one rank >= 2");
+  int64_t s = q.shape[rank - 2], d = q.shape[rank - 1];
+  int64_t t = k.shape[rank - 2], dv = v.shape[rank - 1];
+  std::vector<int64_t> batchShape(q.shape.begin(), q.shape.end() - 2);
+  if (!std::equal(batchShape.begin(), batchShape.end(), k.shape.begin()) ||
+      !std::equal(batchShape.begin(), batchShape.end(), v.shape.begin()) ||
+      k.shape[rank - 1] != d || v.shape[rank - 2] != t)
+    return Status::error("graph.attention: query " + q.describe() + ", key " +
+                         k.describe() + " and value " + v.describe() +
+                         " do not fit");
+  std::vector<int64_t> expected = batchShape;
+  expected.push_back(s);
+  expected.push_back(dv);
+  if (out.shape != expected)
+    return Status::error("graph.attention: result shape does not fit, got " +
+                         out.describe());
+  std::vector<int64_t> scoreShape = batchShape;
+  scoreShape.push_back(s);
+  scoreShape.push_back(t);
+  std::vector<int64_t> maskStrides(rank, 0);
+  if (mask) {
+    if (mask->rank() > rank)
+      return Status::error("graph.attention: mask " + mask->describe() +
+                           " does not broadcast to the scores");
+    std::vector<int64_t> strides = rowMajorStrides(mask->shape);
+    int64_t offset = rank - mask->rank();
+    for (int64_t i = 0; i < mask->rank(); ++i) {
+      int64_t md = mask->shape[i], sd = scoreShape[offset + i];
+      if (md != sd && md != 1)
+        return Status::error("graph.attention: mask " + mask->describe() +
+                             " does not broadcast to the scores");
+      maskStrides[offset + i] = md == 1 ? 0 : strides[i];
+    }
+  }
+  double ratio = ctx.attrs.getFloat("dropout_ratio", 0.0);
+  if (!(ratio >= 0 && ratio < 1))
+    return Status::error("graph.attention: dropout_ratio must be in [0, 1)");
+  for (int64_t dim : {s, t, d, dv})
+    if (dim > INT_MAX)
+      return Status::error("graph.attention: sizes exceed BLAS int range");
+  g.dtype = q.dtype;
+  g.batchShape = batchShape;
+  g.batches = 1;
+  for (int64_t dim : batchShape)
+    g.batches *= dim;
+  g.s = s;
+  g.t = t;
+  g.d = d;
+  g.dv = dv;
+  g.hasMask = mask != nullptr;
+  g.maskStrides = maskStrides;
+  g.ratio = ratio;
+  g.causal = ctx.attrs.getBool("causal", false);
+  g.scale = ctx.attrs.getFloat("scale");
+  return Status::ok();
+}
+
+Status planAttentionGrad(const KernelContext &ctx, AttentionPlan &g) {
+  constexpr const char *kOp = "graph.attention_grad";
+  if (Status s = checkArity(ctx, kOp, 4, 5, 3); !s)
+    return s;
+  // Every float operand and every result has the gradient's element type.
+  DType dyType = ctx.inputs[0].dtype;
+  for (const TensorView &v : ctx.inputs)
+    if (isFloat(v.dtype) && v.dtype != dyType)
+      return Status::error(std::string(kOp) + ": operand " + v.describe() +
+                           " does not have the gradient's element type");
+  for (const TensorView &v : ctx.outputs)
+    if (v.dtype != dyType)
+      return Status::error(std::string(kOp) + ": result " + v.describe() +
+                           " does not have the gradient's element type");
+  const TensorView &dy = ctx.inputs[0], &q = ctx.inputs[1], &k = ctx.inputs[2],
+                   &v = ctx.inputs[3];
+  const TensorView *mask = ctx.inputs.size() > 4 ? &ctx.inputs[4] : nullptr;
+  if (Status s = requireAttributes(ctx, kOp, {"scale"}); !s)
+    return s;
+  int64_t rank = q.rank();
+  if (rank < 2 || k.rank() != rank || v.rank() != rank)
+    return Status::error("graph.attention_grad: query, key and value must "
+                         "have one rank >= 2");
+  int64_t s = q.shape[rank - 2], d = q.shape[rank - 1];
+  int64_t t = k.shape[rank - 2], dv = v.shape[rank - 1];
+  std::vector<int64_t> batchShape(q.shape.begin(), q.shape.end() - 2);
+  int64_t batches = 1;
+  for (int64_t dim : batchShape)
+    batches *= dim;
+  std::vector<int64_t> outShape = batchShape;
+  outShape.push_back(s);
+  outShape.push_back(dv);
+  if (!std::equal(batchShape.begin(), batchShape.end(), k.shape.begin()) ||
+      !std::equal(batchShape.begin(), batchShape.end(), v.shape.begin()) ||
+      k.shape[rank - 1] != d || v.shape[rank - 2] != t ||
+      dy.shape != outShape || ctx.outputs[0].shape != q.shape ||
+      ctx.outputs[1].shape != k.shape || ctx.outputs[2].shape != v.shape)
+    return Status::error("graph.attention_grad: gradient " + dy.describe() +
+                         ", query " + q.describe() + ", key " + k.describe() +
+                         " and value " + v.describe() +
+                         " do not fit (results: their operands' shapes)");
+  for (int64_t dim : {s, t, d, dv})
+    if (dim > INT_MAX)
+      return Status::error("graph.attention_grad: sizes exceed BLAS int range");
+  std::vector<int64_t> scoreShape = batchShape;
+  scoreShape.push_back(s);
+  scoreShape.push_back(t);
+  std::vector<int64_t> maskStrides(rank, 0);
+  if (mask) {
+    if (mask->rank() > rank)
+      return Status::error("graph.attention_grad: mask does not broadcast");
+    std::vector<int64_t> strides = rowMajorStrides(mask->shape);
+    int64_t offset = rank - mask->rank();
+    for (int64_t i = 0; i < mask->rank(); ++i) {
+      if (mask->shape[i] != scoreShape[offset + i] && mask->shape[i] != 1)
+        return Status::error("graph.attention_grad: mask does not broadcast");
+      maskStrides[offset + i] = mask->shape[i] == 1 ? 0 : strides[i];
+    }
+  }
+  double ratio = ctx.attrs.getFloat("dropout_ratio", 0.0);
+  if (!(ratio >= 0 && ratio < 1))
+    return Status::error("graph.attention_grad: dropout_ratio must be in "
+                         "[0, 1)");
+  g.dtype = q.dtype;
+  g.batchShape = batchShape;
+  g.batches = batches;
+  g.s = s;
+  g.t = t;
+  g.d = d;
+  g.dv = dv;
+  g.hasMask = mask != nullptr;
+  g.maskStrides = maskStrides;
+  g.ratio = ratio;
+  g.causal = ctx.attrs.getBool("causal", false);
+  g.scale = ctx.attrs.getFloat("scale");
+  return Status::ok();
+}
+
+} // namespace strata::runtime
