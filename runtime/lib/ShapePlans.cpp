@@ -4,9 +4,11 @@
 
 #include "strata/Runtime/KernelChecks.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <span>
 #include <string>
 #include <type_traits>
 
@@ -237,6 +239,115 @@ Status fillBytes(std::string_view op, DType dtype, double value,
   }
   return Status::error(std::string(op) + ": element type " +
                        std::string(name(dtype)) + " is not supported");
+}
+
+namespace {
+
+/// The checks concat and split share: `whole` against `parts`.
+Status planParts(std::string_view op, const KernelContext &ctx,
+                 std::span<const TensorView> parts, const TensorView &whole,
+                 const char *partsName, const char *wholeName,
+                 int64_t &axis) {
+  axis = ctx.attrs.getInt("axis");
+  if (Status s = checkAxis(op, axis, whole.rank()); !s)
+    return s;
+  int64_t total = 0;
+  for (const TensorView &part : parts) {
+    if (Status s = checkPart(op, part, whole, axis); !s)
+      return s;
+    total += part.shape[axis];
+  }
+  if (total != whole.shape[axis])
+    return Status::error(std::string(op) + ": " + partsName +
+                         " sizes along axis sum to " + std::to_string(total) +
+                         ", " + wholeName + " has " +
+                         std::to_string(whole.shape[axis]));
+  return Status::ok();
+}
+
+} // namespace
+
+Status planConcat(const KernelContext &ctx, int64_t &axis) {
+  constexpr std::string_view op = "graph.concat";
+  if (ctx.inputs.empty() || ctx.outputs.size() != 1)
+    return Status::error(std::string(op) +
+                         ": expected at least 1 input and 1 output");
+  return planParts(op, ctx, ctx.inputs, ctx.outputs[0], "input", "result",
+                   axis);
+}
+
+Status planSplit(const KernelContext &ctx, int64_t &axis) {
+  constexpr std::string_view op = "graph.split";
+  if (ctx.inputs.size() != 1 || ctx.outputs.empty())
+    return Status::error(std::string(op) +
+                         ": expected 1 input and at least 1 output");
+  return planParts(op, ctx, ctx.outputs, ctx.inputs[0], "result", "input",
+                   axis);
+}
+
+Status planTrilu(const KernelContext &ctx, TriluGeometry &out) {
+  constexpr std::string_view op = "graph.trilu";
+  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0], &y = ctx.outputs[0];
+  if (Status s = checkSameDType(op, x, y); !s)
+    return s;
+  if (x.rank() < 2)
+    return Status::error(std::string(op) + ": input must have rank >= 2, got " +
+                         x.describe());
+  if (Status s = checkShape(op, y, x.shape); !s)
+    return s;
+  out.upper = ctx.attrs.getBool("upper");
+  out.rows = x.shape[x.rank() - 2];
+  out.cols = x.shape.back();
+  out.k = std::clamp<int64_t>(ctx.attrs.getInt("k"), -(out.rows + out.cols),
+                              out.rows + out.cols);
+  return Status::ok();
+}
+
+Status planGather(const KernelContext &ctx, GatherGeometry &out) {
+  constexpr std::string_view op = "graph.gather";
+  if (Status s = checkArity(ctx, op, 2, 2, 1); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0], &indices = ctx.inputs[1];
+  const TensorView &y = ctx.outputs[0];
+  if (Status s = checkSameDType(op, x, y); !s)
+    return s;
+  int64_t axis = ctx.attrs.getInt("axis");
+  if (Status s = checkAxis(op, axis, x.rank()); !s)
+    return s;
+  std::vector<int64_t> shape(x.shape.begin(), x.shape.begin() + axis);
+  shape.insert(shape.end(), indices.shape.begin(), indices.shape.end());
+  shape.insert(shape.end(), x.shape.begin() + axis + 1, x.shape.end());
+  if (Status s = checkShape(op, y, shape); !s)
+    return s;
+  out.outer = product(x.shape, 0, axis);
+  out.axisSize = x.shape[axis];
+  out.inner = product(x.shape, axis + 1, x.shape.size());
+  return Status::ok();
+}
+
+Status planEmbedding(const KernelContext &ctx, GatherGeometry &out) {
+  constexpr std::string_view op = "graph.embedding";
+  if (Status s = checkArity(ctx, op, 2, 2, 1); !s)
+    return s;
+  const TensorView &table = ctx.inputs[0], &indices = ctx.inputs[1];
+  const TensorView &y = ctx.outputs[0];
+  if (Status s = checkSameDType(op, table, y); !s)
+    return s;
+  if (table.rank() != 2)
+    return Status::error(std::string(op) + ": table must have rank 2, got " +
+                         table.describe());
+  std::vector<int64_t> shape = indices.shape;
+  shape.push_back(table.shape[1]);
+  if (Status s = checkShape(op, y, shape); !s)
+    return s;
+  // Whole rows (axis 0). Negative indices follow the ODS (ONNX Gather);
+  // torch.nn.functional.embedding would reject them.
+  out.outer = 1;
+  out.axisSize = table.shape[0];
+  out.inner = table.shape[1];
+  return Status::ok();
 }
 
 } // namespace strata::runtime::shape

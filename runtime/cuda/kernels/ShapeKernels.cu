@@ -175,51 +175,23 @@ Status moveParts(std::string_view op, KernelContext &ctx,
 }
 
 Status concatKernel(KernelContext &ctx) {
-  constexpr std::string_view op = "graph.concat";
-  if (ctx.inputs.empty() || ctx.outputs.size() != 1)
-    return Status::error(std::string(op) +
-                         ": expected at least 1 input and 1 output");
-  TensorView &y = ctx.outputs[0];
-  int64_t axis = ctx.attrs.getInt("axis");
-  if (Status s = checkAxis(op, axis, y.rank()); !s)
+  int64_t axis;
+  if (Status s = planConcat(ctx, axis); !s)
     return s;
-  int64_t total = 0;
-  for (const TensorView &x : ctx.inputs) {
-    if (Status s = checkPart(op, x, y, axis); !s)
-      return s;
-    total += x.shape[axis];
-  }
-  if (total != y.shape[axis])
-    return Status::error(std::string(op) + ": input sizes along axis sum to " +
-                         std::to_string(total) + ", result has " +
-                         std::to_string(y.shape[axis]));
+  TensorView &y = ctx.outputs[0];
   if (y.numel() == 0)
     return Status::ok();
-  return moveParts<true>(op, ctx, ctx.inputs, y, axis);
+  return moveParts<true>("graph.concat", ctx, ctx.inputs, y, axis);
 }
 
 Status splitKernel(KernelContext &ctx) {
-  constexpr std::string_view op = "graph.split";
-  if (ctx.inputs.size() != 1 || ctx.outputs.empty())
-    return Status::error(std::string(op) +
-                         ": expected 1 input and at least 1 output");
-  const TensorView &x = ctx.inputs[0];
-  int64_t axis = ctx.attrs.getInt("axis");
-  if (Status s = checkAxis(op, axis, x.rank()); !s)
+  int64_t axis;
+  if (Status s = planSplit(ctx, axis); !s)
     return s;
-  int64_t total = 0;
-  for (const TensorView &y : ctx.outputs) {
-    if (Status s = checkPart(op, y, x, axis); !s)
-      return s;
-    total += y.shape[axis];
-  }
-  if (total != x.shape[axis])
-    return Status::error(std::string(op) + ": result sizes along axis sum to " +
-                         std::to_string(total) + ", input has " +
-                         std::to_string(x.shape[axis]));
+  const TensorView &x = ctx.inputs[0];
   if (x.numel() == 0)
     return Status::ok();
-  return moveParts<false>(op, ctx, ctx.outputs, x, axis);
+  return moveParts<false>("graph.split", ctx, ctx.outputs, x, axis);
 }
 
 //===----------------------------------------------------------------------===//
@@ -322,24 +294,16 @@ __global__ void __launch_bounds__(kBlock)
 
 Status triluKernelFn(KernelContext &ctx) {
   constexpr std::string_view op = "graph.trilu";
-  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+  TriluGeometry g;
+  if (Status s = planTrilu(ctx, g); !s)
     return s;
   const TensorView &x = ctx.inputs[0];
   TensorView &y = ctx.outputs[0];
-  if (Status s = checkSameDType(op, x, y); !s)
-    return s;
-  if (x.rank() < 2)
-    return Status::error(std::string(op) + ": input must have rank >= 2, got " +
-                         x.describe());
-  if (Status s = checkShape(op, y, x.shape); !s)
-    return s;
   int64_t n = x.numel();
   if (n == 0)
     return Status::ok();
-  bool upper = ctx.attrs.getBool("upper");
-  int64_t rows = x.shape[x.rank() - 2], cols = x.shape.back();
-  int64_t k = stdClamp<int64_t>(ctx.attrs.getInt("k"), -(rows + cols),
-                                rows + cols);
+  const bool upper = g.upper;
+  const int64_t rows = g.rows, cols = g.cols, k = g.k;
   const CudaStream &cs = streamOf(ctx);
   return dispatchWidth(x.dtype, [&](auto tag) -> Status {
     using W = decltype(tag);
@@ -393,42 +357,19 @@ Status gatherBlocks(std::string_view op, KernelContext &ctx,
 }
 
 Status gatherKernelFn(KernelContext &ctx) {
-  constexpr std::string_view op = "graph.gather";
-  if (Status s = checkArity(ctx, op, 2, 2, 1); !s)
+  GatherGeometry g;
+  if (Status s = planGather(ctx, g); !s)
     return s;
-  const TensorView &x = ctx.inputs[0], &indices = ctx.inputs[1];
-  TensorView &y = ctx.outputs[0];
-  if (Status s = checkSameDType(op, x, y); !s)
-    return s;
-  int64_t axis = ctx.attrs.getInt("axis");
-  if (Status s = checkAxis(op, axis, x.rank()); !s)
-    return s;
-  std::vector<int64_t> shape(x.shape.begin(), x.shape.begin() + axis);
-  shape.insert(shape.end(), indices.shape.begin(), indices.shape.end());
-  shape.insert(shape.end(), x.shape.begin() + axis + 1, x.shape.end());
-  if (Status s = checkShape(op, y, shape); !s)
-    return s;
-  return gatherBlocks(op, ctx, x, indices, y, x.shape[axis],
-                      product(x.shape, axis + 1, x.shape.size()));
+  return gatherBlocks("graph.gather", ctx, ctx.inputs[0], ctx.inputs[1],
+                      ctx.outputs[0], g.axisSize, g.inner);
 }
 
 Status embeddingKernelFn(KernelContext &ctx) {
-  constexpr std::string_view op = "graph.embedding";
-  if (Status s = checkArity(ctx, op, 2, 2, 1); !s)
+  GatherGeometry g;
+  if (Status s = planEmbedding(ctx, g); !s)
     return s;
-  const TensorView &table = ctx.inputs[0], &indices = ctx.inputs[1];
-  TensorView &y = ctx.outputs[0];
-  if (Status s = checkSameDType(op, table, y); !s)
-    return s;
-  if (table.rank() != 2)
-    return Status::error(std::string(op) + ": table must have rank 2, got " +
-                         table.describe());
-  std::vector<int64_t> shape = indices.shape;
-  shape.push_back(table.shape[1]);
-  if (Status s = checkShape(op, y, shape); !s)
-    return s;
-  return gatherBlocks(op, ctx, table, indices, y, table.shape[0],
-                      table.shape[1]);
+  return gatherBlocks("graph.embedding", ctx, ctx.inputs[0], ctx.inputs[1],
+                      ctx.outputs[0], g.axisSize, g.inner);
 }
 
 } // namespace

@@ -68,6 +68,31 @@ struct PadGeometry {
 };
 Status planPad(const KernelContext &ctx, PadGeometry &out);
 
+/// graph.concat (the inputs are the parts, the result the whole) and
+/// graph.split (the other way round): the arity, attribute axis, every
+/// part's shape against the whole's, and the parts' sizes along the axis
+/// summing to the whole's. `axis` on success.
+Status planConcat(const KernelContext &ctx, int64_t &axis);
+Status planSplit(const KernelContext &ctx, int64_t &axis);
+
+/// graph.trilu: rows and cols of the matrices (the last two dims), and k
+/// clamped to +-(rows + cols), where every larger k keeps all or nothing
+/// (so i + k cannot overflow).
+struct TriluGeometry {
+  int64_t rows = 0, cols = 0, k = 0;
+  bool upper = false;
+};
+Status planTrilu(const KernelContext &ctx, TriluGeometry &out);
+
+/// graph.gather (attribute axis) and graph.embedding (rows of a rank-2
+/// table): the result is `outer` x indices x `inner`, reading blocks of
+/// `inner` elements, `axisSize` of them per outer index.
+struct GatherGeometry {
+  int64_t outer = 1, axisSize = 0, inner = 1;
+};
+Status planGather(const KernelContext &ctx, GatherGeometry &out);
+Status planEmbedding(const KernelContext &ctx, GatherGeometry &out);
+
 } // namespace strata::runtime::shape
 
 #endif // STRATA_RUNTIME_SHAPEPLANS_H
