@@ -2,6 +2,9 @@
 
 #include "strata/Runtime/WindowPlan.h"
 
+#include "strata/Runtime/KernelChecks.h"
+
+#include <climits>
 #include <utility>
 
 namespace strata::runtime::window {
@@ -65,6 +68,78 @@ Status readWindow(const std::string &op, const KernelAttrs &attrs,
     return Status::error(op + ": output must be " + e.describe() + ", got " +
                          y.describe());
   }
+  return Status::ok();
+}
+
+Status planConv(const KernelContext &ctx, ConvGeometry &g) {
+  const std::string op = "graph.conv";
+  if (Status s = checkArity(ctx, op, 2, 3, 1); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0];
+  const TensorView &wt = ctx.inputs[1];
+  const TensorView *bias = ctx.inputs.size() == 3 ? &ctx.inputs[2] : nullptr;
+  const TensorView &y = ctx.outputs[0];
+  if (wt.dtype != x.dtype || (bias && bias->dtype != x.dtype))
+    return Status::error(op + ": input, weight and bias must share one "
+                              "element type, got " +
+                         x.describe() + ", " + wt.describe() +
+                         (bias ? ", " + bias->describe() : ""));
+  if (x.rank() < 3 || wt.rank() != x.rank())
+    return Status::error(op + ": input [N, C, x...] and weight [M, C/g, k...] "
+                              "must have one rank >= 3, got " +
+                         x.describe() + " and " + wt.describe());
+  g.groups = ctx.attrs.getInt("groups", 1);
+  g.m = wt.shape[0];
+  g.cg = wt.shape[1];
+  if (g.groups < 1 || g.m % g.groups != 0 || g.cg * g.groups != x.shape[1])
+    return Status::error(op + ": channels do not match: input " +
+                         x.describe() + ", weight " + wt.describe() +
+                         ", groups " + std::to_string(g.groups));
+  if (bias && (bias->rank() != 1 || bias->shape[0] != g.m))
+    return Status::error(op + ": bias must have shape [" +
+                         std::to_string(g.m) + "], got " + bias->describe());
+  std::vector<int64_t> kernel(wt.shape.begin() + 2, wt.shape.end());
+  if (Status s = readWindow(op, ctx.attrs, x, y, kernel, /*withDilations=*/true,
+                            /*ceilMode=*/false, g.m, g.w);
+      !s)
+    return s;
+  g.mg = g.m / g.groups;
+  g.taps = 1;
+  for (int64_t k : kernel)
+    g.taps *= k;
+  if (g.mg > INT_MAX || g.w.outPlane > INT_MAX || g.cg * g.taps > INT_MAX)
+    return Status::error(op + ": a GEMM dimension exceeds the BLAS int range");
+  return Status::ok();
+}
+
+Status planConvGrad(const KernelContext &ctx, bool wantInput,
+                    ConvGeometry &g) {
+  const std::string op =
+      wantInput ? "graph.conv_grad_input" : "graph.conv_grad_weight";
+  if (Status s = checkArity(ctx, op, 2, 2, 1); !s)
+    return s;
+  const TensorView &dy = ctx.inputs[0];
+  const TensorView &x = wantInput ? ctx.outputs[0] : ctx.inputs[1];
+  const TensorView &wt = wantInput ? ctx.inputs[1] : ctx.outputs[0];
+  if (x.dtype != dy.dtype || wt.dtype != dy.dtype || x.rank() < 3 ||
+      wt.rank() != x.rank())
+    return Status::error(op + ": operands do not fit: gradient " +
+                         dy.describe() + ", input " + x.describe() +
+                         ", weight " + wt.describe());
+  g.groups = ctx.attrs.getInt("groups", 1);
+  g.m = wt.shape[0];
+  g.cg = wt.shape[1];
+  if (g.groups < 1 || g.m % g.groups != 0 || g.cg * g.groups != x.shape[1])
+    return Status::error(op + ": channels do not match");
+  std::vector<int64_t> kernel(wt.shape.begin() + 2, wt.shape.end());
+  if (Status s = readWindow(op, ctx.attrs, x, dy, kernel, true, false, g.m,
+                            g.w);
+      !s)
+    return s;
+  g.mg = g.m / g.groups;
+  g.taps = 1;
+  for (int64_t k : kernel)
+    g.taps *= k;
   return Status::ok();
 }
 

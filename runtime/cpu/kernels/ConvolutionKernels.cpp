@@ -97,43 +97,17 @@ void im2col(const T *x, int64_t cg, const Window &w, T *col) {
 
 Status convKernel(KernelContext &ctx) {
   const std::string op = "graph.conv";
-  if (Status s = checkArity(ctx, op, 2, 3, 1); !s)
+  window::ConvGeometry geometry;
+  if (Status s = window::planConv(ctx, geometry); !s)
     return s;
   const TensorView &x = ctx.inputs[0];
   const TensorView &wt = ctx.inputs[1];
   const TensorView *bias = ctx.inputs.size() == 3 ? &ctx.inputs[2] : nullptr;
   TensorView &y = ctx.outputs[0];
-  if (wt.dtype != x.dtype || (bias && bias->dtype != x.dtype))
-    return Status::error(op + ": input, weight and bias must share one "
-                              "element type, got " +
-                         x.describe() + ", " + wt.describe() +
-                         (bias ? ", " + bias->describe() : ""));
-  if (x.rank() < 3 || wt.rank() != x.rank())
-    return Status::error(op + ": input [N, C, x...] and weight [M, C/g, k...] "
-                              "must have one rank >= 3, got " +
-                         x.describe() + " and " + wt.describe());
-  int64_t groups = ctx.attrs.getInt("groups", 1);
-  int64_t m = wt.shape[0], cg = wt.shape[1];
-  if (groups < 1 || m % groups != 0 || cg * groups != x.shape[1])
-    return Status::error(op + ": channels do not match: input " +
-                         x.describe() + ", weight " + wt.describe() +
-                         ", groups " + std::to_string(groups));
-  if (bias && (bias->rank() != 1 || bias->shape[0] != m))
-    return Status::error(op + ": bias must have shape [" + std::to_string(m) +
-                         "], got " + bias->describe());
-  Window w;
-  std::vector<int64_t> kernel(wt.shape.begin() + 2, wt.shape.end());
-  if (Status s = readWindow(op, ctx.attrs, x, y, kernel, /*withDilations=*/true,
-                            /*ceilMode=*/false, m, w);
-      !s)
-    return s;
-
-  int64_t mg = m / groups, taps = 1;
-  for (int64_t k : kernel)
-    taps *= k;
-  int64_t kc = cg * taps, p = w.outPlane;
-  if (mg > INT_MAX || p > INT_MAX || kc > INT_MAX)
-    return Status::error(op + ": a GEMM dimension exceeds the BLAS int range");
+  const Window &w = geometry.w;
+  const int64_t groups = geometry.groups, m = geometry.m, cg = geometry.cg,
+                mg = geometry.mg, taps = geometry.taps;
+  const int64_t kc = cg * taps, p = w.outPlane;
   // A 1x1 kernel with unit strides and no padding reads the input as is.
   bool pointwise = taps == 1;
   for (size_t d = 0; d < w.spatial; ++d)
@@ -349,28 +323,16 @@ void col2im(const T *col, int64_t cg, const Window &w, T *x) {
 Status convGradKernel(KernelContext &ctx, bool wantInput) {
   const std::string op =
       wantInput ? "graph.conv_grad_input" : "graph.conv_grad_weight";
-  if (Status s = checkArity(ctx, op, 2, 2, 1); !s)
+  window::ConvGeometry geometry;
+  if (Status s = window::planConvGrad(ctx, wantInput, geometry); !s)
     return s;
   const TensorView &dy = ctx.inputs[0];
   const TensorView &x = wantInput ? ctx.outputs[0] : ctx.inputs[1];
   const TensorView &wt = wantInput ? ctx.inputs[1] : ctx.outputs[0];
-  if (x.dtype != dy.dtype || wt.dtype != dy.dtype || x.rank() < 3 ||
-      wt.rank() != x.rank())
-    return Status::error(op + ": operands do not fit: gradient " +
-                         dy.describe() + ", input " + x.describe() +
-                         ", weight " + wt.describe());
-  int64_t groups = ctx.attrs.getInt("groups", 1);
-  int64_t m = wt.shape[0], cg = wt.shape[1];
-  if (groups < 1 || m % groups != 0 || cg * groups != x.shape[1])
-    return Status::error(op + ": channels do not match");
-  Window w;
-  std::vector<int64_t> kernel(wt.shape.begin() + 2, wt.shape.end());
-  if (Status s = readWindow(op, ctx.attrs, x, dy, kernel, true, false, m, w); !s)
-    return s;
-  int64_t mg = m / groups, taps = 1;
-  for (int64_t k : kernel)
-    taps *= k;
-  int64_t kc = cg * taps, p = w.outPlane;
+  const Window &w = geometry.w;
+  const int64_t groups = geometry.groups, m = geometry.m, cg = geometry.cg,
+                mg = geometry.mg;
+  const int64_t kc = cg * geometry.taps, p = w.outPlane;
   return dispatchFloat(dy.dtype, op, [&](auto tag) -> Status {
     using T = decltype(tag);
     T *out = ctx.outputs[0].as<T>();

@@ -59,17 +59,8 @@ struct Window {
   int64_t inPlane = 1, outPlane = 1, taps = 1;
 };
 
-/// The window (WindowPlan.h: the CPU's reading and checks), by value.
-Status readWindow(const std::string &op, const KernelAttrs &attrs,
-                  const TensorView &x, const TensorView &y,
-                  std::vector<int64_t> kernel, bool withDilations,
-                  bool ceilMode, int64_t outChannels, Window &w) {
-  window::Window plan;
-  if (Status s = window::readWindow(op, attrs, x, y, std::move(kernel),
-                                    withDilations, ceilMode, outChannels,
-                                    plan);
-      !s)
-    return s;
+/// A shared plan's window (WindowPlan.h), by value.
+Status byValue(const std::string &op, const window::Window &plan, Window &w) {
   if (plan.spatial > size_t(kMaxSpatial))
     return Status::error(op + ": more than " + std::to_string(kMaxSpatial) +
                          " spatial dims are not supported on CUDA");
@@ -88,6 +79,20 @@ Status readWindow(const std::string &op, const KernelAttrs &attrs,
     w.taps *= w.kernel[d];
   }
   return Status::ok();
+}
+
+/// The window (WindowPlan.h: the CPU's reading and checks), by value.
+Status readWindow(const std::string &op, const KernelAttrs &attrs,
+                  const TensorView &x, const TensorView &y,
+                  std::vector<int64_t> kernel, bool withDilations,
+                  bool ceilMode, int64_t outChannels, Window &w) {
+  window::Window plan;
+  if (Status s = window::readWindow(op, attrs, x, y, std::move(kernel),
+                                    withDilations, ceilMode, outChannels,
+                                    plan);
+      !s)
+    return s;
+  return byValue(op, plan, w);
 }
 
 /// Row-major coordinates of `flat` in `dims`.
@@ -145,6 +150,21 @@ struct ConvShape {
   Window w;
   int64_t batch = 0, channels = 0, m = 0, groups = 1, cg = 0, mg = 0;
 };
+
+/// A conv's shape from the shared checks (WindowPlan.h's planConv /
+/// planConvGrad) and its input `x`, for the kernels.
+Status convShapeOf(const std::string &op, const TensorView &x,
+                   const window::ConvGeometry &g, ConvShape &c) {
+  if (Status s = byValue(op, g.w, c.w); !s)
+    return s;
+  c.batch = x.shape[0];
+  c.channels = x.shape[1];
+  c.m = g.m;
+  c.groups = g.groups;
+  c.cg = g.cg;
+  c.mg = g.mg;
+  return Status::ok();
+}
 
 /// Output element e of [N, M, out...].
 template <typename T>
@@ -258,45 +278,16 @@ __global__ void convGradWeight(ConvShape c, const T *dy, const T *x, T *dw,
 
 Status convKernel(KernelContext &ctx) {
   const std::string op = "graph.conv";
-  if (Status s = checkArity(ctx, op, 2, 3, 1); !s)
+  window::ConvGeometry g;
+  if (Status s = window::planConv(ctx, g); !s)
     return s;
   const TensorView &x = ctx.inputs[0];
   const TensorView &wt = ctx.inputs[1];
   const TensorView *bias = ctx.inputs.size() == 3 ? &ctx.inputs[2] : nullptr;
   TensorView &y = ctx.outputs[0];
-  if (wt.dtype != x.dtype || (bias && bias->dtype != x.dtype))
-    return Status::error(op + ": input, weight and bias must share one "
-                              "element type, got " +
-                         x.describe() + ", " + wt.describe() +
-                         (bias ? ", " + bias->describe() : ""));
-  if (x.rank() < 3 || wt.rank() != x.rank())
-    return Status::error(op + ": input [N, C, x...] and weight [M, C/g, k...] "
-                              "must have one rank >= 3, got " +
-                         x.describe() + " and " + wt.describe());
-  int64_t groups = ctx.attrs.getInt("groups", 1);
-  int64_t m = wt.shape[0], cg = wt.shape[1];
-  if (groups < 1 || m % groups != 0 || cg * groups != x.shape[1])
-    return Status::error(op + ": channels do not match: input " +
-                         x.describe() + ", weight " + wt.describe() +
-                         ", groups " + std::to_string(groups));
-  if (bias && (bias->rank() != 1 || bias->shape[0] != m))
-    return Status::error(op + ": bias must have shape [" + std::to_string(m) +
-                         "], got " + bias->describe());
   ConvShape c;
-  std::vector<int64_t> kernel(wt.shape.begin() + 2, wt.shape.end());
-  if (Status s = readWindow(op, ctx.attrs, x, y, kernel, /*withDilations=*/true,
-                            /*ceilMode=*/false, m, c.w);
-      !s)
+  if (Status s = convShapeOf(op, x, g, c); !s)
     return s;
-  int64_t mg = m / groups;
-  if (mg > INT_MAX || c.w.outPlane > INT_MAX || cg * c.w.taps > INT_MAX)
-    return Status::error(op + ": a GEMM dimension exceeds the BLAS int range");
-  c.batch = x.shape[0];
-  c.channels = x.shape[1];
-  c.m = m;
-  c.groups = groups;
-  c.cg = cg;
-  c.mg = mg;
   return dispatchFloat(x.dtype, op, [&](auto tag) -> Status {
     using T = decltype(tag);
     int64_t n = y.numel();
@@ -315,31 +306,15 @@ Status convKernel(KernelContext &ctx) {
 Status convGradKernel(KernelContext &ctx, bool wantInput) {
   const std::string op =
       wantInput ? "graph.conv_grad_input" : "graph.conv_grad_weight";
-  if (Status s = checkArity(ctx, op, 2, 2, 1); !s)
+  window::ConvGeometry g;
+  if (Status s = window::planConvGrad(ctx, wantInput, g); !s)
     return s;
   const TensorView &dy = ctx.inputs[0];
   const TensorView &x = wantInput ? ctx.outputs[0] : ctx.inputs[1];
   const TensorView &wt = wantInput ? ctx.inputs[1] : ctx.outputs[0];
-  if (x.dtype != dy.dtype || wt.dtype != dy.dtype || x.rank() < 3 ||
-      wt.rank() != x.rank())
-    return Status::error(op + ": operands do not fit: gradient " +
-                         dy.describe() + ", input " + x.describe() +
-                         ", weight " + wt.describe());
-  int64_t groups = ctx.attrs.getInt("groups", 1);
-  int64_t m = wt.shape[0], cg = wt.shape[1];
-  if (groups < 1 || m % groups != 0 || cg * groups != x.shape[1])
-    return Status::error(op + ": channels do not match");
   ConvShape c;
-  std::vector<int64_t> kernel(wt.shape.begin() + 2, wt.shape.end());
-  if (Status s = readWindow(op, ctx.attrs, x, dy, kernel, true, false, m, c.w);
-      !s)
+  if (Status s = convShapeOf(op, x, g, c); !s)
     return s;
-  c.batch = x.shape[0];
-  c.channels = x.shape[1];
-  c.m = m;
-  c.groups = groups;
-  c.cg = cg;
-  c.mg = m / groups;
   return dispatchFloat(dy.dtype, op, [&](auto tag) -> Status {
     using T = decltype(tag);
     int64_t n = ctx.outputs[0].numel();

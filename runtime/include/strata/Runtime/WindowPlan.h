@@ -44,6 +44,21 @@ Status readWindow(const std::string &op, const KernelAttrs &attrs,
                   std::vector<int64_t> kernel, bool withDilations,
                   bool ceilMode, int64_t outChannels, Window &w);
 
+/// graph.conv (x, weight [M, C/groups, k...], optional bias [M]) and its
+/// gradients (conv_grad_input: dy, weight -> dx; conv_grad_weight: dy, x ->
+/// dw): the arity, dtypes, ranks, channels against groups, the bias and the
+/// window. `taps` is the kernel's size; `mg` = m / groups output channels
+/// per group, `cg` input channels per group.
+struct ConvGeometry {
+  int64_t groups = 1, m = 0, cg = 0, mg = 0, taps = 1;
+  Window w;
+};
+/// Also refuses GEMM dimensions (mg, cg * taps, the output plane) beyond
+/// BLAS's int range.
+Status planConv(const KernelContext &ctx, ConvGeometry &g);
+Status planConvGrad(const KernelContext &ctx, bool wantInput,
+                    ConvGeometry &g);
+
 } // namespace strata::runtime::window
 
 #endif // STRATA_RUNTIME_WINDOWPLAN_H
