@@ -161,4 +161,26 @@ Status planAttentionGrad(const KernelContext &ctx, AttentionPlan &g) {
   return Status::ok();
 }
 
+MaskLayout maskLayout(const AttentionPlan &plan) {
+  MaskLayout out;
+  size_t rank = plan.maskStrides.size();
+  if (rank < 2)
+    return out;
+  out.row = plan.maskStrides[rank - 2];
+  out.col = plan.maskStrides[rank - 1];
+  for (size_t i = 0; i + 2 < rank; ++i) {
+    int64_t size = plan.batchShape[i], stride = plan.maskStrides[i];
+    if (size == 1)
+      continue;
+    if (!out.sizes.empty() && out.strides.back() == stride * size) {
+      out.sizes.back() *= size;
+      out.strides.back() = stride;
+      continue;
+    }
+    out.sizes.push_back(size);
+    out.strides.push_back(stride);
+  }
+  return out;
+}
+
 } // namespace strata::runtime

@@ -35,6 +35,8 @@
 #ifndef STRATA_RUNTIME_CUDA_KERNELS_ATTENTIONCOMMON_CUH
 #define STRATA_RUNTIME_CUDA_KERNELS_ATTENTIONCOMMON_CUH
 
+#include "DropoutPhilox.cuh"
+
 #include "strata/Runtime/AttentionPlan.h"
 #include "strata/Runtime/Kernel.h"
 #include "strata/Runtime/KernelChecks.h"
@@ -201,6 +203,23 @@ template <typename T> struct Params {
   Layout layout;
 };
 
+/// The mask's layout (AttentionPlan.h's maskLayout) into fixed arrays for
+/// a kernel; false when more than kMaxMaskDims batch dims remain.
+inline bool mergeMaskDims(const Geometry &g, int &dims, int64_t *sizeOut,
+                          int64_t *strideOut, int64_t &row, int64_t &col) {
+  MaskLayout layout = maskLayout(g);
+  if (layout.sizes.size() > size_t(kMaxMaskDims))
+    return false;
+  dims = int(layout.sizes.size());
+  for (size_t i = 0; i < layout.sizes.size(); ++i) {
+    sizeOut[i] = layout.sizes[i];
+    strideOut[i] = layout.strides[i];
+  }
+  row = layout.row;
+  col = layout.col;
+  return true;
+}
+
 /// Fills everything of `p` but the pointers and the layout. False when the
 /// mask's batch dims do not merge into kMaxMaskDims.
 template <typename T>
@@ -219,31 +238,8 @@ bool fillParams(const Geometry &g, uint64_t seed, Params<T> &p) {
   p.causal = g.causal;
   if (!g.hasMask)
     return true;
-  size_t rank = g.maskStrides.size();
-  p.maskRowStride = g.maskStrides[rank - 2];
-  p.maskColStride = g.maskStrides[rank - 1];
-  // Batch dims, size-1 dims dropped, merged where the stride allows.
-  std::vector<int64_t> sizes, strides;
-  for (size_t i = 0; i + 2 < rank; ++i) {
-    int64_t size = g.batchShape[i], stride = g.maskStrides[i];
-    if (size == 1)
-      continue;
-    if (!sizes.empty() && strides.back() == stride * size) {
-      sizes.back() *= size;
-      strides.back() = stride;
-      continue;
-    }
-    sizes.push_back(size);
-    strides.push_back(stride);
-  }
-  if (sizes.size() > size_t(kMaxMaskDims))
-    return false;
-  p.maskDims = int(sizes.size());
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    p.maskSize[i] = sizes[i];
-    p.maskStride[i] = strides[i];
-  }
-  return true;
+  return mergeMaskDims(g, p.maskDims, p.maskSize, p.maskStride,
+                       p.maskRowStride, p.maskColStride);
 }
 
 //===----------------------------------------------------------------------===//
@@ -267,32 +263,6 @@ __device__ __forceinline__ int64_t minOf(int64_t a, int64_t b) {
   return a < b ? a : b;
 }
 
-/// graph.dropout's keep bit of element `index` of stream `seed`: Random123's
-/// philox4x32_R(10), counter (index lo, hi, 0, 0), key (seed lo, hi); keep
-/// iff word 0 / 2^32 >= ratio (DropoutKernels.cpp).
-__device__ inline bool dropoutKeeps(uint64_t seed, uint64_t index,
-                                    double ratio) {
-  uint32_t c0 = uint32_t(index), c1 = uint32_t(index >> 32), c2 = 0, c3 = 0;
-  uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
-  for (int round = 0; round < 10; ++round) {
-    if (round > 0) {
-      k0 += 0x9E3779B9u;
-      k1 += 0xBB67AE85u;
-    }
-    uint64_t p0 = uint64_t(0xD2511F53u) * c0;
-    uint64_t p1 = uint64_t(0xCD9E8D57u) * c2;
-    uint32_t n0 = uint32_t(p1 >> 32) ^ c1 ^ k0;
-    uint32_t n1 = uint32_t(p1);
-    uint32_t n2 = uint32_t(p0 >> 32) ^ c3 ^ k1;
-    uint32_t n3 = uint32_t(p0);
-    c0 = n0;
-    c1 = n1;
-    c2 = n2;
-    c3 = n3;
-  }
-  return double(c0) * (1.0 / 4294967296.0) >= ratio;
-}
-
 /// The factor dropout leaves on probability (i, j) of batch matrix b.
 template <typename T>
 __device__ __forceinline__ T keepFactor(const Params<T> &p, int64_t b,
@@ -301,7 +271,7 @@ __device__ __forceinline__ T keepFactor(const Params<T> &p, int64_t b,
     return T(1);
   uint64_t index = uint64_t((b * p.s + i) * p.t + j);
   uint64_t seed = p.seedSlot ? *p.seedSlot : p.seed;
-  return dropoutKeeps(seed, index, p.ratio) ? p.dropScale : T(0);
+  return philox::dropoutKeeps(seed, index, p.ratio) ? p.dropScale : T(0);
 }
 
 template <typename T>

@@ -1,9 +1,10 @@
 //===- AttentionMma.cu - bf16 / fp16 attention on tensor cores ------------===//
 //
 // Launches AttentionMma.cuh's block functions for graph.attention and
-// graph.attention_grad when every operand is bf16 (or every one fp16), there
-// is no mask and no dropout, and the head dim (D = Dv) is 16, 32, 64 or
-// 128.
+// graph.attention_grad when query, key and value (and the gradient) are
+// bf16 (or all fp16), a mask if any is f32 (mixed precision keeps it so:
+// -inf must survive), and the head dim (D = Dv) is 16, 32, 64 or 128.
+// Dropout is applied as the CPU applies it.
 // NarrowFloatKernels.cu asks here first; the rest widens to f32 and takes
 // the tiled f32 kernels. STRATA_CUDA_ATTENTION=widened sends every
 // attention there (to compare, or to step around a fault).
@@ -13,6 +14,8 @@
 #include "AttentionCommon.cuh"
 #include "AttentionMma.cuh"
 #include "CudaKernelUtils.cuh"
+
+#include "strata/Runtime/NarrowOperands.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -64,15 +67,31 @@ Status launchMma(const CudaStream &stream, void (*kernel)(MmaParams<E>),
   return launchStatus(op);
 }
 
-/// Whether the tensor-core kernels take this attention.
-bool takes(const attention::Geometry &g) {
+static_assert(attention_mma::kMaskDims == attention::kMaxMaskDims);
+
+/// The shared checks on `ctx` with an f32 mask (operand `maskAt`) read as
+/// the other operands' narrow type: the tensor-core kernels read it as f32.
+/// False (and `g` unset) where they cannot take the instruction.
+bool planNarrow(const KernelContext &ctx, size_t maskAt, bool grad,
+                attention::Geometry &g) {
   static const bool widened = [] {
     const char *env = std::getenv("STRATA_CUDA_ATTENTION");
     return env && std::strcmp(env, "widened") == 0;
   }();
-  return !widened && (g.dtype == DType::BF16 || g.dtype == DType::F16) &&
-         !g.hasMask && g.ratio == 0 && g.d == g.dv &&
-         attention_mma::supportedHeadDim(g.d) && g.t > 0;
+  if (widened || ctx.inputs.size() < maskAt)
+    return false;
+  DType t = ctx.inputs[grad ? 1 : 0].dtype;
+  if (t != DType::BF16 && t != DType::F16)
+    return false;
+  std::vector<TensorView> inputs(ctx.inputs.begin(), ctx.inputs.end());
+  if (inputs.size() > maskAt) {
+    if (inputs[maskAt].dtype != DType::F32)
+      return false;
+    inputs[maskAt].dtype = t;
+  }
+  KernelContext checked = withViews(ctx, inputs, ctx.outputs);
+  Status s = grad ? planAttentionGrad(checked, g) : planAttention(checked, g);
+  return s && g.d == g.dv && attention_mma::supportedHeadDim(g.d) && g.t > 0;
 }
 
 /// Calls fn(E{}, std::integral_constant<int, D>{}) for g's element type
@@ -95,15 +114,25 @@ template <typename Fn> Status dispatchMma(const attention::Geometry &g, Fn &&fn)
   return byDim(mma::Fp16{});
 }
 
+/// Everything of the parameters but the tensors; false when the mask's
+/// batch dims do not merge into kMaskDims.
 template <typename E>
-MmaParams<E> paramsOf(const attention::Geometry &g) {
-  MmaParams<E> p;
+bool paramsOf(const attention::Geometry &g, const KernelContext &ctx,
+              size_t maskAt, MmaParams<E> &p) {
   p.batches = g.batches;
   p.s = g.s;
   p.t = g.t;
   p.scale = float(g.scale);
   p.causal = g.causal;
-  return p;
+  p.ratio = g.ratio;
+  p.dropScale = 1.0f / float(1.0 - g.ratio); // the CPU's T(1) / T(1 - ratio)
+  p.seed = ctx.seed;
+  p.seedSlot = ctx.seedSlot;
+  if (!g.hasMask)
+    return true;
+  p.mask = ctx.inputs[maskAt].as<float>();
+  return attention::mergeMaskDims(g, p.maskDims, p.maskSize, p.maskStride,
+                                  p.maskRow, p.maskCol);
 }
 
 } // namespace
@@ -112,13 +141,15 @@ Status runMmaAttention(KernelContext &ctx, bool &handled) {
   constexpr const char *kOp = "graph.attention";
   handled = false;
   attention::Geometry g;
-  if (Status s = planAttention(ctx, g); !s || !takes(g))
-    return Status::ok(); // the widened path reports the error
-  handled = true;
+  if (!planNarrow(ctx, 3, false, g))
+    return Status::ok(); // the widened path takes it, or reports the error
   return dispatchMma(g, [&](auto e, auto dim) -> Status {
     using E = decltype(e);
     constexpr int D = decltype(dim)::value;
-    MmaParams<E> p = paramsOf<E>(g);
+    MmaParams<E> p;
+    if (!paramsOf<E>(g, ctx, 3, p))
+      return Status::ok(); // a mask of many batch dims: widened
+    handled = true;
     p.q = static_cast<const E *>(ctx.inputs[0].data);
     p.k = static_cast<const E *>(ctx.inputs[1].data);
     p.v = static_cast<const E *>(ctx.inputs[2].data);
@@ -133,7 +164,7 @@ Status runMmaAttentionGrad(KernelContext &ctx, bool &handled) {
   constexpr const char *kOp = "graph.attention_grad";
   handled = false;
   attention::Geometry g;
-  if (Status s = planAttentionGrad(ctx, g); !s || !takes(g))
+  if (!planNarrow(ctx, 4, true, g))
     return Status::ok();
   // lse and delta per query row, in the scratch attention_grad's prepare
   // allocated for the f32 kernels' three statistics per row.
@@ -141,11 +172,13 @@ Status runMmaAttentionGrad(KernelContext &ctx, bool &handled) {
   const auto *scratch = static_cast<const attention::GradScratch *>(ctx.prepared);
   if (needed > 0 && (!scratch || scratch->bytes < needed))
     return Status::ok(); // unprepared: the widened path says so
-  handled = true;
   return dispatchMma(g, [&](auto e, auto dim) -> Status {
     using E = decltype(e);
     constexpr int D = decltype(dim)::value;
-    MmaParams<E> p = paramsOf<E>(g);
+    MmaParams<E> p;
+    if (!paramsOf<E>(g, ctx, 4, p))
+      return Status::ok();
+    handled = true;
     p.dy = static_cast<const E *>(ctx.inputs[0].data);
     p.q = static_cast<const E *>(ctx.inputs[1].data);
     p.k = static_cast<const E *>(ctx.inputs[2].data);

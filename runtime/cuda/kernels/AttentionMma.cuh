@@ -23,9 +23,11 @@
 // The CPU computes the same attention in f32 with the softmax in double
 // (its narrow adapter widens the operands, rounds each result once); here
 // the products' operands are the element type (P and dS rounded to it), so
-// results differ from the CPU's within bf16 / fp16 precision. No mask, no
-// dropout, one head dim D = Dv in {16, 32, 64, 128}: other attentions take
-// the widened f32 kernels (AttentionMma.cu decides, `takes`).
+// results differ from the CPU's within bf16 / fp16 precision. An additive
+// f32 mask and dropout (graph.dropout's Philox stream, the CPU's mask) are
+// applied as the CPU applies them; one head dim D = Dv in {16, 32, 64, 128};
+// other attentions take the widened f32 kernels (AttentionMma.cu decides,
+// `takes`).
 //
 // The block functions are written in MmaPortable.cuh's primitives only, so
 // they also compile as host C++ and run emulated in
@@ -36,6 +38,7 @@
 #ifndef STRATA_RUNTIME_CUDA_KERNELS_ATTENTIONMMA_CUH
 #define STRATA_RUNTIME_CUDA_KERNELS_ATTENTIONMMA_CUH
 
+#include "DropoutPhilox.cuh"
 #include "MmaPortable.cuh"
 
 #include <cmath>
@@ -56,6 +59,17 @@ inline constexpr bool supportedHeadDim(int64_t d) {
   return d == 16 || d == 32 || d == 64 || d == 128;
 }
 
+STRATA_MMA_FN float negInf() { return -std::numeric_limits<float>::infinity(); }
+
+/// Whether key `key` is hidden from query `query`.
+STRATA_MMA_FN bool hidden(const int64_t query, const int64_t key, int64_t keys,
+                          bool causal) {
+  return key >= keys || (causal && key > query);
+}
+
+/// Batch dims of a mask, merged (AttentionCommon.cuh's kMaxMaskDims).
+inline constexpr int kMaskDims = 8;
+
 template <typename E> struct MmaParams {
   const E *q = nullptr, *k = nullptr, *v = nullptr, *dy = nullptr;
   E *out = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;
@@ -65,7 +79,63 @@ template <typename E> struct MmaParams {
   int64_t batches = 0, s = 0, t = 0;
   float scale = 1.0f;
   bool causal = false;
+  /// The additive f32 mask, or null: score (b, i, j) adds
+  /// mask[base(b) + i * maskRow + j * maskCol], base(b) the sum of b's
+  /// coordinates in the merged batch dims times their strides.
+  const float *mask = nullptr;
+  int maskDims = 0;
+  int64_t maskSize[kMaskDims] = {}, maskStride[kMaskDims] = {};
+  int64_t maskRow = 0, maskCol = 0;
+  /// Dropout of the probabilities (ratio 0: none), graph.dropout's Philox
+  /// mask of stream `seed` (or *seedSlot, read when the kernel runs, so a
+  /// replayed CUDA graph draws afresh) at index (b * s + i) * t + j; kept
+  /// probabilities are multiplied by dropScale = 1 / (1 - ratio).
+  double ratio = 0;
+  float dropScale = 1.0f;
+  uint64_t seed = 0;
+  const uint64_t *seedSlot = nullptr;
 };
+
+/// The mask's offset of batch matrix b.
+template <typename E>
+STRATA_MMA_FN int64_t maskBase(const MmaParams<E> &p, int64_t b) {
+  int64_t base = 0;
+  for (int dim = p.maskDims - 1; dim >= 0; --dim) {
+    base += (b % p.maskSize[dim]) * p.maskStride[dim];
+    b /= p.maskSize[dim];
+  }
+  return base;
+}
+
+/// The random stream of this launch.
+template <typename E> STRATA_MMA_FN uint64_t seedOf(const MmaParams<E> &p) {
+  return p.seedSlot ? *p.seedSlot : p.seed;
+}
+
+/// Dropout's factor on probability (query, key) of batch matrix b.
+template <typename E>
+STRATA_MMA_FN float keepFactor(const MmaParams<E> &p, uint64_t seed,
+                               int64_t b, int64_t query, int64_t key) {
+  if (!(p.ratio > 0))
+    return 1.0f;
+  if (query >= p.s || key >= p.t)
+    return 0.0f;
+  uint64_t index = uint64_t((b * p.s + query) * p.t + key);
+  return philox::dropoutKeeps(seed, index, p.ratio) ? p.dropScale : 0.0f;
+}
+
+/// Score (query, key) of batch matrix b from its product `dot`, as the CPU
+/// computes it: dot * scale + mask, -inf where the key is hidden.
+template <typename E>
+STRATA_MMA_FN float scoreOf(const MmaParams<E> &p, int64_t base,
+                            int64_t query, int64_t key, float dot) {
+  if (hidden(query, key, p.t, p.causal))
+    return negInf();
+  float x = dot * p.scale;
+  if (p.mask && query < p.s)
+    x += p.mask[base + query * p.maskRow + key * p.maskCol];
+  return x;
+}
 
 constexpr size_t align32(size_t x) { return (x + 31) / 32 * 32; }
 
@@ -122,8 +192,6 @@ template <typename T> STRATA_MMA_FN T *at(unsigned char *shared, size_t offset) 
   return reinterpret_cast<T *>(shared + offset);
 }
 
-STRATA_MMA_FN float negInf() { return -std::numeric_limits<float>::infinity(); }
-
 /// Rows [row0, row0 + rows) of a [total, D] matrix into `dst`, zeros past
 /// `total`.
 template <typename E, int D, int Rows>
@@ -170,28 +238,23 @@ STRATA_MMA_FN void accumulateAB(float *acc, const E *a, const E *b) {
   }
 }
 
-/// Whether key `key` is hidden from query `query`.
-STRATA_MMA_FN bool hidden(const int64_t query, const int64_t key, int64_t keys,
-                          bool causal) {
-  return key >= keys || (causal && key > query);
-}
-
 /// One step of the online softmax for a warp's 16 rows of scores `s`
-/// (queries q0 + r0 ..., keys k0 ...): scales and masks the scores, updates
-/// each row's m and l, writes P (rounded to E) and rescales the rows of O.
+/// (queries q0 + r0 ..., keys k0 ... of batch matrix b, its mask at `base`):
+/// scales and masks the scores, updates each row's m and l (of the
+/// probabilities before dropout), writes P with dropout applied (rounded to
+/// E) and rescales the rows of O.
 /// Lanes l and l + 16 share row l, 32 columns each.
 template <typename E, int D>
-STRATA_MMA_FN void softmaxStep(const MmaParams<E> &p, int64_t q0, int64_t k0,
-                               int r0, int lane, float *s, E *prob, float *o,
-                               float *m, float *l, float *alpha,
-                               float *partial) {
+STRATA_MMA_FN void softmaxStep(const MmaParams<E> &p, int64_t b, int64_t base,
+                               uint64_t seed, int64_t q0, int64_t k0, int r0,
+                               int lane, float *s, E *prob, float *o, float *m,
+                               float *l, float *alpha, float *partial) {
   const int r = r0 + (lane & 15), half = lane >> 4;
   const int64_t query = q0 + r;
   float *row = s + r * kCols;
   float rowMax = negInf();
   for (int j = half * 32; j < half * 32 + 32; ++j) {
-    float x = hidden(query, k0 + j, p.t, p.causal) ? negInf()
-                                                   : row[j] * p.scale;
+    float x = scoreOf(p, base, query, k0 + j, row[j]);
     row[j] = x;
     rowMax = x > rowMax ? x : rowMax;
   }
@@ -206,7 +269,7 @@ STRATA_MMA_FN void softmaxStep(const MmaParams<E> &p, int64_t q0, int64_t k0,
   for (int j = half * 32; j < half * 32 + 32; ++j) {
     float e = mNew == negInf() ? 0.0f : expf(row[j] - mNew);
     sum += e;
-    prob[r * kCols + j] = fromFloat<E>(e);
+    prob[r * kCols + j] = fromFloat<E>(e * keepFactor(p, seed, b, query, k0 + j));
   }
   partial[r * 2 + half] = sum;
   syncWarp();
@@ -240,6 +303,8 @@ STRATA_MMA_FN void forwardPass(const MmaParams<E> &p, int64_t b, int64_t q0,
     o[i] = 0.0f;
   const int warp = thread / 32, lane = thread % 32, r0 = warp * 16;
   const E *keys = p.k + b * p.t * D, *values = p.v + b * p.t * D;
+  const int64_t base = maskBase(p, b);
+  const uint64_t seed = seedOf(p);
   const int64_t end = p.causal && q0 + kRows < p.t ? q0 + kRows : p.t;
   for (int64_t k0 = 0; k0 < end; k0 += kCols) {
     syncThreads(); // the last step is done with k and v
@@ -248,7 +313,8 @@ STRATA_MMA_FN void forwardPass(const MmaParams<E> &p, int64_t b, int64_t q0,
     syncThreads();
     productABt<E, D>(q + r0 * D, k, s + r0 * kCols);
     syncWarp();
-    softmaxStep<E, D>(p, q0, k0, r0, lane, s, prob, o, m, l, alpha, partial);
+    softmaxStep<E, D>(p, b, base, seed, q0, k0, r0, lane, s, prob, o, m, l,
+                      alpha, partial);
     accumulateAB<E, D>(o + r0 * D, prob + r0 * kCols, v);
   }
   syncThreads();
@@ -311,6 +377,8 @@ STRATA_MMA_FN void gradQueryBlock(const MmaParams<E> &p, int64_t block,
   // Pass 2: dS and dQ.
   const int warp = thread / 32, lane = thread % 32, r0 = warp * 16;
   const E *keys = p.k + b * p.t * D, *values = p.v + b * p.t * D;
+  const int64_t base = maskBase(p, b);
+  const uint64_t seed = seedOf(p);
   const int64_t end = p.causal && q0 + kRows < p.t ? q0 + kRows : p.t;
   for (int64_t k0 = 0; k0 < end; k0 += kCols) {
     syncThreads();
@@ -322,10 +390,12 @@ STRATA_MMA_FN void gradQueryBlock(const MmaParams<E> &p, int64_t block,
     syncWarp();
     const int r = r0 + (lane & 15), half = lane >> 4;
     for (int j = half * 32; j < half * 32 + 32; ++j) {
-      float pr = hidden(q0 + r, k0 + j, p.t, p.causal)
-                     ? 0.0f
-                     : expf(s[r * kCols + j] * p.scale - lse[r]);
-      prob[r * kCols + j] = fromFloat<E>(pr * (dp[r * kCols + j] - delta[r]));
+      const int64_t query = q0 + r, key = k0 + j;
+      float x = scoreOf(p, base, query, key, s[r * kCols + j]);
+      float pr = x == negInf() ? 0.0f : expf(x - lse[r]);
+      float keep = keepFactor(p, seed, b, query, key);
+      prob[r * kCols + j] =
+          fromFloat<E>(pr * (keep * dp[r * kCols + j] - delta[r]));
     }
     syncWarp();
     accumulateAB<E, D>(o + r0 * D, prob + r0 * kCols, k);
@@ -356,6 +426,8 @@ STRATA_MMA_FN void gradKeyBlock(const MmaParams<E> &p, int64_t block,
     dk[i] = dv[i] = 0.0f;
   const int warp = thread / 32, lane = thread % 32, r0 = warp * 16;
   const E *queries = p.q + b * p.s * D, *grads = p.dy + b * p.s * D;
+  const int64_t base = maskBase(p, b);
+  const uint64_t seed = seedOf(p);
   // Causal: the queries before the block's first key see none of them.
   const int64_t begin = p.causal ? k0 / kCols * kCols : 0;
   for (int64_t q0 = begin; q0 < p.s; q0 += kCols) {
@@ -375,10 +447,13 @@ STRATA_MMA_FN void gradKeyBlock(const MmaParams<E> &p, int64_t block,
     const int64_t key = k0 + r;
     for (int c = half * 32; c < half * 32 + 32; ++c) {
       int64_t query = q0 + c;
-      bool live = query < p.s && !hidden(query, key, p.t, p.causal);
-      float pr = live ? expf(st[r * kCols + c] * p.scale - lse[c]) : 0.0f;
-      pt[r * kCols + c] = fromFloat<E>(pr);
-      dst[r * kCols + c] = fromFloat<E>(pr * (dpt[r * kCols + c] - delta[c]));
+      float x = query < p.s ? scoreOf(p, base, query, key, st[r * kCols + c])
+                            : negInf();
+      float pr = x == negInf() ? 0.0f : expf(x - lse[c]);
+      float keep = keepFactor(p, seed, b, query, key);
+      pt[r * kCols + c] = fromFloat<E>(pr * keep);
+      dst[r * kCols + c] =
+          fromFloat<E>(pr * (keep * dpt[r * kCols + c] - delta[c]));
     }
     syncWarp();
     accumulateAB<E, D>(dv + r0 * D, pt + r0 * kCols, dy);

@@ -4,19 +4,22 @@
 // (runtime/cpu/kernels/DropoutKernels.cpp): key = (low, high 32 bits of the
 // seed), counter = (low, high 32 bits of the element index, 0, 0); element
 // i is kept iff word 0 of the output / 2^32 >= ratio. Host and device, so
-// graph.dropout and graph.attention_grad draw the CPU's masks.
+// graph.dropout and attention draw the CPU's masks (and the tensor-core
+// attention's emulation in the unit tests does too).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef STRATA_RUNTIME_CUDA_KERNELS_DROPOUTPHILOX_CUH
 #define STRATA_RUNTIME_CUDA_KERNELS_DROPOUTPHILOX_CUH
 
+#include "strata/Runtime/HostDevice.h"
+
 #include <cstdint>
 
 namespace strata::runtime::cuda::philox {
 
 /// Word 0 of philox4x32_10({index, index >> 32, 0, 0}, {seed, seed >> 32}).
-__host__ __device__ inline uint32_t philoxWord0(uint64_t seed, uint64_t index) {
+STRATA_HOST_DEVICE inline uint32_t philoxWord0(uint64_t seed, uint64_t index) {
   constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
   constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
   uint32_t c0 = static_cast<uint32_t>(index);
@@ -45,8 +48,8 @@ __host__ __device__ inline uint32_t philoxWord0(uint64_t seed, uint64_t index) {
 
 /// The keep bit of element `index` of random stream `seed` (the CPU's
 /// dropoutKeeps): u = word 0 * 2^-32, exact in double.
-__host__ __device__ inline bool dropoutKeeps(uint64_t seed, uint64_t index,
-                                             double ratio) {
+STRATA_HOST_DEVICE inline bool dropoutKeeps(uint64_t seed, uint64_t index,
+                                            double ratio) {
   double u = static_cast<double>(philoxWord0(seed, index)) * 0x1p-32;
   return u >= ratio;
 }

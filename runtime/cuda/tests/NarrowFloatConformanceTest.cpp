@@ -109,11 +109,11 @@ TEST(NarrowFloatConformance, Products) {
 TEST(NarrowFloatConformance, TensorCoreAttention) {
   STRATA_REQUIRE_GPU();
   std::mt19937_64 rng(5);
-  // No mask, no dropout, head dim 16 / 32 / 64 / 128: the tensor-core kernels
-  // (AttentionMma.cu). Their products take P and dS rounded to the element
-  // type, so the bars are wider than the widened kernels' (the emulated
-  // kernels' worst output error in runtime/tests/AttentionMmaTest.cpp is
-  // 0.78 of the narrow bar).
+  // Head dim 16 / 32 / 64 / 128: the tensor-core kernels (AttentionMma.cu).
+  // Their products take P and dS rounded to the element type, so the bars
+  // are wider than the widened kernels' (the same bars hold the emulated
+  // kernels in runtime/tests/AttentionMmaTest.cpp, whose worst errors are
+  // 0.59 of them for the output and 0.58 for the gradients).
   struct Geometry {
     std::vector<int64_t> q, k;
     bool causal;
@@ -146,14 +146,43 @@ TEST(NarrowFloatConformance, TensorCoreAttention) {
       bwd.atol = 6e-3;
       expectConformance(bwd);
     }
+  // BERT's padding mask (f32, as mixed precision keeps it) and attention
+  // dropout (the CPU's Philox mask, same seed).
+  for (DType t : kNarrow)
+    for (bool dropout : {false, true}) {
+      std::vector<int64_t> qkv = {2, 4, 96, 64};
+      CaseTensor mask = zeros(DType::F32, {2, 1, 1, 96});
+      for (int64_t j = 80; j < 96; ++j)
+        reinterpret_cast<float *>(mask.bytes.data())[96 + j] = -10000.0f;
+      Case fwd;
+      fwd.op = "graph.attention";
+      fwd.inputs = {randomTensor(t, qkv, rng), randomTensor(t, qkv, rng),
+                    randomTensor(t, qkv, rng), mask};
+      fwd.outputs = {zeros(t, qkv)};
+      fwd.attrs.set("scale", 0.125);
+      fwd.attrs.set("dropout_ratio", dropout ? 0.1 : 0.0);
+      fwd.seed = 77;
+      fwd.rtol = t == DType::BF16 ? 1.2e-2 : 2e-3;
+      fwd.atol = 2e-3;
+      expectConformance(fwd);
+      Case bwd = fwd;
+      bwd.op = "graph.attention_grad";
+      bwd.inputs = {randomTensor(t, qkv, rng), fwd.inputs[0], fwd.inputs[1],
+                    fwd.inputs[2], mask};
+      bwd.outputs = {zeros(t, qkv), zeros(t, qkv), zeros(t, qkv)};
+      bwd.rtol = t == DType::BF16 ? 3e-2 : 6e-3;
+      bwd.atol = 6e-3;
+      expectConformance(bwd);
+    }
 }
 
 TEST(NarrowFloatConformance, WidenedOps) {
   STRATA_REQUIRE_GPU();
   std::mt19937_64 rng(3);
   for (DType t : kNarrow) {
-    // Causal attention with an f32 padding mask, forward and backward.
-    std::vector<int64_t> qkv = {2, 3, 40, 16};
+    // Causal attention with an f32 padding mask, forward and backward, of a
+    // head dim the tensor-core kernels do not take (24): widened.
+    std::vector<int64_t> qkv = {2, 3, 40, 24};
     CaseTensor mask = zeros(DType::F32, {2, 1, 1, 40});
     Case fwd;
     fwd.op = "graph.attention";

@@ -31,6 +31,16 @@ struct AttentionPlan {
   bool causal = false;
 };
 
+/// The mask's layout for kernels: its batch dims with size-1 dims dropped
+/// and dims merged where the strides allow, so batch matrix b's offset is
+/// the sum of b's coordinates in `sizes` times `strides`; then
+/// i * row + j * col for score (i, j).
+struct MaskLayout {
+  std::vector<int64_t> sizes, strides;
+  int64_t row = 0, col = 0;
+};
+MaskLayout maskLayout(const AttentionPlan &plan);
+
 /// graph.attention's checks; `plan` on success.
 Status planAttention(const KernelContext &ctx, AttentionPlan &plan);
 
