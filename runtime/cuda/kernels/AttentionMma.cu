@@ -17,6 +17,7 @@
 
 #include "strata/Runtime/NarrowOperands.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -89,6 +90,10 @@ bool planNarrow(const KernelContext &ctx, size_t maskAt, bool grad,
       return false;
     inputs[maskAt].dtype = t;
   }
+  // The kernels move rows 16 bytes at a time.
+  for (size_t i = 0; i < ctx.inputs.size() && i < maskAt; ++i)
+    if (reinterpret_cast<uintptr_t>(ctx.inputs[i].data) % 16 != 0)
+      return false;
   KernelContext checked = withViews(ctx, inputs, ctx.outputs);
   Status s = grad ? planAttentionGrad(checked, g) : planAttention(checked, g);
   return s && g.d == g.dv && attention_mma::supportedHeadDim(g.d) && g.t > 0;

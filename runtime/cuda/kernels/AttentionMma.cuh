@@ -139,15 +139,25 @@ STRATA_MMA_FN float scoreOf(const MmaParams<E> &p, int64_t base,
 
 constexpr size_t align32(size_t x) { return (x + 31) / 32 * 32; }
 
+/// Leading dimensions of the shared tiles, padded (16 bytes for the 2-byte
+/// tiles, 16 for f32) so the 16 rows a fragment reads do not fall in the
+/// same banks: `e` for element-type tiles of D columns, `f` for f32 tiles
+/// of D columns.
+template <int D> struct Ld {
+  static constexpr int e = D + 8, f = D + 4;
+};
+/// Element-type tiles of kCols columns (P, dS) and f32 ones (S, dP).
+inline constexpr int kLdP = kCols + 8, kLdS = kCols + 4;
+
 /// Byte offsets into a block's dynamic shared memory; E is 2 bytes.
 template <int D> struct ForwardLayout {
   static constexpr size_t q = 0;
-  static constexpr size_t k = align32(q + kRows * D * 2);
-  static constexpr size_t v = align32(k + kCols * D * 2);
-  static constexpr size_t s = align32(v + kCols * D * 2);
-  static constexpr size_t p = align32(s + kRows * kCols * 4);
-  static constexpr size_t o = align32(p + kRows * kCols * 2);
-  static constexpr size_t m = align32(o + kRows * D * 4);
+  static constexpr size_t k = align32(q + kRows * Ld<D>::e * 2);
+  static constexpr size_t v = align32(k + kCols * Ld<D>::e * 2);
+  static constexpr size_t s = align32(v + kCols * Ld<D>::e * 2);
+  static constexpr size_t p = align32(s + kRows * kLdS * 4);
+  static constexpr size_t o = align32(p + kRows * kLdP * 2);
+  static constexpr size_t m = align32(o + kRows * Ld<D>::f * 4);
   static constexpr size_t l = m + kRows * 4;
   static constexpr size_t alpha = l + kRows * 4;
   static constexpr size_t partial = alpha + kRows * 4; // 2 per row
@@ -156,14 +166,14 @@ template <int D> struct ForwardLayout {
 
 template <int D> struct GradQueryLayout {
   static constexpr size_t q = 0;
-  static constexpr size_t dy = align32(q + kRows * D * 2);
-  static constexpr size_t k = align32(dy + kRows * D * 2);
-  static constexpr size_t v = align32(k + kCols * D * 2);
-  static constexpr size_t s = align32(v + kCols * D * 2);
-  static constexpr size_t dp = align32(s + kRows * kCols * 4);
-  static constexpr size_t p = align32(dp + kRows * kCols * 4); // P, then dS
-  static constexpr size_t o = align32(p + kRows * kCols * 2);  // O, then dQ
-  static constexpr size_t m = align32(o + kRows * D * 4);
+  static constexpr size_t dy = align32(q + kRows * Ld<D>::e * 2);
+  static constexpr size_t k = align32(dy + kRows * Ld<D>::e * 2);
+  static constexpr size_t v = align32(k + kCols * Ld<D>::e * 2);
+  static constexpr size_t s = align32(v + kCols * Ld<D>::e * 2);
+  static constexpr size_t dp = align32(s + kRows * kLdS * 4);
+  static constexpr size_t p = align32(dp + kRows * kLdS * 4); // P, then dS
+  static constexpr size_t o = align32(p + kRows * kLdP * 2);  // O, then dQ
+  static constexpr size_t m = align32(o + kRows * Ld<D>::f * 4);
   static constexpr size_t l = m + kRows * 4;
   static constexpr size_t alpha = l + kRows * 4;
   static constexpr size_t partial = alpha + kRows * 4;
@@ -174,16 +184,16 @@ template <int D> struct GradQueryLayout {
 
 template <int D> struct GradKeyLayout {
   static constexpr size_t k = 0;
-  static constexpr size_t v = align32(k + kRows * D * 2);
-  static constexpr size_t q = align32(v + kRows * D * 2);
-  static constexpr size_t dy = align32(q + kCols * D * 2);
-  static constexpr size_t st = align32(dy + kCols * D * 2);
-  static constexpr size_t dpt = align32(st + kRows * kCols * 4);
-  static constexpr size_t pt = align32(dpt + kRows * kCols * 4);
-  static constexpr size_t dst = align32(pt + kRows * kCols * 2);
-  static constexpr size_t dk = align32(dst + kRows * kCols * 2);
-  static constexpr size_t dv = align32(dk + kRows * D * 4);
-  static constexpr size_t lse = align32(dv + kRows * D * 4);
+  static constexpr size_t v = align32(k + kRows * Ld<D>::e * 2);
+  static constexpr size_t q = align32(v + kRows * Ld<D>::e * 2);
+  static constexpr size_t dy = align32(q + kCols * Ld<D>::e * 2);
+  static constexpr size_t st = align32(dy + kCols * Ld<D>::e * 2);
+  static constexpr size_t dpt = align32(st + kRows * kLdS * 4);
+  static constexpr size_t pt = align32(dpt + kRows * kLdS * 4);
+  static constexpr size_t dst = align32(pt + kRows * kLdP * 2);
+  static constexpr size_t dk = align32(dst + kRows * kLdP * 2);
+  static constexpr size_t dv = align32(dk + kRows * Ld<D>::f * 4);
+  static constexpr size_t lse = align32(dv + kRows * Ld<D>::f * 4);
   static constexpr size_t delta = lse + kCols * 4;
   static constexpr size_t bytes = align32(delta + kCols * 4);
 };
@@ -192,19 +202,25 @@ template <typename T> STRATA_MMA_FN T *at(unsigned char *shared, size_t offset) 
   return reinterpret_cast<T *>(shared + offset);
 }
 
-/// Rows [row0, row0 + rows) of a [total, D] matrix into `dst`, zeros past
-/// `total`.
+/// Rows [row0, row0 + Rows) of a [total, D] matrix into the tile `dst`
+/// (leading dim Ld<D>::e), zeros past `total`; 16 bytes (8 elements) a
+/// copy, as D is a multiple of 16 and every row starts 16-byte aligned.
 template <typename E, int D, int Rows>
 STRATA_MMA_FN void loadRows(E *dst, const E *src, int64_t row0, int64_t total,
                             int thread) {
-  for (int i = thread; i < Rows * D; i += kThreads) {
-    int64_t row = row0 + i / D;
-    dst[i] = row < total ? src[row * D + i % D] : zeroOf<E>();
+  constexpr int chunks = D / 8;
+  for (int i = thread; i < Rows * chunks; i += kThreads) {
+    int r = i / chunks, c = i % chunks * 8;
+    int64_t row = row0 + r;
+    if (row < total)
+      copy16(dst + r * Ld<D>::e + c, src + row * D + c);
+    else
+      zero16(dst + r * Ld<D>::e + c);
   }
 }
 
-/// out (16 x kCols, f32, ld kCols) = a (16 x D rows) b^T, b being kCols
-/// rows of D: a warp's scores.
+/// out (16 x kCols, f32, ld kLdS) = a (16 rows of D) b^T, b being kCols
+/// rows of D (both leading dim Ld<D>::e): a warp's scores.
 template <typename E, int D>
 STRATA_MMA_FN void productABt(const E *a, const E *b, float *out) {
   for (int n = 0; n < kCols / 16; ++n) {
@@ -212,29 +228,30 @@ STRATA_MMA_FN void productABt(const E *a, const E *b, float *out) {
     zero(acc);
     for (int kk = 0; kk < D / 16; ++kk) {
       FragA<E> fa;
-      load(fa, a + kk * 16, D);
+      load(fa, a + kk * 16, Ld<D>::e);
       FragBCol<E> fb;
-      load(fb, b + n * 16 * D + kk * 16, D);
+      load(fb, b + n * 16 * Ld<D>::e + kk * 16, Ld<D>::e);
       mmaSync(acc, fa, fb);
     }
-    store(out + n * 16, acc, kCols);
+    store(out + n * 16, acc, kLdS);
   }
 }
 
-/// acc (16 x D, f32, ld D) += a (16 x kCols, ld kCols) b (kCols x D).
+/// acc (16 x D, f32, ld Ld<D>::f) += a (16 x kCols, ld kLdP) b (kCols x D,
+/// ld Ld<D>::e).
 template <typename E, int D>
 STRATA_MMA_FN void accumulateAB(float *acc, const E *a, const E *b) {
   for (int dn = 0; dn < D / 16; ++dn) {
     FragC c;
-    load(c, acc + dn * 16, D);
+    load(c, acc + dn * 16, Ld<D>::f);
     for (int kk = 0; kk < kCols / 16; ++kk) {
       FragA<E> fa;
-      load(fa, a + kk * 16, kCols);
+      load(fa, a + kk * 16, kLdP);
       FragBRow<E> fb;
-      load(fb, b + kk * 16 * D + dn * 16, D);
+      load(fb, b + kk * 16 * Ld<D>::e + dn * 16, Ld<D>::e);
       mmaSync(c, fa, fb);
     }
-    store(acc + dn * 16, c, D);
+    store(acc + dn * 16, c, Ld<D>::f);
   }
 }
 
@@ -251,7 +268,7 @@ STRATA_MMA_FN void softmaxStep(const MmaParams<E> &p, int64_t b, int64_t base,
                                float *l, float *alpha, float *partial) {
   const int r = r0 + (lane & 15), half = lane >> 4;
   const int64_t query = q0 + r;
-  float *row = s + r * kCols;
+  float *row = s + r * kLdS;
   float rowMax = negInf();
   for (int j = half * 32; j < half * 32 + 32; ++j) {
     float x = scoreOf(p, base, query, k0 + j, row[j]);
@@ -269,7 +286,8 @@ STRATA_MMA_FN void softmaxStep(const MmaParams<E> &p, int64_t b, int64_t base,
   for (int j = half * 32; j < half * 32 + 32; ++j) {
     float e = mNew == negInf() ? 0.0f : expf(row[j] - mNew);
     sum += e;
-    prob[r * kCols + j] = fromFloat<E>(e * keepFactor(p, seed, b, query, k0 + j));
+    prob[r * kLdP + j] =
+        fromFloat<E>(e * keepFactor(p, seed, b, query, k0 + j));
   }
   partial[r * 2 + half] = sum;
   syncWarp();
@@ -282,7 +300,7 @@ STRATA_MMA_FN void softmaxStep(const MmaParams<E> &p, int64_t b, int64_t base,
   syncWarp();
   for (int i = lane; i < 16 * D; i += 32) {
     int rr = r0 + i / D;
-    o[rr * D + i % D] *= alpha[rr];
+    o[rr * Ld<D>::f + i % D] *= alpha[rr];
   }
   syncWarp();
 }
@@ -299,7 +317,7 @@ STRATA_MMA_FN void forwardPass(const MmaParams<E> &p, int64_t b, int64_t q0,
     m[r] = negInf();
     l[r] = 0.0f;
   }
-  for (int i = thread; i < kRows * D; i += kThreads)
+  for (int i = thread; i < kRows * Ld<D>::f; i += kThreads)
     o[i] = 0.0f;
   const int warp = thread / 32, lane = thread % 32, r0 = warp * 16;
   const E *keys = p.k + b * p.t * D, *values = p.v + b * p.t * D;
@@ -311,11 +329,11 @@ STRATA_MMA_FN void forwardPass(const MmaParams<E> &p, int64_t b, int64_t q0,
     loadRows<E, D, kCols>(k, keys, k0, p.t, thread);
     loadRows<E, D, kCols>(v, values, k0, p.t, thread);
     syncThreads();
-    productABt<E, D>(q + r0 * D, k, s + r0 * kCols);
+    productABt<E, D>(q + r0 * Ld<D>::e, k, s + r0 * kLdS);
     syncWarp();
     softmaxStep<E, D>(p, b, base, seed, q0, k0, r0, lane, s, prob, o, m, l,
                       alpha, partial);
-    accumulateAB<E, D>(o + r0 * D, prob + r0 * kCols, v);
+    accumulateAB<E, D>(o + r0 * Ld<D>::f, prob + r0 * kLdP, v);
   }
   syncThreads();
 }
@@ -334,9 +352,11 @@ STRATA_MMA_FN void forwardBlock(const MmaParams<E> &p, int64_t block,
                     at<E>(shared, L::p), o, at<float>(shared, L::m), l,
                     at<float>(shared, L::alpha), at<float>(shared, L::partial));
   for (int i = thread; i < kRows * D; i += kThreads) {
-    int64_t query = q0 + i / D;
+    int r = i / D, c = i % D;
+    int64_t query = q0 + r;
     if (query < p.s)
-      p.out[(b * p.s + query) * D + i % D] = fromFloat<E>(o[i] / l[i / D]);
+      p.out[(b * p.s + query) * D + c] =
+          fromFloat<E>(o[r * Ld<D>::f + c] / l[r]);
   }
 }
 
@@ -362,7 +382,7 @@ STRATA_MMA_FN void gradQueryBlock(const MmaParams<E> &p, int64_t block,
   for (int r = thread; r < kRows; r += kThreads) {
     float dot = 0.0f;
     for (int d = 0; d < D; ++d)
-      dot += toFloat(dy[r * D + d]) * o[r * D + d];
+      dot += toFloat(dy[r * Ld<D>::e + d]) * o[r * Ld<D>::f + d];
     lse[r] = m[r] + logf(l[r]);
     delta[r] = dot / l[r];
     int64_t query = q0 + r;
@@ -372,7 +392,7 @@ STRATA_MMA_FN void gradQueryBlock(const MmaParams<E> &p, int64_t block,
     }
   }
   syncThreads();
-  for (int i = thread; i < kRows * D; i += kThreads)
+  for (int i = thread; i < kRows * Ld<D>::f; i += kThreads)
     o[i] = 0.0f; // now dQ
   // Pass 2: dS and dQ.
   const int warp = thread / 32, lane = thread % 32, r0 = warp * 16;
@@ -385,26 +405,28 @@ STRATA_MMA_FN void gradQueryBlock(const MmaParams<E> &p, int64_t block,
     loadRows<E, D, kCols>(k, keys, k0, p.t, thread);
     loadRows<E, D, kCols>(v, values, k0, p.t, thread);
     syncThreads();
-    productABt<E, D>(q + r0 * D, k, s + r0 * kCols);
-    productABt<E, D>(dy + r0 * D, v, dp + r0 * kCols);
+    productABt<E, D>(q + r0 * Ld<D>::e, k, s + r0 * kLdS);
+    productABt<E, D>(dy + r0 * Ld<D>::e, v, dp + r0 * kLdS);
     syncWarp();
     const int r = r0 + (lane & 15), half = lane >> 4;
     for (int j = half * 32; j < half * 32 + 32; ++j) {
       const int64_t query = q0 + r, key = k0 + j;
-      float x = scoreOf(p, base, query, key, s[r * kCols + j]);
+      float x = scoreOf(p, base, query, key, s[r * kLdS + j]);
       float pr = x == negInf() ? 0.0f : expf(x - lse[r]);
       float keep = keepFactor(p, seed, b, query, key);
-      prob[r * kCols + j] =
-          fromFloat<E>(pr * (keep * dp[r * kCols + j] - delta[r]));
+      prob[r * kLdP + j] =
+          fromFloat<E>(pr * (keep * dp[r * kLdS + j] - delta[r]));
     }
     syncWarp();
-    accumulateAB<E, D>(o + r0 * D, prob + r0 * kCols, k);
+    accumulateAB<E, D>(o + r0 * Ld<D>::f, prob + r0 * kLdP, k);
   }
   syncThreads();
   for (int i = thread; i < kRows * D; i += kThreads) {
-    int64_t query = q0 + i / D;
+    int r = i / D, c = i % D;
+    int64_t query = q0 + r;
     if (query < p.s)
-      p.dq[(b * p.s + query) * D + i % D] = fromFloat<E>(p.scale * o[i]);
+      p.dq[(b * p.s + query) * D + c] =
+          fromFloat<E>(p.scale * o[r * Ld<D>::f + c]);
   }
 }
 
@@ -422,7 +444,7 @@ STRATA_MMA_FN void gradKeyBlock(const MmaParams<E> &p, int64_t block,
   const int64_t b = block / tiles, k0 = (block % tiles) * kRows;
   loadRows<E, D, kRows>(k, p.k + b * p.t * D, k0, p.t, thread);
   loadRows<E, D, kRows>(v, p.v + b * p.t * D, k0, p.t, thread);
-  for (int i = thread; i < kRows * D; i += kThreads)
+  for (int i = thread; i < kRows * Ld<D>::f; i += kThreads)
     dk[i] = dv[i] = 0.0f;
   const int warp = thread / 32, lane = thread % 32, r0 = warp * 16;
   const E *queries = p.q + b * p.s * D, *grads = p.dy + b * p.s * D;
@@ -440,31 +462,33 @@ STRATA_MMA_FN void gradKeyBlock(const MmaParams<E> &p, int64_t block,
       delta[c] = query < p.s ? p.stats[(b * p.s + query) * 2 + 1] : 0.0f;
     }
     syncThreads();
-    productABt<E, D>(k + r0 * D, q, st + r0 * kCols);
-    productABt<E, D>(v + r0 * D, dy, dpt + r0 * kCols);
+    productABt<E, D>(k + r0 * Ld<D>::e, q, st + r0 * kLdS);
+    productABt<E, D>(v + r0 * Ld<D>::e, dy, dpt + r0 * kLdS);
     syncWarp();
     const int r = r0 + (lane & 15), half = lane >> 4;
     const int64_t key = k0 + r;
     for (int c = half * 32; c < half * 32 + 32; ++c) {
       int64_t query = q0 + c;
-      float x = query < p.s ? scoreOf(p, base, query, key, st[r * kCols + c])
+      float x = query < p.s ? scoreOf(p, base, query, key, st[r * kLdS + c])
                             : negInf();
       float pr = x == negInf() ? 0.0f : expf(x - lse[c]);
       float keep = keepFactor(p, seed, b, query, key);
-      pt[r * kCols + c] = fromFloat<E>(pr * keep);
-      dst[r * kCols + c] =
-          fromFloat<E>(pr * (keep * dpt[r * kCols + c] - delta[c]));
+      pt[r * kLdP + c] = fromFloat<E>(pr * keep);
+      dst[r * kLdP + c] =
+          fromFloat<E>(pr * (keep * dpt[r * kLdS + c] - delta[c]));
     }
     syncWarp();
-    accumulateAB<E, D>(dv + r0 * D, pt + r0 * kCols, dy);
-    accumulateAB<E, D>(dk + r0 * D, dst + r0 * kCols, q);
+    accumulateAB<E, D>(dv + r0 * Ld<D>::f, pt + r0 * kLdP, dy);
+    accumulateAB<E, D>(dk + r0 * Ld<D>::f, dst + r0 * kLdP, q);
   }
   syncThreads();
   for (int i = thread; i < kRows * D; i += kThreads) {
-    int64_t key = k0 + i / D;
+    int r = i / D, c = i % D;
+    int64_t key = k0 + r;
     if (key < p.t) {
-      p.dk[(b * p.t + key) * D + i % D] = fromFloat<E>(p.scale * dk[i]);
-      p.dv[(b * p.t + key) * D + i % D] = fromFloat<E>(dv[i]);
+      p.dk[(b * p.t + key) * D + c] =
+          fromFloat<E>(p.scale * dk[r * Ld<D>::f + c]);
+      p.dv[(b * p.t + key) * D + c] = fromFloat<E>(dv[r * Ld<D>::f + c]);
     }
   }
 }

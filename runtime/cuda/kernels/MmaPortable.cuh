@@ -15,7 +15,8 @@
 //    through these functions, never by element;
 //  - the product accumulates in f32 in k order (the tensor cores' order is
 //    unspecified; results differ in the last bits).
-// The memory layouts are WMMA's: matrix_a row-major (m, k) at p[m * ld + k];
+// 16-byte copies (copy16, zero16) move tiles between global and shared
+// memory. The memory layouts are WMMA's: matrix_a row-major (m, k) at p[m * ld + k];
 // matrix_b column-major (k, n) at p[k + n * ld], row-major at p[k * ld + n];
 // the accumulator row-major (m, n) at p[m * ld + n].
 //
@@ -79,6 +80,14 @@ STRATA_MMA_FN void mmaSync(FragC &c, const A &a, const B &b) {
 STRATA_MMA_FN void syncThreads() { __syncthreads(); }
 STRATA_MMA_FN void syncWarp() { __syncwarp(); }
 
+/// 16 bytes from `src` to `dst` (both 16-byte aligned), or zeros.
+STRATA_MMA_FN void copy16(void *dst, const void *src) {
+  *static_cast<uint4 *>(dst) = *static_cast<const uint4 *>(src);
+}
+STRATA_MMA_FN void zero16(void *dst) {
+  *static_cast<uint4 *>(dst) = make_uint4(0, 0, 0, 0);
+}
+
 STRATA_MMA_FN float toFloat(Bf16 x) { return __bfloat162float(x); }
 STRATA_MMA_FN float toFloat(Fp16 x) { return __half2float(x); }
 template <typename E> STRATA_MMA_FN E fromFloat(float x);
@@ -99,6 +108,7 @@ template <typename E> STRATA_MMA_FN E zeroOf() { return fromFloat<E>(0.0f); }
 #include <barrier>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -131,6 +141,9 @@ inline thread_local EmulatedThread *currentThread = nullptr;
 
 inline void syncThreads() { currentThread->block->arrive_and_wait(); }
 inline void syncWarp() { currentThread->warp->arrive_and_wait(); }
+
+inline void copy16(void *dst, const void *src) { std::memcpy(dst, src, 16); }
+inline void zero16(void *dst) { std::memset(dst, 0, 16); }
 
 /// A whole 16 x 16 tile, in every lane.
 struct Tile {
