@@ -7,8 +7,54 @@
 #include <algorithm>
 #include <climits>
 #include <string>
+#include <utility>
 
 namespace strata::runtime {
+namespace {
+
+/// The mask's strides over the scores [..., s, t] (0 where it broadcasts)
+/// into `strides`; false when it does not broadcast to them.
+bool maskStridesOf(const TensorView &mask, const std::vector<int64_t> &batch,
+                   int64_t s, int64_t t, std::vector<int64_t> &strides) {
+  std::vector<int64_t> scores = batch;
+  scores.push_back(s);
+  scores.push_back(t);
+  int64_t rank = int64_t(scores.size());
+  strides.assign(size_t(rank), 0);
+  if (mask.rank() > rank)
+    return false;
+  std::vector<int64_t> own = rowMajorStrides(mask.shape);
+  int64_t offset = rank - mask.rank();
+  for (int64_t i = 0; i < mask.rank(); ++i) {
+    int64_t md = mask.shape[i], sd = scores[offset + i];
+    if (md != sd && md != 1)
+      return false;
+    strides[offset + i] = md == 1 ? 0 : own[i];
+  }
+  return true;
+}
+
+/// The plan's fields once the checks passed.
+void fill(const KernelContext &ctx, DType dtype, std::vector<int64_t> batch,
+          int64_t s, int64_t t, int64_t d, int64_t dv, bool hasMask,
+          std::vector<int64_t> maskStrides, double ratio, AttentionPlan &g) {
+  g.dtype = dtype;
+  g.batches = 1;
+  for (int64_t dim : batch)
+    g.batches *= dim;
+  g.batchShape = std::move(batch);
+  g.s = s;
+  g.t = t;
+  g.d = d;
+  g.dv = dv;
+  g.hasMask = hasMask;
+  g.maskStrides = std::move(maskStrides);
+  g.ratio = ratio;
+  g.causal = ctx.attrs.getBool("causal", false);
+  g.scale = ctx.attrs.getFloat("scale");
+}
+
+} // namespace
 
 Status planAttention(const KernelContext &ctx, AttentionPlan &g) {
   constexpr const char *kOp = "graph.attention";
@@ -42,44 +88,18 @@ Status planAttention(const KernelContext &ctx, AttentionPlan &g) {
   if (out.shape != expected)
     return Status::error("graph.attention: result shape does not fit, got " +
                          out.describe());
-  std::vector<int64_t> scoreShape = batchShape;
-  scoreShape.push_back(s);
-  scoreShape.push_back(t);
   std::vector<int64_t> maskStrides(rank, 0);
-  if (mask) {
-    if (mask->rank() > rank)
-      return Status::error("graph.attention: mask " + mask->describe() +
-                           " does not broadcast to the scores");
-    std::vector<int64_t> strides = rowMajorStrides(mask->shape);
-    int64_t offset = rank - mask->rank();
-    for (int64_t i = 0; i < mask->rank(); ++i) {
-      int64_t md = mask->shape[i], sd = scoreShape[offset + i];
-      if (md != sd && md != 1)
-        return Status::error("graph.attention: mask " + mask->describe() +
-                             " does not broadcast to the scores");
-      maskStrides[offset + i] = md == 1 ? 0 : strides[i];
-    }
-  }
+  if (mask && !maskStridesOf(*mask, batchShape, s, t, maskStrides))
+    return Status::error("graph.attention: mask " + mask->describe() +
+                         " does not broadcast to the scores");
   double ratio = ctx.attrs.getFloat("dropout_ratio", 0.0);
   if (!(ratio >= 0 && ratio < 1))
     return Status::error("graph.attention: dropout_ratio must be in [0, 1)");
   for (int64_t dim : {s, t, d, dv})
     if (dim > INT_MAX)
       return Status::error("graph.attention: sizes exceed BLAS int range");
-  g.dtype = q.dtype;
-  g.batchShape = batchShape;
-  g.batches = 1;
-  for (int64_t dim : batchShape)
-    g.batches *= dim;
-  g.s = s;
-  g.t = t;
-  g.d = d;
-  g.dv = dv;
-  g.hasMask = mask != nullptr;
-  g.maskStrides = maskStrides;
-  g.ratio = ratio;
-  g.causal = ctx.attrs.getBool("causal", false);
-  g.scale = ctx.attrs.getFloat("scale");
+  fill(ctx, q.dtype, std::move(batchShape), s, t, d, dv, mask != nullptr,
+       std::move(maskStrides), ratio, g);
   return Status::ok();
 }
 
@@ -109,9 +129,6 @@ Status planAttentionGrad(const KernelContext &ctx, AttentionPlan &g) {
   int64_t s = q.shape[rank - 2], d = q.shape[rank - 1];
   int64_t t = k.shape[rank - 2], dv = v.shape[rank - 1];
   std::vector<int64_t> batchShape(q.shape.begin(), q.shape.end() - 2);
-  int64_t batches = 1;
-  for (int64_t dim : batchShape)
-    batches *= dim;
   std::vector<int64_t> outShape = batchShape;
   outShape.push_back(s);
   outShape.push_back(dv);
@@ -127,37 +144,15 @@ Status planAttentionGrad(const KernelContext &ctx, AttentionPlan &g) {
   for (int64_t dim : {s, t, d, dv})
     if (dim > INT_MAX)
       return Status::error("graph.attention_grad: sizes exceed BLAS int range");
-  std::vector<int64_t> scoreShape = batchShape;
-  scoreShape.push_back(s);
-  scoreShape.push_back(t);
   std::vector<int64_t> maskStrides(rank, 0);
-  if (mask) {
-    if (mask->rank() > rank)
-      return Status::error("graph.attention_grad: mask does not broadcast");
-    std::vector<int64_t> strides = rowMajorStrides(mask->shape);
-    int64_t offset = rank - mask->rank();
-    for (int64_t i = 0; i < mask->rank(); ++i) {
-      if (mask->shape[i] != scoreShape[offset + i] && mask->shape[i] != 1)
-        return Status::error("graph.attention_grad: mask does not broadcast");
-      maskStrides[offset + i] = mask->shape[i] == 1 ? 0 : strides[i];
-    }
-  }
+  if (mask && !maskStridesOf(*mask, batchShape, s, t, maskStrides))
+    return Status::error("graph.attention_grad: mask does not broadcast");
   double ratio = ctx.attrs.getFloat("dropout_ratio", 0.0);
   if (!(ratio >= 0 && ratio < 1))
     return Status::error("graph.attention_grad: dropout_ratio must be in "
                          "[0, 1)");
-  g.dtype = q.dtype;
-  g.batchShape = batchShape;
-  g.batches = batches;
-  g.s = s;
-  g.t = t;
-  g.d = d;
-  g.dv = dv;
-  g.hasMask = mask != nullptr;
-  g.maskStrides = maskStrides;
-  g.ratio = ratio;
-  g.causal = ctx.attrs.getBool("causal", false);
-  g.scale = ctx.attrs.getFloat("scale");
+  fill(ctx, q.dtype, std::move(batchShape), s, t, d, dv, mask != nullptr,
+       std::move(maskStrides), ratio, g);
   return Status::ok();
 }
 
