@@ -107,16 +107,8 @@ Status planAttentionGrad(const KernelContext &ctx, AttentionPlan &g) {
   constexpr const char *kOp = "graph.attention_grad";
   if (Status s = checkArity(ctx, kOp, 4, 5, 3); !s)
     return s;
-  // Every float operand and every result has the gradient's element type.
-  DType dyType = ctx.inputs[0].dtype;
-  for (const TensorView &v : ctx.inputs)
-    if (isFloat(v.dtype) && v.dtype != dyType)
-      return Status::error(std::string(kOp) + ": operand " + v.describe() +
-                           " does not have the gradient's element type");
-  for (const TensorView &v : ctx.outputs)
-    if (v.dtype != dyType)
-      return Status::error(std::string(kOp) + ": result " + v.describe() +
-                           " does not have the gradient's element type");
+  if (Status s = checkGradDTypes(kOp, ctx); !s)
+    return s;
   const TensorView &dy = ctx.inputs[0], &q = ctx.inputs[1], &k = ctx.inputs[2],
                    &v = ctx.inputs[3];
   const TensorView *mask = ctx.inputs.size() > 4 ? &ctx.inputs[4] : nullptr;

@@ -98,4 +98,73 @@ Status planBatchNorm(const KernelContext &ctx, BatchNormShape &out) {
   return Status::ok();
 }
 
+Status planLayerNormGrad(const KernelContext &ctx, LayerNormGradPlan &out) {
+  constexpr const char *kOp = "graph.layer_norm_grad";
+  if (Status s = checkArity(ctx, kOp, 3, 3, 3); !s)
+    return s;
+  if (Status s = checkGradDTypes(kOp, ctx); !s)
+    return s;
+  if (Status s = requireAttributes(ctx, kOp, {"axis", "epsilon"}); !s)
+    return s;
+  const TensorView &dy = ctx.inputs[0], &x = ctx.inputs[1],
+                   &scale = ctx.inputs[2];
+  int64_t axis = ctx.attrs.getInt("axis");
+  if (axis < 0 || axis >= x.rank() || dy.shape != x.shape ||
+      ctx.outputs[0].shape != x.shape)
+    return Status::error("graph.layer_norm_grad: gradient " + dy.describe() +
+                         " and result " + ctx.outputs[0].describe() +
+                         " must have the shape of " + x.describe() +
+                         ", axis in [0, rank)");
+  std::vector<int64_t> normalized(x.shape.begin() + axis, x.shape.end());
+  if (scale.shape != normalized || ctx.outputs[1].shape != normalized ||
+      ctx.outputs[2].shape != normalized)
+    return Status::error("graph.layer_norm_grad: scale " + scale.describe() +
+                         " and its gradients must have the normalized dims "
+                         "of " +
+                         x.describe());
+  out.rows = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    out.rows *= x.shape[d];
+  out.len = 1;
+  for (int64_t d = axis; d < x.rank(); ++d)
+    out.len *= x.shape[d];
+  out.epsilon = ctx.attrs.getFloat("epsilon");
+  return Status::ok();
+}
+
+Status planBatchNormGrad(const KernelContext &ctx, BatchNormGradPlan &out) {
+  constexpr const char *kOp = "graph.batch_norm_grad";
+  if (Status s = checkArity(ctx, kOp, 5, 5, 3); !s)
+    return s;
+  if (Status s = checkGradDTypes(kOp, ctx); !s)
+    return s;
+  const TensorView &dy = ctx.inputs[0], &x = ctx.inputs[1];
+  if (Status s = requireAttributes(ctx, kOp, {"epsilon", "training"}); !s)
+    return s;
+  if (x.rank() < 2 || dy.shape != x.shape || ctx.outputs[0].shape != x.shape)
+    return Status::error("graph.batch_norm_grad: gradient " + dy.describe() +
+                         " and result " + ctx.outputs[0].describe() +
+                         " must have the shape of " + x.describe() +
+                         " (rank >= 2)");
+  out.batch = x.shape[0];
+  out.channels = x.shape[1];
+  out.spatial = 1;
+  for (int64_t d = 2; d < x.rank(); ++d)
+    out.spatial *= x.shape[d];
+  const TensorView *perChannel[] = {&ctx.inputs[2], &ctx.inputs[3],
+                                    &ctx.inputs[4], &ctx.outputs[1],
+                                    &ctx.outputs[2]};
+  for (const TensorView *t : perChannel)
+    if (t->shape != std::vector<int64_t>{out.channels})
+      return Status::error("graph.batch_norm_grad: per-channel operand " +
+                           t->describe() + " does not fit " + x.describe());
+  out.training = ctx.attrs.getBool("training");
+  out.epsilon = ctx.attrs.getFloat("epsilon");
+  if (out.training && out.batch * out.spatial <= 1) // the forward refuses it
+    return Status::error("graph.batch_norm_grad: training needs more than 1 "
+                         "value per channel, got " +
+                         x.describe());
+  return Status::ok();
+}
+
 } // namespace strata::runtime

@@ -12,6 +12,7 @@
 
 #include "strata/Runtime/AttentionPlan.h"
 #include "strata/Runtime/LossPlan.h"
+#include "strata/Runtime/NormPlan.h"
 
 #include <climits>
 #include <cmath>
@@ -27,20 +28,6 @@ int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end) {
   for (size_t i = begin; i < end; ++i)
     p *= shape[i];
   return p;
-}
-
-/// Every result and every float operand has the gradient's element type.
-Status sameDType(std::string_view op, const KernelContext &ctx) {
-  DType t = ctx.inputs[0].dtype;
-  for (const TensorView &v : ctx.inputs)
-    if (isFloat(v.dtype) && v.dtype != t)
-      return Status::error(std::string(op) + ": operand " + v.describe() +
-                           " does not have the gradient's element type");
-  for (const TensorView &v : ctx.outputs)
-    if (v.dtype != t)
-      return Status::error(std::string(op) + ": result " + v.describe() +
-                           " does not have the gradient's element type");
-  return Status::ok();
 }
 
 //===----------------------------------------------------------------------===//
@@ -87,31 +74,13 @@ Status linearGradWeightKernel(KernelContext &ctx) {
 
 Status layerNormGradKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.layer_norm_grad";
-  if (Status s = checkArity(ctx, kOp, 3, 3, 3); !s)
-    return s;
-  if (Status s = sameDType(kOp, ctx); !s)
-    return s;
-  if (Status s = requireAttributes(ctx, kOp, {"axis", "epsilon"}); !s)
+  LayerNormGradPlan plan;
+  if (Status s = planLayerNormGrad(ctx, plan); !s)
     return s;
   const TensorView &dy = ctx.inputs[0], &x = ctx.inputs[1],
                    &scale = ctx.inputs[2];
-  int64_t axis = ctx.attrs.getInt("axis");
-  double epsilon = ctx.attrs.getFloat("epsilon");
-  if (axis < 0 || axis >= x.rank() || dy.shape != x.shape ||
-      ctx.outputs[0].shape != x.shape)
-    return Status::error("graph.layer_norm_grad: gradient " + dy.describe() +
-                         " and result " + ctx.outputs[0].describe() +
-                         " must have the shape of " + x.describe() +
-                         ", axis in [0, rank)");
-  int64_t rows = product(x.shape, 0, axis);
-  int64_t len = product(x.shape, axis, x.shape.size());
-  std::vector<int64_t> normalized(x.shape.begin() + axis, x.shape.end());
-  if (scale.shape != normalized || ctx.outputs[1].shape != normalized ||
-      ctx.outputs[2].shape != normalized)
-    return Status::error("graph.layer_norm_grad: scale " + scale.describe() +
-                         " and its gradients must have the normalized dims "
-                         "of " +
-                         x.describe());
+  const int64_t rows = plan.rows, len = plan.len;
+  const double epsilon = plan.epsilon;
   return dispatchFloat(x.dtype, kOp, [&](auto tag) -> Status {
     using T = decltype(tag);
     const T *g = dy.as<T>(), *in = x.as<T>(), *w = scale.as<T>();
@@ -154,34 +123,15 @@ Status layerNormGradKernel(KernelContext &ctx) {
 
 Status batchNormGradKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.batch_norm_grad";
-  if (Status s = checkArity(ctx, kOp, 5, 5, 3); !s)
-    return s;
-  if (Status s = sameDType(kOp, ctx); !s)
+  BatchNormGradPlan plan;
+  if (Status s = planBatchNormGrad(ctx, plan); !s)
     return s;
   const TensorView &dy = ctx.inputs[0], &x = ctx.inputs[1];
-  if (Status s = requireAttributes(ctx, kOp, {"epsilon", "training"}); !s)
-    return s;
-  if (x.rank() < 2 || dy.shape != x.shape || ctx.outputs[0].shape != x.shape)
-    return Status::error("graph.batch_norm_grad: gradient " + dy.describe() +
-                         " and result " + ctx.outputs[0].describe() +
-                         " must have the shape of " + x.describe() +
-                         " (rank >= 2)");
-  int64_t batch = x.shape[0], channels = x.shape[1];
-  int64_t spatial = product(x.shape, 2, x.shape.size());
-  const TensorView *perChannel[] = {&ctx.inputs[2], &ctx.inputs[3],
-                                    &ctx.inputs[4], &ctx.outputs[1],
-                                    &ctx.outputs[2]};
-  for (const TensorView *t : perChannel)
-    if (t->shape != std::vector<int64_t>{channels})
-      return Status::error("graph.batch_norm_grad: per-channel operand " +
-                           t->describe() + " does not fit " + x.describe());
-  bool training = ctx.attrs.getBool("training");
-  double epsilon = ctx.attrs.getFloat("epsilon");
-  double count = double(batch * spatial);
-  if (training && batch * spatial <= 1) // the forward refuses it too
-    return Status::error("graph.batch_norm_grad: training needs more than 1 "
-                         "value per channel, got " +
-                         x.describe());
+  const int64_t batch = plan.batch, channels = plan.channels,
+                spatial = plan.spatial;
+  const bool training = plan.training;
+  const double epsilon = plan.epsilon;
+  const double count = double(batch * spatial);
   return dispatchFloat(x.dtype, kOp, [&](auto tag) -> Status {
     using T = decltype(tag);
     const T *g = dy.as<T>(), *in = x.as<T>(), *w = ctx.inputs[2].as<T>();

@@ -39,6 +39,7 @@
 #include "NormalizationCommon.cuh"
 
 #include "strata/Runtime/LossPlan.h"
+#include "strata/Runtime/NormPlan.h"
 
 #include <cub/device/device_radix_sort.cuh>
 
@@ -53,19 +54,6 @@ namespace {
 using namespace norm;
 using namespace philox;
 
-/// Every result and every float operand has the gradient's element type.
-Status sameDType(std::string_view op, const KernelContext &ctx) {
-  DType t = ctx.inputs[0].dtype;
-  for (const TensorView &v : ctx.inputs)
-    if (isFloat(v.dtype) && v.dtype != t)
-      return Status::error(std::string(op) + ": operand " + v.describe() +
-                           " does not have the gradient's element type");
-  for (const TensorView &v : ctx.outputs)
-    if (v.dtype != t)
-      return Status::error(std::string(op) + ": result " + v.describe() +
-                           " does not have the gradient's element type");
-  return Status::ok();
-}
 
 template <typename T> __host__ __device__ inline T quietNaN() {
   return std::numeric_limits<T>::quiet_NaN();
@@ -83,32 +71,12 @@ struct LayerNormGradShape {
 };
 
 Status checkLayerNormGrad(const KernelContext &ctx, LayerNormGradShape &out) {
-  constexpr const char *kOp = "graph.layer_norm_grad";
-  if (Status s = checkArity(ctx, kOp, 3, 3, 3); !s)
+  LayerNormGradPlan plan;
+  if (Status s = planLayerNormGrad(ctx, plan); !s)
     return s;
-  if (Status s = sameDType(kOp, ctx); !s)
-    return s;
-  if (Status s = requireAttributes(ctx, kOp, {"axis", "epsilon"}); !s)
-    return s;
-  const TensorView &dy = ctx.inputs[0], &x = ctx.inputs[1],
-                   &scale = ctx.inputs[2];
-  int64_t axis = ctx.attrs.getInt("axis");
-  if (axis < 0 || axis >= x.rank() || dy.shape != x.shape ||
-      ctx.outputs[0].shape != x.shape)
-    return Status::error("graph.layer_norm_grad: gradient " + dy.describe() +
-                         " and result " + ctx.outputs[0].describe() +
-                         " must have the shape of " + x.describe() +
-                         ", axis in [0, rank)");
-  std::vector<int64_t> normalized(x.shape.begin() + axis, x.shape.end());
-  if (scale.shape != normalized || ctx.outputs[1].shape != normalized ||
-      ctx.outputs[2].shape != normalized)
-    return Status::error("graph.layer_norm_grad: scale " + scale.describe() +
-                         " and its gradients must have the normalized dims "
-                         "of " +
-                         x.describe());
-  out.rows = shapeProduct(x.shape, 0, axis);
-  out.len = shapeProduct(x.shape, axis, x.shape.size());
-  out.epsilon = ctx.attrs.getFloat("epsilon");
+  out.rows = plan.rows;
+  out.len = plan.len;
+  out.epsilon = plan.epsilon;
   // At most 128 chunks of at least 32 rows: a function of the shape only,
   // so the sums' order (and bits) never change.
   out.chunkRows = std::max<int64_t>(32, (out.rows + 127) / 128);
@@ -299,33 +267,14 @@ __global__ void batchNormGradChannels(const T *g, const T *in, const T *w,
 
 Status batchNormGradKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.batch_norm_grad";
-  if (Status s = checkArity(ctx, kOp, 5, 5, 3); !s)
-    return s;
-  if (Status s = sameDType(kOp, ctx); !s)
+  BatchNormGradPlan plan;
+  if (Status s = planBatchNormGrad(ctx, plan); !s)
     return s;
   const TensorView &dy = ctx.inputs[0], &x = ctx.inputs[1];
-  if (Status s = requireAttributes(ctx, kOp, {"epsilon", "training"}); !s)
-    return s;
-  if (x.rank() < 2 || dy.shape != x.shape || ctx.outputs[0].shape != x.shape)
-    return Status::error("graph.batch_norm_grad: gradient " + dy.describe() +
-                         " and result " + ctx.outputs[0].describe() +
-                         " must have the shape of " + x.describe() +
-                         " (rank >= 2)");
-  int64_t batch = x.shape[0], channels = x.shape[1];
-  int64_t spatial = shapeProduct(x.shape, 2, x.shape.size());
-  const TensorView *perChannel[] = {&ctx.inputs[2], &ctx.inputs[3],
-                                    &ctx.inputs[4], &ctx.outputs[1],
-                                    &ctx.outputs[2]};
-  for (const TensorView *t : perChannel)
-    if (t->shape != std::vector<int64_t>{channels})
-      return Status::error("graph.batch_norm_grad: per-channel operand " +
-                           t->describe() + " does not fit " + x.describe());
-  bool training = ctx.attrs.getBool("training");
-  double epsilon = ctx.attrs.getFloat("epsilon");
-  if (training && batch * spatial <= 1)
-    return Status::error("graph.batch_norm_grad: training needs more than 1 "
-                         "value per channel, got " +
-                         x.describe());
+  const int64_t batch = plan.batch, channels = plan.channels,
+                spatial = plan.spatial;
+  const bool training = plan.training;
+  const double epsilon = plan.epsilon;
   return dispatchFloat(x.dtype, kOp, [&](auto tag) -> Status {
     using T = decltype(tag);
     if (channels == 0)

@@ -1,7 +1,7 @@
 //===- KernelChecks.h - Checks every backend's kernels make -----*- C++ -*-===//
 //
-// The operand-count and attribute checks a kernel makes before it touches
-// memory, shared by the CPU and CUDA backends so both reject a malformed
+// The operand-count, attribute and gradient dtype checks a kernel makes
+// before it touches memory, shared by the CPU and CUDA backends so both reject a malformed
 // instruction with the same one-line message.
 //
 //===----------------------------------------------------------------------===//
@@ -39,6 +39,21 @@ inline Status requireAttributes(const KernelContext &ctx, std::string_view op,
     if (!ctx.attrs.has(name))
       return Status::error(std::string(op) + ": missing attribute '" + name +
                            "'");
+  return Status::ok();
+}
+
+/// The gradient kernels' rule: every float operand and every result has the
+/// element type of operand 0 (the gradient).
+inline Status checkGradDTypes(std::string_view op, const KernelContext &ctx) {
+  DType t = ctx.inputs[0].dtype;
+  for (const TensorView &v : ctx.inputs)
+    if (isFloat(v.dtype) && v.dtype != t)
+      return Status::error(std::string(op) + ": operand " + v.describe() +
+                           " does not have the gradient's element type");
+  for (const TensorView &v : ctx.outputs)
+    if (v.dtype != t)
+      return Status::error(std::string(op) + ": result " + v.describe() +
+                           " does not have the gradient's element type");
   return Status::ok();
 }
 

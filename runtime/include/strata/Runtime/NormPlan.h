@@ -32,6 +32,23 @@ struct BatchNormShape {
 };
 Status planBatchNorm(const KernelContext &ctx, BatchNormShape &out);
 
+/// graph.layer_norm_grad (dy, x, scale -> dx, dscale, dbias): x as `rows`
+/// rows of `len` (the normalized dims from attribute axis).
+struct LayerNormGradPlan {
+  int64_t rows = 0, len = 0;
+  double epsilon = 0;
+};
+Status planLayerNormGrad(const KernelContext &ctx, LayerNormGradPlan &out);
+
+/// graph.batch_norm_grad (dy, x, scale, running mean, running var -> dx,
+/// dscale, dbias) over x [N, C, ...].
+struct BatchNormGradPlan {
+  int64_t batch = 0, channels = 0, spatial = 0;
+  double epsilon = 0;
+  bool training = false;
+};
+Status planBatchNormGrad(const KernelContext &ctx, BatchNormGradPlan &out);
+
 } // namespace strata::runtime
 
 #endif // STRATA_RUNTIME_NORMPLAN_H
