@@ -143,4 +143,45 @@ Status planConvGrad(const KernelContext &ctx, bool wantInput,
   return Status::ok();
 }
 
+Status planPool(const std::string &op, const KernelContext &ctx,
+                bool withDilations, Window &w) {
+  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+    return s;
+  const TensorView &x = ctx.inputs[0];
+  if (!ctx.attrs.has("kernel_shape"))
+    return Status::error(op + ": missing kernel_shape");
+  if (x.rank() < 3)
+    return Status::error(op + ": input must have rank >= 3, got " +
+                         x.describe());
+  return readWindow(op, ctx.attrs, x, ctx.outputs[0],
+                    ctx.attrs.getInts("kernel_shape"), withDilations,
+                    ctx.attrs.getBool("ceil_mode", false), x.shape[1], w);
+}
+
+Status planMaxPoolGrad(const KernelContext &ctx, Window &w) {
+  const std::string op = "graph.max_pool_grad";
+  if (Status s = checkArity(ctx, op, 2, 2, 1); !s)
+    return s;
+  const TensorView &dy = ctx.inputs[0], &x = ctx.inputs[1];
+  const TensorView &dx = ctx.outputs[0];
+  if (dx.shape != x.shape || dx.dtype != x.dtype || dy.dtype != x.dtype)
+    return Status::error(op + ": operands do not fit " + x.describe());
+  if (!ctx.attrs.has("kernel_shape"))
+    return Status::error(op + ": missing kernel_shape");
+  return readWindow(op, ctx.attrs, x, dy, ctx.attrs.getInts("kernel_shape"),
+                    true, ctx.attrs.getBool("ceil_mode", false), x.shape[1], w);
+}
+
+Status planAvgPoolGrad(const KernelContext &ctx, Window &w) {
+  const std::string op = "graph.avg_pool_grad";
+  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+    return s;
+  const TensorView &dy = ctx.inputs[0], &dx = ctx.outputs[0];
+  if (dx.dtype != dy.dtype || !ctx.attrs.has("kernel_shape"))
+    return Status::error(op + ": operands do not fit or no kernel_shape");
+  return readWindow(op, ctx.attrs, dx, dy, ctx.attrs.getInts("kernel_shape"),
+                    false, ctx.attrs.getBool("ceil_mode", false), dx.shape[1],
+                    w);
+}
+
 } // namespace strata::runtime::window

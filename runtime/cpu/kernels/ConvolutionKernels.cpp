@@ -29,7 +29,6 @@ namespace {
 // Windows
 //===----------------------------------------------------------------------===//
 
-using window::readWindow;
 using window::Window;
 
 /// Steps `idx` through the box [lo, hi) in row-major order; false once the
@@ -152,21 +151,6 @@ Status convKernel(KernelContext &ctx) {
 // Pooling
 //===----------------------------------------------------------------------===//
 
-/// Reads kernel_shape and the window of a pool; the output keeps C.
-Status readPoolWindow(const std::string &op, KernelContext &ctx,
-                      bool withDilations, Window &w) {
-  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
-    return s;
-  const TensorView &x = ctx.inputs[0];
-  if (!ctx.attrs.has("kernel_shape"))
-    return Status::error(op + ": missing kernel_shape");
-  if (x.rank() < 3)
-    return Status::error(op + ": input must have rank >= 3, got " +
-                         x.describe());
-  return readWindow(op, ctx.attrs, x, ctx.outputs[0],
-                    ctx.attrs.getInts("kernel_shape"), withDilations,
-                    ctx.attrs.getBool("ceil_mode", false), x.shape[1], w);
-}
 
 /// Calls fn(inputOffset, outputOffset, start) for every output position of
 /// one plane, where start[d] is the input coordinate of the window's first
@@ -187,7 +171,7 @@ template <typename Fn> void forEachWindow(const Window &w, Fn fn) {
 Status maxPoolKernel(KernelContext &ctx) {
   const std::string op = "graph.max_pool";
   Window w;
-  if (Status s = readPoolWindow(op, ctx, /*withDilations=*/true, w); !s)
+  if (Status s = window::planPool(op, ctx, /*withDilations=*/true, w); !s)
     return s;
   const TensorView &x = ctx.inputs[0];
   return dispatchFloat(x.dtype, op, [&](auto tag) -> Status {
@@ -237,7 +221,7 @@ Status maxPoolKernel(KernelContext &ctx) {
 Status avgPoolKernel(KernelContext &ctx) {
   const std::string op = "graph.avg_pool";
   Window w;
-  if (Status s = readPoolWindow(op, ctx, /*withDilations=*/false, w); !s)
+  if (Status s = window::planPool(op, ctx, /*withDilations=*/false, w); !s)
     return s;
   const TensorView &x = ctx.inputs[0];
   bool countIncludePad = ctx.attrs.getBool("count_include_pad", false);
@@ -361,20 +345,11 @@ Status convGradKernel(KernelContext &ctx, bool wantInput) {
 /// first maximum, the element the forward picked.
 Status maxPoolGradKernel(KernelContext &ctx) {
   const std::string op = "graph.max_pool_grad";
-  if (Status s = checkArity(ctx, op, 2, 2, 1); !s)
+  Window w;
+  if (Status s = window::planMaxPoolGrad(ctx, w); !s)
     return s;
   const TensorView &dy = ctx.inputs[0], &x = ctx.inputs[1];
   TensorView &dx = ctx.outputs[0];
-  if (dx.shape != x.shape || dx.dtype != x.dtype || dy.dtype != x.dtype)
-    return Status::error(op + ": operands do not fit " + x.describe());
-  Window w;
-  if (!ctx.attrs.has("kernel_shape"))
-    return Status::error(op + ": missing kernel_shape");
-  if (Status s = readWindow(op, ctx.attrs, x, dy,
-                            ctx.attrs.getInts("kernel_shape"), true,
-                            ctx.attrs.getBool("ceil_mode", false), x.shape[1], w);
-      !s)
-    return s;
   return dispatchFloat(x.dtype, op, [&](auto tag) -> Status {
     using T = decltype(tag);
     size_t n = w.spatial;
@@ -424,19 +399,11 @@ Status maxPoolGradKernel(KernelContext &ctx) {
 /// input elements with the forward's divisor.
 Status avgPoolGradKernel(KernelContext &ctx) {
   const std::string op = "graph.avg_pool_grad";
-  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+  Window w;
+  if (Status s = window::planAvgPoolGrad(ctx, w); !s)
     return s;
   const TensorView &dy = ctx.inputs[0];
   TensorView &dx = ctx.outputs[0];
-  if (dx.dtype != dy.dtype || !ctx.attrs.has("kernel_shape"))
-    return Status::error(op + ": operands do not fit or no kernel_shape");
-  Window w;
-  if (Status s = readWindow(op, ctx.attrs, dx, dy,
-                            ctx.attrs.getInts("kernel_shape"), false,
-                            ctx.attrs.getBool("ceil_mode", false), dx.shape[1],
-                            w);
-      !s)
-    return s;
   bool countIncludePad = ctx.attrs.getBool("count_include_pad", false);
   return dispatchFloat(dy.dtype, op, [&](auto tag) -> Status {
     using T = decltype(tag);

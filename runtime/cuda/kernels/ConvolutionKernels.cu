@@ -81,19 +81,6 @@ Status byValue(const std::string &op, const window::Window &plan, Window &w) {
   return Status::ok();
 }
 
-/// The window (WindowPlan.h: the CPU's reading and checks), by value.
-Status readWindow(const std::string &op, const KernelAttrs &attrs,
-                  const TensorView &x, const TensorView &y,
-                  std::vector<int64_t> kernel, bool withDilations,
-                  bool ceilMode, int64_t outChannels, Window &w) {
-  window::Window plan;
-  if (Status s = window::readWindow(op, attrs, x, y, std::move(kernel),
-                                    withDilations, ceilMode, outChannels,
-                                    plan);
-      !s)
-    return s;
-  return byValue(op, plan, w);
-}
 
 /// Row-major coordinates of `flat` in `dims`.
 __host__ __device__ inline void unflatten(int64_t flat, const int64_t *dims,
@@ -527,20 +514,13 @@ __global__ void avgPoolGrad(Window w, const T *g, T *dx, bool countIncludePad,
     dx[e] = avgPoolGradElement(w, g, countIncludePad, e);
 }
 
-/// Reads kernel_shape and the window of a pool; the output keeps C.
+/// A pool's window (WindowPlan.h's planPool), by value.
 Status readPoolWindow(const std::string &op, const KernelContext &ctx,
                       bool withDilations, Window &w) {
-  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+  window::Window plan;
+  if (Status s = window::planPool(op, ctx, withDilations, plan); !s)
     return s;
-  const TensorView &x = ctx.inputs[0];
-  if (!ctx.attrs.has("kernel_shape"))
-    return Status::error(op + ": missing kernel_shape");
-  if (x.rank() < 3)
-    return Status::error(op + ": input must have rank >= 3, got " +
-                         x.describe());
-  return readWindow(op, ctx.attrs, x, ctx.outputs[0],
-                    ctx.attrs.getInts("kernel_shape"), withDilations,
-                    ctx.attrs.getBool("ceil_mode", false), x.shape[1], w);
+  return byValue(op, plan, w);
 }
 
 Status maxPoolKernel(KernelContext &ctx) {
@@ -582,17 +562,10 @@ Status avgPoolKernel(KernelContext &ctx) {
 
 /// The CPU's checks of graph.max_pool_grad (dy, x) -> dx.
 Status checkMaxPoolGrad(const KernelContext &ctx, Window &w) {
-  const std::string op = "graph.max_pool_grad";
-  if (Status s = checkArity(ctx, op, 2, 2, 1); !s)
+  window::Window plan;
+  if (Status s = window::planMaxPoolGrad(ctx, plan); !s)
     return s;
-  const TensorView &dy = ctx.inputs[0], &x = ctx.inputs[1];
-  const TensorView &dx = ctx.outputs[0];
-  if (dx.shape != x.shape || dx.dtype != x.dtype || dy.dtype != x.dtype)
-    return Status::error(op + ": operands do not fit " + x.describe());
-  if (!ctx.attrs.has("kernel_shape"))
-    return Status::error(op + ": missing kernel_shape");
-  return readWindow(op, ctx.attrs, x, dy, ctx.attrs.getInts("kernel_shape"),
-                    true, ctx.attrs.getBool("ceil_mode", false), x.shape[1], w);
+  return byValue("graph.max_pool_grad", plan, w);
 }
 
 Status maxPoolGradKernel(KernelContext &ctx) {
@@ -640,19 +613,14 @@ Status prepareMaxPoolGrad(KernelContext &ctx, std::shared_ptr<void> &prepared) {
 
 Status avgPoolGradKernel(KernelContext &ctx) {
   const std::string op = "graph.avg_pool_grad";
-  if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
+  window::Window plan;
+  Window w;
+  if (Status s = window::planAvgPoolGrad(ctx, plan); !s)
+    return s;
+  if (Status s = byValue(op, plan, w); !s)
     return s;
   const TensorView &dy = ctx.inputs[0];
   TensorView &dx = ctx.outputs[0];
-  if (dx.dtype != dy.dtype || !ctx.attrs.has("kernel_shape"))
-    return Status::error(op + ": operands do not fit or no kernel_shape");
-  Window w;
-  if (Status s = readWindow(op, ctx.attrs, dx, dy,
-                            ctx.attrs.getInts("kernel_shape"), false,
-                            ctx.attrs.getBool("ceil_mode", false), dx.shape[1],
-                            w);
-      !s)
-    return s;
   bool countIncludePad = ctx.attrs.getBool("count_include_pad", false);
   return dispatchFloat(dy.dtype, op, [&](auto tag) -> Status {
     using T = decltype(tag);

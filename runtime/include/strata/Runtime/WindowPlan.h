@@ -59,6 +59,15 @@ Status planConv(const KernelContext &ctx, ConvGeometry &g);
 Status planConvGrad(const KernelContext &ctx, bool wantInput,
                     ConvGeometry &g);
 
+/// graph.max_pool / graph.avg_pool (`op`; dilations for max_pool only):
+/// the arity, attribute kernel_shape and the window; the output keeps C.
+Status planPool(const std::string &op, const KernelContext &ctx,
+                bool withDilations, Window &w);
+/// graph.max_pool_grad (dy, x -> dx) and graph.avg_pool_grad (dy -> dx):
+/// their operands and the forward's window.
+Status planMaxPoolGrad(const KernelContext &ctx, Window &w);
+Status planAvgPoolGrad(const KernelContext &ctx, Window &w);
+
 } // namespace strata::runtime::window
 
 #endif // STRATA_RUNTIME_WINDOWPLAN_H
