@@ -350,4 +350,71 @@ Status planEmbedding(const KernelContext &ctx, GatherGeometry &out) {
   return Status::ok();
 }
 
+Status planSliceGrad(const KernelContext &ctx, SliceGradGeometry &out) {
+  constexpr const char *kOp = "graph.slice_grad";
+  if (Status s = checkArity(ctx, kOp, 1, 1, 1); !s)
+    return s;
+  const TensorView &dy = ctx.inputs[0], &dx = ctx.outputs[0];
+  out.offsets = ctx.attrs.getInts("offsets");
+  out.sizes = ctx.attrs.getInts("sizes");
+  out.steps = ctx.attrs.getInts("strides");
+  int64_t rank = dx.rank();
+  if (dx.dtype != dy.dtype || dy.shape != out.sizes ||
+      static_cast<int64_t>(out.offsets.size()) != rank ||
+      static_cast<int64_t>(out.steps.size()) != rank ||
+      static_cast<int64_t>(out.sizes.size()) != rank)
+    return Status::error("graph.slice_grad: gradient " + dy.describe() +
+                         " does not fit the slice of " + dx.describe());
+  // The forward's rules (planSlice): non-zero strides (negative ones walk
+  // backwards), and the first and last element read in bounds.
+  for (int64_t d = 0; d < rank; ++d) {
+    if (out.steps[d] == 0 || out.sizes[d] < 0)
+      return Status::error("graph.slice_grad: dim " + std::to_string(d) +
+                           ": stride must be non-zero and size >= 0");
+    int64_t last = out.offsets[d] + (out.sizes[d] - 1) * out.steps[d];
+    if (out.sizes[d] > 0 &&
+        (out.offsets[d] < 0 || out.offsets[d] >= dx.shape[d] || last < 0 ||
+         last >= dx.shape[d]))
+      return Status::error("graph.slice_grad: slice is out of bounds in dim " +
+                           std::to_string(d));
+  }
+  return Status::ok();
+}
+
+Status planPadGrad(const KernelContext &ctx, PadGradGeometry &out) {
+  constexpr const char *kOp = "graph.pad_grad";
+  if (Status s = checkArity(ctx, kOp, 1, 1, 1); !s)
+    return s;
+  const TensorView &dy = ctx.inputs[0], &dx = ctx.outputs[0];
+  out.pads = ctx.attrs.getInts("pads");
+  std::string mode = ctx.attrs.getString("mode", "constant");
+  int64_t rank = dx.rank();
+  const std::vector<int64_t> &pads = out.pads;
+  if (dx.dtype != dy.dtype || static_cast<int64_t>(pads.size()) != 2 * rank ||
+      dy.rank() != rank)
+    return Status::error("graph.pad_grad: gradient " + dy.describe() +
+                         " does not fit " + dx.describe());
+  for (int64_t d = 0; d < rank; ++d)
+    if (dy.shape[d] != dx.shape[d] + pads[d] + pads[d + rank])
+      return Status::error("graph.pad_grad: gradient " + dy.describe() +
+                           " is not the padded " + dx.describe());
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    return Status::error("graph.pad_grad: unknown mode \"" + mode + "\"");
+  // Negative pads (a crop) need no source; positive ones need what the
+  // forward needs: reflect pads < dim, edge a non-empty dim.
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t n = dx.shape[d], begin = pads[d], end = pads[d + rank];
+    if ((mode == "reflect" &&
+         ((begin > 0 && begin >= n) || (end > 0 && end >= n))) ||
+        (mode == "edge" && n == 0 && (begin > 0 || end > 0)))
+      return Status::error("graph.pad_grad: " + mode + " pads of dim " +
+                           std::to_string(d) + " do not fit size " +
+                           std::to_string(n));
+  }
+  out.mode = mode == "constant" ? PadMode::Constant
+             : mode == "edge"   ? PadMode::Edge
+                                : PadMode::Reflect;
+  return Status::ok();
+}
+
 } // namespace strata::runtime::shape

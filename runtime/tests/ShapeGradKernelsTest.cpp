@@ -48,6 +48,12 @@ TEST(ShapeGradKernels, SliceGradChecksTheSlice) {
   expectErrorNaming(
       runCpuKernel("graph.slice_grad", {&dy}, {&dx}, sliceAttrs({0}, {3}, {1})),
       "graph.slice_grad"); // dy is not [3]
+  // sizes of another rank than dx (the CPU kernel used to walk dy's extra
+  // dims into dx's first; the shared plan refuses it, as CUDA did).
+  OwnedTensor dy2(DType::F32, {2, 3});
+  expectErrorNaming(runCpuKernel("graph.slice_grad", {&dy2}, {&dx},
+                                 sliceAttrs({0}, {2, 3}, {1})),
+                    "does not fit the slice");
 }
 
 KernelAttrs padAttrs(std::vector<int64_t> pads, const std::string &mode,

@@ -8,11 +8,15 @@
 #include "CpuKernels.h"
 #include "kernels/KernelUtils.h"
 
+#include "strata/Runtime/ShapePlans.h"
+
 #include <algorithm>
 #include <string>
 
 namespace strata::runtime::cpu {
 namespace {
+
+using namespace shape;
 
 /// Calls fn(flat, coord) for every coordinate of `shape` in row-major order.
 template <typename Fn>
@@ -33,31 +37,13 @@ void forEachCoord(const std::vector<int64_t> &shape, Fn fn) {
 
 Status sliceGradKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.slice_grad";
-  if (Status s = checkArity(ctx, kOp, 1, 1, 1); !s)
+  SliceGradGeometry g;
+  if (Status s = planSliceGrad(ctx, g); !s)
     return s;
   const TensorView &dy = ctx.inputs[0];
   TensorView &dx = ctx.outputs[0];
-  std::vector<int64_t> offsets = ctx.attrs.getInts("offsets"),
-                       sizes = ctx.attrs.getInts("sizes"),
-                       steps = ctx.attrs.getInts("strides");
+  const std::vector<int64_t> &offsets = g.offsets, &steps = g.steps;
   int64_t rank = dx.rank();
-  if (dx.dtype != dy.dtype || dy.shape != sizes ||
-      static_cast<int64_t>(offsets.size()) != rank ||
-      static_cast<int64_t>(steps.size()) != rank)
-    return Status::error("graph.slice_grad: gradient " + dy.describe() +
-                         " does not fit the slice of " + dx.describe());
-  // The forward's rules (ShapeKernels.cpp): non-zero strides (negative
-  // ones walk backwards), and the first and last element read in bounds.
-  for (int64_t d = 0; d < rank; ++d) {
-    if (steps[d] == 0 || sizes[d] < 0)
-      return Status::error("graph.slice_grad: dim " + std::to_string(d) +
-                           ": stride must be non-zero and size >= 0");
-    int64_t last = offsets[d] + (sizes[d] - 1) * steps[d];
-    if (sizes[d] > 0 && (offsets[d] < 0 || offsets[d] >= dx.shape[d] ||
-                         last < 0 || last >= dx.shape[d]))
-      return Status::error("graph.slice_grad: slice is out of bounds in dim " +
-                           std::to_string(d));
-  }
   std::vector<int64_t> strides = rowMajorStrides(dx.shape);
   return dispatchFloat(dy.dtype, kOp, [&](auto tag) -> Status {
     using T = decltype(tag);
@@ -76,35 +62,14 @@ Status sliceGradKernel(KernelContext &ctx) {
 
 Status padGradKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.pad_grad";
-  if (Status s = checkArity(ctx, kOp, 1, 1, 1); !s)
+  PadGradGeometry g;
+  if (Status s = planPadGrad(ctx, g); !s)
     return s;
   const TensorView &dy = ctx.inputs[0];
   TensorView &dx = ctx.outputs[0];
-  std::vector<int64_t> pads = ctx.attrs.getInts("pads");
-  std::string mode = ctx.attrs.getString("mode", "constant");
+  const std::vector<int64_t> &pads = g.pads;
   int64_t rank = dx.rank();
-  if (dx.dtype != dy.dtype || static_cast<int64_t>(pads.size()) != 2 * rank ||
-      dy.rank() != rank)
-    return Status::error("graph.pad_grad: gradient " + dy.describe() +
-                         " does not fit " + dx.describe());
-  for (int64_t d = 0; d < rank; ++d)
-    if (dy.shape[d] != dx.shape[d] + pads[d] + pads[d + rank])
-      return Status::error("graph.pad_grad: gradient " + dy.describe() +
-                           " is not the padded " + dx.describe());
-  if (mode != "constant" && mode != "reflect" && mode != "edge")
-    return Status::error("graph.pad_grad: unknown mode \"" + mode + "\"");
-  // Negative pads (a crop) need no source; positive ones need what the
-  // forward needs: reflect pads < dim, edge a non-empty dim.
-  for (int64_t d = 0; d < rank; ++d) {
-    int64_t n = dx.shape[d], begin = pads[d], end = pads[d + rank];
-    if ((mode == "reflect" &&
-         ((begin > 0 && begin >= n) || (end > 0 && end >= n))) ||
-        (mode == "edge" && n == 0 && (begin > 0 || end > 0)))
-      return Status::error("graph.pad_grad: " + mode + " pads of dim " +
-                           std::to_string(d) + " do not fit size " +
-                           std::to_string(n));
-  }
-  bool constant = mode == "constant", edge = mode == "edge";
+  bool constant = g.mode == PadMode::Constant, edge = g.mode == PadMode::Edge;
   std::vector<int64_t> strides = rowMajorStrides(dx.shape);
   return dispatchFloat(dy.dtype, kOp, [&](auto tag) -> Status {
     using T = decltype(tag);

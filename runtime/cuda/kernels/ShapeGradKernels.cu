@@ -11,10 +11,14 @@
 
 #include "ElementwiseCommon.cuh"
 
+#include "strata/Runtime/ShapePlans.h"
+
 #include <string>
 
 namespace strata::runtime::cuda {
 namespace {
+
+using namespace shape;
 
 //===----------------------------------------------------------------------===//
 // slice_grad
@@ -61,32 +65,14 @@ __global__ void __launch_bounds__(kBlock)
 
 Status sliceGradKernelFn(KernelContext &ctx) {
   constexpr const char *kOp = "graph.slice_grad";
-  if (Status s = checkArity(ctx, kOp, 1, 1, 1); !s)
+  SliceGradGeometry g;
+  if (Status s = planSliceGrad(ctx, g); !s)
     return s;
   const TensorView &dy = ctx.inputs[0];
   TensorView &dx = ctx.outputs[0];
-  std::vector<int64_t> offsets = ctx.attrs.getInts("offsets"),
-                       sizes = ctx.attrs.getInts("sizes"),
-                       steps = ctx.attrs.getInts("strides");
+  const std::vector<int64_t> &offsets = g.offsets, &sizes = g.sizes,
+                             &steps = g.steps;
   int64_t rank = dx.rank();
-  // The CPU walks dy's coordinates against dx's dims; the gather needs them
-  // to be the same dims (sizes has one entry per dim, as codegen writes).
-  if (dx.dtype != dy.dtype || dy.shape != sizes ||
-      static_cast<int64_t>(offsets.size()) != rank ||
-      static_cast<int64_t>(steps.size()) != rank ||
-      static_cast<int64_t>(sizes.size()) != rank)
-    return Status::error("graph.slice_grad: gradient " + dy.describe() +
-                         " does not fit the slice of " + dx.describe());
-  for (int64_t d = 0; d < rank; ++d) {
-    if (steps[d] == 0 || sizes[d] < 0)
-      return Status::error("graph.slice_grad: dim " + std::to_string(d) +
-                           ": stride must be non-zero and size >= 0");
-    int64_t last = offsets[d] + (sizes[d] - 1) * steps[d];
-    if (sizes[d] > 0 && (offsets[d] < 0 || offsets[d] >= dx.shape[d] ||
-                         last < 0 || last >= dx.shape[d]))
-      return Status::error("graph.slice_grad: slice is out of bounds in dim " +
-                           std::to_string(d));
-  }
   return dispatchFloat(dy.dtype, kOp, [&](auto tag) -> Status {
     using T = decltype(tag);
     int64_t n = dx.numel();
@@ -114,8 +100,6 @@ Status sliceGradKernelFn(KernelContext &ctx) {
 //===----------------------------------------------------------------------===//
 // pad_grad
 //===----------------------------------------------------------------------===//
-
-enum class PadMode : int { Constant, Reflect, Edge };
 
 struct PadGradPlan {
   int rank = 0;
@@ -224,32 +208,13 @@ __global__ void __launch_bounds__(kBlock)
 
 Status padGradKernelFn(KernelContext &ctx) {
   constexpr const char *kOp = "graph.pad_grad";
-  if (Status s = checkArity(ctx, kOp, 1, 1, 1); !s)
+  PadGradGeometry g;
+  if (Status s = planPadGrad(ctx, g); !s)
     return s;
   const TensorView &dy = ctx.inputs[0];
   TensorView &dx = ctx.outputs[0];
-  std::vector<int64_t> pads = ctx.attrs.getInts("pads");
-  std::string mode = ctx.attrs.getString("mode", "constant");
+  const std::vector<int64_t> &pads = g.pads;
   int64_t rank = dx.rank();
-  if (dx.dtype != dy.dtype || static_cast<int64_t>(pads.size()) != 2 * rank ||
-      dy.rank() != rank)
-    return Status::error("graph.pad_grad: gradient " + dy.describe() +
-                         " does not fit " + dx.describe());
-  for (int64_t d = 0; d < rank; ++d)
-    if (dy.shape[d] != dx.shape[d] + pads[d] + pads[d + rank])
-      return Status::error("graph.pad_grad: gradient " + dy.describe() +
-                           " is not the padded " + dx.describe());
-  if (mode != "constant" && mode != "reflect" && mode != "edge")
-    return Status::error("graph.pad_grad: unknown mode \"" + mode + "\"");
-  for (int64_t d = 0; d < rank; ++d) {
-    int64_t n = dx.shape[d], begin = pads[d], end = pads[d + rank];
-    if ((mode == "reflect" &&
-         ((begin > 0 && begin >= n) || (end > 0 && end >= n))) ||
-        (mode == "edge" && n == 0 && (begin > 0 || end > 0)))
-      return Status::error("graph.pad_grad: " + mode + " pads of dim " +
-                           std::to_string(d) + " do not fit size " +
-                           std::to_string(n));
-  }
   return dispatchFloat(dy.dtype, kOp, [&](auto tag) -> Status {
     using T = decltype(tag);
     int64_t n = dx.numel();
@@ -259,9 +224,7 @@ Status padGradKernelFn(KernelContext &ctx) {
       return tooManyDims(kOp, size_t(rank));
     PadGradPlan p;
     p.rank = int(rank);
-    p.mode = mode == "constant" ? PadMode::Constant
-             : mode == "edge"   ? PadMode::Edge
-                                : PadMode::Reflect;
+    p.mode = g.mode;
     std::vector<int64_t> dyStrides = rowMajorStrides(dy.shape);
     for (int64_t d = 0; d < rank; ++d) {
       p.dxSize[d] = dx.shape[d];

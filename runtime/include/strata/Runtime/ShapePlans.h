@@ -93,6 +93,22 @@ struct GatherGeometry {
 Status planGather(const KernelContext &ctx, GatherGeometry &out);
 Status planEmbedding(const KernelContext &ctx, GatherGeometry &out);
 
+/// graph.slice_grad (dy -> dx: zeros, dy added at the forward's slice):
+/// attributes offsets, sizes and strides, one per dim of dx, the slice
+/// inside dx as the forward requires.
+struct SliceGradGeometry {
+  std::vector<int64_t> offsets, sizes, steps;
+};
+Status planSliceGrad(const KernelContext &ctx, SliceGradGeometry &out);
+
+/// graph.pad_grad (dy -> dx): attribute pads (begin of every dim, then
+/// end) and mode, as the forward allowed them.
+struct PadGradGeometry {
+  std::vector<int64_t> pads;
+  PadMode mode = PadMode::Constant;
+};
+Status planPadGrad(const KernelContext &ctx, PadGradGeometry &out);
+
 } // namespace strata::runtime::shape
 
 #endif // STRATA_RUNTIME_SHAPEPLANS_H
