@@ -11,6 +11,7 @@
 #include "kernels/KernelUtils.h"
 
 #include "strata/Runtime/AttentionPlan.h"
+#include "strata/Runtime/GemmPlan.h"
 #include "strata/Runtime/LossPlan.h"
 #include "strata/Runtime/NormPlan.h"
 
@@ -36,26 +37,13 @@ int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end) {
 
 Status linearGradWeightKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.linear_grad_weight";
-  if (Status s = checkArity(ctx, kOp, 2, 2, 1); !s)
+  LinearGradWeightPlan plan;
+  if (Status s = planLinearGradWeight(ctx, plan); !s)
     return s;
   const TensorView &dy = ctx.inputs[0], &x = ctx.inputs[1];
   TensorView &dw = ctx.outputs[0];
-  bool transposed = ctx.attrs.getBool("transpose_weight");
-  if (dy.rank() < 1 || x.rank() != dy.rank() || x.dtype != dy.dtype ||
-      dw.dtype != dy.dtype ||
-      !std::equal(dy.shape.begin(), dy.shape.end() - 1, x.shape.begin()))
-    return Status::error("graph.linear_grad_weight: gradient " + dy.describe() +
-                         " and input " + x.describe() + " do not fit");
-  int64_t n = dy.shape.back(), k = x.shape.back();
-  int64_t m = product(dy.shape, 0, dy.shape.size() - 1);
-  if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
-    return Status::error("graph.linear_grad_weight: a GEMM dimension exceeds "
-                         "the BLAS int range");
-  if (dw.shape !=
-      (transposed ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}))
-    return Status::error("graph.linear_grad_weight: result " + dw.describe() +
-                         " does not fit gradient " + dy.describe() +
-                         " and input " + x.describe());
+  const bool transposed = plan.transposed;
+  const int64_t m = plan.m, n = plan.n, k = plan.k;
   return dispatchFloat(dy.dtype, kOp, [&](auto tag) -> Status {
     using T = decltype(tag);
     if (transposed) // dW[N, K] = dy^T x

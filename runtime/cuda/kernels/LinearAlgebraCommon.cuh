@@ -15,6 +15,7 @@
 #ifndef STRATA_RUNTIME_CUDA_KERNELS_LINEARALGEBRACOMMON_CUH
 #define STRATA_RUNTIME_CUDA_KERNELS_LINEARALGEBRACOMMON_CUH
 
+#include "strata/Runtime/GemmPlan.h"
 #include "strata/Runtime/Kernel.h"
 #include "strata/Runtime/KernelChecks.h"
 
@@ -55,27 +56,6 @@ struct GemmProblem {
   int64_t outElems = 0;
 };
 
-/// BLAS and cuBLASLt take int sizes.
-inline bool fitsBlas(std::initializer_list<int64_t> sizes) {
-  return std::all_of(sizes.begin(), sizes.end(),
-                     [](int64_t s) { return s >= 0 && s <= INT_MAX; });
-}
-
-/// numpy broadcast of two shapes; false if they do not broadcast.
-inline bool broadcastShapes(const std::vector<int64_t> &a,
-                            const std::vector<int64_t> &b,
-                            std::vector<int64_t> &out) {
-  size_t rank = std::max(a.size(), b.size());
-  out.assign(rank, 1);
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (da != db && da != 1 && db != 1)
-      return false;
-    out[i] = da == 1 ? db : da;
-  }
-  return true;
-}
 
 /// For every flat index of `out`, the flat index of `in` it reads under numpy
 /// broadcasting (the CPU's broadcastIndexMap).
@@ -152,34 +132,14 @@ inline void rowMajorProduct(GemmProblem &p, int64_t m, int64_t n, int64_t k,
 inline Status buildMatmul(const KernelContext &ctx, GemmProblem &p) {
   constexpr const char *kOp = "graph.matmul";
   p.op = kOp;
-  if (Status s = checkArity(ctx, kOp, 2, 2, 1); !s)
+  MatmulPlan plan;
+  if (Status s = planMatmul(ctx, plan); !s)
     return s;
   const TensorView &lhs = ctx.inputs[0], &rhs = ctx.inputs[1];
   const TensorView &out = ctx.outputs[0];
-  if (lhs.dtype != rhs.dtype || out.dtype != lhs.dtype)
-    return Status::error(
-        "graph.matmul: element types differ: " + lhs.describe() + ", " +
-        rhs.describe() + " -> " + out.describe());
-  if (lhs.rank() < 2 || rhs.rank() < 2)
-    return Status::error("graph.matmul: operands must have rank >= 2, got " +
-                         lhs.describe() + " and " + rhs.describe());
-  int64_t m = lhs.shape[lhs.rank() - 2], k = lhs.shape.back();
-  int64_t n = rhs.shape.back();
-  std::vector<int64_t> lhsBatch(lhs.shape.begin(), lhs.shape.end() - 2);
-  std::vector<int64_t> rhsBatch(rhs.shape.begin(), rhs.shape.end() - 2);
-  std::vector<int64_t> batch;
-  if (rhs.shape[rhs.rank() - 2] != k ||
-      !broadcastShapes(lhsBatch, rhsBatch, batch))
-    return Status::error("graph.matmul: " + lhs.describe() + " x " +
-                         rhs.describe() + " is not a matrix product");
-  std::vector<int64_t> expected = batch;
-  expected.push_back(m);
-  expected.push_back(n);
-  if (out.shape != expected)
-    return Status::error("graph.matmul: result must have shape " +
-                         shapeString(expected) + ", got " + out.describe());
-  if (!fitsBlas({m, n, k}))
-    return Status::error("graph.matmul: matrix sizes exceed BLAS int range");
+  const int64_t m = plan.m, n = plan.n, k = plan.k;
+  const std::vector<int64_t> &lhsBatch = plan.lhsBatch,
+                             &rhsBatch = plan.rhsBatch, &batch = plan.batch;
   if (!gemmType(lhs.dtype))
     return notSupported(kOp, lhs.dtype);
 
@@ -244,38 +204,14 @@ inline Status buildMatmul(const KernelContext &ctx, GemmProblem &p) {
 inline Status buildLinear(const KernelContext &ctx, GemmProblem &p) {
   constexpr const char *kOp = "graph.linear";
   p.op = kOp;
-  if (Status s = checkArity(ctx, kOp, 2, 3, 1); !s)
+  LinearPlan plan;
+  if (Status s = planLinear(ctx, plan); !s)
     return s;
   const TensorView &x = ctx.inputs[0], &w = ctx.inputs[1];
-  const TensorView *bias = ctx.inputs.size() > 2 ? &ctx.inputs[2] : nullptr;
+  const TensorView *bias = plan.hasBias ? &ctx.inputs[2] : nullptr;
   const TensorView &y = ctx.outputs[0];
-  if (w.dtype != x.dtype || y.dtype != x.dtype ||
-      (bias && bias->dtype != x.dtype))
-    return Status::error("graph.linear: operands and result must share one "
-                         "element type");
-  bool transposed = ctx.attrs.getBool("transpose_weight", false);
-  if (x.rank() < 1 || w.rank() != 2)
-    return Status::error("graph.linear: input must have rank >= 1 and weight "
-                         "rank 2, got " +
-                         x.describe() + " and " + w.describe());
-  int64_t k = w.shape[transposed ? 1 : 0], n = w.shape[transposed ? 0 : 1];
-  if (x.shape.back() != k)
-    return Status::error("graph.linear: input " + x.describe() +
-                         " does not match weight " + w.describe() +
-                         (transposed ? " (transposed)" : ""));
-  if (bias && bias->shape != std::vector<int64_t>{n})
-    return Status::error("graph.linear: bias must have shape [" +
-                         std::to_string(n) + "], got " + bias->describe());
-  std::vector<int64_t> expected = x.shape;
-  expected.back() = n;
-  if (y.shape != expected)
-    return Status::error("graph.linear: result must have shape " +
-                         shapeString(expected) + ", got " + y.describe());
-  int64_t rows = 1;
-  for (int64_t i = 0; i + 1 < x.rank(); ++i)
-    rows *= x.shape[i];
-  if (!fitsBlas({rows, n, k}))
-    return Status::error("graph.linear: matrix sizes exceed BLAS int range");
+  const bool transposed = plan.transposed;
+  const int64_t rows = plan.rows, n = plan.n, k = plan.k;
   if (!gemmType(x.dtype))
     return notSupported(kOp, x.dtype);
 
@@ -303,29 +239,13 @@ inline Status buildLinearGradWeight(const KernelContext &ctx,
                                     GemmProblem &p) {
   constexpr const char *kOp = "graph.linear_grad_weight";
   p.op = kOp;
-  if (Status s = checkArity(ctx, kOp, 2, 2, 1); !s)
+  LinearGradWeightPlan plan;
+  if (Status s = planLinearGradWeight(ctx, plan); !s)
     return s;
   const TensorView &dy = ctx.inputs[0], &x = ctx.inputs[1];
   const TensorView &dw = ctx.outputs[0];
-  bool transposed = ctx.attrs.getBool("transpose_weight");
-  if (dy.rank() < 1 || x.rank() != dy.rank() || x.dtype != dy.dtype ||
-      dw.dtype != dy.dtype ||
-      !std::equal(dy.shape.begin(), dy.shape.end() - 1, x.shape.begin()))
-    return Status::error("graph.linear_grad_weight: gradient " +
-                         dy.describe() + " and input " + x.describe() +
-                         " do not fit");
-  int64_t n = dy.shape.back(), k = x.shape.back();
-  int64_t m = 1;
-  for (size_t i = 0; i + 1 < dy.shape.size(); ++i)
-    m *= dy.shape[i];
-  if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
-    return Status::error("graph.linear_grad_weight: a GEMM dimension exceeds "
-                         "the BLAS int range");
-  if (dw.shape !=
-      (transposed ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}))
-    return Status::error("graph.linear_grad_weight: result " + dw.describe() +
-                         " does not fit gradient " + dy.describe() +
-                         " and input " + x.describe());
+  const bool transposed = plan.transposed;
+  const int64_t m = plan.m, n = plan.n, k = plan.k;
   if (!gemmType(dy.dtype))
     return notSupported(kOp, dy.dtype);
 
