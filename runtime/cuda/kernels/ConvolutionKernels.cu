@@ -5,13 +5,10 @@
 // windows (any number of spatial dims up to 6, separate begin and end pads,
 // ceil_mode, dilations), checks and messages.
 //
-// Direct kernels, one thread per result element, no scatter and no atomics:
-//  - conv: a thread per output element sums its window over the group's
-//    channels (in the element type, as the CPU's GEMM), then adds the bias;
-//  - conv_grad_input: a thread per input element gathers every (output
-//    position, kernel tap) that reads it;
-//  - conv_grad_weight: a block per weight element reduces over the batch
-//    and the output positions (a fixed tree: reproducible);
+// No scatter and no atomics:
+//  - conv, conv_grad_input, conv_grad_weight: implicit GEMMs
+//    (ConvImplicitGemm.cuh), the im2col operand gathered as its tile
+//    loads, a long sum split over blocks by shape alone (reproducible);
 //  - max_pool, avg_pool: a thread per output element walks its window;
 //  - max_pool_grad: a thread per output element finds the element its
 //    window picked (the CPU's first maximum) into scratch; then a thread per
@@ -25,6 +22,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ConvImplicitGemm.cuh"
 #include "CudaKernelUtils.cuh"
 #include "NormalizationCommon.cuh"
 
@@ -46,41 +44,11 @@ using namespace norm;
 // Windows
 //===----------------------------------------------------------------------===//
 
-/// Spatial dims a kernel takes by value.
-constexpr int kMaxSpatial = kMaxRank - 2;
+using conv_gemm::kMaxSpatial;
+using conv_gemm::Window;
+static_assert(kMaxSpatial == kMaxRank - 2, "a window is a rank's spatial dims");
 
-/// A sliding window over the spatial dims of an [N, C, x...] tensor, by
-/// value for the kernels.
-struct Window {
-  int spatial = 0;
-  int64_t in[kMaxSpatial] = {}, out[kMaxSpatial] = {}, kernel[kMaxSpatial] = {};
-  int64_t stride[kMaxSpatial] = {}, padBegin[kMaxSpatial] = {};
-  int64_t padEnd[kMaxSpatial] = {}, dilation[kMaxSpatial] = {};
-  int64_t inPlane = 1, outPlane = 1, taps = 1;
-};
-
-/// A shared plan's window (WindowPlan.h), by value.
-Status byValue(const std::string &op, const window::Window &plan, Window &w) {
-  if (plan.spatial > size_t(kMaxSpatial))
-    return Status::error(op + ": more than " + std::to_string(kMaxSpatial) +
-                         " spatial dims are not supported on CUDA");
-  w = Window();
-  w.spatial = int(plan.spatial);
-  for (size_t d = 0; d < plan.spatial; ++d) {
-    w.in[d] = plan.in[d];
-    w.out[d] = plan.out[d];
-    w.kernel[d] = plan.kernel[d];
-    w.stride[d] = plan.strides[d];
-    w.padBegin[d] = plan.padBegin[d];
-    w.padEnd[d] = plan.padEnd[d];
-    w.dilation[d] = plan.dilations[d];
-    w.inPlane *= w.in[d];
-    w.outPlane *= w.out[d];
-    w.taps *= w.kernel[d];
-  }
-  return Status::ok();
-}
-
+using conv_gemm::windowOf;
 
 /// Row-major coordinates of `flat` in `dims`.
 __host__ __device__ inline void unflatten(int64_t flat, const int64_t *dims,
@@ -88,16 +56,6 @@ __host__ __device__ inline void unflatten(int64_t flat, const int64_t *dims,
   for (int d = n - 1; d >= 0; --d) {
     coord[d] = flat % dims[d];
     flat /= dims[d];
-  }
-}
-
-/// Steps `idx` to the next tap of [0, hi) in row-major order.
-__host__ __device__ inline void nextTap(int64_t *idx, const int64_t *hi,
-                                        int n) {
-  for (int d = n - 1; d >= 0; --d) {
-    if (++idx[d] < hi[d])
-      return;
-    idx[d] = 0;
   }
 }
 
@@ -133,189 +91,93 @@ __host__ __device__ inline int64_t outputOfTap(const Window &w,
 // Convolution
 //===----------------------------------------------------------------------===//
 
-struct ConvShape {
-  Window w;
-  int64_t batch = 0, channels = 0, m = 0, groups = 1, cg = 0, mg = 0;
-};
+using conv_gemm::convOpName;
 
-/// A conv's shape from the shared checks (WindowPlan.h's planConv /
-/// planConvGrad) and its input `x`, for the kernels.
-Status convShapeOf(const std::string &op, const TensorView &x,
-                   const window::ConvGeometry &g, ConvShape &c) {
-  if (Status s = byValue(op, g.w, c.w); !s)
-    return s;
-  c.batch = x.shape[0];
-  c.channels = x.shape[1];
-  c.m = g.m;
-  c.groups = g.groups;
-  c.cg = g.cg;
-  c.mg = g.mg;
+template <conv_gemm::Pass P, typename T>
+__global__ void __launch_bounds__(conv_gemm::kThreads)
+    convGemmKernel(conv_gemm::Params<T> p) {
+  extern __shared__ __align__(16) unsigned char shared[];
+  conv_gemm::gemmBlock<P>(p, blockIdx.x, threadIdx.x, shared);
+}
+
+template <conv_gemm::Pass P, typename T>
+__global__ void convAddSplits(conv_gemm::Params<T> p, int64_t n) {
+  for (int64_t e = gridStart(); e < n; e += gridStride())
+    conv_gemm::addSplits<P>(p, e);
+}
+
+template <conv_gemm::Pass P, typename T>
+Status launchConv(KernelContext &ctx, conv_gemm::Params<T> p) {
+  const std::string op = convOpName(P);
+  const CudaStream &s = streamOf(ctx);
+  int64_t partials = p.gemm.partialElements(p.c.groups);
+  if (partials > 0) {
+    const DeviceScratch *scratch;
+    if (Status st = scratchOf(ctx, op, size_t(partials) * sizeof(T), scratch);
+        !st)
+      return st;
+    p.partial = scratch->at<T>(0);
+  }
+  int64_t blocks = p.gemm.blocks(p.c.groups);
+  if (blocks > 0) {
+    convGemmKernel<P, T><<<unsigned(blocks), conv_gemm::kThreads,
+                           conv_gemm::Shared<T>::bytes, s.stream>>>(p);
+    if (Status st = launchStatus(op); !st)
+      return st;
+  }
+  if (partials > 0) {
+    int64_t n = p.c.groups * p.gemm.M * p.gemm.N;
+    convAddSplits<P, T><<<gridFor(s, n), kBlock, 0, s.stream>>>(p, n);
+    return launchStatus(op);
+  }
   return Status::ok();
 }
 
-/// Output element e of [N, M, out...].
-template <typename T>
-__host__ __device__ inline T convOutput(const ConvShape &c, const T *x,
-                                        const T *wt, const T *bias, int64_t e) {
-  const Window &w = c.w;
-  int64_t pos = e % w.outPlane, o = e / w.outPlane % c.m,
-          nb = e / (w.outPlane * c.m);
-  int64_t g = o / c.mg;
-  int64_t oc[kMaxSpatial], k[kMaxSpatial] = {};
-  unflatten(pos, w.out, w.spatial, oc);
-  const T *xg = x + (nb * c.channels + g * c.cg) * w.inPlane;
-  const T *wo = wt + o * c.cg * w.taps;
-  T acc = T(0);
-  for (int64_t t = 0; t < w.taps; ++t, nextTap(k, w.kernel, w.spatial)) {
-    bool inside = true;
-    int64_t at = 0;
-    for (int d = 0; d < w.spatial; ++d) {
-      int64_t i = oc[d] * w.stride[d] + k[d] * w.dilation[d] - w.padBegin[d];
-      inside = inside && i >= 0 && i < w.in[d];
-      at = at * w.in[d] + i;
-    }
-    if (!inside)
-      continue;
-    for (int64_t ch = 0; ch < c.cg; ++ch)
-      acc += xg[ch * w.inPlane + at] * wo[ch * w.taps + t];
-  }
-  return acc + (bias ? bias[o] : T(0));
-}
-
-/// Input-gradient element e of [N, C, in...]: every (output position, tap)
-/// that reads it, over the group's output channels.
-template <typename T>
-__host__ __device__ inline T convGradInputElement(const ConvShape &c,
-                                                  const T *dy, const T *wt,
-                                                  int64_t e) {
-  const Window &w = c.w;
-  int64_t ipos = e % w.inPlane, ci = e / w.inPlane % c.channels,
-          nb = e / (w.inPlane * c.channels);
-  int64_t g = ci / c.cg, ch = ci % c.cg;
-  int64_t ic[kMaxSpatial], k[kMaxSpatial] = {};
-  unflatten(ipos, w.in, w.spatial, ic);
-  T acc = T(0);
-  for (int64_t t = 0; t < w.taps; ++t, nextTap(k, w.kernel, w.spatial)) {
-    int64_t opos = outputOfTap(w, ic, k);
-    if (opos < 0)
-      continue;
-    for (int64_t oc = 0; oc < c.mg; ++oc) {
-      int64_t o = g * c.mg + oc;
-      acc += dy[(nb * c.m + o) * w.outPlane + opos] *
-             wt[(o * c.cg + ch) * w.taps + t];
-    }
-  }
-  return acc;
-}
-
-/// Weight-gradient element e of [M, C/g, k...]: its terms q = first,
-/// first + step, ... of the N * P (batch, output position) pairs.
-template <typename T>
-__host__ __device__ inline T convGradWeightPart(const ConvShape &c,
-                                                const T *dy, const T *x,
-                                                int64_t e, int64_t first,
-                                                int64_t step) {
-  const Window &w = c.w;
-  int64_t t = e % w.taps, ch = e / w.taps % c.cg, o = e / (w.taps * c.cg);
-  int64_t g = o / c.mg;
-  int64_t k[kMaxSpatial], oc[kMaxSpatial];
-  unflatten(t, w.kernel, w.spatial, k);
-  T acc = T(0);
-  for (int64_t q = first, n = c.batch * w.outPlane; q < n; q += step) {
-    int64_t nb = q / w.outPlane, opos = q % w.outPlane;
-    unflatten(opos, w.out, w.spatial, oc);
-    bool inside = true;
-    int64_t at = 0;
-    for (int d = 0; d < w.spatial; ++d) {
-      int64_t i = oc[d] * w.stride[d] + k[d] * w.dilation[d] - w.padBegin[d];
-      inside = inside && i >= 0 && i < w.in[d];
-      at = at * w.in[d] + i;
-    }
-    if (inside)
-      acc += dy[(nb * c.m + o) * w.outPlane + opos] *
-             x[(nb * c.channels + g * c.cg + ch) * w.inPlane + at];
-  }
-  return acc;
-}
-
-template <typename T>
-__global__ void convForward(ConvShape c, const T *x, const T *wt,
-                            const T *bias, T *y, int64_t n) {
-  for (int64_t e = gridStart(); e < n; e += gridStride())
-    y[e] = convOutput(c, x, wt, bias, e);
-}
-
-template <typename T>
-__global__ void convGradInput(ConvShape c, const T *dy, const T *wt, T *dx,
-                              int64_t n) {
-  for (int64_t e = gridStart(); e < n; e += gridStride())
-    dx[e] = convGradInputElement(c, dy, wt, e);
-}
-
-template <typename T>
-__global__ void convGradWeight(ConvShape c, const T *dy, const T *x, T *dw,
-                               int64_t n) {
-  for (int64_t e = blockIdx.x; e < n; e += gridDim.x) {
-    T part = convGradWeightPart(c, dy, x, e, threadIdx.x, blockDim.x);
-    T sum = blockSum(part);
-    if (threadIdx.x == 0)
-      dw[e] = sum;
-  }
-}
-
-Status convKernel(KernelContext &ctx) {
-  const std::string op = "graph.conv";
-  window::ConvGeometry g;
-  if (Status s = window::planConv(ctx, g); !s)
+/// graph.conv (x, weight[, bias]) -> y, graph.conv_grad_input (dy, weight)
+/// -> dx and graph.conv_grad_weight (dy, x) -> dw.
+template <conv_gemm::Pass P> Status convKernel(KernelContext &ctx) {
+  const std::string op = convOpName(P);
+  conv_gemm::Conv c;
+  conv_gemm::Gemm gemm;
+  if (Status s = conv_gemm::planPass(ctx, P, c, gemm); !s)
     return s;
-  const TensorView &x = ctx.inputs[0];
-  const TensorView &wt = ctx.inputs[1];
-  const TensorView *bias = ctx.inputs.size() == 3 ? &ctx.inputs[2] : nullptr;
-  TensorView &y = ctx.outputs[0];
-  ConvShape c;
-  if (Status s = convShapeOf(op, x, g, c); !s)
-    return s;
-  return dispatchFloat(x.dtype, op, [&](auto tag) -> Status {
+  TensorView &out = ctx.outputs[0];
+  return dispatchFloat(out.dtype, op, [&](auto tag) -> Status {
     using T = decltype(tag);
-    int64_t n = y.numel();
-    if (n == 0)
+    if (out.numel() == 0)
       return Status::ok();
-    const CudaStream &s = streamOf(ctx);
-    convForward<T><<<gridFor(s, n), kBlock, 0, s.stream>>>(
-        c, x.as<T>(), wt.as<T>(), bias ? bias->as<T>() : nullptr, y.as<T>(),
-        n);
-    return launchStatus(op);
+    conv_gemm::Params<T> p;
+    p.c = c;
+    p.gemm = gemm;
+    p.out = out.as<T>();
+    if (P == conv_gemm::Pass::Forward) {
+      p.x = ctx.inputs[0].as<T>();
+      p.weight = ctx.inputs[1].as<T>();
+      p.bias = ctx.inputs.size() == 3 ? ctx.inputs[2].as<T>() : nullptr;
+    } else if (P == conv_gemm::Pass::GradInput) {
+      p.dy = ctx.inputs[0].as<T>();
+      p.weight = ctx.inputs[1].as<T>();
+    } else {
+      p.dy = ctx.inputs[0].as<T>();
+      p.x = ctx.inputs[1].as<T>();
+    }
+    return launchConv<P, T>(ctx, p);
   });
 }
 
-/// graph.conv_grad_input (dy, weight) -> dx and graph.conv_grad_weight
-/// (dy, x) -> dw.
-Status convGradKernel(KernelContext &ctx, bool wantInput) {
-  const std::string op =
-      wantInput ? "graph.conv_grad_input" : "graph.conv_grad_weight";
-  window::ConvGeometry g;
-  if (Status s = window::planConvGrad(ctx, wantInput, g); !s)
-    return s;
-  const TensorView &dy = ctx.inputs[0];
-  const TensorView &x = wantInput ? ctx.outputs[0] : ctx.inputs[1];
-  const TensorView &wt = wantInput ? ctx.inputs[1] : ctx.outputs[0];
-  ConvShape c;
-  if (Status s = convShapeOf(op, x, g, c); !s)
-    return s;
-  return dispatchFloat(dy.dtype, op, [&](auto tag) -> Status {
-    using T = decltype(tag);
-    int64_t n = ctx.outputs[0].numel();
-    if (n == 0)
-      return Status::ok();
-    const CudaStream &s = streamOf(ctx);
-    if (wantInput)
-      convGradInput<T><<<gridFor(s, n), kBlock, 0, s.stream>>>(
-          c, dy.as<T>(), wt.as<T>(), ctx.outputs[0].as<T>(), n);
-    else
-      convGradWeight<T><<<rowGrid(n), kBlock, 0, s.stream>>>(
-          c, dy.as<T>(), x.as<T>(), ctx.outputs[0].as<T>(), n);
-    return launchStatus(op);
-  });
+/// The scratch of a split sum, made at load.
+template <conv_gemm::Pass P>
+Status prepareConv(KernelContext &ctx, std::shared_ptr<void> &prepared) {
+  conv_gemm::Conv c;
+  conv_gemm::Gemm gemm;
+  // A bad instruction fails with its message when it runs.
+  if (!conv_gemm::planPass(ctx, P, c, gemm) || ctx.outputs[0].numel() == 0)
+    return Status::ok();
+  int64_t partials = gemm.partialElements(c.groups);
+  if (partials == 0)
+    return Status::ok();
+  size_t element = ctx.outputs[0].dtype == DType::F64 ? 8 : 4;
+  return makeScratch(convOpName(P), size_t(partials) * element, prepared);
 }
 
 //===----------------------------------------------------------------------===//
@@ -520,7 +382,7 @@ Status readPoolWindow(const std::string &op, const KernelContext &ctx,
   window::Window plan;
   if (Status s = window::planPool(op, ctx, withDilations, plan); !s)
     return s;
-  return byValue(op, plan, w);
+  return windowOf(op, plan, w);
 }
 
 Status maxPoolKernel(KernelContext &ctx) {
@@ -565,7 +427,7 @@ Status checkMaxPoolGrad(const KernelContext &ctx, Window &w) {
   window::Window plan;
   if (Status s = window::planMaxPoolGrad(ctx, plan); !s)
     return s;
-  return byValue("graph.max_pool_grad", plan, w);
+  return windowOf("graph.max_pool_grad", plan, w);
 }
 
 Status maxPoolGradKernel(KernelContext &ctx) {
@@ -617,7 +479,7 @@ Status avgPoolGradKernel(KernelContext &ctx) {
   Window w;
   if (Status s = window::planAvgPoolGrad(ctx, plan); !s)
     return s;
-  if (Status s = byValue(op, plan, w); !s)
+  if (Status s = windowOf(op, plan, w); !s)
     return s;
   const TensorView &dy = ctx.inputs[0];
   TensorView &dx = ctx.outputs[0];
@@ -637,13 +499,15 @@ Status avgPoolGradKernel(KernelContext &ctx) {
 } // namespace
 
 void registerConvolutionKernels(KernelRegistry &registry) {
-  registry.add("graph.conv", convKernel);
+  using conv_gemm::Pass;
+  registry.add("graph.conv", convKernel<Pass::Forward>,
+               prepareConv<Pass::Forward>);
   registry.add("graph.max_pool", maxPoolKernel);
   registry.add("graph.avg_pool", avgPoolKernel);
-  registry.add("graph.conv_grad_input",
-               [](KernelContext &ctx) { return convGradKernel(ctx, true); });
-  registry.add("graph.conv_grad_weight",
-               [](KernelContext &ctx) { return convGradKernel(ctx, false); });
+  registry.add("graph.conv_grad_input", convKernel<Pass::GradInput>,
+               prepareConv<Pass::GradInput>);
+  registry.add("graph.conv_grad_weight", convKernel<Pass::GradWeight>,
+               prepareConv<Pass::GradWeight>);
   registry.add("graph.max_pool_grad", maxPoolGradKernel, prepareMaxPoolGrad);
   registry.add("graph.avg_pool_grad", avgPoolGradKernel);
 }

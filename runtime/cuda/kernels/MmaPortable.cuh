@@ -197,30 +197,39 @@ template <typename A, typename B> void mmaSync(FragC &c, const A &a, const B &b)
 }
 
 /// Runs body(block, thread, shared) for every thread of `blocks` blocks of
-/// `threads` (a multiple of 32), one block at a time, each block's threads
-/// concurrently over one zeroed buffer of `sharedBytes`.
+/// `threads` (a multiple of 32), one block at a time: the same `threads`
+/// std::threads run every block, over one buffer of `sharedBytes` that is
+/// filled with 0xff bytes (NaN in every float type) before each block, as
+/// a GPU's shared memory holds whatever the last block left.
 template <typename Body>
 void emulateLaunch(int64_t blocks, int threads, size_t sharedBytes,
                    Body &&body) {
-  for (int64_t b = 0; b < blocks; ++b) {
-    std::unique_ptr<std::max_align_t[]> shared(
-        new std::max_align_t[sharedBytes / sizeof(std::max_align_t) + 1]());
-    auto *bytes = reinterpret_cast<unsigned char *>(shared.get());
-    std::barrier<> block(threads);
-    std::vector<std::unique_ptr<std::barrier<>>> warps;
-    for (int w = 0; w < threads / 32; ++w)
-      warps.push_back(std::make_unique<std::barrier<>>(32));
-    std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t)
-      pool.emplace_back([&, t] {
-        EmulatedThread self{t, &block, warps[size_t(t / 32)].get()};
-        currentThread = &self;
+  if (blocks <= 0)
+    return;
+  std::unique_ptr<std::max_align_t[]> shared(
+      new std::max_align_t[sharedBytes / sizeof(std::max_align_t) + 1]);
+  auto *bytes = reinterpret_cast<unsigned char *>(shared.get());
+  std::barrier<> block(threads);
+  std::vector<std::unique_ptr<std::barrier<>>> warps;
+  for (int w = 0; w < threads / 32; ++w)
+    warps.push_back(std::make_unique<std::barrier<>>(32));
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      EmulatedThread self{t, &block, warps[size_t(t / 32)].get()};
+      currentThread = &self;
+      for (int64_t b = 0; b < blocks; ++b) {
+        // The previous block done, thread 0 poisons the buffer.
+        block.arrive_and_wait();
+        if (t == 0)
+          std::memset(bytes, 0xff, sharedBytes);
+        block.arrive_and_wait();
         body(b, t, bytes);
-        currentThread = nullptr;
-      });
-    for (std::thread &t : pool)
-      t.join();
-  }
+      }
+      currentThread = nullptr;
+    });
+  for (std::thread &t : pool)
+    t.join();
 }
 
 } // namespace strata::runtime::cuda::mma

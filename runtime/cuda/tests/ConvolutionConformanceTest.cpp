@@ -5,13 +5,15 @@
 // asymmetric pads, dilations, ceil_mode, count_include_pad, odd sizes, f32
 // and f64, and the CPU's errors (same message). The convolutions sum in
 // the element type in another order than the CPU's GEMM (f32 rtol 1e-4,
-// atol 1e-5); the pools pick and add exactly as the CPU does and must match
-// exactly.
+// atol 1e-5 scaled by the spread of a sum of K products of values in
+// [-1, 1), max(1, sqrt(K) / 3)); the pools pick and add exactly as the CPU
+// does and must match exactly.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Conformance.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -63,7 +65,12 @@ KernelAttrs convAttrs(const Geometry &g, int64_t groups) {
 }
 
 double rtolFor(DType t) { return t == DType::F32 ? 1e-4 : 1e-10; }
-double atolFor(DType t) { return t == DType::F32 ? 1e-5 : 1e-12; }
+/// For sums of `k` products: cancellation leaves errors of the sums'
+/// spread, not of each result's size.
+double atolFor(DType t, int64_t k) {
+  return (t == DType::F32 ? 1e-5 : 1e-12) *
+         std::max(1.0, std::sqrt(double(k)) / 3);
+}
 
 /// conv, conv_grad_input and conv_grad_weight of one geometry.
 void expectConv(DType t, int64_t batch, int64_t channels, int64_t outChannels,
@@ -72,10 +79,13 @@ void expectConv(DType t, int64_t batch, int64_t channels, int64_t outChannels,
   std::vector<int64_t> x = concat({batch, channels}, g.in);
   std::vector<int64_t> w = concat({outChannels, channels / groups}, g.kernel);
   std::vector<int64_t> y = concat({batch, outChannels}, g.out(false));
+  int64_t taps = 1, positions = 1;
+  for (size_t d = 0; d < g.in.size(); ++d)
+    taps *= g.kernel[d], positions *= g.out(false)[d];
   Case fwd;
   fwd.op = "graph.conv";
   fwd.rtol = rtolFor(t);
-  fwd.atol = atolFor(t);
+  fwd.atol = atolFor(t, channels / groups * taps);
   fwd.inputs = {randomTensor(t, x, rng), randomTensor(t, w, rng)};
   if (bias)
     fwd.inputs.push_back(randomTensor(t, {outChannels}, rng));
@@ -85,12 +95,14 @@ void expectConv(DType t, int64_t batch, int64_t channels, int64_t outChannels,
 
   Case gi = fwd;
   gi.op = "graph.conv_grad_input";
+  gi.atol = atolFor(t, outChannels / groups * taps);
   gi.inputs = {randomTensor(t, y, rng), fwd.inputs[1]};
   gi.outputs = {fromValues(t, x, std::vector<double>(size_t(fwd.inputs[0].numel()), 5.0))};
   expectConformance(gi);
 
   Case gw = fwd;
   gw.op = "graph.conv_grad_weight";
+  gw.atol = atolFor(t, batch * positions);
   gw.inputs = {gi.inputs[0], fwd.inputs[0]};
   gw.outputs = {fromValues(t, w, std::vector<double>(size_t(fwd.inputs[1].numel()), 5.0))};
   expectConformance(gw);
@@ -120,6 +132,23 @@ TEST(ConvolutionConformance, Conv2d) {
     expectConv(t, 1, 3, 8, 1, {{24, 24}, {7, 7}, {2, 2}, {3, 3, 3, 3}, {1, 1}},
                true, rng);
   }
+}
+
+TEST(ConvolutionConformance, ImplicitGemmTilesAndSplits) {
+  STRATA_REQUIRE_GPU();
+  std::mt19937_64 rng(3);
+  // Several 64 x 64 tiles, cut on both sides, in every pass.
+  expectConv(DType::F32, 2, 72, 80, 1,
+             {{9, 9}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}}, true, rng);
+  // Few tiles and long sums: split over blocks, added in order
+  // (ConvImplicitGemm.cuh); the weight gradient sums 2 x 32 x 32.
+  expectConv(DType::F32, 2, 64, 8, 1,
+             {{32, 32}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}}, false, rng);
+  expectConv(DType::F64, 1, 64, 8, 1,
+             {{4, 4}, {3, 3}, {1, 1}, {0, 0, 0, 0}, {1, 1}}, true, rng);
+  // A ResNet-50 stage-1 block at batch 8.
+  expectConv(DType::F32, 8, 64, 64, 1,
+             {{56, 56}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}}, false, rng);
 }
 
 TEST(ConvolutionConformance, Conv1dAnd3d) {

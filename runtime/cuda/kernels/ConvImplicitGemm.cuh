@@ -1,0 +1,475 @@
+//===- ConvImplicitGemm.cuh - Convolutions as implicit GEMMs -*- CUDA -*-===//
+//
+// graph.conv, graph.conv_grad_input and graph.conv_grad_weight as tiled
+// GEMMs whose im2col operand is gathered into shared memory while its tile
+// loads: an implicit GEMM, with no column buffer in memory. Per group g,
+// with n a batch index, p an output position, i an input position, c an
+// input channel of the group, o an output channel of the group and t a
+// kernel tap:
+//
+//   conv              y[o, (n,p)]  = sum over (c,t) of W[o, (c,t)] X[(c,t), (n,p)]
+//   conv_grad_input   dx[c, (n,i)] = sum over (o,t) of W[o, c, t] D[(o,t), (n,i)]
+//   conv_grad_weight  dW[o, (c,t)] = sum over (n,p) of dy[o, (n,p)] X[(c,t), (n,p)]
+//
+// X[(c,t), (n,p)] is the input element that tap t of output position p
+// reads (0 in the padding); D[(o,t), (n,i)] is the output gradient at the
+// position whose tap t reads input i (0 when none does: off the stride grid
+// or past the output). So any number of spatial dims up to 6, separate
+// begin and end pads, strides, dilations and groups.
+//
+// A block computes a 64 x 64 tile of one group's result over a range of
+// the sum, 16 deep at a time: 256 threads load the A and B tiles into
+// shared memory (the gathers' per-column and per-depth coordinates are
+// worked out once per tile and per step, not per element), then each
+// thread adds its 4 x 4 products. The sum runs in the element type (f32 or
+// f64, as the CPU's GEMM), in a fixed order.
+//
+// When the tiles are too few to fill a GPU and the sum is long (a weight
+// gradient's sum over batch and positions), the sum is split into
+// `splits` ranges written to scratch and added, in range order, by a
+// second kernel: the split depends only on the shape, so a run is
+// reproducible on any GPU.
+//
+// Written over MmaPortable.cuh's block primitives, so the unit tests
+// (runtime/tests/ConvImplicitGemmTest.cpp) run these kernels on the CPU,
+// every tile, gather and split, against the CPU's convolutions.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_RUNTIME_CUDA_KERNELS_CONVIMPLICITGEMM_CUH
+#define STRATA_RUNTIME_CUDA_KERNELS_CONVIMPLICITGEMM_CUH
+
+#include "MmaPortable.cuh"
+
+#include "strata/Runtime/WindowPlan.h"
+
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace strata::runtime::cuda::conv_gemm {
+
+/// Spatial dims a kernel takes by value (the runtime's rank 8, less N and C).
+inline constexpr int kMaxSpatial = 6;
+
+inline constexpr int kTileM = 64, kTileN = 64, kTileK = 16, kThreads = 256;
+/// Each thread's outputs: rows ty + 16 i and columns tx + 16 j, i, j < 4.
+inline constexpr int kPerThread = 4;
+/// A row of a shared tile (padded against bank conflicts on the stores).
+inline constexpr int kLd = kTileN + 4;
+static_assert(kTileM == kTileN && kTileM == 16 * kPerThread &&
+                  kThreads == 16 * 16 && kTileM * kTileK == 4 * kThreads,
+              "the load and product loops assume these tiles");
+
+/// A sliding window over the spatial dims of an [N, C, x...] tensor.
+struct Window {
+  int spatial = 0;
+  int64_t in[kMaxSpatial] = {}, out[kMaxSpatial] = {}, kernel[kMaxSpatial] = {};
+  int64_t stride[kMaxSpatial] = {}, padBegin[kMaxSpatial] = {};
+  int64_t padEnd[kMaxSpatial] = {}, dilation[kMaxSpatial] = {};
+  int64_t inPlane = 1, outPlane = 1, taps = 1;
+};
+
+/// A convolution: x [batch, channels, in...], weight [m, cg, kernel...],
+/// y [batch, m, out...]; cg = channels / groups, mg = m / groups.
+struct Conv {
+  Window w;
+  int64_t batch = 0, channels = 0, m = 0, groups = 1, cg = 0, mg = 0;
+};
+
+enum class Pass { Forward, GradInput, GradWeight };
+
+/// One group's GEMM (M x N, summed over K), its tiles and its split.
+struct Gemm {
+  int64_t M = 0, N = 0, K = 0;
+  int64_t tilesM = 0, tilesN = 0;
+  /// The sum in `splits` ranges of kChunk (a multiple of kTileK).
+  int64_t splits = 1, kChunk = 0;
+
+  int64_t blocks(int64_t groups) const {
+    return groups * tilesM * tilesN * splits;
+  }
+  /// Scratch elements of the partial sums (0 without a split).
+  int64_t partialElements(int64_t groups) const {
+    return splits > 1 ? splits * groups * M * N : 0;
+  }
+};
+
+/// Blocks that fill an H100 (132 SMs) about twice; below that a long sum
+/// is split. A constant, not the device's count, so the split (and the
+/// result's rounding) depends on the shape alone.
+inline constexpr int64_t kFillBlocks = 264;
+/// A split range is at least this many 16-deep steps; at most kMaxSplits.
+inline constexpr int64_t kMinStepsPerSplit = 16, kMaxSplits = 32;
+
+inline Gemm planGemm(Pass pass, const Conv &c) {
+  Gemm g;
+  const Window &w = c.w;
+  switch (pass) {
+  case Pass::Forward:
+    g.M = c.mg, g.N = c.batch * w.outPlane, g.K = c.cg * w.taps;
+    break;
+  case Pass::GradInput:
+    g.M = c.cg, g.N = c.batch * w.inPlane, g.K = c.mg * w.taps;
+    break;
+  case Pass::GradWeight:
+    g.M = c.mg, g.N = c.cg * w.taps, g.K = c.batch * w.outPlane;
+    break;
+  }
+  g.tilesM = (g.M + kTileM - 1) / kTileM;
+  g.tilesN = (g.N + kTileN - 1) / kTileN;
+  int64_t tiles = c.groups * g.tilesM * g.tilesN;
+  int64_t steps = (g.K + kTileK - 1) / kTileK;
+  int64_t splits = 1;
+  if (tiles > 0 && tiles < kFillBlocks) {
+    splits = (kFillBlocks + tiles - 1) / tiles;
+    if (splits > steps / kMinStepsPerSplit)
+      splits = steps / kMinStepsPerSplit;
+    if (splits > kMaxSplits)
+      splits = kMaxSplits;
+    if (splits < 1)
+      splits = 1;
+  }
+  int64_t stepsPerSplit = (steps + splits - 1) / splits;
+  g.kChunk = stepsPerSplit * kTileK;
+  // Every range non-empty.
+  g.splits = g.K == 0 ? 1 : (g.K + g.kChunk - 1) / g.kChunk;
+  return g;
+}
+
+//===----------------------------------------------------------------------===//
+// Planning (host)
+//===----------------------------------------------------------------------===//
+
+/// A shared plan's window (WindowPlan.h), by value.
+inline Status windowOf(const std::string &op, const window::Window &plan,
+                       Window &w) {
+  if (plan.spatial > size_t(kMaxSpatial))
+    return Status::error(op + ": more than " + std::to_string(kMaxSpatial) +
+                         " spatial dims are not supported on CUDA");
+  w = Window();
+  w.spatial = int(plan.spatial);
+  for (size_t d = 0; d < plan.spatial; ++d) {
+    w.in[d] = plan.in[d];
+    w.out[d] = plan.out[d];
+    w.kernel[d] = plan.kernel[d];
+    w.stride[d] = plan.strides[d];
+    w.padBegin[d] = plan.padBegin[d];
+    w.padEnd[d] = plan.padEnd[d];
+    w.dilation[d] = plan.dilations[d];
+    w.inPlane *= w.in[d];
+    w.outPlane *= w.out[d];
+    w.taps *= w.kernel[d];
+  }
+  return Status::ok();
+}
+
+inline const char *convOpName(Pass pass) {
+  switch (pass) {
+  case Pass::Forward:
+    return "graph.conv";
+  case Pass::GradInput:
+    return "graph.conv_grad_input";
+  case Pass::GradWeight:
+    return "graph.conv_grad_weight";
+  }
+  return "graph.conv";
+}
+
+/// The convolution and GEMM of a conv instruction (graph.conv (x, weight[,
+/// bias]) -> y, graph.conv_grad_input (dy, weight) -> dx or
+/// graph.conv_grad_weight (dy, x) -> dw), checked by WindowPlan.h's
+/// planConv / planConvGrad.
+inline Status planPass(const KernelContext &ctx, Pass pass, Conv &c,
+                       Gemm &gemm) {
+  const std::string op = convOpName(pass);
+  window::ConvGeometry g;
+  Status checked = pass == Pass::Forward
+                       ? window::planConv(ctx, g)
+                       : window::planConvGrad(ctx, pass == Pass::GradInput, g);
+  if (!checked)
+    return checked;
+  if (Status s = windowOf(op, g.w, c.w); !s)
+    return s;
+  const TensorView &x = pass == Pass::Forward     ? ctx.inputs[0]
+                        : pass == Pass::GradInput ? ctx.outputs[0]
+                                                  : ctx.inputs[1];
+  c.batch = x.shape[0];
+  c.channels = x.shape[1];
+  c.m = g.m;
+  c.groups = g.groups;
+  c.cg = g.cg;
+  c.mg = g.mg;
+  gemm = planGemm(pass, c);
+  if (gemm.blocks(c.groups) > INT_MAX)
+    return Status::error(op + ": " + std::to_string(gemm.blocks(c.groups)) +
+                         " blocks are more than one launch takes");
+  return Status::ok();
+}
+
+template <typename T> struct Params {
+  Conv c;
+  Gemm gemm;
+  /// The operands the pass reads: x and weight (Forward), dy and weight
+  /// (GradInput), dy and x (GradWeight); bias only in Forward.
+  const T *x = nullptr, *weight = nullptr, *dy = nullptr, *bias = nullptr;
+  T *out = nullptr;
+  /// [splits, groups, M, N] partial sums when gemm.splits > 1.
+  T *partial = nullptr;
+};
+
+/// A block's shared memory: the A tile [K][M] and the B tile [K][N], then
+/// the gathers' coordinates: per tile column (fixed for the block) and per
+/// step depth.
+template <typename T> struct Shared {
+  T *a, *b;
+  int64_t *colBase, *colCoord, *depthBase, *depthAux, *depthCoord;
+
+  static constexpr size_t kTileBytes = size_t(kTileK) * kLd * sizeof(T);
+  static constexpr size_t kInfoWords =
+      kTileN * (1 + kMaxSpatial) + kTileK * (2 + kMaxSpatial);
+  static constexpr size_t bytes = 2 * kTileBytes + kInfoWords * sizeof(int64_t);
+
+  STRATA_MMA_FN static Shared of(unsigned char *shared) {
+    Shared s;
+    s.a = reinterpret_cast<T *>(shared);
+    s.b = reinterpret_cast<T *>(shared + kTileBytes);
+    auto *info = reinterpret_cast<int64_t *>(shared + 2 * kTileBytes);
+    s.colBase = info;
+    s.colCoord = s.colBase + kTileN;
+    s.depthBase = s.colCoord + kTileN * kMaxSpatial;
+    s.depthAux = s.depthBase + kTileK;
+    s.depthCoord = s.depthAux + kTileK;
+    return s;
+  }
+};
+static_assert(Shared<double>::bytes <= 48 * 1024,
+              "the tiles fit the default 48 KB of shared memory");
+
+/// Row-major coordinates of `flat` in `dims`.
+STRATA_MMA_FN void unflattenIn(int64_t flat, const int64_t *dims, int n,
+                               int64_t *coord) {
+  for (int d = n - 1; d >= 0; --d) {
+    coord[d] = flat % dims[d];
+    flat /= dims[d];
+  }
+}
+
+/// The input element at `start` + `offset` per spatial dim below `base`, or
+/// 0 in the padding.
+template <typename T>
+STRATA_MMA_FN T gatherInput(const Window &w, const T *x, int64_t base,
+                            const int64_t *start, const int64_t *offset) {
+  int64_t at = 0;
+  for (int d = 0; d < w.spatial; ++d) {
+    int64_t i = start[d] + offset[d];
+    if (i < 0 || i >= w.in[d])
+      return T(0);
+    at = at * w.in[d] + i;
+  }
+  return x[base + at];
+}
+
+/// Column `col` of the pass's result tile: the base and per-dim coordinates
+/// its gathers start from.
+template <Pass P, typename T>
+STRATA_MMA_FN void columnInfo(const Params<T> &p, int64_t g, int64_t col,
+                              int64_t &base, int64_t *coord) {
+  const Conv &c = p.c;
+  const Window &w = c.w;
+  if (P == Pass::Forward) {
+    // (n, p): the window's start in the group's channels of batch n.
+    int64_t n = col / w.outPlane;
+    unflattenIn(col % w.outPlane, w.out, w.spatial, coord);
+    for (int d = 0; d < w.spatial; ++d)
+      coord[d] = coord[d] * w.stride[d] - w.padBegin[d];
+    base = (n * c.channels + g * c.cg) * w.inPlane;
+  } else if (P == Pass::GradInput) {
+    // (n, i): the padded input coordinate, in batch n's output gradient.
+    int64_t n = col / w.inPlane;
+    unflattenIn(col % w.inPlane, w.in, w.spatial, coord);
+    for (int d = 0; d < w.spatial; ++d)
+      coord[d] += w.padBegin[d];
+    base = n * c.m * w.outPlane;
+  } else {
+    // (c, t): the tap's offset, in input channel c of the group.
+    int64_t ch = col / w.taps;
+    unflattenIn(col % w.taps, w.kernel, w.spatial, coord);
+    for (int d = 0; d < w.spatial; ++d)
+      coord[d] *= w.dilation[d];
+    base = (g * c.cg + ch) * w.inPlane;
+  }
+}
+
+/// Depth `k` of the sum: the bases and per-dim coordinates its gathers add.
+template <Pass P, typename T>
+STRATA_MMA_FN void depthInfo(const Params<T> &p, int64_t g, int64_t k,
+                             int64_t &base, int64_t &aux, int64_t *coord) {
+  const Conv &c = p.c;
+  const Window &w = c.w;
+  if (P == Pass::Forward) {
+    // (c, t): input channel c's plane, the tap's offset.
+    unflattenIn(k % w.taps, w.kernel, w.spatial, coord);
+    for (int d = 0; d < w.spatial; ++d)
+      coord[d] *= w.dilation[d];
+    base = k / w.taps * w.inPlane;
+    aux = 0;
+  } else if (P == Pass::GradInput) {
+    // (o, t): output channel o's gradient plane; W[o, 0, t].
+    int64_t o = g * c.mg + k / w.taps, t = k % w.taps;
+    unflattenIn(t, w.kernel, w.spatial, coord);
+    for (int d = 0; d < w.spatial; ++d)
+      coord[d] *= w.dilation[d];
+    base = o * w.outPlane;
+    aux = o * c.cg * w.taps + t;
+  } else {
+    // (n, p): batch n's input, the window's start; dy[n, g * mg, p].
+    int64_t n = k / w.outPlane, pos = k % w.outPlane;
+    unflattenIn(pos, w.out, w.spatial, coord);
+    for (int d = 0; d < w.spatial; ++d)
+      coord[d] = coord[d] * w.stride[d] - w.padBegin[d];
+    base = n * c.channels * w.inPlane;
+    aux = (n * c.m + g * c.mg) * w.outPlane + pos;
+  }
+}
+
+/// A[row, k] of the tile step whose depth info is `s`'s entry `kk`.
+template <Pass P, typename T>
+STRATA_MMA_FN T loadA(const Params<T> &p, const Shared<T> &s, int64_t g,
+                      int64_t row, int64_t k, int kk) {
+  const Conv &c = p.c;
+  if (P == Pass::Forward)
+    return p.weight[(g * c.mg + row) * p.gemm.K + k];
+  if (P == Pass::GradInput)
+    return p.weight[s.depthAux[kk] + row * c.w.taps];
+  return p.dy[s.depthAux[kk] + row * c.w.outPlane];
+}
+
+/// B[k, col] from the tile's column `nn` and the step's depth `kk`.
+template <Pass P, typename T>
+STRATA_MMA_FN T loadB(const Params<T> &p, const Shared<T> &s, int kk, int nn) {
+  const Window &w = p.c.w;
+  const int64_t *colCoord = s.colCoord + nn * kMaxSpatial;
+  const int64_t *depthCoord = s.depthCoord + kk * kMaxSpatial;
+  if (P == Pass::GradInput) {
+    // The output position whose tap reads this input element, if any.
+    int64_t at = 0;
+    for (int d = 0; d < w.spatial; ++d) {
+      int64_t num = colCoord[d] - depthCoord[d];
+      if (num < 0 || num % w.stride[d] != 0)
+        return T(0);
+      int64_t o = num / w.stride[d];
+      if (o >= w.out[d])
+        return T(0);
+      at = at * w.out[d] + o;
+    }
+    return p.dy[s.colBase[nn] + s.depthBase[kk] + at];
+  }
+  return gatherInput(w, p.x, s.colBase[nn] + s.depthBase[kk], colCoord,
+                     depthCoord);
+}
+
+/// Writes the result element (row, col) of group g.
+template <Pass P, typename T>
+STRATA_MMA_FN void store(const Params<T> &p, int64_t g, int64_t row,
+                         int64_t col, T value) {
+  const Conv &c = p.c;
+  const Window &w = c.w;
+  if (P == Pass::Forward) {
+    int64_t o = g * c.mg + row, n = col / w.outPlane, pos = col % w.outPlane;
+    p.out[(n * c.m + o) * w.outPlane + pos] = value + (p.bias ? p.bias[o] : T(0));
+  } else if (P == Pass::GradInput) {
+    int64_t n = col / w.inPlane, pos = col % w.inPlane;
+    p.out[(n * c.channels + g * c.cg + row) * w.inPlane + pos] = value;
+  } else {
+    p.out[(g * c.mg + row) * p.gemm.N + col] = value;
+  }
+}
+
+/// Block `block` of the pass's launch (gemm.blocks(groups) of kThreads).
+template <Pass P, typename T>
+STRATA_MMA_FN void gemmBlock(const Params<T> &p, int64_t block, int thread,
+                             unsigned char *shared) {
+  const Gemm &G = p.gemm;
+  Shared<T> s = Shared<T>::of(shared);
+  int64_t split = block % G.splits, rest = block / G.splits;
+  int64_t tileN = rest % G.tilesN;
+  rest /= G.tilesN;
+  int64_t tileM = rest % G.tilesM, g = rest / G.tilesM;
+  int64_t row0 = tileM * kTileM, col0 = tileN * kTileN;
+  int64_t kBegin = split * G.kChunk;
+  int64_t kEnd = kBegin + G.kChunk < G.K ? kBegin + G.kChunk : G.K;
+
+  if (thread < kTileN && col0 + thread < G.N)
+    columnInfo<P>(p, g, col0 + thread, s.colBase[thread],
+                  s.colCoord + thread * kMaxSpatial);
+
+  const int ty = thread / 16, tx = thread % 16;
+  T acc[kPerThread][kPerThread];
+  for (int i = 0; i < kPerThread; ++i)
+    for (int j = 0; j < kPerThread; ++j)
+      acc[i][j] = T(0);
+
+  for (int64_t k0 = kBegin; k0 < kEnd; k0 += kTileK) {
+    if (thread < kTileK && k0 + thread < kEnd)
+      depthInfo<P>(p, g, k0 + thread, s.depthBase[thread],
+                   s.depthAux[thread], s.depthCoord + thread * kMaxSpatial);
+    mma::syncThreads();
+    // A, depth fastest: the weight rows and dy's positions are contiguous.
+    for (int l = 0; l < 4; ++l) {
+      int e = thread + l * kThreads, kk = e % kTileK, mm = e / kTileK;
+      int64_t row = row0 + mm, k = k0 + kk;
+      s.a[kk * kLd + mm] =
+          row < G.M && k < kEnd ? loadA<P>(p, s, g, row, k, kk) : T(0);
+    }
+    // B: along the positions, which are the columns except in GradWeight.
+    for (int l = 0; l < 4; ++l) {
+      int e = thread + l * kThreads;
+      int kk = P == Pass::GradWeight ? e % kTileK : e / kTileN;
+      int nn = P == Pass::GradWeight ? e / kTileK : e % kTileN;
+      s.b[kk * kLd + nn] = col0 + nn < G.N && k0 + kk < kEnd
+                               ? loadB<P>(p, s, kk, nn)
+                               : T(0);
+    }
+    mma::syncThreads();
+    for (int kk = 0; kk < kTileK; ++kk) {
+      T a[kPerThread], b[kPerThread];
+      for (int i = 0; i < kPerThread; ++i)
+        a[i] = s.a[kk * kLd + ty + 16 * i];
+      for (int j = 0; j < kPerThread; ++j)
+        b[j] = s.b[kk * kLd + tx + 16 * j];
+      for (int i = 0; i < kPerThread; ++i)
+        for (int j = 0; j < kPerThread; ++j)
+          acc[i][j] += a[i] * b[j];
+    }
+    mma::syncThreads();
+  }
+
+  for (int i = 0; i < kPerThread; ++i)
+    for (int j = 0; j < kPerThread; ++j) {
+      int64_t row = row0 + ty + 16 * i, col = col0 + tx + 16 * j;
+      if (row >= G.M || col >= G.N)
+        continue;
+      if (G.splits == 1)
+        store<P>(p, g, row, col, acc[i][j]);
+      else
+        p.partial[((split * p.c.groups + g) * G.M + row) * G.N + col] =
+            acc[i][j];
+    }
+}
+
+/// Element e of [groups, M, N] after a split: its ranges' sums in order.
+template <Pass P, typename T>
+STRATA_MMA_FN void addSplits(const Params<T> &p, int64_t e) {
+  const Gemm &G = p.gemm;
+  int64_t per = p.c.groups * G.M * G.N;
+  T sum = p.partial[e];
+  for (int64_t s = 1; s < G.splits; ++s)
+    sum += p.partial[s * per + e];
+  store<P>(p, e / (G.M * G.N), e / G.N % G.M, e % G.N, sum);
+}
+
+} // namespace strata::runtime::cuda::conv_gemm
+
+#endif // STRATA_RUNTIME_CUDA_KERNELS_CONVIMPLICITGEMM_CUH
