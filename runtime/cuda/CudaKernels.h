@@ -38,6 +38,9 @@ void registerNarrowFloatOperands(KernelRegistry &registry);
 /// instruction (else it is the widened f32 kernels').
 Status runMmaAttention(KernelContext &ctx, bool &handled);
 Status runMmaAttentionGrad(KernelContext &ctx, bool &handled);
+/// A bf16 / fp16 reduce_sum with a result of its type, read narrow
+/// (kernels/ReductionKernels.cu).
+Status runNarrowReduceSum(KernelContext &ctx, bool &handled);
 
 /// Every family above, built once.
 const KernelRegistry &getCudaKernels();

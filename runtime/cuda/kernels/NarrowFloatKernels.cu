@@ -9,8 +9,9 @@
 // an allocation node), runs the f32 kernel, rounds each narrow result once
 // and frees the buffers in stream order: the CPU's numbers (its adapter
 // does the same on the host). The buffers are outside the memory plan.
-// Attention without a mask or dropout, head dim 32, 64 or 128, runs narrow
-// on tensor cores instead (AttentionMma.cu).
+// Attention with a head dim of 16, 32, 64 or 128 runs narrow on tensor
+// cores instead (AttentionMma.cu), and reduce_sum reads the narrow
+// elements itself (ReductionKernels.cu's runNarrowReduceSum).
 //
 //===----------------------------------------------------------------------===//
 
@@ -131,16 +132,18 @@ void registerNarrowFloatOperands(KernelRegistry &registry) {
     const PrepareFn *prepare = registry.lookupPrepare(op);
     KernelFn widened = widenNarrowFloats(op, *run);
     // Attention runs bf16 / fp16 on tensor cores where AttentionMma.cu
-    // can; the rest widens.
-    if (name == "graph.attention" || name == "graph.attention_grad") {
-      auto mma = name == "graph.attention" ? runMmaAttention
-                                           : runMmaAttentionGrad;
-      widened = [mma, widened](KernelContext &ctx) -> Status {
+    // can, reduce_sum reads narrow elements; the rest widens.
+    Status (*native)(KernelContext &, bool &) =
+        name == "graph.attention"        ? runMmaAttention
+        : name == "graph.attention_grad" ? runMmaAttentionGrad
+        : name == "graph.reduce_sum"     ? runNarrowReduceSum
+                                         : nullptr;
+    if (native)
+      widened = [native, widened](KernelContext &ctx) -> Status {
         bool handled = false;
-        Status s = mma(ctx, handled);
+        Status s = native(ctx, handled);
         return handled ? s : widened(ctx);
       };
-    }
     registry.add(op, std::move(widened),
                  prepareWidened(prepare ? *prepare : PrepareFn()));
   }

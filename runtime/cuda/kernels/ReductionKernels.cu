@@ -6,6 +6,10 @@
 // means in double, rounded once to the element type; integer sums wrapping
 // in 64 bits, then narrowed; max propagating NaN like torch.amax.
 //
+// bf16 / fp16 sums read the narrow elements directly (runNarrowReduceSum,
+// which the narrow adapter calls first): the adapter's numbers, without
+// its f32 copies.
+//
 // Deterministic, no atomics: every result element is folded by a fixed set
 // of threads in a fixed order that depends on the shapes only, so a run
 // repeats bit for bit (and matches the CPU's correctly rounded float sums up
@@ -26,6 +30,7 @@
 
 #include "ElementwiseCommon.cuh"
 
+#include "strata/Runtime/NarrowFloat.h"
 #include "strata/Runtime/ReducePlan.h"
 
 #include <limits>
@@ -75,6 +80,22 @@ template <typename T> struct SumOp {
       return static_cast<T>(a);
     else // modular narrowing
       return static_cast<T>(static_cast<int64_t>(a));
+  }
+};
+
+/// bf16 / fp16 sums, the narrow adapter's numbers (NarrowFloatKernels.cu:
+/// widen to f32, the f32 sum in double, rounded to f32, then to the narrow
+/// type) without its f32 copies: each element widens as it is read.
+template <bool Bf16> struct NarrowSumOp {
+  using Acc = double;
+  __device__ Acc init() const { return 0.0; }
+  __device__ Acc step(Acc a, uint16_t v) const {
+    return a + (Bf16 ? fromBf16Bits(v) : fromFp16Bits(v));
+  }
+  __device__ Acc combine(Acc a, Acc b) const { return a + b; }
+  __device__ uint16_t finish(Acc a) const {
+    float f = static_cast<float>(a);
+    return Bf16 ? bf16Bits(f) : fp16Bits(f);
   }
 };
 
@@ -248,6 +269,27 @@ Status reduceSumKernel(KernelContext &ctx) {
     return launchReduce<T>(op, ctx, plan, SumOp<T>());
   });
 }
+
+} // namespace
+
+Status runNarrowReduceSum(KernelContext &ctx, bool &handled) {
+  constexpr std::string_view op = "graph.reduce_sum";
+  handled = false;
+  if (ctx.inputs.size() != 1 || ctx.outputs.size() != 1)
+    return Status::ok();
+  DType t = ctx.inputs[0].dtype;
+  if (!isNarrowFloat(t) || ctx.outputs[0].dtype != t)
+    return Status::ok();
+  handled = true;
+  ReducePlan plan;
+  if (Status s = planReduce(op, ctx, plan); !s)
+    return s;
+  if (t == DType::BF16)
+    return launchReduce<uint16_t>(op, ctx, plan, NarrowSumOp<true>());
+  return launchReduce<uint16_t>(op, ctx, plan, NarrowSumOp<false>());
+}
+
+namespace {
 
 Status reduceMeanKernel(KernelContext &ctx) {
   constexpr std::string_view op = "graph.reduce_mean";

@@ -211,6 +211,18 @@ TEST(NarrowFloatConformance, WidenedOps) {
     sum.attrs.set("keepdims", int64_t(0));
     setNarrowTolerance(sum, t);
     expectConformance(sum);
+    // Read narrow (runNarrowReduceSum) on every path of the reduction:
+    // wide columns (32 a block), rows, one long row.
+    sum.inputs = {randomTensor(t, {16, 4100}, rng, -0.25, 0.25)};
+    sum.outputs = {zeros(t, {4100})};
+    sum.attrs.set("axes", std::vector<int64_t>{0});
+    expectConformance(sum);
+    sum.outputs = {zeros(t, {16})};
+    sum.attrs.set("axes", std::vector<int64_t>{1});
+    expectConformance(sum);
+    sum.outputs = {zeros(t, {})};
+    sum.attrs.set("axes", std::vector<int64_t>{0, 1});
+    expectConformance(sum);
 
     // A 3x3 conv and its gradients.
     Case conv;
