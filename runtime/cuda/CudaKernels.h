@@ -41,6 +41,11 @@ Status runMmaAttentionGrad(KernelContext &ctx, bool &handled);
 /// A bf16 / fp16 reduce_sum with a result of its type, read narrow
 /// (kernels/ReductionKernels.cu).
 Status runNarrowReduceSum(KernelContext &ctx, bool &handled);
+/// bf16 / fp16 convolutions, loaded narrow and summed in f32
+/// (kernels/ConvolutionKernels.cu).
+Status runNarrowConv(KernelContext &ctx, bool &handled);
+Status runNarrowConvGradInput(KernelContext &ctx, bool &handled);
+Status runNarrowConvGradWeight(KernelContext &ctx, bool &handled);
 
 /// Every family above, built once.
 const KernelRegistry &getCudaKernels();

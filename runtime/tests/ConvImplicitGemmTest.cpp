@@ -22,6 +22,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <type_traits>
 
 using namespace strata::runtime;
 using namespace strata::runtime::testing;
@@ -34,38 +35,58 @@ struct Geometry {
   std::vector<int64_t> in, kernel, strides, pads, dilations;
 };
 
-template <typename T>
+/// Storage values of type S (float, double, mma::Bf16, mma::Fp16) as
+/// doubles and back.
+template <typename S> double valueOf(S v) { return double(cg::widen(v)); }
+template <typename S> S storageOf(double v) {
+  if constexpr (std::is_same_v<S, float> || std::is_same_v<S, double>)
+    return S(v);
+  else
+    return mma::fromFloat<S>(float(v));
+}
+
+template <typename S>
 OwnedTensor randomTensor(DType dtype, std::vector<int64_t> shape,
                          std::mt19937 &rng) {
   OwnedTensor t(dtype, std::move(shape));
   std::uniform_real_distribution<double> u(-1.0, 1.0);
   for (int64_t i = 0; i < t.view().numel(); ++i)
-    t.view().as<T>()[i] = T(u(rng));
+    t.view().as<S>()[i] = storageOf<S>(u(rng));
   return t;
 }
 
 /// A result tensor filled with NaN, so an element the kernel skips shows.
-template <typename T> OwnedTensor unwritten(DType dtype, std::vector<int64_t> shape) {
+template <typename S>
+OwnedTensor unwritten(DType dtype, std::vector<int64_t> shape) {
   OwnedTensor t(dtype, std::move(shape));
   for (int64_t i = 0; i < t.view().numel(); ++i)
-    t.view().as<T>()[i] = std::numeric_limits<T>::quiet_NaN();
+    t.view().as<S>()[i] = storageOf<S>(std::numeric_limits<double>::quiet_NaN());
   return t;
 }
 
-/// The conformance suite's bar for a sum of `k` products of values in
-/// [-1, 1): rtol 1e-4 (f64 1e-10), atol 1e-5 (f64 1e-12) scaled by the
-/// sum's spread, max(1, sqrt(k) / 3).
-template <typename T>
+/// The conformance suite's bars. f32 / f64 for a sum of `k` products of
+/// values in [-1, 1): rtol 1e-4 (f64 1e-10), atol 1e-5 (f64 1e-12) scaled
+/// by the sum's spread, max(1, sqrt(k) / 3). bf16 / fp16 (f32 sums in
+/// another order, rounded once): a bf16 ulp, rtol 8e-3 (fp16 1e-3), atol
+/// 1e-3.
+template <typename S>
 void expectNear(const OwnedTensor &got, const OwnedTensor &want, int64_t k,
                 const std::string &what) {
-  double rtol = sizeof(T) == 4 ? 1e-4 : 1e-10;
-  double atol = (sizeof(T) == 4 ? 1e-5 : 1e-12) *
-                std::max(1.0, std::sqrt(double(k)) / 3);
+  double rtol, atol;
+  if constexpr (std::is_same_v<S, float> || std::is_same_v<S, double>) {
+    rtol = sizeof(S) == 4 ? 1e-4 : 1e-10;
+    atol = (sizeof(S) == 4 ? 1e-5 : 1e-12) *
+           std::max(1.0, std::sqrt(double(k)) / 3);
+  } else {
+    rtol = std::is_same_v<S, mma::Bf16> ? 8e-3 : 1e-3;
+    atol = 1e-3;
+  }
   ASSERT_EQ(got.view().numel(), want.view().numel());
   int64_t bad = 0, worstAt = 0;
   double worst = -1;
   for (int64_t i = 0; i < got.view().numel(); ++i) {
-    double g = got.view().as<T>()[i], w = want.view().as<T>()[i];
+    double g = valueOf(got.view().as<S>()[i]),
+           w = valueOf(want.view().as<S>()[i]);
     double excess = std::abs(g - w) - (atol + rtol * std::abs(w));
     if (!(excess <= 0))
       ++bad;
@@ -76,35 +97,25 @@ void expectNear(const OwnedTensor &got, const OwnedTensor &want, int64_t k,
   }
   EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.view().numel()
                     << " outside the bar; worst at " << worstAt << ": "
-                    << got.view().as<T>()[worstAt] << " vs "
-                    << want.view().as<T>()[worstAt];
+                    << valueOf(got.view().as<S>()[worstAt]) << " vs "
+                    << valueOf(want.view().as<S>()[worstAt]);
 }
 
 /// Runs one pass's kernels on the emulated device; returns its split.
-template <cg::Pass P, typename T>
+template <cg::Pass P, typename S>
 int64_t runEmulated(const std::vector<const OwnedTensor *> &inputs,
                     OwnedTensor &out, const KernelAttrs &attrs) {
   std::vector<TensorView> in, outs = {out.view()};
   for (const OwnedTensor *t : inputs)
     in.push_back(t->view());
   KernelContext ctx{in, outs, attrs};
-  cg::Params<T> p;
+  using T = typename cg::Params<S>::T;
+  cg::Params<S> p;
   Status planned = cg::planPass(ctx, P, p.c, p.gemm);
   EXPECT_TRUE(planned) << planned.message();
   if (!planned)
     return 0;
-  p.out = out.view().as<T>();
-  if (P == cg::Pass::Forward) {
-    p.x = in[0].as<T>();
-    p.weight = in[1].as<T>();
-    p.bias = in.size() == 3 ? in[2].as<T>() : nullptr;
-  } else if (P == cg::Pass::GradInput) {
-    p.dy = in[0].as<T>();
-    p.weight = in[1].as<T>();
-  } else {
-    p.dy = in[0].as<T>();
-    p.x = in[1].as<T>();
-  }
+  cg::bindOperands(P, ctx, p);
   std::vector<T> partial(size_t(p.gemm.partialElements(p.c.groups)),
                          std::numeric_limits<T>::quiet_NaN());
   p.partial = partial.data();
@@ -130,7 +141,7 @@ struct Splits {
 };
 
 /// conv and both gradients of one geometry on both sides.
-template <typename T>
+template <typename S>
 Splits checkConv(DType dtype, int64_t batch, int64_t channels,
                  int64_t outChannels, int64_t groups, const Geometry &g,
                  bool bias, std::mt19937 &rng) {
@@ -152,32 +163,32 @@ Splits checkConv(DType dtype, int64_t batch, int64_t channels,
   attrs.set("dilations", g.dilations);
   attrs.set("groups", groups);
 
-  OwnedTensor x = randomTensor<T>(dtype, xShape, rng);
-  OwnedTensor w = randomTensor<T>(dtype, wShape, rng);
-  OwnedTensor b = randomTensor<T>(dtype, {outChannels}, rng);
-  OwnedTensor dy = randomTensor<T>(dtype, yShape, rng);
+  OwnedTensor x = randomTensor<S>(dtype, xShape, rng);
+  OwnedTensor w = randomTensor<S>(dtype, wShape, rng);
+  OwnedTensor b = randomTensor<S>(dtype, {outChannels}, rng);
+  OwnedTensor dy = randomTensor<S>(dtype, yShape, rng);
   std::vector<const OwnedTensor *> fwdIn = {&x, &w};
   if (bias)
     fwdIn.push_back(&b);
 
   Splits splits;
-  OwnedTensor want(dtype, yShape), got = unwritten<T>(dtype, yShape);
+  OwnedTensor want(dtype, yShape), got = unwritten<S>(dtype, yShape);
   EXPECT_TRUE(runCpuKernel("graph.conv", fwdIn, {&want}, attrs));
-  splits.forward = runEmulated<cg::Pass::Forward, T>(fwdIn, got, attrs);
-  expectNear<T>(got, want, channels / groups * taps, "conv");
+  splits.forward = runEmulated<cg::Pass::Forward, S>(fwdIn, got, attrs);
+  expectNear<S>(got, want, channels / groups * taps, "conv");
 
-  OwnedTensor wantDx(dtype, xShape), gotDx = unwritten<T>(dtype, xShape);
+  OwnedTensor wantDx(dtype, xShape), gotDx = unwritten<S>(dtype, xShape);
   EXPECT_TRUE(runCpuKernel("graph.conv_grad_input", {&dy, &w}, {&wantDx}, attrs));
   splits.gradInput =
-      runEmulated<cg::Pass::GradInput, T>({&dy, &w}, gotDx, attrs);
-  expectNear<T>(gotDx, wantDx, outChannels / groups * taps,
+      runEmulated<cg::Pass::GradInput, S>({&dy, &w}, gotDx, attrs);
+  expectNear<S>(gotDx, wantDx, outChannels / groups * taps,
                 "conv_grad_input");
 
-  OwnedTensor wantDw(dtype, wShape), gotDw = unwritten<T>(dtype, wShape);
+  OwnedTensor wantDw(dtype, wShape), gotDw = unwritten<S>(dtype, wShape);
   EXPECT_TRUE(runCpuKernel("graph.conv_grad_weight", {&dy, &x}, {&wantDw}, attrs));
   splits.gradWeight =
-      runEmulated<cg::Pass::GradWeight, T>({&dy, &x}, gotDw, attrs);
-  expectNear<T>(gotDw, wantDw, batch * positions, "conv_grad_weight");
+      runEmulated<cg::Pass::GradWeight, S>({&dy, &x}, gotDw, attrs);
+  expectNear<S>(gotDw, wantDw, batch * positions, "conv_grad_weight");
   return splits;
 }
 
@@ -235,6 +246,22 @@ TEST(ConvImplicitGemm, SplitSumsMatchCpu) {
                               {{4, 4}, {3, 3}, {1, 1}, {0, 0, 0, 0}, {1, 1}},
                               true, rng);
   EXPECT_GT(f.forward, 1);
+}
+
+TEST(ConvImplicitGemm, NarrowMatchesCpu) {
+  // bf16 / fp16 loaded narrow, summed in f32, rounded once, against the
+  // CPU's adapter (widen, f32 conv, round); a split sum too.
+  std::mt19937 rng(5);
+  checkConv<mma::Bf16>(DType::BF16, 2, 6, 9, 3,
+                       {{8, 10}, {3, 3}, {1, 2}, {1, 1, 1, 1}, {1, 1}}, true,
+                       rng);
+  checkConv<mma::Fp16>(DType::F16, 3, 4, 6, 1,
+                       {{11, 7}, {3, 2}, {2, 3}, {1, 0, 2, 1}, {2, 1}}, true,
+                       rng);
+  Splits s = checkConv<mma::Bf16>(
+      DType::BF16, 2, 64, 8, 1,
+      {{32, 32}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}}, false, rng);
+  EXPECT_GT(s.gradWeight, 1);
 }
 
 TEST(ConvImplicitGemm, SplitsDependOnTheShapeAlone) {

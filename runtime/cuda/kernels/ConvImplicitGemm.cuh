@@ -22,7 +22,9 @@
 // shared memory (the gathers' per-column and per-depth coordinates are
 // worked out once per tile and per step, not per element), then each
 // thread adds its 4 x 4 products. The sum runs in the element type (f32 or
-// f64, as the CPU's GEMM), in a fixed order.
+// f64, as the CPU's GEMM), in a fixed order; bf16 and fp16 widen to f32 as
+// they load and round once as they are stored (the CPU's numbers: its
+// adapter widens, sums in f32 and rounds).
 //
 // When the tiles are too few to fill a GPU and the sum is long (a weight
 // gradient's sum over batch and positions), the sum is split into
@@ -46,7 +48,9 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <type_traits>
 
 namespace strata::runtime::cuda::conv_gemm {
 
@@ -208,16 +212,65 @@ inline Status planPass(const KernelContext &ctx, Pass pass, Conv &c,
   return Status::ok();
 }
 
-template <typename T> struct Params {
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+/// The type a storage type computes in: f32 and f64 their own; bf16 and
+/// fp16 f32, widened as loaded and rounded once as stored (the narrow
+/// adapter's numbers, without its f32 copies).
+template <typename S> struct ComputeOf {
+  using type = S;
+};
+template <> struct ComputeOf<mma::Bf16> {
+  using type = float;
+};
+template <> struct ComputeOf<mma::Fp16> {
+  using type = float;
+};
+
+STRATA_MMA_FN float widen(float v) { return v; }
+STRATA_MMA_FN double widen(double v) { return v; }
+STRATA_MMA_FN float widen(mma::Bf16 v) { return mma::toFloat(v); }
+STRATA_MMA_FN float widen(mma::Fp16 v) { return mma::toFloat(v); }
+template <typename S, typename T> STRATA_MMA_FN S narrowTo(T v) {
+  if constexpr (std::is_same_v<S, T>)
+    return v;
+  else
+    return mma::fromFloat<S>(v);
+}
+
+/// A pass's launch over tensors of storage type S (float, double,
+/// mma::Bf16, mma::Fp16).
+template <typename S> struct Params {
+  using T = typename ComputeOf<S>::type;
   Conv c;
   Gemm gemm;
   /// The operands the pass reads: x and weight (Forward), dy and weight
   /// (GradInput), dy and x (GradWeight); bias only in Forward.
-  const T *x = nullptr, *weight = nullptr, *dy = nullptr, *bias = nullptr;
-  T *out = nullptr;
+  const S *x = nullptr, *weight = nullptr, *dy = nullptr, *bias = nullptr;
+  S *out = nullptr;
   /// [splits, groups, M, N] partial sums when gemm.splits > 1.
   T *partial = nullptr;
 };
+
+/// Points `p` at a conv instruction's operands and result (host).
+template <typename S>
+inline void bindOperands(Pass pass, const KernelContext &ctx, Params<S> &p) {
+  std::span<const TensorView> in = ctx.inputs;
+  p.out = ctx.outputs[0].as<S>();
+  if (pass == Pass::Forward) {
+    p.x = in[0].as<S>();
+    p.weight = in[1].as<S>();
+    p.bias = in.size() == 3 ? in[2].as<S>() : nullptr;
+  } else if (pass == Pass::GradInput) {
+    p.dy = in[0].as<S>();
+    p.weight = in[1].as<S>();
+  } else {
+    p.dy = in[0].as<S>();
+    p.x = in[1].as<S>();
+  }
+}
 
 /// A block's shared memory: the A tile [K][M] and the B tile [K][N], then
 /// the gathers' coordinates: per tile column (fixed for the block) and per
@@ -258,8 +311,8 @@ STRATA_MMA_FN void unflattenIn(int64_t flat, const int64_t *dims, int n,
 
 /// The input element at `start` + `offset` per spatial dim below `base`, or
 /// 0 in the padding.
-template <typename T>
-STRATA_MMA_FN T gatherInput(const Window &w, const T *x, int64_t base,
+template <typename S, typename T = typename ComputeOf<S>::type>
+STRATA_MMA_FN T gatherInput(const Window &w, const S *x, int64_t base,
                             const int64_t *start, const int64_t *offset) {
   int64_t at = 0;
   for (int d = 0; d < w.spatial; ++d) {
@@ -268,13 +321,13 @@ STRATA_MMA_FN T gatherInput(const Window &w, const T *x, int64_t base,
       return T(0);
     at = at * w.in[d] + i;
   }
-  return x[base + at];
+  return widen(x[base + at]);
 }
 
 /// Column `col` of the pass's result tile: the base and per-dim coordinates
 /// its gathers start from.
-template <Pass P, typename T>
-STRATA_MMA_FN void columnInfo(const Params<T> &p, int64_t g, int64_t col,
+template <Pass P, typename S, typename T = typename ComputeOf<S>::type>
+STRATA_MMA_FN void columnInfo(const Params<S> &p, int64_t g, int64_t col,
                               int64_t &base, int64_t *coord) {
   const Conv &c = p.c;
   const Window &w = c.w;
@@ -303,8 +356,8 @@ STRATA_MMA_FN void columnInfo(const Params<T> &p, int64_t g, int64_t col,
 }
 
 /// Depth `k` of the sum: the bases and per-dim coordinates its gathers add.
-template <Pass P, typename T>
-STRATA_MMA_FN void depthInfo(const Params<T> &p, int64_t g, int64_t k,
+template <Pass P, typename S, typename T = typename ComputeOf<S>::type>
+STRATA_MMA_FN void depthInfo(const Params<S> &p, int64_t g, int64_t k,
                              int64_t &base, int64_t &aux, int64_t *coord) {
   const Conv &c = p.c;
   const Window &w = c.w;
@@ -335,20 +388,20 @@ STRATA_MMA_FN void depthInfo(const Params<T> &p, int64_t g, int64_t k,
 }
 
 /// A[row, k] of the tile step whose depth info is `s`'s entry `kk`.
-template <Pass P, typename T>
-STRATA_MMA_FN T loadA(const Params<T> &p, const Shared<T> &s, int64_t g,
+template <Pass P, typename S, typename T = typename ComputeOf<S>::type>
+STRATA_MMA_FN T loadA(const Params<S> &p, const Shared<T> &s, int64_t g,
                       int64_t row, int64_t k, int kk) {
   const Conv &c = p.c;
   if (P == Pass::Forward)
-    return p.weight[(g * c.mg + row) * p.gemm.K + k];
+    return widen(p.weight[(g * c.mg + row) * p.gemm.K + k]);
   if (P == Pass::GradInput)
-    return p.weight[s.depthAux[kk] + row * c.w.taps];
-  return p.dy[s.depthAux[kk] + row * c.w.outPlane];
+    return widen(p.weight[s.depthAux[kk] + row * c.w.taps]);
+  return widen(p.dy[s.depthAux[kk] + row * c.w.outPlane]);
 }
 
 /// B[k, col] from the tile's column `nn` and the step's depth `kk`.
-template <Pass P, typename T>
-STRATA_MMA_FN T loadB(const Params<T> &p, const Shared<T> &s, int kk, int nn) {
+template <Pass P, typename S, typename T = typename ComputeOf<S>::type>
+STRATA_MMA_FN T loadB(const Params<S> &p, const Shared<T> &s, int kk, int nn) {
   const Window &w = p.c.w;
   const int64_t *colCoord = s.colCoord + nn * kMaxSpatial;
   const int64_t *depthCoord = s.depthCoord + kk * kMaxSpatial;
@@ -364,32 +417,34 @@ STRATA_MMA_FN T loadB(const Params<T> &p, const Shared<T> &s, int kk, int nn) {
         return T(0);
       at = at * w.out[d] + o;
     }
-    return p.dy[s.colBase[nn] + s.depthBase[kk] + at];
+    return widen(p.dy[s.colBase[nn] + s.depthBase[kk] + at]);
   }
   return gatherInput(w, p.x, s.colBase[nn] + s.depthBase[kk], colCoord,
                      depthCoord);
 }
 
 /// Writes the result element (row, col) of group g.
-template <Pass P, typename T>
-STRATA_MMA_FN void store(const Params<T> &p, int64_t g, int64_t row,
+template <Pass P, typename S, typename T = typename ComputeOf<S>::type>
+STRATA_MMA_FN void store(const Params<S> &p, int64_t g, int64_t row,
                          int64_t col, T value) {
   const Conv &c = p.c;
   const Window &w = c.w;
   if (P == Pass::Forward) {
     int64_t o = g * c.mg + row, n = col / w.outPlane, pos = col % w.outPlane;
-    p.out[(n * c.m + o) * w.outPlane + pos] = value + (p.bias ? p.bias[o] : T(0));
+    p.out[(n * c.m + o) * w.outPlane + pos] =
+        narrowTo<S>(value + (p.bias ? widen(p.bias[o]) : T(0)));
   } else if (P == Pass::GradInput) {
     int64_t n = col / w.inPlane, pos = col % w.inPlane;
-    p.out[(n * c.channels + g * c.cg + row) * w.inPlane + pos] = value;
+    p.out[(n * c.channels + g * c.cg + row) * w.inPlane + pos] =
+        narrowTo<S>(value);
   } else {
-    p.out[(g * c.mg + row) * p.gemm.N + col] = value;
+    p.out[(g * c.mg + row) * p.gemm.N + col] = narrowTo<S>(value);
   }
 }
 
 /// Block `block` of the pass's launch (gemm.blocks(groups) of kThreads).
-template <Pass P, typename T>
-STRATA_MMA_FN void gemmBlock(const Params<T> &p, int64_t block, int thread,
+template <Pass P, typename S, typename T = typename ComputeOf<S>::type>
+STRATA_MMA_FN void gemmBlock(const Params<S> &p, int64_t block, int thread,
                              unsigned char *shared) {
   const Gemm &G = p.gemm;
   Shared<T> s = Shared<T>::of(shared);
@@ -460,8 +515,8 @@ STRATA_MMA_FN void gemmBlock(const Params<T> &p, int64_t block, int thread,
 }
 
 /// Element e of [groups, M, N] after a split: its ranges' sums in order.
-template <Pass P, typename T>
-STRATA_MMA_FN void addSplits(const Params<T> &p, int64_t e) {
+template <Pass P, typename S, typename T = typename ComputeOf<S>::type>
+STRATA_MMA_FN void addSplits(const Params<S> &p, int64_t e) {
   const Gemm &G = p.gemm;
   int64_t per = p.c.groups * G.M * G.N;
   T sum = p.partial[e];

@@ -93,24 +93,34 @@ __host__ __device__ inline int64_t outputOfTap(const Window &w,
 
 using conv_gemm::convOpName;
 
-template <conv_gemm::Pass P, typename T>
+template <conv_gemm::Pass P, typename S>
 __global__ void __launch_bounds__(conv_gemm::kThreads)
-    convGemmKernel(conv_gemm::Params<T> p) {
+    convGemmKernel(conv_gemm::Params<S> p) {
   extern __shared__ __align__(16) unsigned char shared[];
   conv_gemm::gemmBlock<P>(p, blockIdx.x, threadIdx.x, shared);
 }
 
-template <conv_gemm::Pass P, typename T>
-__global__ void convAddSplits(conv_gemm::Params<T> p, int64_t n) {
+template <conv_gemm::Pass P, typename S>
+__global__ void convAddSplits(conv_gemm::Params<S> p, int64_t n) {
   for (int64_t e = gridStart(); e < n; e += gridStride())
     conv_gemm::addSplits<P>(p, e);
 }
 
-template <conv_gemm::Pass P, typename T>
-Status launchConv(KernelContext &ctx, conv_gemm::Params<T> p) {
+/// Enqueues pass P over tensors of storage type S (float, double,
+/// mma::Bf16, mma::Fp16).
+template <conv_gemm::Pass P, typename S>
+Status launchConv(KernelContext &ctx, const conv_gemm::Conv &c,
+                  const conv_gemm::Gemm &gemm) {
+  using T = typename conv_gemm::Params<S>::T;
   const std::string op = convOpName(P);
+  if (ctx.outputs[0].numel() == 0)
+    return Status::ok();
+  conv_gemm::Params<S> p;
+  p.c = c;
+  p.gemm = gemm;
+  conv_gemm::bindOperands(P, ctx, p);
   const CudaStream &s = streamOf(ctx);
-  int64_t partials = p.gemm.partialElements(p.c.groups);
+  int64_t partials = gemm.partialElements(c.groups);
   if (partials > 0) {
     const DeviceScratch *scratch;
     if (Status st = scratchOf(ctx, op, size_t(partials) * sizeof(T), scratch);
@@ -118,16 +128,16 @@ Status launchConv(KernelContext &ctx, conv_gemm::Params<T> p) {
       return st;
     p.partial = scratch->at<T>(0);
   }
-  int64_t blocks = p.gemm.blocks(p.c.groups);
+  int64_t blocks = gemm.blocks(c.groups);
   if (blocks > 0) {
-    convGemmKernel<P, T><<<unsigned(blocks), conv_gemm::kThreads,
+    convGemmKernel<P, S><<<unsigned(blocks), conv_gemm::kThreads,
                            conv_gemm::Shared<T>::bytes, s.stream>>>(p);
     if (Status st = launchStatus(op); !st)
       return st;
   }
   if (partials > 0) {
-    int64_t n = p.c.groups * p.gemm.M * p.gemm.N;
-    convAddSplits<P, T><<<gridFor(s, n), kBlock, 0, s.stream>>>(p, n);
+    int64_t n = c.groups * gemm.M * gemm.N;
+    convAddSplits<P, S><<<gridFor(s, n), kBlock, 0, s.stream>>>(p, n);
     return launchStatus(op);
   }
   return Status::ok();
@@ -136,33 +146,14 @@ Status launchConv(KernelContext &ctx, conv_gemm::Params<T> p) {
 /// graph.conv (x, weight[, bias]) -> y, graph.conv_grad_input (dy, weight)
 /// -> dx and graph.conv_grad_weight (dy, x) -> dw.
 template <conv_gemm::Pass P> Status convKernel(KernelContext &ctx) {
-  const std::string op = convOpName(P);
   conv_gemm::Conv c;
   conv_gemm::Gemm gemm;
   if (Status s = conv_gemm::planPass(ctx, P, c, gemm); !s)
     return s;
-  TensorView &out = ctx.outputs[0];
-  return dispatchFloat(out.dtype, op, [&](auto tag) -> Status {
-    using T = decltype(tag);
-    if (out.numel() == 0)
-      return Status::ok();
-    conv_gemm::Params<T> p;
-    p.c = c;
-    p.gemm = gemm;
-    p.out = out.as<T>();
-    if (P == conv_gemm::Pass::Forward) {
-      p.x = ctx.inputs[0].as<T>();
-      p.weight = ctx.inputs[1].as<T>();
-      p.bias = ctx.inputs.size() == 3 ? ctx.inputs[2].as<T>() : nullptr;
-    } else if (P == conv_gemm::Pass::GradInput) {
-      p.dy = ctx.inputs[0].as<T>();
-      p.weight = ctx.inputs[1].as<T>();
-    } else {
-      p.dy = ctx.inputs[0].as<T>();
-      p.x = ctx.inputs[1].as<T>();
-    }
-    return launchConv<P, T>(ctx, p);
-  });
+  return dispatchFloat(ctx.outputs[0].dtype, convOpName(P),
+                       [&](auto tag) -> Status {
+                         return launchConv<P, decltype(tag)>(ctx, c, gemm);
+                       });
 }
 
 /// The scratch of a split sum, made at load.
@@ -497,6 +488,35 @@ Status avgPoolGradKernel(KernelContext &ctx) {
 }
 
 } // namespace
+
+/// bf16 / fp16 convolutions whose operands and result share the type:
+/// loaded narrow, summed in f32, rounded once (the adapter's numbers,
+/// without its f32 copies).
+template <conv_gemm::Pass P>
+Status runNarrowConv(KernelContext &ctx, bool &handled) {
+  DType t = ctx.outputs.empty() ? DType::F32 : ctx.outputs[0].dtype;
+  handled = isNarrowFloat(t) &&
+            std::all_of(ctx.inputs.begin(), ctx.inputs.end(),
+                        [&](const TensorView &v) { return v.dtype == t; });
+  if (!handled)
+    return Status::ok();
+  conv_gemm::Conv c;
+  conv_gemm::Gemm gemm;
+  if (Status s = conv_gemm::planPass(ctx, P, c, gemm); !s)
+    return s;
+  return t == DType::BF16 ? launchConv<P, mma::Bf16>(ctx, c, gemm)
+                          : launchConv<P, mma::Fp16>(ctx, c, gemm);
+}
+
+Status runNarrowConv(KernelContext &ctx, bool &handled) {
+  return runNarrowConv<conv_gemm::Pass::Forward>(ctx, handled);
+}
+Status runNarrowConvGradInput(KernelContext &ctx, bool &handled) {
+  return runNarrowConv<conv_gemm::Pass::GradInput>(ctx, handled);
+}
+Status runNarrowConvGradWeight(KernelContext &ctx, bool &handled) {
+  return runNarrowConv<conv_gemm::Pass::GradWeight>(ctx, handled);
+}
 
 void registerConvolutionKernels(KernelRegistry &registry) {
   using conv_gemm::Pass;

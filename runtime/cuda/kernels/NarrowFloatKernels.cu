@@ -10,8 +10,8 @@
 // and frees the buffers in stream order: the CPU's numbers (its adapter
 // does the same on the host). The buffers are outside the memory plan.
 // Attention with a head dim of 16, 32, 64 or 128 runs narrow on tensor
-// cores instead (AttentionMma.cu), and reduce_sum reads the narrow
-// elements itself (ReductionKernels.cu's runNarrowReduceSum).
+// cores instead (AttentionMma.cu); reduce_sum and conv read the narrow
+// elements themselves (runNarrowReduceSum, runNarrowConv...).
 //
 //===----------------------------------------------------------------------===//
 
@@ -132,12 +132,15 @@ void registerNarrowFloatOperands(KernelRegistry &registry) {
     const PrepareFn *prepare = registry.lookupPrepare(op);
     KernelFn widened = widenNarrowFloats(op, *run);
     // Attention runs bf16 / fp16 on tensor cores where AttentionMma.cu
-    // can, reduce_sum reads narrow elements; the rest widens.
+    // can, reduce_sum and conv read narrow elements; the rest widens.
     Status (*native)(KernelContext &, bool &) =
         name == "graph.attention"        ? runMmaAttention
         : name == "graph.attention_grad" ? runMmaAttentionGrad
         : name == "graph.reduce_sum"     ? runNarrowReduceSum
-                                         : nullptr;
+        : name == "graph.conv"           ? runNarrowConv
+        : name == "graph.conv_grad_input"  ? runNarrowConvGradInput
+        : name == "graph.conv_grad_weight" ? runNarrowConvGradWeight
+                                           : nullptr;
     if (native)
       widened = [native, widened](KernelContext &ctx) -> Status {
         bool handled = false;
