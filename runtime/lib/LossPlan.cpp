@@ -1,7 +1,9 @@
 //===- LossPlan.cpp - graph.cross_entropy's checks ------------------------===//
 
 #include "strata/Runtime/LossPlan.h"
+
 #include "strata/Runtime/KernelChecks.h"
+#include "strata/Runtime/ShapePlans.h"
 
 #include <string>
 #include <vector>
@@ -9,12 +11,7 @@
 namespace strata::runtime {
 namespace {
 
-int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end) {
-  int64_t p = 1;
-  for (size_t i = begin; i < end; ++i)
-    p *= shape[i];
-  return p;
-}
+using shape::product;
 
 } // namespace
 

@@ -1,7 +1,9 @@
 //===- NormPlan.cpp - layer_norm's and batch_norm's checks ----------------===//
 
 #include "strata/Runtime/NormPlan.h"
+
 #include "strata/Runtime/KernelChecks.h"
+#include "strata/Runtime/ShapePlans.h"
 
 #include <initializer_list>
 #include <string>
@@ -20,12 +22,7 @@ Status sameDType(std::string_view op, const TensorView &ref,
   return Status::ok();
 }
 
-int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end) {
-  int64_t p = 1;
-  for (size_t i = begin; i < end; ++i)
-    p *= shape[i];
-  return p;
-}
+using shape::product;
 
 } // namespace
 

@@ -350,6 +350,53 @@ Status planEmbedding(const KernelContext &ctx, GatherGeometry &out) {
   return Status::ok();
 }
 
+Status planEmbeddingGrad(const KernelContext &ctx, ScatterGeometry &out) {
+  constexpr const char *kOp = "graph.embedding_grad";
+  if (Status s = checkArity(ctx, kOp, 2, 2, 1); !s)
+    return s;
+  const TensorView &dy = ctx.inputs[0], &indices = ctx.inputs[1];
+  const TensorView &table = ctx.outputs[0];
+  if (table.rank() != 2 || table.dtype != dy.dtype)
+    return Status::error("graph.embedding_grad: the table gradient must be "
+                         "[V, D] of the gradient's type, got " +
+                         table.describe());
+  std::vector<int64_t> expected = indices.shape;
+  expected.push_back(table.shape[1]);
+  if (dy.shape != expected)
+    return Status::error("graph.embedding_grad: gradient " + dy.describe() +
+                         " does not fit indices " + indices.describe() +
+                         " and table " + table.describe());
+  out.outer = 1;
+  out.rows = table.shape[0];
+  out.inner = table.shape[1];
+  out.count = indices.numel();
+  return Status::ok();
+}
+
+Status planGatherGrad(const KernelContext &ctx, ScatterGeometry &out) {
+  constexpr const char *kOp = "graph.gather_grad";
+  if (Status s = checkArity(ctx, kOp, 2, 2, 1); !s)
+    return s;
+  const TensorView &dy = ctx.inputs[0], &indices = ctx.inputs[1];
+  const TensorView &dx = ctx.outputs[0];
+  int64_t axis = ctx.attrs.getInt("axis");
+  if (axis < 0 || axis >= dx.rank() || dx.dtype != dy.dtype)
+    return Status::error("graph.gather_grad: axis " + std::to_string(axis) +
+                         " does not fit " + dx.describe());
+  std::vector<int64_t> expected(dx.shape.begin(), dx.shape.begin() + axis);
+  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
+  expected.insert(expected.end(), dx.shape.begin() + axis + 1, dx.shape.end());
+  if (dy.shape != expected)
+    return Status::error("graph.gather_grad: gradient " + dy.describe() +
+                         " does not fit indices " + indices.describe() +
+                         " gathered from " + dx.describe());
+  out.outer = product(dx.shape, 0, axis);
+  out.rows = dx.shape[axis];
+  out.inner = product(dx.shape, axis + 1, dx.shape.size());
+  out.count = indices.numel();
+  return Status::ok();
+}
+
 Status planSliceGrad(const KernelContext &ctx, SliceGradGeometry &out) {
   constexpr const char *kOp = "graph.slice_grad";
   if (Status s = checkArity(ctx, kOp, 1, 1, 1); !s)

@@ -14,6 +14,7 @@
 #include "strata/Runtime/GemmPlan.h"
 #include "strata/Runtime/LossPlan.h"
 #include "strata/Runtime/NormPlan.h"
+#include "strata/Runtime/ShapePlans.h"
 
 #include <climits>
 #include <cmath>
@@ -24,12 +25,6 @@
 namespace strata::runtime::cpu {
 namespace {
 
-int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end) {
-  int64_t p = 1;
-  for (size_t i = begin; i < end; ++i)
-    p *= shape[i];
-  return p;
-}
 
 //===----------------------------------------------------------------------===//
 // linear
@@ -304,46 +299,19 @@ Status scatterAdd(std::string_view op, const TensorView &dy,
 }
 
 Status embeddingGradKernel(KernelContext &ctx) {
-  constexpr const char *kOp = "graph.embedding_grad";
-  if (Status s = checkArity(ctx, kOp, 2, 2, 1); !s)
+  shape::ScatterGeometry g;
+  if (Status s = shape::planEmbeddingGrad(ctx, g); !s)
     return s;
-  const TensorView &dy = ctx.inputs[0], &indices = ctx.inputs[1];
-  TensorView &out = ctx.outputs[0];
-  if (out.rank() != 2 || out.dtype != dy.dtype)
-    return Status::error("graph.embedding_grad: the table gradient must be "
-                         "[V, D] of the gradient's type, got " +
-                         out.describe());
-  std::vector<int64_t> expected = indices.shape;
-  expected.push_back(out.shape[1]);
-  if (dy.shape != expected)
-    return Status::error("graph.embedding_grad: gradient " + dy.describe() +
-                         " does not fit indices " + indices.describe() +
-                         " and table " + out.describe());
-  return scatterAdd(kOp, ctx.inputs[0], ctx.inputs[1], out, 1, out.shape[0],
-                    out.shape[1]);
+  return scatterAdd("graph.embedding_grad", ctx.inputs[0], ctx.inputs[1],
+                    ctx.outputs[0], g.outer, g.rows, g.inner);
 }
 
 Status gatherGradKernel(KernelContext &ctx) {
-  constexpr const char *kOp = "graph.gather_grad";
-  if (Status s = checkArity(ctx, kOp, 2, 2, 1); !s)
+  shape::ScatterGeometry g;
+  if (Status s = shape::planGatherGrad(ctx, g); !s)
     return s;
-  const TensorView &dy = ctx.inputs[0], &indices = ctx.inputs[1];
-  TensorView &out = ctx.outputs[0];
-  int64_t axis = ctx.attrs.getInt("axis");
-  if (axis < 0 || axis >= out.rank() || out.dtype != dy.dtype)
-    return Status::error("graph.gather_grad: axis " + std::to_string(axis) +
-                         " does not fit " + out.describe());
-  std::vector<int64_t> expected(out.shape.begin(), out.shape.begin() + axis);
-  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
-  expected.insert(expected.end(), out.shape.begin() + axis + 1,
-                  out.shape.end());
-  if (dy.shape != expected)
-    return Status::error("graph.gather_grad: gradient " + dy.describe() +
-                         " does not fit indices " + indices.describe() +
-                         " gathered from " + out.describe());
-  return scatterAdd(kOp, ctx.inputs[0], ctx.inputs[1], out,
-                    product(out.shape, 0, axis), out.shape[axis],
-                    product(out.shape, axis + 1, out.shape.size()));
+  return scatterAdd("graph.gather_grad", ctx.inputs[0], ctx.inputs[1],
+                    ctx.outputs[0], g.outer, g.rows, g.inner);
 }
 
 //===----------------------------------------------------------------------===//

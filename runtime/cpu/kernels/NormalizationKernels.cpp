@@ -12,6 +12,7 @@
 #include "kernels/KernelUtils.h"
 
 #include "strata/Runtime/NormPlan.h"
+#include "strata/Runtime/ShapePlans.h"
 
 #include <cmath>
 #include <initializer_list>
@@ -20,12 +21,7 @@
 namespace strata::runtime::cpu {
 namespace {
 
-int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end) {
-  int64_t p = 1;
-  for (size_t i = begin; i < end; ++i)
-    p *= shape[i];
-  return p;
-}
+using shape::product;
 
 //===----------------------------------------------------------------------===//
 // LayerNorm

@@ -40,6 +40,7 @@
 
 #include "strata/Runtime/LossPlan.h"
 #include "strata/Runtime/NormPlan.h"
+#include "strata/Runtime/ShapePlans.h"
 
 #include <cub/device/device_radix_sort.cuh>
 
@@ -293,8 +294,8 @@ Status batchNormGradKernel(KernelContext &ctx) {
 //===----------------------------------------------------------------------===//
 
 /// Scatter-add of dy [outer, count, inner] into out [outer, rows, inner].
-struct ScatterShape {
-  int64_t outer = 0, rows = 0, inner = 0, count = 0;
+/// The shared plan's geometry (ShapePlans.h) and the sort's scratch.
+struct ScatterShape : shape::ScatterGeometry {
   int endBit = 1;
   size_t sortBytes = 0;
   /// Offsets of the scratch's parts.
@@ -453,51 +454,11 @@ Status scatterAdd(KernelContext &ctx, const std::string &op,
 }
 
 Status checkEmbeddingGrad(const KernelContext &ctx, ScatterShape &c) {
-  constexpr const char *kOp = "graph.embedding_grad";
-  if (Status s = checkArity(ctx, kOp, 2, 2, 1); !s)
-    return s;
-  const TensorView &dy = ctx.inputs[0], &indices = ctx.inputs[1];
-  const TensorView &out = ctx.outputs[0];
-  if (out.rank() != 2 || out.dtype != dy.dtype)
-    return Status::error("graph.embedding_grad: the table gradient must be "
-                         "[V, D] of the gradient's type, got " +
-                         out.describe());
-  std::vector<int64_t> expected = indices.shape;
-  expected.push_back(out.shape[1]);
-  if (dy.shape != expected)
-    return Status::error("graph.embedding_grad: gradient " + dy.describe() +
-                         " does not fit indices " + indices.describe() +
-                         " and table " + out.describe());
-  c.outer = 1;
-  c.rows = out.shape[0];
-  c.inner = out.shape[1];
-  c.count = indices.numel();
-  return Status::ok();
+  return shape::planEmbeddingGrad(ctx, c);
 }
 
 Status checkGatherGrad(const KernelContext &ctx, ScatterShape &c) {
-  constexpr const char *kOp = "graph.gather_grad";
-  if (Status s = checkArity(ctx, kOp, 2, 2, 1); !s)
-    return s;
-  const TensorView &dy = ctx.inputs[0], &indices = ctx.inputs[1];
-  const TensorView &out = ctx.outputs[0];
-  int64_t axis = ctx.attrs.getInt("axis");
-  if (axis < 0 || axis >= out.rank() || out.dtype != dy.dtype)
-    return Status::error("graph.gather_grad: axis " + std::to_string(axis) +
-                         " does not fit " + out.describe());
-  std::vector<int64_t> expected(out.shape.begin(), out.shape.begin() + axis);
-  expected.insert(expected.end(), indices.shape.begin(), indices.shape.end());
-  expected.insert(expected.end(), out.shape.begin() + axis + 1,
-                  out.shape.end());
-  if (dy.shape != expected)
-    return Status::error("graph.gather_grad: gradient " + dy.describe() +
-                         " does not fit indices " + indices.describe() +
-                         " gathered from " + out.describe());
-  c.outer = shapeProduct(out.shape, 0, axis);
-  c.rows = out.shape[axis];
-  c.inner = shapeProduct(out.shape, axis + 1, out.shape.size());
-  c.count = indices.numel();
-  return Status::ok();
+  return shape::planGatherGrad(ctx, c);
 }
 
 template <Status (*Check)(const KernelContext &, ScatterShape &)>

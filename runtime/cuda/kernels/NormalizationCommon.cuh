@@ -15,6 +15,8 @@
 
 #include "CudaKernelUtils.cuh"
 
+#include "strata/Runtime/ShapePlans.h"
+
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -31,10 +33,7 @@ namespace strata::runtime::cuda::norm {
 
 inline int64_t shapeProduct(const std::vector<int64_t> &shape, size_t begin,
                             size_t end) {
-  int64_t p = 1;
-  for (size_t i = begin; i < end; ++i)
-    p *= shape[i];
-  return p;
+  return shape::product(shape, begin, end);
 }
 
 /// Blocks of a kernel that gives each of `rows` rows one block (the kernel

@@ -93,6 +93,16 @@ struct GatherGeometry {
 Status planGather(const KernelContext &ctx, GatherGeometry &out);
 Status planEmbedding(const KernelContext &ctx, GatherGeometry &out);
 
+/// graph.embedding_grad (dy, indices -> table gradient [V, D]) and
+/// graph.gather_grad (dy, indices -> dx; attribute axis): dy's rows,
+/// `outer` x `count` (the indices) x `inner`, scatter-add into
+/// `outer` x `rows` x `inner`.
+struct ScatterGeometry {
+  int64_t outer = 1, rows = 0, inner = 1, count = 0;
+};
+Status planEmbeddingGrad(const KernelContext &ctx, ScatterGeometry &out);
+Status planGatherGrad(const KernelContext &ctx, ScatterGeometry &out);
+
 /// graph.slice_grad (dy -> dx: zeros, dy added at the forward's slice):
 /// attributes offsets, sizes and strides, one per dim of dx, the slice
 /// inside dx as the forward requires.
