@@ -3,6 +3,7 @@
 #include "strata/Runtime/ShapePlans.h"
 
 #include "strata/Runtime/KernelChecks.h"
+#include "strata/Runtime/NarrowFloat.h"
 
 #include <algorithm>
 #include <cmath>
@@ -219,16 +220,14 @@ Status fillBytes(std::string_view op, DType dtype, double value,
                  unsigned char *fill) {
   switch (dtype) {
   case DType::F16:
-  case DType::BF16:
-    // Zero is the all-zero pattern; other values would need a conversion
-    // the runtime has nowhere else.
-    if (value == 0.0) {
-      std::memset(fill, 0, 2);
-      return Status::ok();
-    }
-    return Status::error(std::string(op) +
-                         ": a non-zero value is not supported for " +
-                         std::string(name(dtype)));
+  case DType::BF16: {
+    // As torch converts a fill scalar: to float, then rounded to nearest
+    // even.
+    uint16_t bits = dtype == DType::BF16 ? bf16Bits(static_cast<float>(value))
+                                         : fp16Bits(static_cast<float>(value));
+    std::memcpy(fill, &bits, 2);
+    return Status::ok();
+  }
   case DType::F32: return fillAs<float>(op, dtype, value, fill);
   case DType::F64: return fillAs<double>(op, dtype, value, fill);
   case DType::I64: return fillAs<int64_t>(op, dtype, value, fill);

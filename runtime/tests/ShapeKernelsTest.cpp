@@ -368,6 +368,22 @@ TEST(ShapeKernels, PadConstantFillsTheValue) {
                            padAttrs({1, 1}, "constant", 0.5)));
   EXPECT_EQ(bb.values<uint8_t>(), (std::vector<uint8_t>{1, 0, 1}));
 
+  // bf16 / fp16 take the value as torch does: to float, rounded to nearest
+  // even (1/3: f32 0x3eaaaaab, bf16 0x3eab, fp16 0x3555; -2.5 is exact).
+  for (DType t : {DType::BF16, DType::F16}) {
+    SCOPED_TRACE(name(t));
+    OwnedTensor h(t, {1});
+    OwnedTensor hh(t, {3});
+    ASSERT_TRUE(runCpuKernel("graph.pad", {&h}, {&hh},
+                             padAttrs({1, 1}, "constant", 1.0 / 3)));
+    uint16_t third = t == DType::BF16 ? 0x3eab : 0x3555;
+    EXPECT_EQ(hh.values<uint16_t>(), (std::vector<uint16_t>{third, 0, third}));
+    ASSERT_TRUE(runCpuKernel("graph.pad", {&h}, {&hh},
+                             padAttrs({0, 2}, "constant", -2.5)));
+    uint16_t minus = t == DType::BF16 ? 0xc020 : 0xc100;
+    EXPECT_EQ(hh.values<uint16_t>(), (std::vector<uint16_t>{0, minus, minus}));
+  }
+
   expectError(
       runCpuKernel("graph.pad", {&n}, {&m}, padAttrs({1, 1}, "constant", 1e20)),
       "graph.pad: value 100000000000000000000.000000 does not fit i32");
