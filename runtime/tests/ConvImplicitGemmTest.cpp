@@ -120,7 +120,7 @@ int64_t runEmulated(const std::vector<const OwnedTensor *> &inputs,
                          std::numeric_limits<T>::quiet_NaN());
   p.partial = partial.data();
   mma::emulateLaunch(p.gemm.blocks(p.c.groups), cg::kThreads,
-                     cg::Shared<T>::bytes,
+                     cg::sharedBytes<S>(),
                      [&](int64_t b, int t, unsigned char *shared) {
                        cg::gemmBlock<P>(p, b, t, shared);
                      });
@@ -249,8 +249,9 @@ TEST(ConvImplicitGemm, SplitSumsMatchCpu) {
 }
 
 TEST(ConvImplicitGemm, NarrowMatchesCpu) {
-  // bf16 / fp16 loaded narrow, summed in f32, rounded once, against the
-  // CPU's adapter (widen, f32 conv, round); a split sum too.
+  // bf16 / fp16 on (emulated) tensor cores: narrow tiles, f32
+  // accumulators, rounded once, against the CPU's adapter (widen, f32
+  // conv, round); a split sum too.
   std::mt19937 rng(5);
   checkConv<mma::Bf16>(DType::BF16, 2, 6, 9, 3,
                        {{8, 10}, {3, 3}, {1, 2}, {1, 1, 1, 1}, {1, 1}}, true,

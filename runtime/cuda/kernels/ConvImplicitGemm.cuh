@@ -20,11 +20,15 @@
 // A block computes a 64 x 64 tile of one group's result over a range of
 // the sum, 16 deep at a time: 256 threads load the A and B tiles into
 // shared memory (the gathers' per-column and per-depth coordinates are
-// worked out once per tile and per step, not per element), then each
-// thread adds its 4 x 4 products. The sum runs in the element type (f32 or
-// f64, as the CPU's GEMM), in a fixed order; bf16 and fp16 widen to f32 as
-// they load and round once as they are stored (the CPU's numbers: its
-// adapter widens, sums in f32 and rounds).
+// worked out once per tile and per step, not per element), then
+//  - f32 / f64: each thread adds its 4 x 4 products on the CUDA cores, in
+//    the element type (as the CPU's GEMM);
+//  - bf16 / fp16: each of the 8 warps adds a 16 x 32 strip on the tensor
+//    cores (WMMA 16 x 16 x 16, f32 accumulators), and the result rounds
+//    once as it is stored (the CPU's adapter widens, sums in f32, rounds:
+//    the products are exact in f32 either way, only the sums' order
+//    differs).
+// Every sum runs in a fixed order.
 //
 // When the tiles are too few to fill a GPU and the sum is long (a weight
 // gradient's sum over batch and positions), the sum is split into
@@ -272,33 +276,75 @@ inline void bindOperands(Pass pass, const KernelContext &ctx, Params<S> &p) {
   }
 }
 
-/// A block's shared memory: the A tile [K][M] and the B tile [K][N], then
-/// the gathers' coordinates: per tile column (fixed for the block) and per
-/// step depth.
-template <typename T> struct Shared {
-  T *a, *b;
+/// The gathers' coordinates in shared memory: per tile column (fixed for
+/// the block) and per step depth.
+struct Info {
   int64_t *colBase, *colCoord, *depthBase, *depthAux, *depthCoord;
 
-  static constexpr size_t kTileBytes = size_t(kTileK) * kLd * sizeof(T);
-  static constexpr size_t kInfoWords =
-      kTileN * (1 + kMaxSpatial) + kTileK * (2 + kMaxSpatial);
-  static constexpr size_t bytes = 2 * kTileBytes + kInfoWords * sizeof(int64_t);
+  static constexpr size_t kBytes =
+      (kTileN * (1 + kMaxSpatial) + kTileK * (2 + kMaxSpatial)) *
+      sizeof(int64_t);
 
-  STRATA_MMA_FN static Shared of(unsigned char *shared) {
-    Shared s;
-    s.a = reinterpret_cast<T *>(shared);
-    s.b = reinterpret_cast<T *>(shared + kTileBytes);
-    auto *info = reinterpret_cast<int64_t *>(shared + 2 * kTileBytes);
-    s.colBase = info;
-    s.colCoord = s.colBase + kTileN;
-    s.depthBase = s.colCoord + kTileN * kMaxSpatial;
-    s.depthAux = s.depthBase + kTileK;
-    s.depthCoord = s.depthAux + kTileK;
-    return s;
+  STRATA_MMA_FN static Info at(unsigned char *bytes) {
+    Info i;
+    i.colBase = reinterpret_cast<int64_t *>(bytes);
+    i.colCoord = i.colBase + kTileN;
+    i.depthBase = i.colCoord + kTileN * kMaxSpatial;
+    i.depthAux = i.depthBase + kTileK;
+    i.depthCoord = i.depthAux + kTileK;
+    return i;
   }
 };
-static_assert(Shared<double>::bytes <= 48 * 1024,
+
+/// f32 / f64 blocks (SIMT): the A tile [K][M] and the B tile [K][N] in the
+/// compute type, then the coordinates.
+template <typename T> struct SimtLayout {
+  static constexpr size_t kTileBytes = size_t(kTileK) * kLd * sizeof(T);
+  static constexpr size_t a = 0, b = kTileBytes, info = 2 * kTileBytes;
+  static constexpr size_t bytes = info + Info::kBytes;
+};
+
+/// bf16 / fp16 blocks (tensor cores): the A tile row-major (m, k) and the B
+/// tile row-major (k, n) in the element type, the f32 accumulators (m, n)
+/// for the epilogue, then the coordinates. Rows are padded by 16 bytes
+/// (against bank conflicts) and keep WMMA's rules: ldm a multiple of 8
+/// elements (4 for f32), every fragment 32-byte aligned.
+struct MmaLayout {
+  static constexpr int kLdA = kTileK + 8, kLdB = kTileN + 8, kLdC = kTileN + 4;
+  static constexpr size_t a = 0, b = a + size_t(kTileM) * kLdA * 2,
+                          c = b + size_t(kTileK) * kLdB * 2,
+                          info = c + size_t(kTileM) * kLdC * 4;
+  static constexpr size_t bytes = info + Info::kBytes;
+};
+static_assert(MmaLayout::kLdA % 8 == 0 && MmaLayout::kLdB % 8 == 0 &&
+                  MmaLayout::kLdC % 4 == 0,
+              "WMMA's ldm: a multiple of 16 bytes");
+static_assert(MmaLayout::b % 32 == 0 && MmaLayout::c % 32 == 0 &&
+                  (16 * MmaLayout::kLdA * 2) % 32 == 0 &&
+                  (16 * MmaLayout::kLdC * 4) % 32 == 0,
+              "every WMMA fragment starts 32-byte aligned");
+
+template <typename S> inline constexpr bool kOnTensorCores =
+    std::is_same_v<S, mma::Bf16> || std::is_same_v<S, mma::Fp16>;
+
+/// Dynamic shared memory of a block over storage type S.
+template <typename S> constexpr size_t sharedBytes() {
+  if constexpr (kOnTensorCores<S>)
+    return MmaLayout::bytes;
+  else
+    return SimtLayout<S>::bytes;
+}
+static_assert(sharedBytes<double>() <= 48 * 1024 &&
+                  sharedBytes<mma::Bf16>() <= 48 * 1024,
               "the tiles fit the default 48 KB of shared memory");
+
+/// A storage type's zero.
+template <typename S> STRATA_MMA_FN S zeroOf() {
+  if constexpr (kOnTensorCores<S>)
+    return mma::zeroOf<S>();
+  else
+    return S(0);
+}
 
 /// Row-major coordinates of `flat` in `dims`.
 STRATA_MMA_FN void unflattenIn(int64_t flat, const int64_t *dims, int n,
@@ -311,17 +357,17 @@ STRATA_MMA_FN void unflattenIn(int64_t flat, const int64_t *dims, int n,
 
 /// The input element at `start` + `offset` per spatial dim below `base`, or
 /// 0 in the padding.
-template <typename S, typename T = typename ComputeOf<S>::type>
-STRATA_MMA_FN T gatherInput(const Window &w, const S *x, int64_t base,
+template <typename S>
+STRATA_MMA_FN S gatherInput(const Window &w, const S *x, int64_t base,
                             const int64_t *start, const int64_t *offset) {
   int64_t at = 0;
   for (int d = 0; d < w.spatial; ++d) {
     int64_t i = start[d] + offset[d];
     if (i < 0 || i >= w.in[d])
-      return T(0);
+      return zeroOf<S>();
     at = at * w.in[d] + i;
   }
-  return widen(x[base + at]);
+  return x[base + at];
 }
 
 /// Column `col` of the pass's result tile: the base and per-dim coordinates
@@ -387,21 +433,21 @@ STRATA_MMA_FN void depthInfo(const Params<S> &p, int64_t g, int64_t k,
   }
 }
 
-/// A[row, k] of the tile step whose depth info is `s`'s entry `kk`.
-template <Pass P, typename S, typename T = typename ComputeOf<S>::type>
-STRATA_MMA_FN T loadA(const Params<S> &p, const Shared<T> &s, int64_t g,
+/// A[row, k] of the tile step whose depth info is entry `kk` of `s`.
+template <Pass P, typename S>
+STRATA_MMA_FN S loadA(const Params<S> &p, const Info &s, int64_t g,
                       int64_t row, int64_t k, int kk) {
   const Conv &c = p.c;
   if (P == Pass::Forward)
-    return widen(p.weight[(g * c.mg + row) * p.gemm.K + k]);
+    return p.weight[(g * c.mg + row) * p.gemm.K + k];
   if (P == Pass::GradInput)
-    return widen(p.weight[s.depthAux[kk] + row * c.w.taps]);
-  return widen(p.dy[s.depthAux[kk] + row * c.w.outPlane]);
+    return p.weight[s.depthAux[kk] + row * c.w.taps];
+  return p.dy[s.depthAux[kk] + row * c.w.outPlane];
 }
 
 /// B[k, col] from the tile's column `nn` and the step's depth `kk`.
-template <Pass P, typename S, typename T = typename ComputeOf<S>::type>
-STRATA_MMA_FN T loadB(const Params<S> &p, const Shared<T> &s, int kk, int nn) {
+template <Pass P, typename S>
+STRATA_MMA_FN S loadB(const Params<S> &p, const Info &s, int kk, int nn) {
   const Window &w = p.c.w;
   const int64_t *colCoord = s.colCoord + nn * kMaxSpatial;
   const int64_t *depthCoord = s.depthCoord + kk * kMaxSpatial;
@@ -411,13 +457,13 @@ STRATA_MMA_FN T loadB(const Params<S> &p, const Shared<T> &s, int kk, int nn) {
     for (int d = 0; d < w.spatial; ++d) {
       int64_t num = colCoord[d] - depthCoord[d];
       if (num < 0 || num % w.stride[d] != 0)
-        return T(0);
+        return zeroOf<S>();
       int64_t o = num / w.stride[d];
       if (o >= w.out[d])
-        return T(0);
+        return zeroOf<S>();
       at = at * w.out[d] + o;
     }
-    return widen(p.dy[s.colBase[nn] + s.depthBase[kk] + at]);
+    return p.dy[s.colBase[nn] + s.depthBase[kk] + at];
   }
   return gatherInput(w, p.x, s.colBase[nn] + s.depthBase[kk], colCoord,
                      depthCoord);
@@ -442,23 +488,93 @@ STRATA_MMA_FN void store(const Params<S> &p, int64_t g, int64_t row,
   }
 }
 
-/// Block `block` of the pass's launch (gemm.blocks(groups) of kThreads).
-template <Pass P, typename S, typename T = typename ComputeOf<S>::type>
-STRATA_MMA_FN void gemmBlock(const Params<S> &p, int64_t block, int thread,
-                             unsigned char *shared) {
-  const Gemm &G = p.gemm;
-  Shared<T> s = Shared<T>::of(shared);
-  int64_t split = block % G.splits, rest = block / G.splits;
-  int64_t tileN = rest % G.tilesN;
-  rest /= G.tilesN;
-  int64_t tileM = rest % G.tilesM, g = rest / G.tilesM;
-  int64_t row0 = tileM * kTileM, col0 = tileN * kTileN;
-  int64_t kBegin = split * G.kChunk;
-  int64_t kEnd = kBegin + G.kChunk < G.K ? kBegin + G.kChunk : G.K;
+/// Where a block is in its launch: group, tile and range of the sum.
+struct BlockPlace {
+  int64_t split, g, row0, col0, kBegin, kEnd;
+  STRATA_MMA_FN BlockPlace(const Gemm &G, int64_t block) {
+    split = block % G.splits;
+    int64_t rest = block / G.splits;
+    int64_t tileN = rest % G.tilesN;
+    rest /= G.tilesN;
+    g = rest / G.tilesM;
+    row0 = rest % G.tilesM * kTileM;
+    col0 = tileN * kTileN;
+    kBegin = split * G.kChunk;
+    kEnd = kBegin + G.kChunk < G.K ? kBegin + G.kChunk : G.K;
+  }
+};
 
-  if (thread < kTileN && col0 + thread < G.N)
-    columnInfo<P>(p, g, col0 + thread, s.colBase[thread],
-                  s.colCoord + thread * kMaxSpatial);
+/// Loads the block's column coordinates (before the first step).
+template <Pass P, typename S>
+STRATA_MMA_FN void loadColumns(const Params<S> &p, const Info &info,
+                               const BlockPlace &at, int thread) {
+  if (thread < kTileN && at.col0 + thread < p.gemm.N)
+    columnInfo<P>(p, at.g, at.col0 + thread, info.colBase[thread],
+                  info.colCoord + thread * kMaxSpatial);
+}
+
+/// Loads step k0's depth coordinates; the caller then syncs.
+template <Pass P, typename S>
+STRATA_MMA_FN void loadDepths(const Params<S> &p, const Info &info,
+                              const BlockPlace &at, int64_t k0, int thread) {
+  if (thread < kTileK && k0 + thread < at.kEnd)
+    depthInfo<P>(p, at.g, k0 + thread, info.depthBase[thread],
+                 info.depthAux[thread], info.depthCoord + thread * kMaxSpatial);
+}
+
+/// Calls put(mm, kk, value) for the step's A elements, depth fastest (the
+/// weight rows and dy's positions are contiguous), then
+/// put(kk, nn, value) through `putB` for its B elements: along the
+/// positions, which are the columns except in GradWeight. Out of range:
+/// zero.
+template <Pass P, typename S, typename PutA, typename PutB>
+STRATA_MMA_FN void loadStep(const Params<S> &p, const Info &info,
+                            const BlockPlace &at, int64_t k0, int thread,
+                            PutA &&putA, PutB &&putB) {
+  const Gemm &G = p.gemm;
+  for (int l = 0; l < kTileM * kTileK / kThreads; ++l) {
+    int e = thread + l * kThreads, kk = e % kTileK, mm = e / kTileK;
+    int64_t row = at.row0 + mm, k = k0 + kk;
+    putA(mm, kk, row < G.M && k < at.kEnd ? loadA<P>(p, info, at.g, row, k, kk)
+                                          : zeroOf<S>());
+  }
+  for (int l = 0; l < kTileK * kTileN / kThreads; ++l) {
+    int e = thread + l * kThreads;
+    int kk = P == Pass::GradWeight ? e % kTileK : e / kTileN;
+    int nn = P == Pass::GradWeight ? e / kTileK : e % kTileN;
+    putB(kk, nn, at.col0 + nn < G.N && k0 + kk < at.kEnd
+                     ? loadB<P>(p, info, kk, nn)
+                     : zeroOf<S>());
+  }
+}
+
+/// The block's result element (row0 + r, col0 + c), stored or, with a
+/// split, kept as a partial sum.
+template <Pass P, typename S, typename T>
+STRATA_MMA_FN void finish(const Params<S> &p, const BlockPlace &at, int r,
+                          int c, T value) {
+  const Gemm &G = p.gemm;
+  int64_t row = at.row0 + r, col = at.col0 + c;
+  if (row >= G.M || col >= G.N)
+    return;
+  if (G.splits == 1)
+    store<P>(p, at.g, row, col, value);
+  else
+    p.partial[((at.split * p.c.groups + at.g) * G.M + row) * G.N + col] =
+        value;
+}
+
+/// An f32 / f64 block: each thread sums a 4 x 4 patch on the CUDA cores.
+template <Pass P, typename S>
+STRATA_MMA_FN void simtBlock(const Params<S> &p, int64_t block, int thread,
+                             unsigned char *shared) {
+  using T = typename ComputeOf<S>::type;
+  using L = SimtLayout<T>;
+  T *sa = reinterpret_cast<T *>(shared + L::a);
+  T *sb = reinterpret_cast<T *>(shared + L::b);
+  Info info = Info::at(shared + L::info);
+  BlockPlace at(p.gemm, block);
+  loadColumns<P>(p, info, at, thread);
 
   const int ty = thread / 16, tx = thread % 16;
   T acc[kPerThread][kPerThread];
@@ -466,34 +582,20 @@ STRATA_MMA_FN void gemmBlock(const Params<S> &p, int64_t block, int thread,
     for (int j = 0; j < kPerThread; ++j)
       acc[i][j] = T(0);
 
-  for (int64_t k0 = kBegin; k0 < kEnd; k0 += kTileK) {
-    if (thread < kTileK && k0 + thread < kEnd)
-      depthInfo<P>(p, g, k0 + thread, s.depthBase[thread],
-                   s.depthAux[thread], s.depthCoord + thread * kMaxSpatial);
+  for (int64_t k0 = at.kBegin; k0 < at.kEnd; k0 += kTileK) {
+    loadDepths<P>(p, info, at, k0, thread);
     mma::syncThreads();
-    // A, depth fastest: the weight rows and dy's positions are contiguous.
-    for (int l = 0; l < 4; ++l) {
-      int e = thread + l * kThreads, kk = e % kTileK, mm = e / kTileK;
-      int64_t row = row0 + mm, k = k0 + kk;
-      s.a[kk * kLd + mm] =
-          row < G.M && k < kEnd ? loadA<P>(p, s, g, row, k, kk) : T(0);
-    }
-    // B: along the positions, which are the columns except in GradWeight.
-    for (int l = 0; l < 4; ++l) {
-      int e = thread + l * kThreads;
-      int kk = P == Pass::GradWeight ? e % kTileK : e / kTileN;
-      int nn = P == Pass::GradWeight ? e / kTileK : e % kTileN;
-      s.b[kk * kLd + nn] = col0 + nn < G.N && k0 + kk < kEnd
-                               ? loadB<P>(p, s, kk, nn)
-                               : T(0);
-    }
+    loadStep<P>(
+        p, info, at, k0, thread,
+        [&](int mm, int kk, S v) { sa[kk * kLd + mm] = widen(v); },
+        [&](int kk, int nn, S v) { sb[kk * kLd + nn] = widen(v); });
     mma::syncThreads();
     for (int kk = 0; kk < kTileK; ++kk) {
       T a[kPerThread], b[kPerThread];
       for (int i = 0; i < kPerThread; ++i)
-        a[i] = s.a[kk * kLd + ty + 16 * i];
+        a[i] = sa[kk * kLd + ty + 16 * i];
       for (int j = 0; j < kPerThread; ++j)
-        b[j] = s.b[kk * kLd + tx + 16 * j];
+        b[j] = sb[kk * kLd + tx + 16 * j];
       for (int i = 0; i < kPerThread; ++i)
         for (int j = 0; j < kPerThread; ++j)
           acc[i][j] += a[i] * b[j];
@@ -502,16 +604,61 @@ STRATA_MMA_FN void gemmBlock(const Params<S> &p, int64_t block, int thread,
   }
 
   for (int i = 0; i < kPerThread; ++i)
-    for (int j = 0; j < kPerThread; ++j) {
-      int64_t row = row0 + ty + 16 * i, col = col0 + tx + 16 * j;
-      if (row >= G.M || col >= G.N)
-        continue;
-      if (G.splits == 1)
-        store<P>(p, g, row, col, acc[i][j]);
-      else
-        p.partial[((split * p.c.groups + g) * G.M + row) * G.N + col] =
-            acc[i][j];
+    for (int j = 0; j < kPerThread; ++j)
+      finish<P>(p, at, ty + 16 * i, tx + 16 * j, acc[i][j]);
+}
+
+/// A bf16 / fp16 block on tensor cores: 8 warps, each a 16 x 32 strip of
+/// the 64 x 64 tile in two 16 x 16 f32 accumulators; the tiles stay in the
+/// element type (the products are exact in f32, as the CPU's widened ones).
+template <Pass P, typename S>
+STRATA_MMA_FN void mmaBlock(const Params<S> &p, int64_t block, int thread,
+                            unsigned char *shared) {
+  using L = MmaLayout;
+  S *sa = reinterpret_cast<S *>(shared + L::a);
+  S *sb = reinterpret_cast<S *>(shared + L::b);
+  float *sc = reinterpret_cast<float *>(shared + L::c);
+  Info info = Info::at(shared + L::info);
+  BlockPlace at(p.gemm, block);
+  loadColumns<P>(p, info, at, thread);
+
+  const int warp = thread / 32, r0 = warp / 2 * 16, c0 = warp % 2 * 32;
+  mma::FragC acc[2];
+  mma::zero(acc[0]);
+  mma::zero(acc[1]);
+  mma::FragA<S> fa;
+  mma::FragBRow<S> fb;
+  for (int64_t k0 = at.kBegin; k0 < at.kEnd; k0 += kTileK) {
+    loadDepths<P>(p, info, at, k0, thread);
+    mma::syncThreads();
+    loadStep<P>(
+        p, info, at, k0, thread,
+        [&](int mm, int kk, S v) { sa[mm * L::kLdA + kk] = v; },
+        [&](int kk, int nn, S v) { sb[kk * L::kLdB + nn] = v; });
+    mma::syncThreads();
+    mma::load(fa, sa + r0 * L::kLdA, L::kLdA);
+    for (int j = 0; j < 2; ++j) {
+      mma::load(fb, sb + c0 + 16 * j, L::kLdB);
+      mma::mmaSync(acc[j], fa, fb);
     }
+    mma::syncThreads();
+  }
+  for (int j = 0; j < 2; ++j)
+    mma::store(sc + r0 * L::kLdC + c0 + 16 * j, acc[j], L::kLdC);
+  mma::syncThreads();
+  for (int e = thread; e < kTileM * kTileN; e += kThreads)
+    finish<P>(p, at, e / kTileN, e % kTileN, sc[e / kTileN * L::kLdC + e % kTileN]);
+}
+
+/// Block `block` of the pass's launch (gemm.blocks(groups) blocks of
+/// kThreads, sharedBytes<S>() of shared memory each).
+template <Pass P, typename S>
+STRATA_MMA_FN void gemmBlock(const Params<S> &p, int64_t block, int thread,
+                             unsigned char *shared) {
+  if constexpr (kOnTensorCores<S>)
+    mmaBlock<P>(p, block, thread, shared);
+  else
+    simtBlock<P>(p, block, thread, shared);
 }
 
 /// Element e of [groups, M, N] after a split: its ranges' sums in order.

@@ -131,7 +131,7 @@ Status launchConv(KernelContext &ctx, const conv_gemm::Conv &c,
   int64_t blocks = gemm.blocks(c.groups);
   if (blocks > 0) {
     convGemmKernel<P, S><<<unsigned(blocks), conv_gemm::kThreads,
-                           conv_gemm::Shared<T>::bytes, s.stream>>>(p);
+                           conv_gemm::sharedBytes<S>(), s.stream>>>(p);
     if (Status st = launchStatus(op); !st)
       return st;
   }
