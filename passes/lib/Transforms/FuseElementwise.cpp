@@ -177,6 +177,34 @@ struct Group {
     return n;
   }
 
+  /// This group and `other` as one, members in block order (an order the
+  /// program may run them in: block order is a topological one).
+  Group unitedWith(const Group &other) const {
+    Group u;
+    u.wide = wide;
+    u.shape = shape;
+    SmallVector<std::pair<Operation *, std::string>> all;
+    for (auto [op, name] : llvm::zip(ops, names))
+      all.emplace_back(op, name);
+    for (auto [op, name] : llvm::zip(other.ops, other.names))
+      all.emplace_back(op, name);
+    llvm::sort(all, [](const auto &a, const auto &b) {
+      return a.first->isBeforeInBlock(b.first);
+    });
+    for (auto &[op, name] : all) {
+      u.ops.push_back(op);
+      u.members.insert(op);
+      u.names.push_back(name);
+    }
+    return u;
+  }
+
+  void clear() {
+    ops.clear();
+    members.clear();
+    names.clear();
+  }
+
   /// `op` may join: every use of the group's values outside it comes after
   /// `op`, and the limits hold.
   bool canAppend(Operation *op) const {
@@ -249,6 +277,21 @@ struct FuseElementwisePass
         chosen = groups.back().get();
         chosen->wide = f->wide;
         chosen->shape.assign(shape.begin(), shape.end());
+      }
+      // The op's other operands' groups join too where they can (two
+      // chains meeting: a widened operand and the chain it is added to).
+      for (Value operand : op.getOperands()) {
+        Group *other = groupOf.lookup(operand.getDefiningOp());
+        if (!other || other == chosen || other->wide != f->wide ||
+            ArrayRef<int64_t>(other->shape) != shape)
+          continue;
+        Group merged = chosen->unitedWith(*other);
+        if (!merged.canAppend(&op))
+          continue;
+        *chosen = std::move(merged);
+        for (Operation *member : other->ops)
+          groupOf[member] = chosen;
+        other->clear();
       }
       chosen->ops.push_back(&op);
       chosen->members.insert(&op);

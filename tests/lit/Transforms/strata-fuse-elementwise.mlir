@@ -29,6 +29,38 @@ func.func @backward(%dy: tensor<16xbf16>, %x: tensor<16xf32>, %y: tensor<16xf32>
 
 // -----
 
+// Two chains that meet: the backward of gelu reads the forward product's
+// value widened again (its own chain, started first) and the incoming
+// gradient's chain; the op that reads both joins them into one kernel.
+// CHECK-LABEL: func.func @meeting
+// CHECK-NEXT: %[[F:.*]] = graph.fused_elementwise %arg0, %arg1 {program = "cast_wide 0; cast_wide 1; grad_gelu 3 2 2; cast_bf16 4", result_values = array<i64: 5>}
+// CHECK-NEXT: return %[[F]]
+func.func @meeting(%x: tensor<16xbf16>, %dy: tensor<16xbf16>) -> tensor<16xbf16> {
+  %wx = graph.cast %x : tensor<16xbf16> to tensor<16xf32>
+  %wd = graph.cast %dy : tensor<16xbf16> to tensor<16xf32>
+  %d = graph.unary_grad %wd, %wx, %wx {kind = "gelu"} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  %n = graph.cast %d : tensor<16xf32> to tensor<16xbf16>
+  return %n : tensor<16xbf16>
+}
+
+// -----
+
+// Two chains that meet but may not merge: the first one's value is read
+// between them (by a reduce_sum), before the op that would join them.
+// CHECK-LABEL: func.func @meetingTooLate
+// CHECK-NEXT: graph.exp %arg0
+// CHECK-NEXT: graph.reduce_sum
+// CHECK-NEXT: graph.fused_elementwise %arg1, %{{.*}} {program = "neg 0; add 1 2"
+func.func @meetingTooLate(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xf32>, tensor<1xf32>) {
+  %e = graph.exp %x : tensor<4xf32>
+  %s = graph.reduce_sum %e {axes = array<i64: 0>, keepdims = true} : (tensor<4xf32>) -> tensor<1xf32>
+  %n = graph.neg %y : tensor<4xf32>
+  %a = graph.add %e, %n : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  return %a, %s : tensor<4xf32>, tensor<1xf32>
+}
+
+// -----
+
 // Not fused: an op between the two that reads the first one's value and
 // feeds the second (the fused op would have to stand before its own
 // operand); integer arithmetic; a unary_grad with parameters; another

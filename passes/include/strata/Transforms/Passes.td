@@ -275,7 +275,8 @@ def FuseElementwisePass
     memory and no kernel launch. A group grows along def-use edges in
     program order; an op joins its operand's group only when every use of
     the group's values outside it comes later (the fused op stands where
-    the last member stood). Each instruction computes what its op does: on
+    the last member stood), and brings its other operands' groups along
+    under the same rule (two chains that meet become one kernel). Each instruction computes what its op does: on
     the CPU the numbers are the same bit for bit. Runs on the whole
     training step, first in the memory pipeline.
   }];
