@@ -76,8 +76,11 @@ Status launchTiles(const CudaStream &stream, void (*kernel)(Params<T>),
                          " need more shared memory than a block has (" +
                          std::to_string(limit) + " bytes)");
   size_t bytes = size_t(p.layout.total) * sizeof(T);
+  // The GPU's limit, not `bytes`: the layout depends on the head dims, and
+  // a captured graph's launches of one kernel with different sizes must
+  // all stay within the function's attribute.
   error = cudaFuncSetAttribute(
-      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit);
   if (error != cudaSuccess)
     return cudaStatus(error, op + ": cudaFuncSetAttribute");
   int64_t tile = p.layout.tile;

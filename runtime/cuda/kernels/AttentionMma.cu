@@ -60,6 +60,8 @@ Status launchMma(const CudaStream &stream, void (*kernel)(MmaParams<E>),
   if (blocks > INT32_MAX)
     return Status::error(std::string(op) + ": " + std::to_string(blocks) +
                          " tiles exceed a grid");
+  // The same value on every launch (the layouts are fixed per kernel): a
+  // captured graph's nodes all agree with the function's attribute.
   cudaError_t error = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
   if (error != cudaSuccess)
@@ -69,6 +71,15 @@ Status launchMma(const CudaStream &stream, void (*kernel)(MmaParams<E>),
 }
 
 static_assert(attention_mma::kMaskDims == attention::kMaxMaskDims);
+
+/// Whether a block of `bytes` of shared memory fits the stream's GPU (an
+/// A100 has less than the 187 KB the head dim 128 gradient takes).
+bool fitsSharedMemory(const CudaStream &stream, size_t bytes) {
+  int limit = 0;
+  return cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                stream.ordinal) == cudaSuccess &&
+         bytes <= size_t(limit);
+}
 
 /// The shared checks on `ctx` with an f32 mask (operand `maskAt`) read as
 /// the other operands' narrow type: the tensor-core kernels read it as f32.
@@ -152,8 +163,9 @@ Status runMmaAttention(KernelContext &ctx, bool &handled) {
     using E = decltype(e);
     constexpr int D = decltype(dim)::value;
     MmaParams<E> p;
-    if (!paramsOf<E>(g, ctx, 3, p))
-      return Status::ok(); // a mask of many batch dims: widened
+    if (!paramsOf<E>(g, ctx, 3, p) ||
+        !fitsSharedMemory(streamOf(ctx), attention_mma::ForwardLayout<D>::bytes))
+      return Status::ok(); // a mask of many batch dims, a small GPU: widened
     handled = true;
     p.q = static_cast<const E *>(ctx.inputs[0].data);
     p.k = static_cast<const E *>(ctx.inputs[1].data);
@@ -175,13 +187,18 @@ Status runMmaAttentionGrad(KernelContext &ctx, bool &handled) {
   // allocated for the f32 kernels' three statistics per row.
   size_t needed = size_t(g.batches * g.s) * 2 * sizeof(float);
   const auto *scratch = static_cast<const attention::GradScratch *>(ctx.prepared);
-  if (needed > 0 && (!scratch || scratch->bytes < needed))
-    return Status::ok(); // unprepared: the widened path says so
+  if (needed > 0 && (!scratch || scratch->bytes < needed ||
+                     scratch->device != streamOf(ctx).ordinal))
+    return Status::ok(); // unprepared, or for another GPU: the widened path
+                         // says so
   return dispatchMma(g, [&](auto e, auto dim) -> Status {
     using E = decltype(e);
     constexpr int D = decltype(dim)::value;
     MmaParams<E> p;
-    if (!paramsOf<E>(g, ctx, 4, p))
+    const CudaStream &stream = streamOf(ctx);
+    if (!paramsOf<E>(g, ctx, 4, p) ||
+        !fitsSharedMemory(stream, attention_mma::GradQueryLayout<D>::bytes) ||
+        !fitsSharedMemory(stream, attention_mma::GradKeyLayout<D>::bytes))
       return Status::ok();
     handled = true;
     p.dy = static_cast<const E *>(ctx.inputs[0].data);
@@ -192,7 +209,6 @@ Status runMmaAttentionGrad(KernelContext &ctx, bool &handled) {
     p.dk = static_cast<E *>(ctx.outputs[1].data);
     p.dv = static_cast<E *>(ctx.outputs[2].data);
     p.stats = needed > 0 ? static_cast<float *>(scratch->data) : nullptr;
-    const CudaStream &stream = streamOf(ctx);
     // Every query row's statistics and dQ, then dK and dV from them (in
     // stream order).
     if (Status s = launchMma<E>(stream, mmaGradQueryKernel<E, D>, p,

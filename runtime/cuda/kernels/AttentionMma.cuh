@@ -383,7 +383,13 @@ STRATA_MMA_FN void gradQueryBlock(const MmaParams<E> &p, int64_t block,
     float dot = 0.0f;
     for (int d = 0; d < D; ++d)
       dot += toFloat(dy[r * Ld<D>::e + d]) * o[r * Ld<D>::f + d];
-    lse[r] = m[r] + logf(l[r]);
+    float rowLse = m[r] + logf(l[r]);
+    // A row without a finite log-sum-exp (every key hidden, or an inf or
+    // NaN score) is NaN, as the CPU's softmax makes it: through P it must
+    // reach dK and dV too (pr below), not only dQ.
+    lse[r] = l[r] > 0.0f && rowLse - rowLse == 0.0f
+                 ? rowLse
+                 : std::numeric_limits<float>::quiet_NaN();
     delta[r] = dot / l[r];
     int64_t query = q0 + r;
     if (query < p.s) {
@@ -412,7 +418,7 @@ STRATA_MMA_FN void gradQueryBlock(const MmaParams<E> &p, int64_t block,
     for (int j = half * 32; j < half * 32 + 32; ++j) {
       const int64_t query = q0 + r, key = k0 + j;
       float x = scoreOf(p, base, query, key, s[r * kLdS + j]);
-      float pr = x == negInf() ? 0.0f : expf(x - lse[r]);
+      float pr = x == negInf() && lse[r] == lse[r] ? 0.0f : expf(x - lse[r]);
       float keep = keepFactor(p, seed, b, query, key);
       prob[r * kLdP + j] =
           fromFloat<E>(pr * (keep * dp[r * kLdS + j] - delta[r]));
@@ -471,7 +477,7 @@ STRATA_MMA_FN void gradKeyBlock(const MmaParams<E> &p, int64_t block,
       int64_t query = q0 + c;
       float x = query < p.s ? scoreOf(p, base, query, key, st[r * kLdS + c])
                             : negInf();
-      float pr = x == negInf() ? 0.0f : expf(x - lse[c]);
+      float pr = x == negInf() && lse[c] == lse[c] ? 0.0f : expf(x - lse[c]);
       float keep = keepFactor(p, seed, b, query, key);
       pt[r * kLdP + c] = fromFloat<E>(pr * keep);
       dst[r * kLdP + c] =
