@@ -7,9 +7,10 @@
 // the host first, with its messages; the index rules then travel by value.
 //
 // Not as on the CPU: gather and embedding cannot look at their indices on
-// the host, so an index outside [-size, size) is not an error Status but a
-// device trap (the stream's next synchronize fails, as torch's device-side
-// assert does). A result may not share memory with its operand except in
+// the host, so an index outside [-size, size) is not an error Status but
+// NaN (0 for integers) in the elements it would have read; the NaN reaches
+// the loss, as a bad label's does in cross_entropy, and the device stays
+// usable (a trap would end the process's CUDA context). A result may not share memory with its operand except in
 // trilu and where the CPU's copy is the identity (reshape, a full slice).
 //
 //===----------------------------------------------------------------------===//
@@ -320,20 +321,42 @@ Status triluKernelFn(KernelContext &ctx) {
 
 /// Result element e = (o, p, s): element s of block (o, idx[p]) of `in`,
 /// `axisSize` blocks of `inner` elements per outer index. Negative indices
-/// count from the end; one outside [-axisSize, axisSize) traps (the CPU
-/// refuses the instruction; the device cannot read the indices up front).
+/// count from the end; one outside [-axisSize, axisSize) gives `poison`
+/// (NaN for floats, 0 for integers) where it would have read: the CPU
+/// refuses the instruction, but the device cannot read the indices up
+/// front, and a trap would end the process's CUDA context (and leave the
+/// other ranks waiting in NCCL). The NaN reaches the loss, as a bad label
+/// does in cross_entropy.
 template <typename W, typename I>
 __global__ void __launch_bounds__(kBlock)
     gatherKernel(const W *in, const I *idx, W *out, int64_t n, int64_t count,
-                 int64_t axisSize, int64_t inner) {
+                 int64_t axisSize, int64_t inner, W poison) {
   STRATA_GRID_STRIDE(e, n) {
     int64_t s = e % inner, q = e / inner;
     int64_t p = q % count, o = q / count;
     int64_t v = static_cast<int64_t>(idx[p]);
-    if (v < -axisSize || v >= axisSize)
-      __trap();
+    if (v < -axisSize || v >= axisSize) {
+      out[e] = poison;
+      continue;
+    }
     v = v < 0 ? v + axisSize : v;
     out[e] = in[(o * axisSize + v) * inner + s];
+  }
+}
+
+/// The bits of a quiet NaN of `t` in its width W; zero for integers.
+template <typename W> W poisonOf(DType t) {
+  switch (t) {
+  case DType::F64:
+    return W(0x7ff8000000000000ull);
+  case DType::F32:
+    return W(0x7fc00000u);
+  case DType::BF16:
+    return W(0x7fc0u);
+  case DType::F16:
+    return W(0x7e00u);
+  default:
+    return W(0);
   }
 }
 
@@ -350,7 +373,8 @@ Status gatherBlocks(std::string_view op, KernelContext &ctx,
       using W = decltype(tag);
       gatherKernel<W, I><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
           static_cast<const W *>(in.data), indices.as<I>(),
-          static_cast<W *>(out.data), n, indices.numel(), axisSize, inner);
+          static_cast<W *>(out.data), n, indices.numel(), axisSize, inner,
+          poisonOf<W>(in.dtype));
       return launchStatus(std::string(op));
     });
   });

@@ -535,6 +535,39 @@ TEST(NeuralNetGradConformance, OutOfRangeIndexOrLabelIsNaNOnCuda) {
   STRATA_REQUIRE_GPU();
   std::mt19937_64 rng(14);
   std::vector<std::vector<unsigned char>> results;
+  // gather and embedding: NaN where an index is out of range (the CPU
+  // refuses the instruction), the other rows read as usual.
+  Case gather;
+  gather.op = "graph.gather";
+  gather.inputs = {fromValues(DType::F32, {2, 3}, {1, 2, 3, 4, 5, 6}),
+                   fromValues(DType::I64, {3}, {1, 3, -1})};
+  gather.outputs = {zeros(DType::F32, {2, 3})};
+  gather.attrs.set("axis", int64_t(1));
+  Status g = runOnCuda(gather, results);
+  ASSERT_TRUE(g) << g.message();
+  std::vector<float> gathered = floatsOf(results[0]);
+  ASSERT_EQ(gathered.size(), 6u);
+  EXPECT_EQ(gathered[0], 2.0f);
+  EXPECT_TRUE(std::isnan(gathered[1]));
+  EXPECT_EQ(gathered[2], 3.0f);
+  EXPECT_EQ(gathered[3], 5.0f);
+  EXPECT_TRUE(std::isnan(gathered[4]));
+  EXPECT_EQ(gathered[5], 6.0f);
+  Case lookup;
+  lookup.op = "graph.embedding";
+  lookup.inputs = {fromValues(DType::F32, {2, 2}, {1, 2, 3, 4}),
+                   fromValues(DType::I64, {2}, {7, 1})};
+  lookup.outputs = {zeros(DType::F32, {2, 2})};
+  g = runOnCuda(lookup, results);
+  ASSERT_TRUE(g) << g.message();
+  std::vector<float> rows = floatsOf(results[0]);
+  EXPECT_TRUE(std::isnan(rows[0]) && std::isnan(rows[1]));
+  EXPECT_EQ(rows[2], 3.0f);
+  EXPECT_EQ(rows[3], 4.0f);
+  // The device still works after it (a trap would have ended the context).
+  g = runOnCuda(gather, results);
+  ASSERT_TRUE(g) << g.message();
+
   // An index out of range poisons the whole table gradient.
   Case embedding = embeddingCase(DType::F32, DType::I64, {3}, 5, 2, rng);
   embedding.inputs[1] = fromValues(DType::I64, {3}, {1, 5, 2});
