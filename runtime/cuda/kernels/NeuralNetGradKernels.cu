@@ -35,7 +35,6 @@
 #define CCCL_DISABLE_NVTX
 
 #include "CudaKernelUtils.cuh"
-#include "DropoutPhilox.cuh"
 #include "NormalizationCommon.cuh"
 
 #include "strata/Runtime/LossPlan.h"
@@ -53,7 +52,6 @@ namespace strata::runtime::cuda {
 namespace {
 
 using namespace norm;
-using namespace philox;
 
 
 template <typename T> __host__ __device__ inline T quietNaN() {

@@ -52,8 +52,8 @@ struct FusedInstruction {
   int32_t args[3] = {-1, -1, -1};
 };
 
-/// The most a program may hold: the CUDA kernel keeps every value in
-/// registers, and passes the program by value.
+/// The most a program may hold: the CUDA kernel keeps a thread's values in
+/// one small array, and passes the program by value.
 inline constexpr int kFusedMaxInputs = 8;
 inline constexpr int kFusedMaxInstructions = 24;
 inline constexpr int kFusedMaxResults = 4;
