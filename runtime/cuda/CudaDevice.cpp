@@ -64,29 +64,32 @@ public:
   static Status create(const CudaDeviceOptions &options,
                        std::unique_ptr<CudaDevice> &out) {
     std::unique_ptr<CudaDevice> d(new CudaDevice());
-    d->ordinal_ = options.ordinal;
-    d->options_ = options;
     int count = 0;
     if (Status s = cudaStatus(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
         !s)
       return s;
-    if (options.ordinal < 0 || options.ordinal >= count)
-      return Status::error("GPU " + std::to_string(options.ordinal) +
+    // The ordinal is the rank on its node; a launcher that gives each rank
+    // its own GPU (srun --gpus-per-task=1, CUDA_VISIBLE_DEVICES per rank)
+    // leaves one visible, which is this rank's.
+    int ordinal = count == 1 ? 0 : options.ordinal;
+    if (ordinal < 0 || ordinal >= count)
+      return Status::error("GPU " + std::to_string(ordinal) +
                            " does not exist (" + std::to_string(count) +
-                           " visible)");
-    if (Status s = cudaStatus(cudaSetDevice(options.ordinal), "cudaSetDevice");
-        !s)
+                           " visible; one GPU per rank on a node)");
+    d->ordinal_ = ordinal;
+    d->options_ = options;
+    d->options_.ordinal = ordinal;
+    if (Status s = cudaStatus(cudaSetDevice(ordinal), "cudaSetDevice"); !s)
       return s;
-    if (Status s = cudaStatus(
-            cudaGetDeviceProperties(&d->properties_, options.ordinal),
-            "cudaGetDeviceProperties");
+    if (Status s = cudaStatus(cudaGetDeviceProperties(&d->properties_, ordinal),
+                              "cudaGetDeviceProperties");
         !s)
       return s;
     // Kernels without a narrow form widen bf16 / fp16 operands into
     // stream-ordered buffers (NarrowFloatKernels.cu): the pool keeps what
     // it has grown to rather than return it at every synchronize.
     cudaMemPool_t pool = nullptr;
-    if (cudaDeviceGetDefaultMemPool(&pool, options.ordinal) == cudaSuccess) {
+    if (cudaDeviceGetDefaultMemPool(&pool, ordinal) == cudaSuccess) {
       uint64_t keep = UINT64_MAX;
       cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
     }
@@ -404,26 +407,31 @@ private:
       s->ordinal = ordinal_;
       s->multiProcessors = properties_.multiProcessorCount;
       s->tf32 = options_.tf32;
+      s->hostErrors = &hostErrors_;
+      s->collectives = collectives_.data();
       if (Status st = cudaStatus(
               cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking),
               "cudaStreamCreateWithFlags");
           !st)
         return st;
-      s->workspaceBytes = options_.workspaceBytes;
-      if (s->workspaceBytes)
-        if (Status st = cudaStatus(cudaMalloc(&s->workspace, s->workspaceBytes),
-                                   "cannot allocate the cuBLASLt workspace");
+      // Owned from here: a failed allocation below leaves it to the
+      // destructor, with what was allocated.
+      CudaStream &stream = *streams_.emplace_back(std::move(s));
+      if (options_.workspaceBytes) {
+        if (Status st =
+                cudaStatus(cudaMalloc(&stream.workspace, options_.workspaceBytes),
+                           "cannot allocate the cuBLASLt workspace");
             !st)
           return st;
-      s->bounceBytes = kBounceBytes;
+        stream.workspaceBytes = options_.workspaceBytes;
+      }
       if (Status st = cudaStatus(
-              cudaHostAlloc(&s->bounce, s->bounceBytes, cudaHostAllocPortable),
+              cudaHostAlloc(&stream.bounce, kBounceBytes, cudaHostAllocPortable),
               "cannot allocate the SSD tier's pinned bounce buffer");
           !st)
         return st;
-      s->hostErrors = &hostErrors_;
-      s->collectives = collectives_.data();
-      streams_.push_back(std::move(s));
+      stream.bounceBytes = kBounceBytes;
+
     }
     return Status::ok();
   }

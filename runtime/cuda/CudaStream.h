@@ -78,7 +78,9 @@ inline Status cublasStatus(cublasStatus_t status, const std::string &what) {
   if (status == CUBLAS_STATUS_SUCCESS)
     return Status::ok();
   return Status::error(what + ": cuBLASLt status " +
-                       std::to_string(int(status)));
+                       std::to_string(int(status)) + " (" +
+                       cublasLtGetStatusName(status) + ": " +
+                       cublasLtGetStatusString(status) + ")");
 }
 
 } // namespace strata::runtime::cuda

@@ -47,8 +47,10 @@ bool ncclType(DType t, ncclDataType_t &out) {
 
 /// The group's communicator and size, after the CPU kernel's checks; a run
 /// without communicators (one rank) has groups of one.
+/// `summed`: the collective adds (reduce-scatter, all-reduce), which an i1
+/// cannot (NCCL would add its bytes past 1).
 Status prepareGroup(KernelContext &ctx, const std::string &op,
-                    ncclComm_t &comm, int &members) {
+                    ncclComm_t &comm, int &members, bool summed) {
   if (ctx.inputs.empty() || ctx.inputs.size() != ctx.outputs.size())
     return Status::error(op + ": needs one result per operand, got " +
                          std::to_string(ctx.inputs.size()) + " and " +
@@ -73,6 +75,9 @@ Status prepareGroup(KernelContext &ctx, const std::string &op,
     if (!ncclType(ctx.inputs[i].dtype, type))
       return Status::error(op + ": NCCL has no " +
                            std::string(name(ctx.inputs[i].dtype)) + " type");
+    if (summed && ctx.inputs[i].dtype == DType::I1)
+      return Status::error(op + ": i1 operand " + std::to_string(i) +
+                           " cannot be summed");
   }
   return Status::ok();
 }
@@ -96,7 +101,7 @@ Status allGatherKernel(KernelContext &ctx) {
   const std::string op = "sched.all_gather";
   ncclComm_t comm;
   int members;
-  if (Status s = prepareGroup(ctx, op, comm, members); !s)
+  if (Status s = prepareGroup(ctx, op, comm, members, /*summed=*/false); !s)
     return s;
   for (size_t i = 0; i < ctx.inputs.size(); ++i)
     if (ctx.outputs[i].bytes() != ctx.inputs[i].bytes() * size_t(members))
@@ -115,7 +120,7 @@ Status reduceScatterKernel(KernelContext &ctx) {
   const std::string op = "sched.reduce_scatter";
   ncclComm_t comm;
   int members;
-  if (Status s = prepareGroup(ctx, op, comm, members); !s)
+  if (Status s = prepareGroup(ctx, op, comm, members, /*summed=*/true); !s)
     return s;
   for (size_t i = 0; i < ctx.inputs.size(); ++i)
     if (ctx.inputs[i].bytes() != ctx.outputs[i].bytes() * size_t(members))
@@ -134,7 +139,7 @@ Status allReduceKernel(KernelContext &ctx) {
   const std::string op = "sched.all_reduce";
   ncclComm_t comm;
   int members;
-  if (Status s = prepareGroup(ctx, op, comm, members); !s)
+  if (Status s = prepareGroup(ctx, op, comm, members, /*summed=*/true); !s)
     return s;
   for (size_t i = 0; i < ctx.inputs.size(); ++i)
     if (ctx.inputs[i].bytes() != ctx.outputs[i].bytes())
@@ -164,8 +169,16 @@ Status localShardKernel(KernelContext &ctx) {
   int members = 1, index = 0;
 #if STRATA_HAVE_NCCL
   if (void *c = s.collectives ? s.collectives[int(group)] : nullptr) {
-    ncclCommCount(static_cast<ncclComm_t>(c), &members);
-    ncclCommUserRank(static_cast<ncclComm_t>(c), &index);
+    if (Status st = ncclStatus(
+            ncclCommCount(static_cast<ncclComm_t>(c), &members),
+            op + ": ncclCommCount");
+        !st)
+      return st;
+    if (Status st = ncclStatus(
+            ncclCommUserRank(static_cast<ncclComm_t>(c), &index),
+            op + ": ncclCommUserRank");
+        !st)
+      return st;
   }
 #endif
   const TensorView &in = ctx.inputs[0];

@@ -14,6 +14,8 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+
 #include <algorithm>
 #include <memory>
 #include <vector>
@@ -43,6 +45,8 @@ void CUDART_CB runChunkIo(void *data) {
                                      off_t(io->fileOffset + done))
                           : ::pread(io->fd, p + done, io->bytes - done,
                                     off_t(io->fileOffset + done));
+    if (n < 0 && errno == EINTR)
+      continue; // a signal before any byte moved: try again
     if (n <= 0) {
       io->errors->add(std::string(io->write ? "sched.offload: writing"
                                             : "sched.reload: reading") +
