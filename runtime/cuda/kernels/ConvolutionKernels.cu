@@ -96,7 +96,9 @@ using conv_gemm::convOpName;
 template <conv_gemm::Pass P, typename S>
 __global__ void __launch_bounds__(conv_gemm::kThreads)
     convGemmKernel(conv_gemm::Params<S> p) {
-  extern __shared__ __align__(16) unsigned char shared[];
+  // 128-byte aligned: WMMA fragments need 32 (MmaLayout's offsets assume
+  // the base is).
+  extern __shared__ __align__(128) unsigned char shared[];
   conv_gemm::gemmBlock<P>(p, blockIdx.x, threadIdx.x, shared);
 }
 
