@@ -27,6 +27,7 @@
 #include <cstring>
 #include <thread>
 #include <array>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -473,14 +474,23 @@ strata_cuda_create_device(const strata::runtime::CudaDeviceOptions *options,
                           strata::runtime::Device **out, char *message,
                           size_t size) {
   using namespace strata::runtime;
-  std::unique_ptr<cuda::CudaDevice> device;
-  Status s = cuda::CudaDevice::create(*options, device);
-  if (!s) {
-    std::snprintf(message, size, "%s", s.message().c_str());
-    return 1;
+  // No exception may cross the C boundary (std::bad_alloc from a vector,
+  // say): it becomes the one-line message strata-run prints.
+  try {
+    std::unique_ptr<cuda::CudaDevice> device;
+    Status s = cuda::CudaDevice::create(*options, device);
+    if (!s) {
+      std::snprintf(message, size, "%s", s.message().c_str());
+      return 1;
+    }
+    *out = device.release();
+    return 0;
+  } catch (const std::exception &e) {
+    std::snprintf(message, size, "creating the CUDA device: %s", e.what());
+  } catch (...) {
+    std::snprintf(message, size, "creating the CUDA device: unknown error");
   }
-  *out = device.release();
-  return 0;
+  return 1;
 }
 
 } // extern "C"
