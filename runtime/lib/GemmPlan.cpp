@@ -3,6 +3,7 @@
 #include "strata/Runtime/GemmPlan.h"
 
 #include "strata/Runtime/KernelChecks.h"
+#include "strata/Runtime/ShapePlans.h"
 #include "strata/Runtime/Tensor.h"
 
 #include <algorithm>
@@ -94,9 +95,7 @@ Status planLinear(const KernelContext &ctx, LinearPlan &out) {
   if (y.shape != expected)
     return Status::error("graph.linear: result must have shape " +
                          shapeString(expected) + ", got " + y.describe());
-  out.rows = 1;
-  for (int64_t i = 0; i + 1 < x.rank(); ++i)
-    out.rows *= x.shape[i];
+  out.rows = shape::product(x.shape, 0, x.shape.size() - 1);
   if (!fitsBlas({out.rows, out.n, out.k}))
     return Status::error("graph.linear: matrix sizes exceed BLAS int range");
   return Status::ok();
@@ -118,9 +117,7 @@ Status planLinearGradWeight(const KernelContext &ctx,
                          " do not fit");
   out.n = dy.shape.back();
   out.k = x.shape.back();
-  out.m = 1;
-  for (size_t i = 0; i + 1 < dy.shape.size(); ++i)
-    out.m *= dy.shape[i];
+  out.m = shape::product(dy.shape, 0, dy.shape.size() - 1);
   if (!fitsBlas({out.m, out.n, out.k}))
     return Status::error("graph.linear_grad_weight: a GEMM dimension exceeds "
                          "the BLAS int range");

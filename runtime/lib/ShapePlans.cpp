@@ -172,6 +172,24 @@ Status fillAs(std::string_view op, DType dtype, double value,
 
 } // namespace
 
+namespace {
+
+/// graph.pad's and graph.pad_grad's `mode` attribute.
+Status parsePadMode(std::string_view op, const std::string &mode,
+                    PadMode &out) {
+  if (mode == "constant")
+    out = PadMode::Constant;
+  else if (mode == "reflect")
+    out = PadMode::Reflect;
+  else if (mode == "edge")
+    out = PadMode::Edge;
+  else
+    return Status::error(std::string(op) + ": unknown mode \"" + mode + "\"");
+  return Status::ok();
+}
+
+} // namespace
+
 Status planPad(const KernelContext &ctx, PadGeometry &out) {
   constexpr std::string_view op = "graph.pad";
   if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
@@ -185,14 +203,8 @@ Status planPad(const KernelContext &ctx, PadGeometry &out) {
   int64_t rank = x.rank();
   if (static_cast<int64_t>(out.pads.size()) != 2 * rank)
     return Status::error(std::string(op) + ": pads needs two entries per dim");
-  if (mode == "constant")
-    out.mode = PadMode::Constant;
-  else if (mode == "reflect")
-    out.mode = PadMode::Reflect;
-  else if (mode == "edge")
-    out.mode = PadMode::Edge;
-  else
-    return Status::error(std::string(op) + ": unknown mode \"" + mode + "\"");
+  if (Status s = parsePadMode(op, mode, out.mode); !s)
+    return s;
   out.shape.clear();
   for (int64_t d = 0; d < rank; ++d) {
     int64_t begin = out.pads[d], end = out.pads[d + rank], n = x.shape[d];
@@ -444,22 +456,19 @@ Status planPadGrad(const KernelContext &ctx, PadGradGeometry &out) {
     if (dy.shape[d] != dx.shape[d] + pads[d] + pads[d + rank])
       return Status::error("graph.pad_grad: gradient " + dy.describe() +
                            " is not the padded " + dx.describe());
-  if (mode != "constant" && mode != "reflect" && mode != "edge")
-    return Status::error("graph.pad_grad: unknown mode \"" + mode + "\"");
+  if (Status s = parsePadMode(kOp, mode, out.mode); !s)
+    return s;
   // Negative pads (a crop) need no source; positive ones need what the
   // forward needs: reflect pads < dim, edge a non-empty dim.
   for (int64_t d = 0; d < rank; ++d) {
     int64_t n = dx.shape[d], begin = pads[d], end = pads[d + rank];
-    if ((mode == "reflect" &&
+    if ((out.mode == PadMode::Reflect &&
          ((begin > 0 && begin >= n) || (end > 0 && end >= n))) ||
-        (mode == "edge" && n == 0 && (begin > 0 || end > 0)))
+        (out.mode == PadMode::Edge && n == 0 && (begin > 0 || end > 0)))
       return Status::error("graph.pad_grad: " + mode + " pads of dim " +
                            std::to_string(d) + " do not fit size " +
                            std::to_string(n));
   }
-  out.mode = mode == "constant" ? PadMode::Constant
-             : mode == "edge"   ? PadMode::Edge
-                                : PadMode::Reflect;
   return Status::ok();
 }
 

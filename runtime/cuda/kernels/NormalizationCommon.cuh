@@ -31,10 +31,7 @@ namespace strata::runtime::cuda::norm {
 // Host helpers
 //===----------------------------------------------------------------------===//
 
-inline int64_t shapeProduct(const std::vector<int64_t> &shape, size_t begin,
-                            size_t end) {
-  return shape::product(shape, begin, end);
-}
+using shape::product;
 
 /// Blocks of a kernel that gives each of `rows` rows one block (the kernel
 /// strides over the rest).

@@ -207,9 +207,9 @@ void addSoftmax(KernelRegistry &r, std::string op, bool log) {
     if (axis < 0 || axis >= x.rank())
       return Status::error(op + ": axis " + std::to_string(axis) +
                            " must be in [0, " + std::to_string(x.rank()) + ")");
-    int64_t outer = shapeProduct(x.shape, 0, axis);
+    int64_t outer = product(x.shape, 0, axis);
     int64_t len = x.shape[axis];
-    int64_t inner = shapeProduct(x.shape, axis + 1, x.shape.size());
+    int64_t inner = product(x.shape, axis + 1, x.shape.size());
     return dispatchFloat(x.dtype, op, [&](auto tag) -> Status {
       using T = decltype(tag);
       int64_t lines = outer * inner;
