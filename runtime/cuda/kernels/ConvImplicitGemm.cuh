@@ -47,6 +47,7 @@
 
 #include "MmaPortable.cuh"
 
+#include "strata/Runtime/HostDevice.h"
 #include "strata/Runtime/WindowPlan.h"
 
 #include <climits>
@@ -346,13 +347,33 @@ template <typename S> STRATA_MMA_FN S zeroOf() {
     return S(0);
 }
 
-/// Row-major coordinates of `flat` in `dims`.
-STRATA_MMA_FN void unflattenIn(int64_t flat, const int64_t *dims, int n,
-                               int64_t *coord) {
+/// Row-major coordinates of `flat` in `dims` (the pooling kernels use it
+/// too).
+STRATA_HOST_DEVICE inline void unflatten(int64_t flat, const int64_t *dims,
+                                         int n, int64_t *coord) {
   for (int d = n - 1; d >= 0; --d) {
     coord[d] = flat % dims[d];
     flat /= dims[d];
   }
+}
+
+/// The flat output position whose tap reads the input element at `padded`
+/// (its coordinates plus padBegin), `offset` the tap's (its index times the
+/// dilation); -1 when none does: off the stride grid or past the output.
+STRATA_HOST_DEVICE inline int64_t outputAt(const Window &w,
+                                           const int64_t *padded,
+                                           const int64_t *offset) {
+  int64_t at = 0;
+  for (int d = 0; d < w.spatial; ++d) {
+    int64_t num = padded[d] - offset[d];
+    if (num < 0 || num % w.stride[d] != 0)
+      return -1;
+    int64_t o = num / w.stride[d];
+    if (o >= w.out[d])
+      return -1;
+    at = at * w.out[d] + o;
+  }
+  return at;
 }
 
 /// The input element at `start` + `offset` per spatial dim below `base`, or
@@ -380,21 +401,21 @@ STRATA_MMA_FN void columnInfo(const Params<S> &p, int64_t g, int64_t col,
   if (P == Pass::Forward) {
     // (n, p): the window's start in the group's channels of batch n.
     int64_t n = col / w.outPlane;
-    unflattenIn(col % w.outPlane, w.out, w.spatial, coord);
+    unflatten(col % w.outPlane, w.out, w.spatial, coord);
     for (int d = 0; d < w.spatial; ++d)
       coord[d] = coord[d] * w.stride[d] - w.padBegin[d];
     base = (n * c.channels + g * c.cg) * w.inPlane;
   } else if (P == Pass::GradInput) {
     // (n, i): the padded input coordinate, in batch n's output gradient.
     int64_t n = col / w.inPlane;
-    unflattenIn(col % w.inPlane, w.in, w.spatial, coord);
+    unflatten(col % w.inPlane, w.in, w.spatial, coord);
     for (int d = 0; d < w.spatial; ++d)
       coord[d] += w.padBegin[d];
     base = n * c.m * w.outPlane;
   } else {
     // (c, t): the tap's offset, in input channel c of the group.
     int64_t ch = col / w.taps;
-    unflattenIn(col % w.taps, w.kernel, w.spatial, coord);
+    unflatten(col % w.taps, w.kernel, w.spatial, coord);
     for (int d = 0; d < w.spatial; ++d)
       coord[d] *= w.dilation[d];
     base = (g * c.cg + ch) * w.inPlane;
@@ -409,7 +430,7 @@ STRATA_MMA_FN void depthInfo(const Params<S> &p, int64_t g, int64_t k,
   const Window &w = c.w;
   if (P == Pass::Forward) {
     // (c, t): input channel c's plane, the tap's offset.
-    unflattenIn(k % w.taps, w.kernel, w.spatial, coord);
+    unflatten(k % w.taps, w.kernel, w.spatial, coord);
     for (int d = 0; d < w.spatial; ++d)
       coord[d] *= w.dilation[d];
     base = k / w.taps * w.inPlane;
@@ -417,7 +438,7 @@ STRATA_MMA_FN void depthInfo(const Params<S> &p, int64_t g, int64_t k,
   } else if (P == Pass::GradInput) {
     // (o, t): output channel o's gradient plane; W[o, 0, t].
     int64_t o = g * c.mg + k / w.taps, t = k % w.taps;
-    unflattenIn(t, w.kernel, w.spatial, coord);
+    unflatten(t, w.kernel, w.spatial, coord);
     for (int d = 0; d < w.spatial; ++d)
       coord[d] *= w.dilation[d];
     base = o * w.outPlane;
@@ -425,7 +446,7 @@ STRATA_MMA_FN void depthInfo(const Params<S> &p, int64_t g, int64_t k,
   } else {
     // (n, p): batch n's input, the window's start; dy[n, g * mg, p].
     int64_t n = k / w.outPlane, pos = k % w.outPlane;
-    unflattenIn(pos, w.out, w.spatial, coord);
+    unflatten(pos, w.out, w.spatial, coord);
     for (int d = 0; d < w.spatial; ++d)
       coord[d] = coord[d] * w.stride[d] - w.padBegin[d];
     base = n * c.channels * w.inPlane;
@@ -452,18 +473,8 @@ STRATA_MMA_FN S loadB(const Params<S> &p, const Info &s, int kk, int nn) {
   const int64_t *colCoord = s.colCoord + nn * kMaxSpatial;
   const int64_t *depthCoord = s.depthCoord + kk * kMaxSpatial;
   if (P == Pass::GradInput) {
-    // The output position whose tap reads this input element, if any.
-    int64_t at = 0;
-    for (int d = 0; d < w.spatial; ++d) {
-      int64_t num = colCoord[d] - depthCoord[d];
-      if (num < 0 || num % w.stride[d] != 0)
-        return zeroOf<S>();
-      int64_t o = num / w.stride[d];
-      if (o >= w.out[d])
-        return zeroOf<S>();
-      at = at * w.out[d] + o;
-    }
-    return p.dy[s.colBase[nn] + s.depthBase[kk] + at];
+    int64_t at = outputAt(w, colCoord, depthCoord);
+    return at < 0 ? zeroOf<S>() : p.dy[s.colBase[nn] + s.depthBase[kk] + at];
   }
   return gatherInput(w, p.x, s.colBase[nn] + s.depthBase[kk], colCoord,
                      depthCoord);

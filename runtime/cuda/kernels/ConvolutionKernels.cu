@@ -50,14 +50,7 @@ static_assert(kMaxSpatial == kMaxRank - 2, "a window is a rank's spatial dims");
 
 using conv_gemm::windowOf;
 
-/// Row-major coordinates of `flat` in `dims`.
-__host__ __device__ inline void unflatten(int64_t flat, const int64_t *dims,
-                                          int n, int64_t *coord) {
-  for (int d = n - 1; d >= 0; --d) {
-    coord[d] = flat % dims[d];
-    flat /= dims[d];
-  }
-}
+using conv_gemm::unflatten;
 
 /// Steps `idx` through [0, hi) in reverse row-major order (from hi - 1).
 __host__ __device__ inline void previousTap(int64_t *idx, const int64_t *hi,
@@ -74,17 +67,12 @@ __host__ __device__ inline void previousTap(int64_t *idx, const int64_t *hi,
 __host__ __device__ inline int64_t outputOfTap(const Window &w,
                                                const int64_t *ic,
                                                const int64_t *k) {
-  int64_t flat = 0;
+  int64_t padded[kMaxSpatial], offset[kMaxSpatial];
   for (int d = 0; d < w.spatial; ++d) {
-    int64_t num = ic[d] + w.padBegin[d] - k[d] * w.dilation[d];
-    if (num < 0 || num % w.stride[d] != 0)
-      return -1;
-    int64_t o = num / w.stride[d];
-    if (o >= w.out[d])
-      return -1;
-    flat = flat * w.out[d] + o;
+    padded[d] = ic[d] + w.padBegin[d];
+    offset[d] = k[d] * w.dilation[d];
   }
-  return flat;
+  return conv_gemm::outputAt(w, padded, offset);
 }
 
 //===----------------------------------------------------------------------===//
