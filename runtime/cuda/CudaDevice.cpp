@@ -407,6 +407,7 @@ private:
       s->lt = lt_;
       s->ordinal = ordinal_;
       s->multiProcessors = properties_.multiProcessorCount;
+      s->sharedPerBlockOptin = properties_.sharedMemPerBlockOptin;
       s->tf32 = options_.tf32;
       s->hostErrors = &hostErrors_;
       s->collectives = collectives_.data();

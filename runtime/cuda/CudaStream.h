@@ -42,6 +42,9 @@ struct CudaStream {
   void *workspace = nullptr;
   size_t workspaceBytes = 0;
   int multiProcessors = 1;
+  /// Shared memory a block may opt in to (the device property
+  /// sharedMemPerBlockOptin), read once.
+  size_t sharedPerBlockOptin = 48 * 1024;
   int ordinal = 0;
   /// f32 matmuls may use TF32 tensor cores (strata-run --tf32).
   bool tf32 = false;

@@ -63,11 +63,7 @@ template <typename T>
 Status launchTiles(const CudaStream &stream, void (*kernel)(Params<T>),
                    Kernel kind, Params<T> &p, int64_t tiled,
                    const std::string &op) {
-  int limit = 0;
-  cudaError_t error = cudaDeviceGetAttribute(
-      &limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, stream.ordinal);
-  if (error != cudaSuccess)
-    return cudaStatus(error, op + ": cudaDeviceGetAttribute");
+  int limit = int(stream.sharedPerBlockOptin);
   p.layout = attention::chooseLayout(kind, p.d, p.dvDim, sizeof(T),
                                      size_t(limit));
   if (p.layout.tile == 0)
@@ -79,7 +75,7 @@ Status launchTiles(const CudaStream &stream, void (*kernel)(Params<T>),
   // The GPU's limit, not `bytes`: the layout depends on the head dims, and
   // a captured graph's launches of one kernel with different sizes must
   // all stay within the function's attribute.
-  error = cudaFuncSetAttribute(
+  cudaError_t error = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit);
   if (error != cudaSuccess)
     return cudaStatus(error, op + ": cudaFuncSetAttribute");

@@ -75,10 +75,7 @@ static_assert(attention_mma::kMaskDims == attention::kMaxMaskDims);
 /// Whether a block of `bytes` of shared memory fits the stream's GPU (an
 /// A100 has less than the 187 KB the head dim 128 gradient takes).
 bool fitsSharedMemory(const CudaStream &stream, size_t bytes) {
-  int limit = 0;
-  return cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                                stream.ordinal) == cudaSuccess &&
-         bytes <= size_t(limit);
+  return bytes <= stream.sharedPerBlockOptin;
 }
 
 /// The shared checks on `ctx` with an f32 mask (operand `maskAt`) read as
