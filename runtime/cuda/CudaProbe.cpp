@@ -3,8 +3,6 @@
 // libStrataRuntimeCUDA.so, which strata-run loads at run time (never links),
 // so that strata-run builds and runs everywhere and a machine without the
 // CUDA runtime, a driver or a GPU gets "cuda backend unavailable: <why>".
-// For now it reports what it finds; the CUDA executor (streams, events,
-// cuBLASLt, NCCL: issue 6) comes next, behind this same entry point.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +20,8 @@ extern "C" {
 __attribute__((visibility("default"))) int
 strata_cuda_probe(char *message, size_t size) {
   // No driver at all says more than the runtime's "insufficient driver".
+  // The CUDA emulation (runtime/cuda/emulation) needs none.
+#if !defined(STRATA_CUDA_EMULATION)
   if (void *driver = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
     ::dlclose(driver);
   } else {
@@ -29,6 +29,7 @@ strata_cuda_probe(char *message, size_t size) {
                   ::dlerror());
     return -1;
   }
+#endif
   int count = 0;
   cudaError_t error = cudaGetDeviceCount(&count);
   if (error != cudaSuccess) {

@@ -39,21 +39,21 @@ using attention::Params;
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     attentionForwardKernel(Params<T> p) {
-  extern __shared__ __align__(16) unsigned char shared[];
+  STRATA_DYNAMIC_SHARED(16, shared);
   attention::forwardBlocks(p, reinterpret_cast<T *>(shared));
 }
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     attentionGradQueryKernel(Params<T> p) {
-  extern __shared__ __align__(16) unsigned char shared[];
+  STRATA_DYNAMIC_SHARED(16, shared);
   attention::gradQueryBlocks(p, reinterpret_cast<T *>(shared));
 }
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     attentionGradKeyKernel(Params<T> p) {
-  extern __shared__ __align__(16) unsigned char shared[];
+  STRATA_DYNAMIC_SHARED(16, shared);
   attention::gradKeyBlocks(p, reinterpret_cast<T *>(shared));
 }
 
@@ -82,8 +82,9 @@ Status launchTiles(const CudaStream &stream, void (*kernel)(Params<T>),
   int64_t tile = p.layout.tile;
   int64_t work = p.batches * ((tiled + tile - 1) / tile);
   int64_t grid = std::min<int64_t>(work, int64_t(stream.multiProcessors) * 16);
-  kernel<<<unsigned(std::max<int64_t>(grid, 1)), kThreads, bytes,
-           stream.stream>>>(p);
+  STRATA_LAUNCH(unsigned(std::max<int64_t>(grid, 1)), kThreads, bytes,
+                stream.stream, kernel)
+  (p);
   return launchStatus(op);
 }
 

@@ -32,21 +32,21 @@ using attention_mma::MmaParams;
 template <typename E, int D>
 __global__ void __launch_bounds__(kThreads)
     mmaForwardKernel(MmaParams<E> p) {
-  extern __shared__ __align__(128) unsigned char shared[];
+  STRATA_DYNAMIC_SHARED(128, shared);
   attention_mma::forwardBlock<E, D>(p, blockIdx.x, threadIdx.x, shared);
 }
 
 template <typename E, int D>
 __global__ void __launch_bounds__(kThreads)
     mmaGradQueryKernel(MmaParams<E> p) {
-  extern __shared__ __align__(128) unsigned char shared[];
+  STRATA_DYNAMIC_SHARED(128, shared);
   attention_mma::gradQueryBlock<E, D>(p, blockIdx.x, threadIdx.x, shared);
 }
 
 template <typename E, int D>
 __global__ void __launch_bounds__(kThreads)
     mmaGradKeyKernel(MmaParams<E> p) {
-  extern __shared__ __align__(128) unsigned char shared[];
+  STRATA_DYNAMIC_SHARED(128, shared);
   attention_mma::gradKeyBlock<E, D>(p, blockIdx.x, threadIdx.x, shared);
 }
 
@@ -66,7 +66,7 @@ Status launchMma(const CudaStream &stream, void (*kernel)(MmaParams<E>),
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
   if (error != cudaSuccess)
     return cudaStatus(error, std::string(op) + ": cudaFuncSetAttribute");
-  kernel<<<unsigned(blocks), kThreads, bytes, stream.stream>>>(p);
+  STRATA_LAUNCH(unsigned(blocks), kThreads, bytes, stream.stream, kernel)(p);
   return launchStatus(op);
 }
 

@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(conv_gemm::kThreads)
     convGemmKernel(conv_gemm::Params<S> p) {
   // 128-byte aligned: WMMA fragments need 32 (MmaLayout's offsets assume
   // the base is).
-  extern __shared__ __align__(128) unsigned char shared[];
+  STRATA_DYNAMIC_SHARED(128, shared);
   conv_gemm::gemmBlock<P>(p, blockIdx.x, threadIdx.x, shared);
 }
 
@@ -120,14 +120,16 @@ Status launchConv(KernelContext &ctx, const conv_gemm::Conv &c,
   }
   int64_t blocks = gemm.blocks(c.groups);
   if (blocks > 0) {
-    convGemmKernel<P, S><<<unsigned(blocks), conv_gemm::kThreads,
-                           conv_gemm::sharedBytes<S>(), s.stream>>>(p);
+    STRATA_LAUNCH(unsigned(blocks), conv_gemm::kThreads,
+                  conv_gemm::sharedBytes<S>(), s.stream, convGemmKernel<P, S>)
+    (p);
     if (Status st = launchStatus(op); !st)
       return st;
   }
   if (partials > 0) {
     int64_t n = c.groups * gemm.M * gemm.N;
-    convAddSplits<P, S><<<gridFor(s, n), kBlock, 0, s.stream>>>(p, n);
+    STRATA_LAUNCH(gridFor(s, n), kBlock, 0, s.stream, convAddSplits<P, S>)
+    (p, n);
     return launchStatus(op);
   }
   return Status::ok();
@@ -378,8 +380,8 @@ Status maxPoolKernel(KernelContext &ctx) {
     if (n == 0)
       return Status::ok();
     const CudaStream &s = streamOf(ctx);
-    maxPoolForward<T><<<gridFor(s, n), kBlock, 0, s.stream>>>(
-        w, x.as<T>(), ctx.outputs[0].as<T>(), n);
+    STRATA_LAUNCH(gridFor(s, n), kBlock, 0, s.stream, maxPoolForward<T>)
+    (w, x.as<T>(), ctx.outputs[0].as<T>(), n);
     return launchStatus(op);
   });
 }
@@ -397,8 +399,8 @@ Status avgPoolKernel(KernelContext &ctx) {
     if (n == 0)
       return Status::ok();
     const CudaStream &s = streamOf(ctx);
-    avgPoolForward<T><<<gridFor(s, n), kBlock, 0, s.stream>>>(
-        w, x.as<T>(), ctx.outputs[0].as<T>(), countIncludePad, n);
+    STRATA_LAUNCH(gridFor(s, n), kBlock, 0, s.stream, avgPoolForward<T>)
+    (w, x.as<T>(), ctx.outputs[0].as<T>(), countIncludePad, n);
     return launchStatus(op);
   });
 }
@@ -432,15 +434,15 @@ Status maxPoolGradKernel(KernelContext &ctx) {
           !st)
         return st;
       picked = scratch->at<int64_t>(0);
-      maxPoolPick<T><<<gridFor(s, windows), kBlock, 0, s.stream>>>(
-          w, x.as<T>(), picked, windows);
+      STRATA_LAUNCH(gridFor(s, windows), kBlock, 0, s.stream, maxPoolPick<T>)
+      (w, x.as<T>(), picked, windows);
       if (Status st = launchStatus(op); !st)
         return st;
     }
     // No windows: every tap misses (outputOfTap finds no output position),
     // so the gradient is zero; `picked` is never read.
-    maxPoolGrad<T><<<gridFor(s, n), kBlock, 0, s.stream>>>(w, dy.as<T>(),
-                                                           picked, dx.as<T>(), n);
+    STRATA_LAUNCH(gridFor(s, n), kBlock, 0, s.stream, maxPoolGrad<T>)
+    (w, dy.as<T>(), picked, dx.as<T>(), n);
     return launchStatus(op);
   });
 }
@@ -471,8 +473,8 @@ Status avgPoolGradKernel(KernelContext &ctx) {
     if (n == 0)
       return Status::ok();
     const CudaStream &s = streamOf(ctx);
-    avgPoolGrad<T><<<gridFor(s, n), kBlock, 0, s.stream>>>(
-        w, dy.as<T>(), dx.as<T>(), countIncludePad, n);
+    STRATA_LAUNCH(gridFor(s, n), kBlock, 0, s.stream, avgPoolGrad<T>)
+    (w, dy.as<T>(), dx.as<T>(), countIncludePad, n);
     return launchStatus(op);
   });
 }

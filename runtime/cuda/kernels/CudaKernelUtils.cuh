@@ -21,6 +21,26 @@
 #include <string>
 #include <string_view>
 
+/// A kernel launch: STRATA_LAUNCH(grid, block, sharedBytes, stream,
+/// kernel)(arguments...) is kernel<<<grid, block, sharedBytes,
+/// stream>>>(arguments...) under nvcc; compiled as host C++ against the CUDA
+/// emulation (runtime/cuda/emulation) it enqueues the grid there. The kernel
+/// comes last so that its template arguments' commas may stand unprotected.
+/// STRATA_DYNAMIC_SHARED(alignment, name) declares the block's dynamic
+/// shared memory as `unsigned char name[]`.
+#if defined(STRATA_CUDA_EMULATION)
+#define STRATA_LAUNCH(grid, block, sharedBytes, stream, ...)                   \
+  ::strata::cuda_emulation::launch(grid, block, sharedBytes, stream,           \
+                                   __VA_ARGS__)
+#define STRATA_DYNAMIC_SHARED(alignment, name)                                 \
+  unsigned char *name = ::strata::cuda_emulation::dynamicShared()
+#else
+#define STRATA_LAUNCH(grid, block, sharedBytes, stream, ...)                   \
+  __VA_ARGS__<<<grid, block, sharedBytes, stream>>>
+#define STRATA_DYNAMIC_SHARED(alignment, name)                                 \
+  extern __shared__ __align__(alignment) unsigned char name[]
+#endif
+
 namespace strata::runtime::cuda {
 
 /// Threads per block of the grid-stride kernels.

@@ -61,9 +61,9 @@ Status dropoutKernel(KernelContext &ctx) {
     const CudaStream &s = streamOf(ctx);
     // The CPU's scale: the reciprocal in the element type.
     const T scale = T(1) / T(1 - ratio);
-    dropoutElements<T><<<gridFor(s, n), kBlock, 0, s.stream>>>(
-        x.as<T>(), y.as<T>(), mask.as<uint8_t>(), n, ctx.seed, ctx.seedSlot, ratio,
-        scale);
+    STRATA_LAUNCH(gridFor(s, n), kBlock, 0, s.stream, dropoutElements<T>)
+    (x.as<T>(), y.as<T>(), mask.as<uint8_t>(), n, ctx.seed, ctx.seedSlot, ratio,
+     scale);
     return launchStatus(kOp);
   });
 }

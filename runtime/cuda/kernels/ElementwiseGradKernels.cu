@@ -51,8 +51,8 @@ Status unaryGradKernelFn(KernelContext &ctx) {
     if (n == 0)
       return Status::ok();
     const CudaStream &cs = streamOf(ctx);
-    unaryGradKernel<T><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
-        dy.as<T>(), x.as<T>(), y.as<T>(), dx.as<T>(), n, p);
+    STRATA_LAUNCH(gridFor(cs, n), kBlock, 0, cs.stream, unaryGradKernel<T>)
+    (dy.as<T>(), x.as<T>(), y.as<T>(), dx.as<T>(), n, p);
     return launchStatus(kOp);
   });
 }
@@ -176,13 +176,16 @@ Status sumSquaresKernelFn(KernelContext &ctx) {
         b.partial = next;
         next += b.blocks.total();
         if (b.blocks.total() > 0) {
-          sumSquaresPartials<T, U>
-              <<<unsigned(b.blocks.total()), kBlock, 0, cs.stream>>>(b);
+          STRATA_LAUNCH(unsigned(b.blocks.total()), kBlock, 0, cs.stream,
+                        sumSquaresPartials<T, U>)
+          (b);
           if (Status s = launchStatus(kOp); !s)
             return s;
         }
         // An empty tensor's sum is 0: its pass-2 block has no partials.
-        sumSquaresFinish<T, U><<<b.blocks.count, kPartials, 0, cs.stream>>>(b);
+        STRATA_LAUNCH(b.blocks.count, kPartials, 0, cs.stream,
+                      sumSquaresFinish<T, U>)
+        (b);
         return launchStatus(kOp);
       });
     });
@@ -215,8 +218,8 @@ Status roundToKernelFn(KernelContext &ctx) {
   if (n == 0)
     return Status::ok();
   const CudaStream &cs = streamOf(ctx);
-  roundToKernel<<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
-      x.as<float>(), y.as<float>(), n, dtype == "bf16");
+  STRATA_LAUNCH(gridFor(cs, n), kBlock, 0, cs.stream, roundToKernel)
+  (x.as<float>(), y.as<float>(), n, dtype == "bf16");
   return launchStatus("graph.round_to");
 }
 

@@ -53,8 +53,8 @@ void addFloatUnary(KernelRegistry &r, std::string op,
         return Status::ok();
       UnaryParams p = params ? params(ctx.attrs) : UnaryParams();
       const CudaStream &cs = streamOf(ctx);
-      unaryKernel<K, T><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
-          x.as<T>(), y.as<T>(), n, p);
+      STRATA_LAUNCH(gridFor(cs, n), kBlock, 0, cs.stream, unaryKernel<K, T>)
+      (x.as<T>(), y.as<T>(), n, p);
       return launchStatus(op);
     });
   });
@@ -95,8 +95,9 @@ template <bool IsNeg> void addNegAbs(KernelRegistry &r, std::string op) {
       if (n == 0)
         return Status::ok();
       const CudaStream &cs = streamOf(ctx);
-      negAbsKernel<IsNeg, T><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
-          x.as<T>(), y.as<T>(), n);
+      STRATA_LAUNCH(gridFor(cs, n), kBlock, 0, cs.stream,
+                    negAbsKernel<IsNeg, T>)
+      (x.as<T>(), y.as<T>(), n);
       return launchStatus(op);
     });
   });
@@ -115,8 +116,8 @@ Status notKernelFn(KernelContext &ctx) {
   if (n == 0)
     return Status::ok();
   const CudaStream &cs = streamOf(ctx);
-  notKernel<<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
-      static_cast<const uint8_t *>(x.data), static_cast<uint8_t *>(y.data), n);
+  STRATA_LAUNCH(gridFor(cs, n), kBlock, 0, cs.stream, notKernel)
+  (static_cast<const uint8_t *>(x.data), static_cast<uint8_t *>(y.data), n);
   return launchStatus(std::string(op));
 }
 
@@ -230,16 +231,17 @@ Status castNarrowKernelFn(KernelContext &ctx) {
                            " is not supported (cast through f32)");
     if (n == 0)
       return Status::ok();
-    castToNarrowKernel<<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
-        x.data, x.dtype, y.as<uint16_t>(), n, y.dtype == DType::BF16);
+    STRATA_LAUNCH(gridFor(cs, n), kBlock, 0, cs.stream, castToNarrowKernel)
+    (x.data, x.dtype, y.as<uint16_t>(), n, y.dtype == DType::BF16);
     return launchStatus(std::string(op));
   }
   return dispatchAll(y.dtype, op, [&](auto toTag) -> Status {
     using To = decltype(toTag);
     if (n == 0)
       return Status::ok();
-    castFromNarrowKernel<To><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
-        x.as<uint16_t>(), y.as<To>(), n, x.dtype == DType::BF16);
+    STRATA_LAUNCH(gridFor(cs, n), kBlock, 0, cs.stream,
+                  castFromNarrowKernel<To>)
+    (x.as<uint16_t>(), y.as<To>(), n, x.dtype == DType::BF16);
     return launchStatus(std::string(op));
   });
 }
@@ -262,8 +264,8 @@ Status castKernelFn(KernelContext &ctx) {
       if (n == 0)
         return Status::ok();
       const CudaStream &cs = streamOf(ctx);
-      castKernel<To, From><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
-          x.as<From>(), y.as<To>(), n);
+      STRATA_LAUNCH(gridFor(cs, n), kBlock, 0, cs.stream, castKernel<To, From>)
+      (x.as<From>(), y.as<To>(), n);
       return launchStatus(std::string(op));
     });
   });
@@ -342,8 +344,8 @@ void addArithmetic(KernelRegistry &r, std::string op) {
       if (n == 0)
         return Status::ok();
       const CudaStream &cs = streamOf(ctx);
-      binaryKernel<K, T><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
-          a.as<T>(), b.as<T>(), y.as<T>(), n, plan);
+      STRATA_LAUNCH(gridFor(cs, n), kBlock, 0, cs.stream, binaryKernel<K, T>)
+      (a.as<T>(), b.as<T>(), y.as<T>(), n, plan);
       return launchStatus(op);
     };
     if constexpr (FloatOnly)
@@ -368,8 +370,8 @@ template <Compare K> void addComparison(KernelRegistry &r, std::string op) {
       if (n == 0)
         return Status::ok();
       const CudaStream &cs = streamOf(ctx);
-      compareKernel<K, T><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
-          a.as<T>(), b.as<T>(), y.as<uint8_t>(), n, plan);
+      STRATA_LAUNCH(gridFor(cs, n), kBlock, 0, cs.stream, compareKernel<K, T>)
+      (a.as<T>(), b.as<T>(), y.as<uint8_t>(), n, plan);
       return launchStatus(op);
     });
   });
@@ -395,8 +397,8 @@ Status whereKernelFn(KernelContext &ctx) {
     if (n == 0)
       return Status::ok();
     const CudaStream &cs = streamOf(ctx);
-    whereKernel<T><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
-        c.as<uint8_t>(), a.as<T>(), b.as<T>(), y.as<T>(), n, plan);
+    STRATA_LAUNCH(gridFor(cs, n), kBlock, 0, cs.stream, whereKernel<T>)
+    (c.as<uint8_t>(), a.as<T>(), b.as<T>(), y.as<T>(), n, plan);
     return launchStatus(std::string(op));
   });
 }

@@ -203,11 +203,11 @@ Status fusedKernelFn(KernelContext &ctx) {
     return Status::ok();
   const CudaStream &cs = streamOf(ctx);
   if (plan->wide == DType::F64)
-    fusedKernel<double><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
-        plan->program, io, n);
+    STRATA_LAUNCH(gridFor(cs, n), kBlock, 0, cs.stream, fusedKernel<double>)
+    (plan->program, io, n);
   else
-    fusedKernel<float><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
-        plan->program, io, n);
+    STRATA_LAUNCH(gridFor(cs, n), kBlock, 0, cs.stream, fusedKernel<float>)
+    (plan->program, io, n);
   return launchStatus("graph.fused_elementwise");
 }
 

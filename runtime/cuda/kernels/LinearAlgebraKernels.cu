@@ -321,15 +321,14 @@ Status addBias(const CudaStream &stream, const GemmProblem &p,
   int64_t total = out.numel(), n = bias.numel();
   unsigned grid = gridFor(stream, total);
   if (p.dtype == DType::F32)
-    addBiasKernel<float><<<grid, kBlock, 0, stream.stream>>>(
-        out.as<float>(), bias.as<float>(), total, n);
+    STRATA_LAUNCH(grid, kBlock, 0, stream.stream, addBiasKernel<float>)
+    (out.as<float>(), bias.as<float>(), total, n);
   else if (isNarrowFloat(p.dtype))
-    addNarrowBiasKernel<<<grid, kBlock, 0, stream.stream>>>(
-        out.as<uint16_t>(), bias.as<uint16_t>(), total, n,
-        p.dtype == DType::BF16);
+    STRATA_LAUNCH(grid, kBlock, 0, stream.stream, addNarrowBiasKernel)
+    (out.as<uint16_t>(), bias.as<uint16_t>(), total, n, p.dtype == DType::BF16);
   else
-    addBiasKernel<double><<<grid, kBlock, 0, stream.stream>>>(
-        out.as<double>(), bias.as<double>(), total, n);
+    STRATA_LAUNCH(grid, kBlock, 0, stream.stream, addBiasKernel<double>)
+    (out.as<double>(), bias.as<double>(), total, n);
   return launchStatus(p.op);
 }
 

@@ -129,17 +129,17 @@ Status crossEntropyKernel(KernelContext &ctx) {
         parts = scratch->at<double>(0);
       }
       if (c.positions > 0) {
-        crossEntropyPositions<T, L>
-            <<<rowGrid(c.positions), positionBlock(c.classes), 0, s.stream>>>(
-                logits.as<T>(), labels.as<L>(),
-                weight ? weight->as<T>() : nullptr, loss.as<T>(), parts, c);
+        STRATA_LAUNCH(rowGrid(c.positions), positionBlock(c.classes), 0,
+                      s.stream, crossEntropyPositions<T, L>)
+        (logits.as<T>(), labels.as<L>(), weight ? weight->as<T>() : nullptr,
+         loss.as<T>(), parts, c);
         if (Status st = launchStatus(kOp); !st)
           return st;
       }
       if (!c.none) {
         // No positions: 0 under "sum", 0 / 0 = NaN under "mean" (the CPU's).
-        crossEntropyReduce<T><<<1, kBlock, 0, s.stream>>>(parts, c.positions,
-                                                          c.sum, loss.as<T>());
+        STRATA_LAUNCH(1, kBlock, 0, s.stream, crossEntropyReduce<T>)
+        (parts, c.positions, c.sum, loss.as<T>());
         return launchStatus(kOp);
       }
       return Status::ok();

@@ -105,6 +105,10 @@ template <typename E> STRATA_MMA_FN E zeroOf() { return fromFloat<E>(0.0f); }
 
 #include "strata/Runtime/NarrowFloat.h"
 
+#if defined(STRATA_CUDA_EMULATION)
+#include <cuda_runtime.h>
+#endif
+
 #include <barrier>
 #include <cmath>
 #include <cstddef>
@@ -131,6 +135,13 @@ template <> inline Bf16 fromFloat<Bf16>(float x) { return {bf16Bits(x)}; }
 template <> inline Fp16 fromFloat<Fp16>(float x) { return {fp16Bits(x)}; }
 template <typename E> E zeroOf() { return fromFloat<E>(0.0f); }
 
+#if defined(STRATA_CUDA_EMULATION)
+// Inside the CUDA emulation (runtime/cuda/emulation) a block's threads are
+// its fibers.
+inline void syncThreads() { __syncthreads(); }
+inline void syncWarp() { __syncwarp(); }
+inline int threadInBlock() { return int(threadIdx.x); }
+#else
 /// The emulated thread: its index in the block and the block's barriers.
 struct EmulatedThread {
   int thread = 0;
@@ -141,6 +152,8 @@ inline thread_local EmulatedThread *currentThread = nullptr;
 
 inline void syncThreads() { currentThread->block->arrive_and_wait(); }
 inline void syncWarp() { currentThread->warp->arrive_and_wait(); }
+inline int threadInBlock() { return currentThread->thread; }
+#endif
 
 inline void copy16(void *dst, const void *src) { std::memcpy(dst, src, 16); }
 inline void zero16(void *dst) { std::memset(dst, 0, 16); }
@@ -180,7 +193,7 @@ inline void load(FragC &c, const float *p, unsigned ld) {
 }
 /// Every lane holds the same tile; lane 0 writes it.
 inline void store(float *p, const FragC &c, unsigned ld) {
-  if (currentThread->thread % 32 != 0)
+  if (threadInBlock() % 32 != 0)
     return;
   for (int m = 0; m < 16; ++m)
     for (int n = 0; n < 16; ++n)
@@ -196,6 +209,7 @@ template <typename A, typename B> void mmaSync(FragC &c, const A &a, const B &b)
     }
 }
 
+#if !defined(STRATA_CUDA_EMULATION)
 /// Runs body(block, thread, shared) for every thread of `blocks` blocks of
 /// `threads` (a multiple of 32), one block at a time: the same `threads`
 /// std::threads run every block, over one buffer of `sharedBytes` that is
@@ -231,6 +245,8 @@ void emulateLaunch(int64_t blocks, int threads, size_t sharedBytes,
   for (std::thread &t : pool)
     t.join();
 }
+
+#endif
 
 } // namespace strata::runtime::cuda::mma
 

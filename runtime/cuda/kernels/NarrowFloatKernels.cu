@@ -72,9 +72,9 @@ public:
         return s;
       buffers_.push_back(buffer);
       if (n > 0)
-        widenKernel<<<gridFor(cs, n), kBlock, 0, stream_>>>(
-            v.as<uint16_t>(), static_cast<float *>(buffer), n,
-            v.dtype == DType::BF16);
+        STRATA_LAUNCH(gridFor(cs, n), kBlock, 0, stream_, widenKernel)
+        (v.as<uint16_t>(), static_cast<float *>(buffer), n,
+         v.dtype == DType::BF16);
       if (Status s = launchStatus(op); !s)
         return s;
       v.data = buffer;
@@ -107,9 +107,8 @@ KernelFn widenNarrowFloats(std::string op, KernelFn f32Kernel) {
       int64_t n = out.numel();
       if (!isNarrowFloat(out.dtype) || !out.data || n == 0)
         continue;
-      narrowKernel<<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
-          outputs[i].as<float>(), out.as<uint16_t>(), n,
-          out.dtype == DType::BF16);
+      STRATA_LAUNCH(gridFor(cs, n), kBlock, 0, cs.stream, narrowKernel)
+      (outputs[i].as<float>(), out.as<uint16_t>(), n, out.dtype == DType::BF16);
       if (Status s = launchStatus(op); !s)
         return s;
     }

@@ -185,20 +185,21 @@ Status layerNormGradKernel(KernelContext &ctx) {
     const CudaStream &s = streamOf(ctx);
     const T *g = ctx.inputs[0].as<T>(), *in = ctx.inputs[1].as<T>();
     if (c.rows > 0) {
-      layerNormGradRows<T><<<rowGrid(c.rows), kBlock, 0, s.stream>>>(
-          g, in, ctx.inputs[2].as<T>(), ctx.outputs[0].as<T>(), stats, c.rows,
-          c.len, c.epsilon);
+      STRATA_LAUNCH(rowGrid(c.rows), kBlock, 0, s.stream, layerNormGradRows<T>)
+      (g, in, ctx.inputs[2].as<T>(), ctx.outputs[0].as<T>(), stats, c.rows,
+       c.len, c.epsilon);
       if (Status st = launchStatus(kOp); !st)
         return st;
       dim3 grid(unsigned((c.len + kBlock - 1) / kBlock), unsigned(c.chunks));
-      layerNormGradColumns<T><<<grid, kBlock, 0, s.stream>>>(
-          g, in, stats, partScale, partBias, c.rows, c.len, c.chunkRows);
+      STRATA_LAUNCH(grid, kBlock, 0, s.stream, layerNormGradColumns<T>)
+      (g, in, stats, partScale, partBias, c.rows, c.len, c.chunkRows);
       if (Status st = launchStatus(kOp); !st)
         return st;
     }
-    layerNormGradFinish<T><<<gridFor(s, c.len), kBlock, 0, s.stream>>>(
-        partScale, partBias, c.chunks, c.len, ctx.outputs[1].as<T>(),
-        ctx.outputs[2].as<T>());
+    STRATA_LAUNCH(gridFor(s, c.len), kBlock, 0, s.stream,
+                  layerNormGradFinish<T>)
+    (partScale, partBias, c.chunks, c.len, ctx.outputs[1].as<T>(),
+     ctx.outputs[2].as<T>());
     return launchStatus(kOp);
   });
 }
@@ -279,10 +280,11 @@ Status batchNormGradKernel(KernelContext &ctx) {
     if (channels == 0)
       return Status::ok();
     const CudaStream &s = streamOf(ctx);
-    batchNormGradChannels<T><<<rowGrid(channels), kBlock, 0, s.stream>>>(
-        dy.as<T>(), x.as<T>(), ctx.inputs[2].as<T>(), ctx.inputs[3].as<T>(),
-        ctx.inputs[4].as<T>(), ctx.outputs[0].as<T>(), ctx.outputs[1].as<T>(),
-        ctx.outputs[2].as<T>(), batch, channels, spatial, epsilon, training);
+    STRATA_LAUNCH(rowGrid(channels), kBlock, 0, s.stream,
+                  batchNormGradChannels<T>)
+    (dy.as<T>(), x.as<T>(), ctx.inputs[2].as<T>(), ctx.inputs[3].as<T>(),
+     ctx.inputs[4].as<T>(), ctx.outputs[0].as<T>(), ctx.outputs[1].as<T>(),
+     ctx.outputs[2].as<T>(), batch, channels, spatial, epsilon, training);
     return launchStatus(kOp);
   });
 }
@@ -425,8 +427,8 @@ Status scatterAdd(KernelContext &ctx, const std::string &op,
                                  op + ": cudaMemsetAsync");
           !st)
         return st;
-      scatterKeys<I><<<gridFor(s, c.count), kBlock, 0, s.stream>>>(
-          indices.as<I>(), c.count, c.rows, keysIn, valsIn, flag);
+      STRATA_LAUNCH(gridFor(s, c.count), kBlock, 0, s.stream, scatterKeys<I>)
+      (indices.as<I>(), c.count, c.rows, keysIn, valsIn, flag);
       if (Status st = launchStatus(op); !st)
         return st;
       size_t sortBytes = c.sortBytes;
@@ -439,13 +441,13 @@ Status scatterAdd(KernelContext &ctx, const std::string &op,
               op + ": sorting the indices");
           !st)
         return st;
-      scatterStarts<<<gridFor(s, c.rows + 1), kBlock, 0, s.stream>>>(
-          keysOut, c.count, c.rows, starts);
+      STRATA_LAUNCH(gridFor(s, c.rows + 1), kBlock, 0, s.stream, scatterStarts)
+      (keysOut, c.count, c.rows, starts);
       if (Status st = launchStatus(op); !st)
         return st;
-      scatterSum<T><<<gridFor(s, out.numel()), kBlock, 0, s.stream>>>(
-          dy.as<T>(), valsOut, starts, flag, out.as<T>(), c.outer, c.rows,
-          c.inner, c.count);
+      STRATA_LAUNCH(gridFor(s, out.numel()), kBlock, 0, s.stream, scatterSum<T>)
+      (dy.as<T>(), valsOut, starts, flag, out.as<T>(), c.outer, c.rows, c.inner,
+       c.count);
       return launchStatus(op);
     });
   });
@@ -572,16 +574,16 @@ Status crossEntropyGradKernel(KernelContext &ctx) {
       const CudaStream &s = streamOf(ctx);
       const T *w = weight ? weight->as<T>() : nullptr;
       if (!c.none && !c.sum) {
-        crossEntropyTotalWeight<T, L><<<1, kBlock, 0, s.stream>>>(
-            labels.as<L>(), w, c, totalWeight);
+        STRATA_LAUNCH(1, kBlock, 0, s.stream, crossEntropyTotalWeight<T, L>)
+        (labels.as<L>(), w, c, totalWeight);
         if (Status st = launchStatus(kOp); !st)
           return st;
       }
       int threads = c.classes >= 128 ? kBlock : 32;
-      crossEntropyGradPositions<T, L>
-          <<<rowGrid(c.positions), threads, 0, s.stream>>>(
-              logits.as<T>(), dloss.as<T>(), labels.as<L>(), w,
-              ctx.outputs[0].as<T>(), totalWeight, c);
+      STRATA_LAUNCH(rowGrid(c.positions), threads, 0, s.stream,
+                    crossEntropyGradPositions<T, L>)
+      (logits.as<T>(), dloss.as<T>(), labels.as<L>(), w, ctx.outputs[0].as<T>(),
+       totalWeight, c);
       return launchStatus(kOp);
     });
   });

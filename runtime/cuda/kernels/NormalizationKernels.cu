@@ -68,9 +68,9 @@ Status layerNormKernel(KernelContext &ctx) {
     if (rows == 0 || len == 0)
       return Status::ok();
     const CudaStream &s = streamOf(ctx);
-    layerNormRows<T><<<rowGrid(rows), kBlock, 0, s.stream>>>(
-        x.as<T>(), scale.as<T>(), bias ? bias->as<T>() : nullptr, y.as<T>(),
-        rows, len, epsilon);
+    STRATA_LAUNCH(rowGrid(rows), kBlock, 0, s.stream, layerNormRows<T>)
+    (x.as<T>(), scale.as<T>(), bias ? bias->as<T>() : nullptr, y.as<T>(), rows,
+     len, epsilon);
     return launchStatus(kOp);
   });
 }
@@ -148,11 +148,11 @@ Status batchNormKernel(KernelContext &ctx) {
     const CudaStream &s = streamOf(ctx);
     // An empty batch still copies (eval) the running statistics; spatial
     // is >= 1 in the kernel's divisions whenever count > 0.
-    batchNormChannels<T><<<rowGrid(channels), kBlock, 0, s.stream>>>(
-        x.as<T>(), ctx.inputs[1].as<T>(), ctx.inputs[2].as<T>(),
-        ctx.inputs[3].as<T>(), ctx.inputs[4].as<T>(), y.as<T>(),
-        ctx.outputs[1].as<T>(), ctx.outputs[2].as<T>(), batch, channels,
-        spatial, epsilon, momentum, training);
+    STRATA_LAUNCH(rowGrid(channels), kBlock, 0, s.stream, batchNormChannels<T>)
+    (x.as<T>(), ctx.inputs[1].as<T>(), ctx.inputs[2].as<T>(),
+     ctx.inputs[3].as<T>(), ctx.inputs[4].as<T>(), y.as<T>(),
+     ctx.outputs[1].as<T>(), ctx.outputs[2].as<T>(), batch, channels, spatial,
+     epsilon, momentum, training);
     return launchStatus(kOp);
   });
 }
@@ -216,8 +216,8 @@ void addSoftmax(KernelRegistry &r, std::string op, bool log) {
       if (lines == 0 || len == 0)
         return Status::ok();
       const CudaStream &s = streamOf(ctx);
-      softmaxLines<T><<<rowGrid(lines), kBlock, 0, s.stream>>>(
-          x.as<T>(), y.as<T>(), lines, len, inner, log);
+      STRATA_LAUNCH(rowGrid(lines), kBlock, 0, s.stream, softmaxLines<T>)
+      (x.as<T>(), y.as<T>(), lines, len, inner, log);
       return launchStatus(op);
     });
   });

@@ -208,8 +208,9 @@ Status adamwKernel(KernelContext &ctx) {
       }
       if (b.blocks.total() == 0)
         return Status::ok();
-      adamwUpdate<T><<<unsigned(b.blocks.total()), kBlock, 0, s.stream>>>(
-          b, scalars, attrs);
+      STRATA_LAUNCH(unsigned(b.blocks.total()), kBlock, 0, s.stream,
+                    adamwUpdate<T>)
+      (b, scalars, attrs);
       return launchStatus(kOp);
     });
   });
@@ -327,8 +328,9 @@ Status sgdKernel(KernelContext &ctx) {
       }
       if (b.blocks.total() == 0)
         return Status::ok();
-      sgdUpdate<T><<<unsigned(b.blocks.total()), kBlock, 0, s.stream>>>(
-          b, scalars, attrs);
+      STRATA_LAUNCH(unsigned(b.blocks.total()), kBlock, 0, s.stream,
+                    sgdUpdate<T>)
+      (b, scalars, attrs);
       return launchStatus(kOp);
     });
   });

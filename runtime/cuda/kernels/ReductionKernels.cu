@@ -211,9 +211,9 @@ Status launchColumns(std::string_view op, const CudaStream &cs, const T *in,
   int64_t tiles = (outputs + X - 1) / X;
   int64_t cap = int64_t(cs.multiProcessors) * (2048 / kColumnThreads);
   unsigned grid = unsigned(std::max<int64_t>(1, std::min(tiles, cap)));
-  columnReduceKernel<T, Op, X>
-      <<<grid, dim3(X, kColumnThreads / X), 0, cs.stream>>>(
-          in, out, outputs, plan.reduceCount, plan.kept, plan.reduced, fold);
+  STRATA_LAUNCH(grid, dim3(X, kColumnThreads / X), 0, cs.stream,
+                columnReduceKernel<T, Op, X>)
+  (in, out, outputs, plan.reduceCount, plan.kept, plan.reduced, fold);
   return launchStatus(std::string(op));
 }
 
@@ -249,9 +249,8 @@ Status launchReduce(std::string_view op, KernelContext &ctx,
   int64_t blocks = (outputs + groups - 1) / groups;
   unsigned grid = unsigned(std::max<int64_t>(
       1, std::min<int64_t>(blocks, int64_t(cs.multiProcessors) * 8)));
-  groupReduceKernel<T, Op><<<grid, kBlock, 0, cs.stream>>>(
-      x.as<T>(), y.as<T>(), outputs, count, plan.kept, plan.reduced, group,
-      fold);
+  STRATA_LAUNCH(grid, kBlock, 0, cs.stream, groupReduceKernel<T, Op>)
+  (x.as<T>(), y.as<T>(), outputs, count, plan.kept, plan.reduced, group, fold);
   return launchStatus(std::string(op));
 }
 

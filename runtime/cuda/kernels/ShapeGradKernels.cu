@@ -91,8 +91,8 @@ Status sliceGradKernelFn(KernelContext &ctx) {
       p.dyStride[d] = dyStrides[d];
     }
     const CudaStream &cs = streamOf(ctx);
-    sliceGradKernel<T><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
-        dy.as<T>(), dx.as<T>(), n, p);
+    STRATA_LAUNCH(gridFor(cs, n), kBlock, 0, cs.stream, sliceGradKernel<T>)
+    (dy.as<T>(), dx.as<T>(), n, p);
     return launchStatus(kOp);
   });
 }
@@ -233,8 +233,8 @@ Status padGradKernelFn(KernelContext &ctx) {
       p.begin[d] = pads[d];
     }
     const CudaStream &cs = streamOf(ctx);
-    padGradKernel<T><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
-        dy.as<T>(), dx.as<T>(), n, p);
+    STRATA_LAUNCH(gridFor(cs, n), kBlock, 0, cs.stream, padGradKernel<T>)
+    (dy.as<T>(), dx.as<T>(), n, p);
     return launchStatus(kOp);
   });
 }

@@ -60,9 +60,9 @@ Status copyStrided(std::string_view op, KernelContext &ctx,
   const CudaStream &cs = streamOf(ctx);
   return dispatchWidth(out.dtype, [&](auto tag) -> Status {
     using W = decltype(tag);
-    stridedCopyKernel<W><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
-        static_cast<const W *>(in.data), static_cast<W *>(out.data), n, plan,
-        base);
+    STRATA_LAUNCH(gridFor(cs, n), kBlock, 0, cs.stream, stridedCopyKernel<W>)
+    (static_cast<const W *>(in.data), static_cast<W *>(out.data), n, plan,
+     base);
     return launchStatus(std::string(op));
   });
 }
@@ -159,13 +159,15 @@ Status moveParts(std::string_view op, KernelContext &ctx,
       int64_t n = part.numel(), partSlab = part.shape[axis] * inner;
       if (n > 0) {
         if constexpr (ToWhole)
-          partKernel<W, true><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
-              static_cast<const W *>(part.data), static_cast<W *>(whole.data),
-              n, partSlab, wholeSlab, offset);
+          STRATA_LAUNCH(gridFor(cs, n), kBlock, 0, cs.stream,
+                        partKernel<W, true>)
+          (static_cast<const W *>(part.data), static_cast<W *>(whole.data), n,
+           partSlab, wholeSlab, offset);
         else
-          partKernel<W, false><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
-              static_cast<const W *>(whole.data), static_cast<W *>(part.data),
-              n, partSlab, wholeSlab, offset);
+          STRATA_LAUNCH(gridFor(cs, n), kBlock, 0, cs.stream,
+                        partKernel<W, false>)
+          (static_cast<const W *>(whole.data), static_cast<W *>(part.data), n,
+           partSlab, wholeSlab, offset);
         if (Status s = launchStatus(std::string(op)); !s)
           return s;
       }
@@ -268,8 +270,8 @@ Status padKernelFn(KernelContext &ctx) {
     using W = decltype(tag);
     W value;
     std::memcpy(&value, g.fill, sizeof(W));
-    padKernel<W><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
-        static_cast<const W *>(x.data), static_cast<W *>(y.data), n, p, value);
+    STRATA_LAUNCH(gridFor(cs, n), kBlock, 0, cs.stream, padKernel<W>)
+    (static_cast<const W *>(x.data), static_cast<W *>(y.data), n, p, value);
     return launchStatus(std::string(op));
   });
 }
@@ -308,9 +310,9 @@ Status triluKernelFn(KernelContext &ctx) {
   const CudaStream &cs = streamOf(ctx);
   return dispatchWidth(x.dtype, [&](auto tag) -> Status {
     using W = decltype(tag);
-    triluKernel<W><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
-        static_cast<const W *>(x.data), static_cast<W *>(y.data), n, rows,
-        cols, k, upper);
+    STRATA_LAUNCH(gridFor(cs, n), kBlock, 0, cs.stream, triluKernel<W>)
+    (static_cast<const W *>(x.data), static_cast<W *>(y.data), n, rows, cols, k,
+     upper);
     return launchStatus(std::string(op));
   });
 }
@@ -371,10 +373,10 @@ Status gatherBlocks(std::string_view op, KernelContext &ctx,
     const CudaStream &cs = streamOf(ctx);
     return dispatchWidth(in.dtype, [&](auto tag) -> Status {
       using W = decltype(tag);
-      gatherKernel<W, I><<<gridFor(cs, n), kBlock, 0, cs.stream>>>(
-          static_cast<const W *>(in.data), indices.as<I>(),
-          static_cast<W *>(out.data), n, indices.numel(), axisSize, inner,
-          poisonOf<W>(in.dtype));
+      STRATA_LAUNCH(gridFor(cs, n), kBlock, 0, cs.stream, gatherKernel<W, I>)
+      (static_cast<const W *>(in.data), indices.as<I>(),
+       static_cast<W *>(out.data), n, indices.numel(), axisSize, inner,
+       poisonOf<W>(in.dtype));
       return launchStatus(std::string(op));
     });
   });
