@@ -134,11 +134,19 @@ def main():
     ap.add_argument("--timeout", type=float, default=300,
                     help="seconds any one command may take (default 300; "
                     "the conformance suite at least 540)")
+    ap.add_argument("--quick", action="store_true",
+                    help="a tenth of the steps (at least 3), and no bf16 "
+                    "curve: for the CUDA emulation, which runs the backend's "
+                    "code on the CPU (STRATA_CUDA_BACKEND=.../"
+                    "libStrataRuntimeCUDAEmulation.so)")
     ap.add_argument("--backend", default="cuda",
                     help="the backend under test (queued: check this script "
                          "on a machine without a GPU)")
     args = ap.parse_args()
     TIMEOUT[0] = args.timeout
+
+    def steps(n):
+        return str(max(3, n // 10) if args.quick else n)
     names = ["conformance", "fp32", "bf16", "graph", "offload", "forward",
              "sanitizer"]
     chosen = args.only.split(",") if args.only else names
@@ -163,6 +171,7 @@ def main():
     c.say(f"# CUDA backend results\n\n{time.strftime('%Y-%m-%d %H:%M %Z')}, "
           f"{line[len('cuda: '):]}\n\n"
           f"Command: `python3 tests/gpu/check_cuda.py --bin build/bin"
+          f"{' --quick' if args.quick else ''}"
           f"{' --only ' + args.only if args.only else ''}`\n")
     # The demo's recipe on real text, so the curves move: 5.5 to about 3
     # in 200 steps.
@@ -194,10 +203,11 @@ def main():
 
     def check_fp32():
         gpt = artifact("gpt-fp32", *recipe)
-        cpu, cpu_s = c.train(gpt, "cpu", "fp32", "--steps", "50", *text)
-        gpu, gpu_s = c.train(gpt, cuda, "fp32", "--steps", "50", *text)
-        c.compare("fp32, 50 steps", cpu, gpu, 1e-4)
-        c.say(f"  (50 steps: {cpu_s:.1f} s on cpu, {gpu_s:.1f} s on cuda, "
+        n = steps(50)
+        cpu, cpu_s = c.train(gpt, "cpu", "fp32", "--steps", n, *text)
+        gpu, gpu_s = c.train(gpt, cuda, "fp32", "--steps", n, *text)
+        c.compare(f"fp32, {n} steps", cpu, gpu, 1e-4)
+        c.say(f"  ({n} steps: {cpu_s:.1f} s on cpu, {gpu_s:.1f} s on cuda, "
               f"start-up included)")
 
     def check_bf16():
@@ -238,24 +248,25 @@ def main():
         # the widened operands captured as graph nodes) trains as the
         # launched step does.
         bf16 = artifact("gpt-bf16", *recipe, "--dtype", "bf16")
+        n = steps(20)
         graph_curve, graph_s = c.train(bf16, cuda, "bf16-graph", "--steps",
-                                       "20", "--cuda-graph", *text)
+                                       n, "--cuda-graph", *text)
         plain_curve, plain_s = c.train(bf16, cuda, "bf16-plain", "--steps",
-                                       "20", *text)
-        c.compare("bf16 --cuda-graph vs launched, 20 steps", plain_curve,
+                                       n, *text)
+        c.compare(f"bf16 --cuda-graph vs launched, {n} steps", plain_curve,
                   graph_curve, 1e-3)
-        c.say(f"  (20 bf16 steps: {plain_s:.1f} s launched, {graph_s:.1f} s "
+        c.say(f"  ({n} bf16 steps: {plain_s:.1f} s launched, {graph_s:.1f} s "
               f"with --cuda-graph, start-up included)")
 
-    offload_flags = ["--steps", "20", "--gpu-memory", "6.5MiB",
+    offload_flags = ["--steps", steps(20), "--gpu-memory", "6.5MiB",
                      "--host-memory", "64K", "--ssd-memory", "16M"]
 
     def check_offload():
         off = artifact("gpt-offload", *offload_flags)
         cpu, _ = c.train(off, "cpu", "offload")
         gpu, _ = c.train(off, cuda, "offload")
-        c.compare("offload (host + SSD tiers, 4 streams), 20 steps", cpu, gpu,
-                  1e-4)
+        c.compare(f"offload (host + SSD tiers, 4 streams), {steps(20)} steps",
+                  cpu, gpu, 1e-4)
 
     def check_forward():
         mlp = c.compile("mlp", "mlp.onnx", "--steps", "1")
@@ -272,10 +283,14 @@ def main():
             with open(path, "rb") as f:
                 a.frombytes(f.read())
             outs[backend] = a
-        worst = max(abs(x - y) / max(abs(x), 1e-6)
-                    for x, y in zip(outs["cpu"], outs[cuda]))
+        # Relative to the logits' scale: a logit near zero is a sum that
+        # cancels, where another summation order (cuBLASLt's, not
+        # OpenBLAS's) moves the last bits of the larger terms.
+        scale = max(abs(x) for x in outs["cpu"]) or 1.0
+        worst = max(abs(x - y) for x, y in zip(outs["cpu"], outs[cuda])) / scale
         c.check("forward (MLP)", worst <= 1e-5,
-                f"{len(outs['cpu'])} logits, worst relative difference {worst:.3g}")
+                f"{len(outs['cpu'])} logits, worst difference {worst:.3g} of "
+                f"the largest logit ({scale:.3g})")
 
     def check_sanitizer():
         sanitizer = shutil.which("compute-sanitizer") or (

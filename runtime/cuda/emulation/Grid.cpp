@@ -8,6 +8,10 @@
 // block whose threads wait at barriers that can never all be reached is a
 // deadlock: reported as a launch failure instead of hanging.
 //
+// On x86-64 a switch is a few instructions (fiberSwitch below: the callee-saved
+// registers and the FP control words, no system call); elsewhere it is
+// ucontext's swapcontext, which also saves the signal mask.
+//
 // Dynamic shared memory is filled with 0xff bytes (NaN in every float type)
 // before each block, as a GPU leaves whatever the previous block wrote.
 //
@@ -32,6 +36,78 @@ dim3 gridDim;
 namespace strata::cuda_emulation {
 namespace {
 
+#if defined(__x86_64__)
+/// Saves the running context's stack pointer in *save and resumes the one
+/// whose stack pointer is `next` (one that this function saved, or a new
+/// fiber's stack prepared by startContext).
+extern "C" void strataFiberSwitch(void **save, void *next);
+asm(R"(
+  .text
+  .globl strataFiberSwitch
+  .type strataFiberSwitch, @function
+strataFiberSwitch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+  addq $8, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size strataFiberSwitch, .-strataFiberSwitch
+)");
+
+struct Context {
+  void *sp = nullptr;
+};
+
+/// A new fiber's stack as strataFiberSwitch leaves a saved one: the control
+/// words, six registers, then `entry` as the return address, entered with
+/// the stack aligned as after a call.
+void startContext(Context &c, void *stack, size_t bytes, void (*entry)()) {
+  auto top = (reinterpret_cast<uintptr_t>(stack) + bytes) & ~uintptr_t(15);
+  auto *sp = reinterpret_cast<uint64_t *>(top);
+  *--sp = 0; // entry's return address: it never returns
+  *--sp = reinterpret_cast<uint64_t>(entry);
+  for (int r = 0; r < 6; ++r)
+    *--sp = 0;
+  uint32_t mxcsr;
+  uint16_t fpucw;
+  asm volatile("stmxcsr %0" : "=m"(mxcsr));
+  asm volatile("fnstcw %0" : "=m"(fpucw));
+  *--sp = uint64_t(mxcsr) | (uint64_t(fpucw) << 32);
+  c.sp = sp;
+}
+void switchContext(Context &from, Context &to) {
+  strataFiberSwitch(&from.sp, to.sp);
+}
+#else
+struct Context {
+  ucontext_t u;
+};
+void startContext(Context &c, void *stack, size_t bytes, void (*entry)()) {
+  getcontext(&c.u);
+  c.u.uc_stack.ss_sp = stack;
+  c.u.uc_stack.ss_size = bytes;
+  c.u.uc_link = nullptr;
+  makecontext(&c.u, entry, 0);
+}
+void switchContext(Context &from, Context &to) { swapcontext(&from.u, &to.u); }
+#endif
+
 /// Each CUDA thread's stack: the kernels keep small arrays there (the fused
 /// kernel's values, the emulated tensor-core fragments of 1 KiB each).
 constexpr size_t kStackBytes = 512 * 1024;
@@ -40,14 +116,14 @@ constexpr int kMaxThreads = 1024;
 enum class State { Runnable, AtBlockBarrier, AtWarpBarrier, Done };
 
 struct Fiber {
-  ucontext_t context;
+  Context context;
   State state = State::Done;
   int linear = 0;
   void *stack = nullptr;
 };
 
 struct BlockRunner {
-  ucontext_t scheduler;
+  Context scheduler;
   std::vector<Fiber> fibers;
   Fiber *current = nullptr;
   const std::function<void()> *thread = nullptr;
@@ -65,7 +141,7 @@ struct BlockRunner {
   void yield(State state) {
     Fiber *self = current;
     self->state = state;
-    swapcontext(&self->context, &scheduler);
+    switchContext(self->context, scheduler);
   }
 
   void resume(Fiber &f, const dim3 &block) {
@@ -74,11 +150,11 @@ struct BlockRunner {
                      unsigned(f.linear / (block.x * block.y)));
     current = &f;
     f.state = State::Runnable;
-    swapcontext(&scheduler, &f.context);
+    switchContext(scheduler, f.context);
     current = nullptr;
   }
 
-  static void entry(unsigned high, unsigned low);
+  static void entry();
 
   /// Runs one block of `count` threads; false on a barrier deadlock.
   bool runBlock(int count, const dim3 &block, std::string &why);
@@ -89,14 +165,13 @@ BlockRunner &runner() {
   return r;
 }
 
-void BlockRunner::entry(unsigned high, unsigned low) {
-  auto *self = reinterpret_cast<BlockRunner *>((uint64_t(high) << 32) | low);
+void BlockRunner::entry() {
+  BlockRunner *self = &runner();
   (*self->thread)();
   self->yield(State::Done);
 }
 
 bool BlockRunner::runBlock(int count, const dim3 &block, std::string &why) {
-  auto address = reinterpret_cast<uint64_t>(this);
   for (int t = 0; t < count; ++t) {
     Fiber &f = fibers[size_t(t)];
     if (!f.stack) {
@@ -108,12 +183,7 @@ bool BlockRunner::runBlock(int count, const dim3 &block, std::string &why) {
         return false;
       }
     }
-    getcontext(&f.context);
-    f.context.uc_stack.ss_sp = f.stack;
-    f.context.uc_stack.ss_size = kStackBytes;
-    f.context.uc_link = nullptr;
-    makecontext(&f.context, reinterpret_cast<void (*)()>(&BlockRunner::entry),
-                2, unsigned(address >> 32), unsigned(address & 0xffffffffu));
+    startContext(f.context, f.stack, kStackBytes, &BlockRunner::entry);
     f.linear = t;
     f.state = State::Runnable;
   }
