@@ -18,7 +18,8 @@ the reason and exits 77, which ctest reports as skipped. On a GPU:
   offload   the GPT with optimizer states on the host and SSD tiers and
             prefetching streams (--gpu-memory 6.5MiB --host-memory 64K
             --ssd-memory 16M) trains 20 steps on cuda as on cpu (1e-4).
-  forward   strata-run --forward on the MLP: outputs within 1e-5 relative.
+  forward   strata-run --forward on the MLP: outputs within 1e-5 of the
+            largest logit.
   sanitizer compute-sanitizer (memcheck, racecheck, synccheck) on two
             training steps finds nothing (skipped where it is not installed).
   conformance  strata-cuda-tests (every kernel against the CPU's) passes.
@@ -116,10 +117,14 @@ class Checker:
             err = abs(a - b) / max(abs(a), 1e-12)
             if err > worst:
                 worst, at = err, i
+
+        def show(x):
+            return "nan" if x is None else f"{x:.6f}"
         self.check(name, worst <= rtol,
                    f"{len(cpu)} steps, worst relative difference {worst:.3g} "
-                   f"at step {at + 1} (bar {rtol:g}); loss {cpu[0]:.6f} → "
-                   f"{cpu[-1]:.6f} on cpu, {gpu[0]:.6f} → {gpu[-1]:.6f} on cuda")
+                   f"at step {at + 1} (bar {rtol:g}); loss {show(cpu[0])} → "
+                   f"{show(cpu[-1])} on cpu, {show(gpu[0])} → "
+                   f"{show(gpu[-1])} on cuda")
 
 
 def main():
