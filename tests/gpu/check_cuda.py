@@ -23,6 +23,9 @@ the reason and exits 77, which ctest reports as skipped. On a GPU:
   sanitizer compute-sanitizer (memcheck, racecheck, synccheck) on two
             training steps finds nothing (skipped where it is not installed).
   conformance  strata-cuda-tests (every kernel against the CPU's) passes.
+  distributed  (only when named in --only: it needs a GPU per rank) ZeRO-3
+            over 2 ranks (mpirun -np 2, NCCL) trains as the CPU backend's
+            2 ranks do: 5 steps (3 with --quick) within 1e-4 relative.
 
 Every figure goes into the report (markdown) when --report is given; the
 report is rewritten after every line, so a session cut short keeps what it
@@ -135,7 +138,7 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
     ap.add_argument("--only", help="comma-separated checks to run (default "
                     "all, in this order): conformance, fp32, bf16, graph, "
-                    "offload, forward, sanitizer")
+                    "offload, forward, sanitizer; and distributed, run only when named")
     ap.add_argument("--timeout", type=float, default=300,
                     help="seconds any one command may take (default 300; "
                     "the conformance suite at least 540)")
@@ -153,8 +156,8 @@ def main():
     def steps(n):
         return str(max(3, n // 10) if args.quick else n)
     names = ["conformance", "fp32", "bf16", "graph", "offload", "forward",
-             "sanitizer"]
-    chosen = args.only.split(",") if args.only else names
+             "sanitizer", "distributed"]
+    chosen = args.only.split(",") if args.only else names[:-1]
     unknown = [n for n in chosen if n not in names]
     if unknown:
         print(f"check_cuda.py: unknown check {', '.join(unknown)} (one of "
@@ -315,10 +318,32 @@ def main():
                     summary[-1].strip() if summary else
                     f"exit {r.returncode}: {(r.stderr or r.stdout)[-300:]}")
 
+    def check_distributed():
+        mpirun = shutil.which("mpirun")
+        if not mpirun:
+            c.say("- distributed: no mpirun here, not run")
+            return
+        n = "3" if args.quick else "5"
+        zero = c.compile("gpt-zero3-p2", "gpt_tiny.onnx", "--world", "2",
+                         "--gpus-per-node", "2", "--partition-group", "2",
+                         "--optimizer", "adamw", "--lr", "1e-2", "--steps", n)
+        curves = {}
+        for backend in ("cpu", cuda):
+            log = os.path.join(work, f"zero3.{backend}.jsonl")
+            r = run([mpirun, "--allow-run-as-root", "--oversubscribe", "-np",
+                     "2", os.path.join(args.bin, "strata-run"), zero,
+                     "--quiet", "--backend", backend, "--log", log])
+            if r.returncode != 0:
+                raise RuntimeError(f"mpirun -np 2 strata-run on {backend}: "
+                                   f"{(r.stderr or r.stdout).strip()[-300:]}")
+            curves[backend] = losses(log)
+        c.compare(f"ZeRO-3 over 2 ranks (NCCL), {n} steps", curves["cpu"],
+                  curves[cuda], 1e-4)
+
     checks = {"conformance": check_conformance, "fp32": check_fp32,
               "bf16": check_bf16, "graph": check_graph,
               "offload": check_offload, "forward": check_forward,
-              "sanitizer": check_sanitizer}
+              "sanitizer": check_sanitizer, "distributed": check_distributed}
     assert list(checks) == names
     for name in chosen:
         # Each check stands alone: one that fails or times out does not
