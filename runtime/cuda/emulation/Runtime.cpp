@@ -446,40 +446,45 @@ cudaError_t cudaDeviceSynchronize() {
   return synchronize("cudaDeviceSynchronize");
 }
 
-cudaError_t cudaMalloc(void **ptr, size_t bytes) {
+namespace {
+
+/// Host memory for cudaMalloc / cudaHostAlloc, `alignment`-aligned (CUDA's
+/// allocations are at least 256-byte aligned); refused during a capture.
+cudaError_t allocate(void **ptr, size_t bytes, size_t alignment,
+                     const char *call) {
   std::lock_guard<std::recursive_mutex> lock(state().mutex);
-  if (cudaError_t e = refuseDuringCapture("cudaMalloc"))
+  if (cudaError_t e = refuseDuringCapture(call))
     return e;
-  *ptr = std::aligned_alloc(256, (std::max<size_t>(bytes, 1) + 255) / 256 * 256);
+  *ptr = std::aligned_alloc(
+      alignment, (std::max<size_t>(bytes, 1) + alignment - 1) / alignment *
+                     alignment);
   return *ptr ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 
-cudaError_t cudaFree(void *ptr) {
+/// cudaFree / cudaFreeHost: they wait for the device (queued work may still
+/// read the memory); refused during a capture.
+cudaError_t release(void *ptr, const char *call) {
   std::lock_guard<std::recursive_mutex> lock(state().mutex);
-  if (cudaError_t e = refuseDuringCapture("cudaFree"))
+  if (cudaError_t e = refuseDuringCapture(call))
     return e;
-  // cudaFree waits for the device (work may still read the memory).
   drainAll();
   std::free(ptr);
   return cudaSuccess;
 }
+
+} // namespace
+
+cudaError_t cudaMalloc(void **ptr, size_t bytes) {
+  return allocate(ptr, bytes, 256, "cudaMalloc");
+}
+
+cudaError_t cudaFree(void *ptr) { return release(ptr, "cudaFree"); }
 
 cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned flags) {
-  std::lock_guard<std::recursive_mutex> lock(state().mutex);
-  if (cudaError_t e = refuseDuringCapture("cudaHostAlloc"))
-    return e;
-  *ptr = std::aligned_alloc(4096, (std::max<size_t>(bytes, 1) + 4095) / 4096 * 4096);
-  return *ptr ? cudaSuccess : cudaErrorMemoryAllocation;
+  return allocate(ptr, bytes, 4096, "cudaHostAlloc");
 }
 
-cudaError_t cudaFreeHost(void *ptr) {
-  std::lock_guard<std::recursive_mutex> lock(state().mutex);
-  if (cudaError_t e = refuseDuringCapture("cudaFreeHost"))
-    return e;
-  drainAll();
-  std::free(ptr);
-  return cudaSuccess;
-}
+cudaError_t cudaFreeHost(void *ptr) { return release(ptr, "cudaFreeHost"); }
 
 cudaError_t cudaMallocAsync(void **ptr, size_t bytes, cudaStream_t stream) {
   State &st = state();
