@@ -24,7 +24,6 @@
 #include <sys/mman.h>
 #include <ucontext.h>
 
-#include <cstdio>
 #include <string>
 #include <vector>
 

@@ -100,7 +100,6 @@ struct CUgraphExec_st {
 
 struct CUstream_st {
   strata::cuda_emulation::Lane lane;
-  unsigned flags = 0;
   std::shared_ptr<CUgraph_st> capture;
 };
 
@@ -550,8 +549,10 @@ cudaError_t cudaStreamCreate(cudaStream_t *stream) {
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags) {
   State &st = state();
   std::lock_guard<std::recursive_mutex> lock(st.mutex);
+  // The flags do not matter here: the legacy stream's implicit
+  // synchronization with blocking streams is not modelled (the backend's
+  // streams are all non-blocking).
   auto *s = new CUstream_st();
-  s->flags = flags;
   s->lane.id = st.nextStreamId++;
   st.streams.push_back(s);
   *stream = s;
