@@ -225,12 +225,42 @@ public:
   std::vector<std::string> shardSections;
 };
 
-std::optional<plan::TensorKind> stateKind(StringRef role) {
-  if (role == "parameter") return plan::PARAMETER;
-  if (role == "buffer") return plan::BUFFER;
-  if (role == "gradient") return plan::GRADIENT;
-  if (role == "optimizer_state") return plan::OPTIMIZER_STATE;
+std::optional<plan::TensorKind> stateKind(std::optional<graph::Role> role) {
+  if (!role)
+    return std::nullopt;
+  switch (*role) {
+  case graph::Role::Parameter: return plan::PARAMETER;
+  case graph::Role::Buffer: return plan::BUFFER;
+  case graph::Role::Gradient: return plan::GRADIENT;
+  case graph::Role::OptimizerState: return plan::OPTIMIZER_STATE;
+  default: return std::nullopt;
+  }
+}
+
+plan::CollectiveGroup toPlanGroup(sched::Group group) {
+  switch (group) {
+  case sched::Group::Partition: return plan::PARTITION;
+  case sched::Group::Replication: return plan::REPLICATION;
+  case sched::Group::World: return plan::WORLD;
+  case sched::Group::Inter: return plan::INTER;
+  case sched::Group::Intra: return plan::INTRA;
+  }
+  return plan::NO_GROUP;
+}
+
+std::optional<sched::Group> groupOf(Operation *op) {
+  if (auto group = op->getAttrOfType<sched::GroupAttr>("group"))
+    return group.getValue();
   return std::nullopt;
+}
+
+/// Appends an event instruction.
+void addEvent(plan::Program &program, plan::InstructionKind kind,
+              uint32_t stream, uint32_t event) {
+  plan::Instruction *inst = program.add_instructions();
+  inst->set_kind(kind);
+  inst->set_stream(stream);
+  inst->set_event(event);
 }
 
 /// Lowers one function into a program. A result that updates persistent
@@ -244,17 +274,19 @@ Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
   llvm::StringMap<BlockArgument> stateArgs;
 
   for (BlockArgument arg : func.getArguments()) {
-    auto role = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                  graph::kRoleAttrName);
+    std::optional<graph::Role> role =
+        graph::getArgumentRole(func, arg.getArgNumber());
     auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                   graph::kNameAttrName);
     if (!role || !name)
       return fail("codegen: argument " + std::to_string(arg.getArgNumber()) +
                   " of @" + func.getSymName() + " has no graph.role / graph.name");
     std::optional<plan::TensorKind> kind =
-        role.getValue() == "input" ? plan::INPUT : stateKind(role.getValue());
+        role == graph::Role::Input ? plan::INPUT : stateKind(role);
     if (!kind)
-      return fail("codegen: unknown argument role '" + role.str() + "'");
+      return fail("codegen: argument " + std::to_string(arg.getArgNumber()) +
+                  " of @" + func.getSymName() + " has role " +
+                  graph::stringifyRole(*role) + ", which no argument has");
     auto shards = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
                                                      "graph.shards");
     auto fullShape = func.getArgAttrOfType<DenseI64ArrayAttr>(
@@ -264,11 +296,16 @@ Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
         fullShape ? fullShape.asArrayRef() : ArrayRef<int64_t>());
     if (!id)
       return id.takeError();
-    if (auto tier = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                      "memory.tier"))
-      b.plan.mutable_tensors(*id)->set_tier(tier.getValue() == "ssd"
-                                                ? plan::SSD
-                                                : plan::HOST);
+    switch (sched::getArgumentTier(func, arg.getArgNumber())) {
+    case sched::Tier::Device:
+      break;
+    case sched::Tier::Host:
+      b.plan.mutable_tensors(*id)->set_tier(plan::HOST);
+      break;
+    case sched::Tier::Ssd:
+      b.plan.mutable_tensors(*id)->set_tier(plan::SSD);
+      break;
+    }
     ids[arg] = *id;
     if (*kind == plan::INPUT) {
       plan::Binding *binding = program.add_inputs();
@@ -279,12 +316,34 @@ Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
     }
   }
 
-  SmallVector<StringRef> streamNames;
-  if (auto streams = func->getAttrOfType<ArrayAttr>("sched.streams"))
-    for (Attribute name : streams)
-      streamNames.push_back(cast<StringAttr>(name).getValue());
-  for (StringRef name : streamNames)
-    program.add_streams(name.str());
+  SmallVector<sched::Stream> streams;
+  if (auto list = func->getAttrOfType<ArrayAttr>(
+          sched::SchedDialect::kStreamsAttrName))
+    for (Attribute stream : list)
+      streams.push_back(cast<sched::StreamAttr>(stream).getValue());
+  for (sched::Stream stream : streams)
+    program.add_streams(sched::stringifyStream(stream).str());
+  auto streamIndex = [&](Operation *op) -> Expected<uint32_t> {
+    std::optional<sched::Stream> stream = sched::getStream(op);
+    if (!stream)
+      return 0u; // unscheduled: one stream
+    auto at = llvm::find(streams, *stream);
+    if (at == streams.end())
+      return fail("codegen: stream " + sched::stringifyStream(*stream) +
+                  " is not in @" + func.getSymName() + "'s sched.streams");
+    return uint32_t(at - streams.begin());
+  };
+  // Events: each sched.record one, in block order; the program's opening
+  // and closing events after them.
+  uint32_t events = 0, seedSlots = 0;
+  llvm::DenseMap<Value, uint32_t> eventOf;
+  uint32_t startEvent = 0;
+  if (streams.size() > 1) {
+    startEvent = events++;
+    addEvent(program, plan::RECORD, 0, startEvent);
+    for (uint32_t st = 1; st < streams.size(); ++st)
+      addEvent(program, plan::WAIT, st, startEvent);
+  }
 
   // Where each state-updating result goes: straight into the state's
   // tensor, or copied there at the end (graph::findInPlaceStateUpdates).
@@ -293,10 +352,9 @@ Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
   llvm::DenseMap<Value, uint32_t> aliased;
   SmallVector<std::pair<Value, uint32_t>> copies;
   for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
-    auto role = func.getResultAttrOfType<StringAttr>(i, graph::kRoleAttrName);
     auto name = func.getResultAttrOfType<StringAttr>(i, graph::kNameAttrName);
     std::optional<plan::TensorKind> kind =
-        role ? stateKind(role.getValue()) : std::nullopt;
+        stateKind(graph::getResultRole(func, i));
     if (!kind)
       continue;
     Expected<uint32_t> target =
@@ -315,9 +373,8 @@ Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
   for (Operation &op : func.getBody().front()) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
-        auto role = func.getResultAttrOfType<StringAttr>(i, graph::kRoleAttrName);
         auto name = func.getResultAttrOfType<StringAttr>(i, graph::kNameAttrName);
-        if (role && stateKind(role.getValue()))
+        if (stateKind(graph::getResultRole(func, i)))
           continue;
         plan::Binding *binding = program.add_outputs();
         binding->set_name(name ? name.str() : "output" + std::to_string(i));
@@ -340,26 +397,44 @@ Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
     if (!isa<graph::GraphDialect, sched::SchedDialect>(op.getDialect()))
       return fail("codegen: cannot lower '" + op.getName().getStringRef() +
                   "'");
+    Expected<uint32_t> stream = streamIndex(&op);
+    if (!stream)
+      return stream.takeError();
+    if (auto record = dyn_cast<sched::RecordOp>(op)) {
+      eventOf[record.getToken()] = events;
+      addEvent(program, plan::RECORD, *stream, events++);
+      continue;
+    }
+    if (auto wait = dyn_cast<sched::WaitOp>(op)) {
+      for (Value token : wait.getTokens())
+        addEvent(program, plan::WAIT, *stream, eventOf.lookup(token));
+      continue;
+    }
     plan::Instruction *inst = program.add_instructions();
     inst->set_op(op.getName().getStringRef().str());
     inst->set_location(graph::onnxNodeName(op.getLoc()));
-    // The schedule's stream and waits, when strata-schedule and
-    // strata-insert-events ran (ids are instruction numbers).
-    if (auto stream = op.getAttrOfType<StringAttr>("sched.stream")) {
-      auto at = llvm::find(streamNames, stream.getValue());
-      if (at == streamNames.end())
-        return fail("codegen: stream '" + stream.getValue() +
-                    "' is not in @" + func.getSymName() + "'s sched.streams");
-      inst->set_stream(uint32_t(at - streamNames.begin()));
+    inst->set_stream(*stream);
+    if (std::optional<sched::Group> group = groupOf(&op))
+      inst->set_group(toPlanGroup(*group));
+    if (isa<sched::AllGatherOp>(op))
+      inst->set_collective(plan::ALL_GATHER);
+    else if (isa<sched::ReduceScatterOp>(op))
+      inst->set_collective(plan::REDUCE_SCATTER);
+    else if (isa<sched::AllReduceOp>(op))
+      inst->set_collective(plan::ALL_REDUCE);
+    inst->set_delayable(op.hasAttr(sched::SchedDialect::kDelayableAttrName));
+    if (auto slot = op.getAttrOfType<IntegerAttr>(
+            sched::SchedDialect::kSeedSlotAttrName)) {
+      auto rng = op.getAttrOfType<IntegerAttr>(
+          sched::SchedDialect::kRngStreamAttrName);
+      if (!rng)
+        return fail("codegen: " + op.getName().getStringRef() +
+                    " has a seed slot but no RNG stream");
+      inst->set_random(true);
+      inst->set_rng_stream(uint64_t(rng.getInt()));
+      inst->set_seed_slot(uint32_t(slot.getInt()));
+      seedSlots = std::max<uint32_t>(seedSlots, uint32_t(slot.getInt()) + 1);
     }
-    if (auto id = op.getAttrOfType<IntegerAttr>("sched.id"))
-      if (id.getInt() != program.instructions_size() - 1)
-        return fail("codegen: sched.id " + std::to_string(id.getInt()) +
-                    " of " + op.getName().getStringRef() +
-                    " is not its instruction number");
-    if (auto waits = op.getAttrOfType<DenseI64ArrayAttr>("sched.waits"))
-      for (int64_t w : waits.asArrayRef())
-        inst->add_waits(uint32_t(w));
     for (Value operand : op.getOperands()) {
       auto it = ids.find(operand);
       if (it == ids.end())
@@ -367,8 +442,9 @@ Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
                     " is not defined before it");
       inst->add_inputs(it->second);
     }
-    // strata-plan-memory's offsets, when it ran.
-    auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("memory.offsets");
+    // strata-plan-memory's slots, when it ran.
+    auto slots =
+        op.getAttrOfType<ArrayAttr>(sched::SchedDialect::kSlotsAttrName);
     for (OpResult result : op.getResults()) {
       uint32_t id;
       if (auto it = aliased.find(result); it != aliased.end()) {
@@ -379,13 +455,14 @@ Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
         if (!fresh)
           return fresh.takeError();
         id = *fresh;
-        if (offsets) {
-          int64_t offset = offsets[result.getResultNumber()];
-          if (offset < 0)
+        if (slots) {
+          auto slot =
+              dyn_cast<sched::SlotAttr>(slots[result.getResultNumber()]);
+          if (!slot)
             return fail("codegen: the memory plan puts a result of " +
                         op.getName().getStringRef() +
                         " in state storage, codegen does not");
-          b.plan.mutable_tensors(id)->set_offset(uint64_t(offset));
+          b.plan.mutable_tensors(id)->set_offset(uint64_t(slot.getOffset()));
         }
       }
       ids[result] = id;
@@ -393,22 +470,34 @@ Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
     }
     for (NamedAttribute attr : op.getAttrs()) {
       StringRef attrName = attr.getName().getValue();
-      if (attrName.starts_with("memory.") || attrName.starts_with("sched."))
+      if (attrName.starts_with("sched.") ||
+          isa<sched::GroupAttr, sched::TierAttr>(attr.getValue()))
         continue; // the plan's, not the kernel's
       if (Error e = setAttribute(*inst->add_attributes(), attr, &op))
         return e;
     }
+    // A product whose factors hold bf16 / fp16 values: TF32 is exact.
+    if (auto narrow = op.getAttrOfType<TypeAttr>(
+            sched::SchedDialect::kExactTf32AttrName)) {
+      plan::Attribute *a = inst->add_attributes();
+      a->set_name("operands_rounded_to");
+      a->set_string_value(narrow.getValue().isBF16() ? "bf16" : "fp16");
+    }
   }
-  bool first = true;
+  // Every stream joined into stream 0, then the state updates in order.
+  for (uint32_t st = 1; st < streams.size(); ++st) {
+    addEvent(program, plan::RECORD, st, events);
+    addEvent(program, plan::WAIT, 0, events++);
+  }
   for (auto [value, target] : copies) {
     plan::Instruction *inst = program.add_instructions();
     inst->set_op("runtime.copy");
     inst->set_location("state update");
-    inst->set_barrier(first); // after every stream, then in order
-    first = false;
     inst->add_inputs(ids.lookup(value));
     inst->add_outputs(target);
   }
+  program.set_events(events);
+  program.set_seed_slots(seedSlots);
   return Error::success();
 }
 
@@ -453,11 +542,9 @@ void setTraining(const TrainingOptions &t, func::FuncOp step,
   out.set_loss_scale(t.dtype == "fp16" ? t.lossScale : 1.0);
   out.set_loss("model");
   for (BlockArgument arg : step.getArguments()) {
-    auto role = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                  graph::kRoleAttrName);
     auto name = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                   graph::kNameAttrName);
-    if (!role || role.getValue() != "input")
+    if (graph::getArgumentRole(step, arg.getArgNumber()) != graph::Role::Input)
       continue;
     auto type = cast<RankedTensorType>(arg.getType());
     if (out.batch() == 0 && type.getRank() > 0)
@@ -526,13 +613,12 @@ Error writeArtifact(ModuleOp module, llvm::StringRef dir,
   plan.set_fingerprint(llvm::formatv(
       "{0:x16}", runtime::fnv1a64(ir.data(), ir.size())).str());
   std::string params = builder.layOutParams();
-  if (auto arena = module->getAttrOfType<IntegerAttr>("memory.arena_bytes")) {
+  if (auto planned = module->getAttrOfType<sched::MemoryPlanAttr>(
+          sched::SchedDialect::kMemoryPlanAttrName)) {
     plan::MemoryPlan &memory = *plan.mutable_memory();
-    memory.set_activation_bytes(arena.getInt());
-    if (auto live = module->getAttrOfType<IntegerAttr>("memory.live_bytes"))
-      memory.set_activation_lower_bound(live.getInt());
-    if (auto page = module->getAttrOfType<IntegerAttr>("memory.page_size"))
-      memory.set_page_size(page.getInt());
+    memory.set_activation_bytes(planned.getArena());
+    memory.set_activation_lower_bound(planned.getLive());
+    memory.set_page_size(planned.getPageSize());
     memory.set_alignment(64);
     // The runtime lays the persistent tensors and the constants end to end,
     // each 64-byte aligned (runtime/lib/Executor.cpp).
@@ -555,11 +641,10 @@ Error writeArtifact(ModuleOp module, llvm::StringRef dir,
     memory.set_constant_bytes(constants);
     memory.set_host_bytes(host);
     memory.set_ssd_bytes(ssd);
-    if (auto budget = module->getAttrOfType<IntegerAttr>("memory.gpu_budget"))
-      memory.set_gpu_budget(budget.getInt());
+    memory.set_gpu_budget(planned.getBudget());
     if (step)
       step.walk([&](Operation *op) {
-        if (op->hasAttr("memory.recomputed"))
+        if (op->hasAttr(sched::SchedDialect::kRecomputedAttrName))
           memory.add_recomputed(op->getName().getStringRef().str() + " (" +
                                 graph::onnxNodeName(op->getLoc()) + ")");
       });

@@ -868,15 +868,16 @@ Expected<OwningOpRef<ModuleOp>> ModelImporter::run() {
 
   // Arguments: graph inputs, then parameters, then buffers.
   SmallVector<Type> argTypes;
-  SmallVector<std::pair<std::string, StringRef>> argInfo; // name, role
+  SmallVector<std::pair<std::string, graph::Role>> argInfo; // name, role
   for (const auto &input : graph.input()) {
     auto it = inputTypes.find(input.name());
     if (it == inputTypes.end())
       continue;
     argTypes.push_back(it->second);
-    argInfo.push_back({input.name(), "input"});
+    argInfo.push_back({input.name(), graph::Role::Input});
   }
-  auto addInitArgs = [&](const llvm::StringSet<> &names, StringRef role) -> Error {
+  auto addInitArgs = [&](const llvm::StringSet<> &names,
+                         graph::Role role) -> Error {
     for (const auto &init : graph.initializer()) {
       if (!names.contains(init.name()))
         continue;
@@ -890,9 +891,9 @@ Expected<OwningOpRef<ModuleOp>> ModelImporter::run() {
     }
     return Error::success();
   };
-  if (Error e = addInitArgs(parameterNames, "parameter"))
+  if (Error e = addInitArgs(parameterNames, graph::Role::Parameter))
     return std::move(e);
-  if (Error e = addInitArgs(bufferNames, "buffer"))
+  if (Error e = addInitArgs(bufferNames, graph::Role::Buffer))
     return std::move(e);
 
   builder.setInsertionPointToEnd(module->getBody());
@@ -901,7 +902,8 @@ Expected<OwningOpRef<ModuleOp>> ModelImporter::run() {
   Block *entry = func.addEntryBlock();
   for (auto [i, info] : llvm::enumerate(argInfo)) {
     func.setArgAttr(i, graph::kNameAttrName, builder.getStringAttr(info.first));
-    func.setArgAttr(i, graph::kRoleAttrName, builder.getStringAttr(info.second));
+    func.setArgAttr(i, graph::kRoleAttrName,
+                    graph::RoleAttr::get(&context, info.second));
     values[info.first] = entry->getArgument(i);
   }
   builder.setInsertionPointToEnd(entry);
@@ -949,11 +951,12 @@ Expected<OwningOpRef<ModuleOp>> ModelImporter::run() {
     func.setResultAttr(index, graph::kNameAttrName,
                        builder.getStringAttr(update.first));
     func.setResultAttr(index, graph::kRoleAttrName,
-                       builder.getStringAttr("buffer"));
+                       graph::RoleAttr::get(&context, graph::Role::Buffer));
   }
   for (unsigned i = 0; i < static_cast<unsigned>(graph.output_size()); ++i) {
     func.setResultAttr(i, graph::kNameAttrName, outputNames[i]);
-    func.setResultAttr(i, graph::kRoleAttrName, builder.getStringAttr("output"));
+    func.setResultAttr(i, graph::kRoleAttrName,
+                       graph::RoleAttr::get(&context, graph::Role::Output));
   }
 
   std::string diagnostic;

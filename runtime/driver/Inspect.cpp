@@ -139,6 +139,16 @@ bool isGatherChain(const std::string &op) {
          op == "graph.split" || op == "graph.concat";
 }
 
+/// The program's kernels (its instructions but the events' records and
+/// waits), in order: the logical time of a step.
+std::vector<const plan::Instruction *> kernelsOf(const plan::Program &program) {
+  std::vector<const plan::Instruction *> kernels;
+  for (const plan::Instruction &inst : program.instructions())
+    if (inst.kind() == plan::KERNEL)
+      kernels.push_back(&inst);
+  return kernels;
+}
+
 void analyze(const plan::Plan &p, Inspection &in) {
   in.plan = &p;
   // The step: accum micro-steps, then the optimizer step (a forward-only
@@ -178,10 +188,11 @@ void analyze(const plan::Plan &p, Inspection &in) {
   for (const auto &program : p.programs()) {
     std::map<uint32_t, Lifetime> live;
     std::vector<bool> gathered(p.tensors_size(), false);
-    size_t n = size_t(program.instructions_size());
+    std::vector<const plan::Instruction *> kernels = kernelsOf(program);
+    size_t n = kernels.size();
     for (size_t i = 0; i < n; ++i) {
-      const plan::Instruction &inst = program.instructions(int(i));
-      bool fromGather = inst.op() == "sched.all_gather";
+      const plan::Instruction &inst = *kernels[i];
+      bool fromGather = inst.collective() == plan::ALL_GATHER;
       if (isGatherChain(inst.op()))
         fromGather = std::all_of(inst.inputs().begin(), inst.inputs().end(),
                                  [&](uint32_t id) { return gathered[id]; });
@@ -212,14 +223,11 @@ void analyze(const plan::Plan &p, Inspection &in) {
                    int(p.topology().partition())};
     for (const Phase &phase : in.phases) {
       for (const auto &inst : phase.program->instructions()) {
-        CollectiveKind kind;
-        if (!parseCollectiveOp(inst.op(), kind))
+        if (inst.collective() == plan::NO_COLLECTIVE)
           continue;
+        CollectiveKind kind = fromPlanCollective(inst.collective());
         ++in.collectives;
-        Group group = Group::World;
-        for (const auto &a : inst.attributes())
-          if (a.name() == "group")
-            parseGroup(a.string_value(), group);
+        Group group = fromPlanGroup(inst.group());
         // The shard (all-gather operand, reduce-scatter result) or buffer.
         double bytes = 0;
         const auto &ids = kind == CollectiveKind::ReduceScatter
@@ -252,9 +260,13 @@ void printSummary(const std::string &dir, const Inspection &in,
   os << "artifact     " << dir << " (model " << p.model_name() << ", format "
      << p.format_version() << ", fingerprint " << p.fingerprint() << ")\n";
   os << "programs    ";
-  for (const auto &program : p.programs())
-    os << " " << program.name() << " (" << program.instructions_size()
-       << " instructions)";
+  for (const auto &program : p.programs()) {
+    os << " " << program.name() << " (" << kernelsOf(program).size()
+       << " instructions";
+    if (program.events())
+      os << ", " << program.events() << " events";
+    os << ")";
+  }
   os << "\n";
   if (p.has_training()) {
     const plan::Training &t = p.training();
@@ -383,7 +395,7 @@ void printJson(const std::string &dir, const Inspection &in,
      << ", \"programs\": {";
   for (int i = 0; i < p.programs_size(); ++i)
     os << (i ? ", " : "") << jsonString(p.programs(i).name()) << ": "
-       << p.programs(i).instructions_size();
+       << kernelsOf(p.programs(i)).size();
   os << "}, \"persistent_bytes\": {";
   for (int c = 0; c < int(Category::GatheredParameters); ++c)
     os << (c ? ", " : "") << jsonString(categoryName(Category(c))) << ": "
@@ -447,18 +459,38 @@ bool writeTrace(const Inspection &in, const std::string &path) {
   for (const Phase &phase : in.phases) {
     const plan::Program &program = *phase.program;
     const auto &lifetimes = in.lifetimes.at(program.name());
-    size_t n = size_t(program.instructions_size());
+    size_t n = kernelsOf(program).size();
     std::vector<int> tids;
     for (const std::string &stream : program.streams())
       tids.push_back(track(stream));
     if (tids.empty())
       tids.push_back(0);
+    auto tidOf = [&](uint32_t stream) {
+      return stream < tids.size() ? tids[stream] : 0;
+    };
     out << ",\n{\"name\": " << jsonString(phase.label)
         << ", \"ph\": \"X\", \"pid\": 0, \"tid\": 1000, \"ts\": " << t
         << ", \"dur\": " << std::max<size_t>(n, 1) << "}";
-    for (size_t i = 0; i < n; ++i) {
-      const plan::Instruction &inst = program.instructions(int(i));
-      int tid = inst.stream() < tids.size() ? tids[inst.stream()] : 0;
+    // Per stream, the last kernel so far; per event, the kernel its
+    // record follows; per stream, the waits its next kernel starts after.
+    std::vector<int64_t> lastOn(std::max<size_t>(tids.size(), 1), -1);
+    std::vector<std::pair<int, int64_t>> recorded(program.events(), {0, -1});
+    std::vector<std::vector<std::pair<int, int64_t>>> pending(lastOn.size());
+    size_t i = 0;
+    for (const plan::Instruction &inst : program.instructions()) {
+      uint32_t stream = inst.stream() < lastOn.size() ? inst.stream() : 0;
+      if (inst.kind() == plan::RECORD) {
+        if (inst.event() < recorded.size())
+          recorded[inst.event()] = {tidOf(stream), lastOn[stream]};
+        continue;
+      }
+      if (inst.kind() == plan::WAIT) {
+        if (inst.event() < recorded.size() &&
+            recorded[inst.event()].second >= 0)
+          pending[stream].push_back(recorded[inst.event()]);
+        continue;
+      }
+      int tid = tidOf(stream);
       uint64_t written = 0;
       for (uint32_t id : inst.outputs())
         written += tensorBytes(in.plan->tensors(int(id)));
@@ -468,18 +500,18 @@ bool writeTrace(const Inspection &in, const std::string &path) {
           << ", \"ts\": " << t + i << ", \"dur\": 1, \"args\": {\"node\": "
           << jsonString(inst.location()) << ", \"bytes_written\": " << written
           << ", \"instruction\": " << i << "}}";
-      for (uint32_t w : inst.waits()) {
-        const plan::Instruction &from = program.instructions(int(w));
-        int fromTid = from.stream() < tids.size() ? tids[from.stream()] : 0;
+      for (auto [fromTid, from] : pending[stream]) {
         out << ",\n{\"name\": \"wait\", \"cat\": \"event\", \"ph\": \"s\", "
                "\"id\": "
             << flow << ", \"pid\": 0, \"tid\": " << fromTid
-            << ", \"ts\": " << t + w << "}"
+            << ", \"ts\": " << t + from << "}"
             << ",\n{\"name\": \"wait\", \"cat\": \"event\", \"ph\": \"f\", "
                "\"bp\": \"e\", \"id\": "
             << flow++ << ", \"pid\": 0, \"tid\": " << tid
             << ", \"ts\": " << t + i << "}";
       }
+      pending[stream].clear();
+      lastOn[stream] = int64_t(i);
       uint64_t live = 0;
       for (const Lifetime &l : lifetimes)
         if (l.first <= i && i <= l.last)
@@ -487,6 +519,7 @@ bool writeTrace(const Inspection &in, const std::string &path) {
       out << ",\n{\"name\": \"activation bytes live\", \"ph\": \"C\", "
              "\"pid\": 0, \"ts\": "
           << t + i << ", \"args\": {\"bytes\": " << live << "}}";
+      ++i;
     }
     t += n;
   }
@@ -505,7 +538,7 @@ bool writeMemoryPlot(const Inspection &in, const std::string &path) {
   for (const Phase &phase : in.phases) {
     boundaries.push_back({samples.size(), phase.label});
     const auto &lifetimes = in.lifetimes.at(phase.program->name());
-    size_t n = size_t(phase.program->instructions_size());
+    size_t n = kernelsOf(*phase.program).size();
     for (size_t i = 0; i < n; ++i) {
       std::array<double, int(Category::Count)> s{};
       for (int c = 0; c < int(Category::GatheredParameters); ++c)

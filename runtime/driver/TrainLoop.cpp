@@ -62,7 +62,7 @@ public:
     for (int i = 0; i < p->instructions_size() && i < int(events.size());
          ++i) {
       const Executor::TraceEvent &e = events[i];
-      if (e.endNs == 0)
+      if (e.endNs == 0 || p->instructions(i).kind() != plan::KERNEL)
         continue;
       first = std::min(first, e.startNs);
       last = std::max(last, e.endNs);

@@ -24,6 +24,24 @@ uint64_t fnv1a64(const void *data, size_t size, uint64_t seed) {
   return h;
 }
 
+Group fromPlanGroup(int group) {
+  switch (group) {
+  case plan::REPLICATION: return Group::Replication;
+  case plan::WORLD: return Group::World;
+  case plan::INTER: return Group::Inter;
+  case plan::INTRA: return Group::Intra;
+  default: return Group::Partition;
+  }
+}
+
+CollectiveKind fromPlanCollective(int kind) {
+  switch (kind) {
+  case plan::REDUCE_SCATTER: return CollectiveKind::ReduceScatter;
+  case plan::ALL_REDUCE: return CollectiveKind::AllReduce;
+  default: return CollectiveKind::AllGather;
+  }
+}
+
 DType fromPlanDType(int dtype) {
   switch (dtype) {
   case plan::F32: return DType::F32;

@@ -42,6 +42,7 @@ void setAttribute(KernelAttrs &attrs, const plan::Attribute &a) {
     break;
   }
 }
+
 } // namespace
 
 Executor::~Executor() {
@@ -238,10 +239,31 @@ Status Executor::create(const Artifact &artifact, std::shared_ptr<Device> device
       e->outputs_[b.name()] = b.tensor();
       program.outputs.push_back(b.name());
     }
-    // Tensors graph.round_to produced, with the type they hold values of.
-    std::map<uint32_t, std::string> rounded;
+    size_t streams = std::max<size_t>(prog.streams_size(), 1);
     for (const auto &inst : prog.instructions()) {
       Step step;
+      size_t index = program.steps.size();
+      step.kind = inst.kind();
+      step.stream = inst.stream();
+      if (step.stream >= streams)
+        return Status::error("plan: " + prog.name() + " instruction " +
+                             std::to_string(index) + " is on stream " +
+                             std::to_string(step.stream) + " of " +
+                             std::to_string(streams));
+      if (step.kind != plan::KERNEL) {
+        // An event: the plan numbered it; a wait must follow its record.
+        step.event = inst.event();
+        step.description = std::string(step.kind == plan::RECORD ? "record"
+                                                                 : "wait") +
+                           " of event " + std::to_string(step.event);
+        if (step.event >= prog.events())
+          return Status::error("plan: " + prog.name() + " instruction " +
+                               std::to_string(index) + " names event " +
+                               std::to_string(step.event) + " of " +
+                               std::to_string(prog.events()));
+        program.steps.push_back(std::move(step));
+        continue;
+      }
       step.kernel = kernels.lookup(inst.op());
       if (!step.kernel)
         return Status::error("no kernel for " + inst.op() + " (node '" +
@@ -250,117 +272,73 @@ Status Executor::create(const Artifact &artifact, std::shared_ptr<Device> device
         step.inputs.push_back(e->tensors_[id]);
       for (uint32_t id : inst.outputs())
         step.outputs.push_back(e->tensors_[id]);
-      step.rngStream = program.steps.size();
-      for (const auto &a : inst.attributes()) {
+      for (const auto &a : inst.attributes())
         setAttribute(step.attrs, a);
-        if (a.name() == "rng_stream" &&
-            a.value_case() == plan::Attribute::kIntValue)
-          step.rngStream = static_cast<uint64_t>(a.int_value()) | (1ull << 63);
-      }
       step.description = inst.op() + " (node '" + inst.location() + "')";
-      if (inst.op() == "graph.round_to")
-        for (uint32_t id : inst.outputs())
-          rounded[id] = step.attrs.getString("dtype");
-      // A product whose two factors hold bf16 (or fp16) values, as
-      // --dtype bf16 makes them, may run on TF32 tensor cores: TF32 keeps
-      // 10 mantissa bits, so rounding such a value to TF32 changes
-      // nothing and every product is the f32 product (the sums round as
-      // an f32 GEMM's do, in the tensor cores' order).
-      if ((inst.op() == "graph.linear" || inst.op() == "graph.matmul") &&
-          inst.inputs_size() >= 2) {
-        auto a = rounded.find(inst.inputs(0)), b = rounded.find(inst.inputs(1));
-        if (a != rounded.end() && b != rounded.end() &&
-            (a->second == "bf16" || a->second == "fp16") &&
-            (b->second == "bf16" || b->second == "fp16"))
-          step.attrs.set("operands_rounded_to",
-                         a->second == b->second ? a->second : "fp16");
+      step.delayable = inst.delayable();
+      if (inst.random()) {
+        if (inst.seed_slot() >= prog.seed_slots())
+          return Status::error("plan: " + prog.name() + " instruction " +
+                               std::to_string(index) + " has seed slot " +
+                               std::to_string(inst.seed_slot()) + " of " +
+                               std::to_string(prog.seed_slots()));
+        step.rngStream = inst.rng_stream();
+        step.seedSlot = int(inst.seed_slot());
       }
-      // Dropout (graph.dropout's ratio, attention's dropout_ratio) draws
-      // from the run's seed: on a queued device it reads it from a slot
-      // (numbered below), which a replayed graph refreshes.
-      if (step.attrs.getFloat("ratio", 0.0) > 0 ||
-          step.attrs.getFloat("dropout_ratio", 0.0) > 0)
-        step.seedSlot = 0;
+      if (inst.group() != plan::NO_GROUP)
+        step.group = fromPlanGroup(inst.group());
+      if (inst.collective() != plan::NO_COLLECTIVE)
+        step.collective = int(fromPlanCollective(inst.collective()));
       if (const PrepareFn *prepare = kernels.lookupPrepare(inst.op())) {
         KernelContext ctx{step.inputs, step.outputs, step.attrs, 0, nullptr,
                           e->ssdFile_};
+        ctx.group = step.group;
         if (Status s = (*prepare)(ctx, step.prepared); !s)
           return Status::error(prog.name() + " instruction " +
-                               std::to_string(program.steps.size()) + ", " +
+                               std::to_string(index) + ", " +
                                step.description + ": " + s.message());
       }
-      step.stream = inst.stream();
-      step.waits.assign(inst.waits().begin(), inst.waits().end());
-      const std::string &op = inst.op();
-      CollectiveKind kind;
-      Group group;
-      if (parseCollectiveOp(op, kind) &&
-          parseGroup(step.attrs.getString("group"), group)) {
-        step.collective = int(kind);
-        step.group = int(group);
-      }
-      step.delayable = op.rfind("sched.", 0) == 0 ||
-                       op == "graph.adamw_update" || op == "graph.sgd_update";
-      size_t index = program.steps.size();
-      size_t streams = std::max<size_t>(prog.streams_size(), 1);
-      if (step.stream >= streams)
-        return Status::error("plan: " + prog.name() + " instruction " +
-                             std::to_string(index) + " is on stream " +
-                             std::to_string(step.stream) + " of " +
-                             std::to_string(streams));
-      for (uint32_t w : step.waits)
-        if (w >= index)
-          return Status::error("plan: " + prog.name() + " instruction " +
-                               std::to_string(index) +
-                               " waits for a later instruction");
-      if (inst.barrier() && program.tail == 0)
-        program.tail = index;
       program.steps.push_back(std::move(step));
     }
-    size_t streams = std::max<size_t>(prog.streams_size(), 1);
-    if (program.tail == 0)
-      program.tail = program.steps.size();
+    // A wait needs its event recorded on another stream before it.
+    std::vector<int> recordedOn(prog.events(), -1);
+    for (size_t i = 0; i < program.steps.size(); ++i) {
+      const Step &step = program.steps[i];
+      if (step.kind == plan::RECORD) {
+        recordedOn[step.event] = int(step.stream);
+      } else if (step.kind == plan::WAIT &&
+                 (recordedOn[step.event] < 0 ||
+                  recordedOn[step.event] == int(step.stream))) {
+        return Status::error("plan: " + prog.name() + " instruction " +
+                             std::to_string(i) + " waits for event " +
+                             std::to_string(step.event) +
+                             ", which no earlier instruction of another "
+                             "stream records");
+      }
+    }
+    program.events = prog.events();
+    program.seedSlots = prog.seed_slots();
     program.streams.assign(streams, {});
     program.streamNames.assign(prog.streams().begin(), prog.streams().end());
     if (program.streamNames.empty())
       program.streamNames.push_back("compute");
-    for (uint32_t i = 0; i < program.tail; ++i)
+    for (uint32_t i = 0; i < program.steps.size(); ++i)
       program.streams[program.steps[i].stream].push_back(i);
     e->doneSize_ = std::max(e->doneSize_, program.steps.size());
+    e->eventCount_ = std::max<size_t>(e->eventCount_, prog.events());
   }
 
   if (d.isAsynchronous()) {
-    // An event after every step another stream waits for (the join covers
-    // the steps after it), then one that opens the streams and one per
-    // stream that joins it into stream 0.
-    uint32_t events = 0, streams = 1;
-    for (auto &[name, program] : e->programs_) {
-      uint32_t n = 0;
-      for (uint32_t i = 0; i < program.tail; ++i)
-        for (uint32_t w : program.steps[i].waits) {
-          Step &waited = program.steps[w];
-          if (waited.stream != program.steps[i].stream && !waited.recordsEvent) {
-            waited.recordsEvent = true;
-            waited.event = n++;
-          }
-        }
-      program.startEvent = n++;
-      program.joinEvents.assign(program.streams.size(), 0);
-      for (size_t s = 1; s < program.streams.size(); ++s)
-        program.joinEvents[s] = n++;
-      events = std::max(events, n);
+    uint32_t streams = 1;
+    for (auto &[name, program] : e->programs_)
       streams = std::max(streams, uint32_t(program.streams.size()));
-    }
-    if (Status s = d.createQueues(streams, events); !s)
+    if (Status s = d.createQueues(streams, uint32_t(e->eventCount_)); !s)
       return s;
-    // Every random step its seed slot, each program's contiguous.
+    // Each program's seed slots, one after the other in one block.
     uint32_t slots = 0;
     for (auto &[name, program] : e->programs_) {
       program.firstSeedSlot = slots;
-      for (Step &step : program.steps)
-        if (step.seedSlot >= 0)
-          step.seedSlot = int(slots++);
-      program.seedSlots = slots - program.firstSeedSlot;
+      slots += program.seedSlots;
     }
     if (slots) {
       size_t bytes = slots * sizeof(uint64_t);
@@ -404,9 +382,10 @@ Status Executor::create(const Artifact &artifact, std::shared_ptr<Device> device
   }
   e->options_ = options;
   e->trace_.resize(e->doneSize_);
-  e->done_.reset(new std::atomic<uint64_t>[std::max<size_t>(e->doneSize_, 1)]);
-  for (size_t i = 0; i < e->doneSize_; ++i)
-    e->done_[i].store(0);
+  e->recorded_.reset(
+      new std::atomic<uint64_t>[std::max<size_t>(e->eventCount_, 1)]);
+  for (size_t i = 0; i < std::max<size_t>(e->eventCount_, 1); ++i)
+    e->recorded_[i].store(0);
   out = std::move(e);
   return Status::ok();
 }
@@ -511,8 +490,13 @@ Status Executor::run(std::string_view name, uint64_t seed) {
 
 bool Executor::runStep(const Job &job, uint32_t i, ScratchArena &arena) {
   Step &step = job.program->steps[i];
-  for (uint32_t w : step.waits)
-    for (int spins = 0; done_[w].load(std::memory_order_acquire) != job.epoch;
+  if (step.kind == plan::RECORD) {
+    recorded_[step.event].store(job.epoch, std::memory_order_release);
+    return true;
+  }
+  if (step.kind == plan::WAIT) {
+    for (int spins = 0;
+         recorded_[step.event].load(std::memory_order_acquire) != job.epoch;
          ++spins) {
       if (failed_.load(std::memory_order_relaxed))
         return false;
@@ -523,6 +507,8 @@ bool Executor::runStep(const Job &job, uint32_t i, ScratchArena &arena) {
       else if (spins > 64)
         std::this_thread::yield();
     }
+    return true;
+  }
   if (options_.injectDelayMicros && step.delayable) {
     uint64_t key[2] = {job.epoch, i};
     uint64_t r = fnv1a64(key, sizeof(key));
@@ -532,6 +518,7 @@ bool Executor::runStep(const Job &job, uint32_t i, ScratchArena &arena) {
   KernelContext ctx{step.inputs, step.outputs, step.attrs,
                     fnv1a64(&step.rngStream, sizeof(step.rngStream), job.seed),
                     comm_, ssdFile_};
+  ctx.group = step.group;
   std::optional<Status> status;
   auto now = [] {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -553,7 +540,6 @@ bool Executor::runStep(const Job &job, uint32_t i, ScratchArena &arena) {
                  ", " + step.description + ": " + status->message();
     return false;
   }
-  done_[i].store(job.epoch, std::memory_order_release);
   return true;
 }
 
@@ -610,6 +596,7 @@ Status Executor::runStreams(Program &program, std::string_view name,
     ++generation_;
   }
   wake_.notify_all();
+  // Stream 0 ends the program: the plan joins every stream into it.
   for (uint32_t i : program.streams[0])
     if (!runStep(job, i, scratch_))
       break;
@@ -619,10 +606,6 @@ Status Executor::runStreams(Program &program, std::string_view name,
   }
   if (failed_.load())
     return Status::error(failure_);
-  // The join: the copies that end the program, in order.
-  for (uint32_t i = uint32_t(program.tail); i < program.steps.size(); ++i)
-    if (!runStep(job, i, scratch_))
-      return Status::error(failure_);
   return Status::ok();
 }
 
@@ -636,7 +619,7 @@ Status Executor::runQueued(Program &program, std::string_view name,
   if (program.seedSlots)
     for (const Step &step : program.steps)
       if (step.seedSlot >= 0)
-        seeds[step.seedSlot] =
+        seeds[program.firstSeedSlot + step.seedSlot] =
             fnv1a64(&step.rngStream, sizeof(step.rngStream), seed);
   // A traced run is enqueued step by step (a replayed graph has no
   // per-instruction timestamps).
@@ -699,26 +682,27 @@ Status Executor::runQueued(Program &program, std::string_view name,
                                tensors_[id].bytes(), CopyKind::HostToDevice);
         !s)
       return failCopy(s);
-  size_t streams = program.streams.size();
-  if (streams > 1) {
-    if (Status s = d.record(0, program.startEvent); !s)
-      return failCopy(s);
-    for (uint32_t st = 1; st < streams; ++st)
-      if (Status s = d.wait(st, program.startEvent); !s)
-        return failCopy(s);
-  }
   auto launch = [&](uint32_t i, uint32_t stream) -> Status {
     Step &step = program.steps[i];
-    KernelContext ctx{step.inputs, step.outputs, step.attrs,
-                      fnv1a64(&step.rngStream, sizeof(step.rngStream), seed),
-                      comm_, ssdFile_};
-    ctx.prepared = step.prepared.get();
-    ctx.description = &step.description;
     if (tracing_)
       if (Status s = d.markTime(stream, 1 + 2 * i); !s)
         return s;
+    if (step.kind == plan::RECORD || step.kind == plan::WAIT) {
+      Status s = step.kind == plan::RECORD ? d.record(stream, step.event)
+                                           : d.wait(stream, step.event);
+      if (!s)
+        return s;
+      return tracing_ ? d.markTime(stream, 2 + 2 * i) : Status::ok();
+    }
+    KernelContext ctx{step.inputs, step.outputs, step.attrs,
+                      fnv1a64(&step.rngStream, sizeof(step.rngStream), seed),
+                      comm_, ssdFile_};
+    ctx.group = step.group;
+    ctx.prepared = step.prepared.get();
+    ctx.description = &step.description;
     if (step.seedSlot >= 0)
-      ctx.seedSlot = static_cast<const uint64_t *>(seedBlock_) + step.seedSlot;
+      ctx.seedSlot = static_cast<const uint64_t *>(seedBlock_) +
+                     program.firstSeedSlot + step.seedSlot;
     if (Status s = d.launch(stream, *step.kernel, ctx); !s)
       return s;
     // NCCL counts nothing: count its traffic as the MPI path does.
@@ -728,7 +712,7 @@ Status Executor::runQueued(Program &program, std::string_view name,
         const TensorView &shard = kind == CollectiveKind::ReduceScatter
                                       ? step.outputs[b]
                                       : step.inputs[b];
-        comm_->countDeviceCollective(Group(step.group), kind, shard.dtype,
+        comm_->countDeviceCollective(step.group, kind, shard.dtype,
                                      size_t(shard.numel()));
       }
     if (tracing_) {
@@ -738,31 +722,11 @@ Status Executor::runQueued(Program &program, std::string_view name,
     return Status::ok();
   };
   // Every step on its stream's queue, in program order: each queue gets
-  // its steps in order, and a wait on another stream's step follows that
-  // step's event record.
-  for (uint32_t i = 0; i < program.tail; ++i) {
-    Step &step = program.steps[i];
-    for (uint32_t w : step.waits) {
-      const Step &waited = program.steps[w];
-      if (waited.stream != step.stream)
-        if (Status s = d.wait(step.stream, waited.event); !s)
-          return fail(i, s);
-    }
-    if (Status s = launch(i, step.stream); !s)
-      return fail(i, s);
-    if (step.recordsEvent)
-      if (Status s = d.record(step.stream, step.event); !s)
-        return fail(i, s);
-  }
-  // The join, then the steps after it, on stream 0.
-  for (uint32_t st = 1; st < streams; ++st) {
-    if (Status s = d.record(st, program.joinEvents[st]); !s)
-      return failCopy(s);
-    if (Status s = d.wait(0, program.joinEvents[st]); !s)
-      return failCopy(s);
-  }
-  for (uint32_t i = uint32_t(program.tail); i < program.steps.size(); ++i)
-    if (Status s = launch(i, 0); !s)
+  // its steps in order, and a wait follows its event's record (the plan
+  // opens the streams after stream 0's input copies and joins them into
+  // stream 0 at the end).
+  for (uint32_t i = 0; i < program.steps.size(); ++i)
+    if (Status s = launch(i, program.steps[i].stream); !s)
       return fail(i, s);
   for (uint32_t id : program.stagedOutputs)
     if (Status s = d.copyAsync(0, staging_[id].data, tensors_[id].data,

@@ -36,14 +36,6 @@ const char *collectiveName(CollectiveKind k) {
   return "?";
 }
 
-bool parseCollectiveOp(std::string_view op, CollectiveKind &kind) {
-  if (op == "sched.all_gather") kind = CollectiveKind::AllGather;
-  else if (op == "sched.reduce_scatter") kind = CollectiveKind::ReduceScatter;
-  else if (op == "sched.all_reduce") kind = CollectiveKind::AllReduce;
-  else return false;
-  return true;
-}
-
 std::vector<int> groupMembers(const TopologyInfo &t, Group group, int rank) {
   std::vector<int> ranks;
   int p = std::max(t.partition, 1), n = t.world;

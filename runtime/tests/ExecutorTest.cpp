@@ -264,11 +264,22 @@ TEST(ExecutorTest, InstructionSeeds) {
   uint32_t s1 = b.tensor("s1", plan::I64, {}, plan::BUFFER);
   uint32_t s2 = b.tensor("s2", plan::I64, {}, plan::BUFFER);
   uint32_t s3 = b.tensor("s3", plan::I64, {}, plan::BUFFER);
-  b.instruction("micro_step", "test.seed", {}, {s0});
-  b.instruction("micro_step", "test.seed", {}, {s1});
-  b.instruction("micro_step", "test.seed", {}, {s2}, {intAttr("rng_stream", 5)});
+  // The streams strata-plan-execution gives: an instruction's number, or
+  // the stream autodiff shared between a forward op and its gradient
+  // (tagged by the top bit).
+  auto random = [](plan::Instruction &inst, uint64_t stream, uint32_t slot) {
+    inst.set_random(true);
+    inst.set_rng_stream(stream);
+    inst.set_seed_slot(slot);
+  };
+  const uint64_t shared = 5 | (uint64_t(1) << 63);
+  random(b.instruction("micro_step", "test.seed", {}, {s0}), 0, 0);
+  random(b.instruction("micro_step", "test.seed", {}, {s1}), 1, 1);
+  random(b.instruction("micro_step", "test.seed", {}, {s2}), shared, 2);
+  b.program("micro_step").set_seed_slots(3);
   // Another program, the same stream: the backward of a forward dropout.
-  b.instruction("other", "test.seed", {}, {s3}, {intAttr("rng_stream", 5)});
+  random(b.instruction("other", "test.seed", {}, {s3}), shared, 0);
+  b.program("other").set_seed_slots(1);
   b.write(dir / "a.strata");
   auto e = load(dir / "a.strata", probeKernels());
   ASSERT_TRUE(e);
@@ -339,7 +350,7 @@ TEST(ExecutorTest, RejectsOtherFormatVersions) {
   b.write(dir / "a.strata");
   EXPECT_EQ(loadError(dir / "a.strata"),
             "artifact format version 1 is not supported by this strata-run "
-            "(version 3); recompile the model with this Strata");
+            "(version 4); recompile the model with this Strata");
 }
 
 TEST(ExecutorTest, RejectsOutOfRangeTensorsInAnyProgram) {
@@ -410,21 +421,44 @@ TEST(ExecutorTest, RejectsATensorIdUsedTwice) {
 namespace {
 
 /// The linear classifier with its micro_step spread over two streams: each
-/// instruction at an odd index on stream 1, waiting for the one before it
-/// (a chain, as strata-insert-events would make it for this dataflow).
-PlanBuilder twoStreamClassifier(const LinearClassifierOptions &o = {}) {
+/// kernel at an odd position on stream 1, waiting for the one before it (a
+/// chain, as strata-insert-events would make it for this dataflow), and
+/// stream 1 joined into stream 0 at the end, as codegen ends a program.
+/// `kernelIndex` gets each kernel's instruction number.
+PlanBuilder twoStreamClassifier(const LinearClassifierOptions &o = {},
+                                std::vector<int> *kernelIndex = nullptr) {
   PlanBuilder b = linearClassifier(o);
   for (auto &program : *b.plan().mutable_programs()) {
     if (program.name() != "micro_step")
       continue;
     program.add_streams("compute");
     program.add_streams("other");
-    for (int i = 0; i < program.instructions_size(); ++i) {
-      plan::Instruction *inst = program.mutable_instructions(i);
-      inst->set_stream(i % 2);
-      if (i > 0)
-        inst->add_waits(uint32_t(i - 1));
+    std::vector<plan::Instruction> kernels(program.instructions().begin(),
+                                           program.instructions().end());
+    program.clear_instructions();
+    uint32_t events = 0;
+    auto event = [&](plan::InstructionKind kind, uint32_t stream,
+                     uint32_t id) {
+      plan::Instruction *inst = program.add_instructions();
+      inst->set_kind(kind);
+      inst->set_stream(stream);
+      inst->set_event(id);
+    };
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      uint32_t stream = uint32_t(i % 2);
+      if (i > 0) {
+        event(plan::RECORD, 1 - stream, events);
+        event(plan::WAIT, stream, events++);
+      }
+      if (kernelIndex)
+        kernelIndex->push_back(program.instructions_size());
+      *program.add_instructions() = kernels[i];
+      program.mutable_instructions(program.instructions_size() - 1)
+          ->set_stream(stream);
     }
+    event(plan::RECORD, 1, events);
+    event(plan::WAIT, 0, events++);
+    program.set_events(events);
   }
   return b;
 }
@@ -460,22 +494,26 @@ TEST(ExecutorTest, StreamsRunConcurrentlyAndAgreeWithOneStream) {
 
 TEST(ExecutorTest, AFailureOnAnotherStreamEndsTheRunWithItsMessage) {
   TempDir dir;
-  PlanBuilder b = twoStreamClassifier();
-  // Instruction 1 (on stream 1) names a kernel attribute it lacks.
+  std::vector<int> kernels;
+  PlanBuilder b = twoStreamClassifier({}, &kernels);
+  // The second kernel (on stream 1) names a kernel attribute it lacks.
   plan::Program *step = nullptr;
   for (auto &program : *b.plan().mutable_programs())
     if (program.name() == "micro_step")
       step = &program;
   ASSERT_TRUE(step);
-  step->mutable_instructions(1)->set_op("graph.cross_entropy");
-  step->mutable_instructions(1)->clear_attributes();
+  ASSERT_GE(kernels.size(), 2u);
+  int second = kernels[1];
+  step->mutable_instructions(second)->set_op("graph.cross_entropy");
+  step->mutable_instructions(second)->clear_attributes();
   b.write(dir / "bad.strata");
   auto e = load(dir / "bad.strata");
   ASSERT_TRUE(e);
   fillBatch(*e);
   Status s = e->run("micro_step");
   ASSERT_FALSE(s.isOk());
-  EXPECT_NE(s.message().find("micro_step instruction 1, graph.cross_entropy"),
+  EXPECT_NE(s.message().find("micro_step instruction " +
+                             std::to_string(second) + ", graph.cross_entropy"),
             std::string::npos)
       << s.message();
   // The executor is usable again: the threads did not hang.
@@ -483,15 +521,32 @@ TEST(ExecutorTest, AFailureOnAnotherStreamEndsTheRunWithItsMessage) {
   EXPECT_FALSE(s.isOk());
 }
 
-TEST(ExecutorTest, RejectsAWaitOnALaterInstruction) {
+TEST(ExecutorTest, RejectsAWaitWithNoEarlierRecord) {
+  TempDir dir;
+  PlanBuilder b = twoStreamClassifier();
+  // The first wait (instruction 2, of event 0) moved before its record.
+  for (auto &program : *b.plan().mutable_programs())
+    if (program.name() == "micro_step") {
+      ASSERT_EQ(program.instructions(2).kind(), plan::WAIT);
+      program.mutable_instructions()->SwapElements(1, 2);
+    }
+  b.write(dir / "a.strata");
+  EXPECT_EQ(loadError(dir / "a.strata"),
+            "plan: micro_step instruction 1 waits for event 0, which no "
+            "earlier instruction of another stream records");
+}
+
+TEST(ExecutorTest, RejectsAnEventOutOfRange) {
   TempDir dir;
   PlanBuilder b = twoStreamClassifier();
   for (auto &program : *b.plan().mutable_programs())
     if (program.name() == "micro_step")
-      program.mutable_instructions(0)->add_waits(3);
+      program.mutable_instructions(1)->set_event(program.events());
   b.write(dir / "a.strata");
-  EXPECT_EQ(loadError(dir / "a.strata"),
-            "plan: micro_step instruction 0 waits for a later instruction");
+  std::string error = loadError(dir / "a.strata");
+  EXPECT_NE(error.find("plan: micro_step instruction 1 names event"),
+            std::string::npos)
+      << error;
 }
 
 namespace {
@@ -620,11 +675,12 @@ TEST(ExecutorTest, AQueuedFailureNamesTheProgramAndInstruction) {
   // A queued kernel fails when the queue runs, at the synchronize; the
   // message still names the program, the op and its node.
   TempDir dir;
-  PlanBuilder b = twoStreamClassifier();
+  std::vector<int> kernels;
+  PlanBuilder b = twoStreamClassifier({}, &kernels);
   for (auto &program : *b.plan().mutable_programs())
     if (program.name() == "micro_step") {
-      program.mutable_instructions(1)->set_op("graph.cross_entropy");
-      program.mutable_instructions(1)->clear_attributes();
+      program.mutable_instructions(kernels[1])->set_op("graph.cross_entropy");
+      program.mutable_instructions(kernels[1])->clear_attributes();
     }
   b.write(dir / "bad.strata");
   auto e = loadQueued(dir / "bad.strata");
@@ -634,41 +690,4 @@ TEST(ExecutorTest, AQueuedFailureNamesTheProgramAndInstruction) {
   ASSERT_FALSE(s.isOk());
   EXPECT_EQ(s.message().rfind("micro_step: graph.cross_entropy (node '", 0), 0u)
       << s.message();
-}
-
-TEST(ExecutorTest, ProductsOfRoundedFactorsAreMarked) {
-  // linear(round_to(x), round_to(w)) may run on TF32 tensor cores exactly;
-  // a product with an unrounded factor may not.
-  TempDir dir;
-  PlanBuilder b;
-  uint32_t x = b.tensor("x", plan::F32, {2, 3}, plan::ACTIVATION);
-  uint32_t w = b.persistent<float>("w", plan::F32, {3, 4},
-                                   std::vector<float>(12, 0.5f));
-  uint32_t xr = b.tensor("xr", plan::F32, {2, 3}, plan::ACTIVATION);
-  uint32_t wr = b.tensor("wr", plan::F32, {3, 4}, plan::ACTIVATION);
-  uint32_t y1 = b.tensor("y1", plan::F32, {2, 4}, plan::ACTIVATION);
-  uint32_t y2 = b.tensor("y2", plan::F32, {2, 4}, plan::ACTIVATION);
-  b.input("forward", "x", x);
-  b.instruction("forward", "graph.round_to", {x}, {xr},
-                {stringAttr("dtype", "bf16")});
-  b.instruction("forward", "graph.round_to", {w}, {wr},
-                {stringAttr("dtype", "bf16")});
-  b.instruction("forward", "graph.linear", {xr, wr}, {y1});
-  b.instruction("forward", "graph.linear", {x, wr}, {y2});
-  b.output("forward", "y1", y1);
-  b.output("forward", "y2", y2);
-  b.write(dir / "a.strata");
-
-  std::vector<std::string> seen;
-  KernelRegistry kernels;
-  kernels.add("graph.round_to", *getCpuKernels().lookup("graph.round_to"));
-  kernels.add("graph.linear", [&](KernelContext &ctx) {
-    seen.push_back(ctx.attrs.getString("operands_rounded_to", "-"));
-    return (*getCpuKernels().lookup("graph.linear"))(ctx);
-  });
-  auto e = load(dir / "a.strata", kernels);
-  ASSERT_TRUE(e);
-  Status s = e->run("forward");
-  ASSERT_TRUE(s.isOk()) << s.message();
-  EXPECT_EQ(seen, (std::vector<std::string>{"bf16", "-"}));
 }

@@ -1,13 +1,13 @@
 //===- TestArtifacts.h - Hand-built training artifacts for tests -*- C++ -*-===//
 //
 // Runtime tests cannot call the compiler, so they write plan.pb and
-// params.bin themselves: PlanBuilder assembles a format-2 plan (tensors,
+// params.bin themselves: PlanBuilder assembles a plan (tensors,
 // programs, the Training message) and writes it with a correct checksum, and
 // writeLinearClassifier() builds a small but complete training artifact from
 // existing CPU kernels:
 //
 //   forward:        logits = linear(x, w)
-//   micro_step:     xd, mask = dropout(x)             (rng_stream 7)
+//   micro_step:     xd, mask = dropout(x)       (RNG stream 7, seed slot 0)
 //                   logits = linear(xd, w)
 //                   strata.loss = cross_entropy(logits, labels)
 //                   dlogits = cross_entropy_grad(one, logits, labels)
@@ -236,8 +236,16 @@ inline PlanBuilder linearClassifier(const LinearClassifierOptions &o = {}) {
   uint32_t mask = b.tensor("x.mask", plan::I1, {batch, features});
   uint32_t loss = b.tensor("strata.loss", plan::F32, {});
   uint32_t dlogits = b.tensor("dlogits", plan::F32, {batch, classes});
-  b.instruction("micro_step", "graph.dropout", {x}, {xd, mask},
-                {floatAttr("ratio", o.dropout), intAttr("rng_stream", 7)});
+  plan::Instruction &dropout =
+      b.instruction("micro_step", "graph.dropout", {x}, {xd, mask},
+                    {floatAttr("ratio", o.dropout)});
+  if (o.dropout > 0) {
+    // As strata-plan-execution decides for a random op.
+    dropout.set_random(true);
+    dropout.set_rng_stream(7);
+    dropout.set_seed_slot(0);
+    b.program("micro_step").set_seed_slots(1);
+  }
   b.instruction("micro_step", "graph.linear", {xd, w}, {logits});
   b.instruction("micro_step", "graph.cross_entropy", {logits, labels}, {loss},
                 {stringAttr("reduction", "mean")});

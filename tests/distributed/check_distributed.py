@@ -72,7 +72,7 @@ def collectives(ir, func):
     for i, line in enumerate(body.splitlines()):
         if "graph.cross_entropy " in line and loss is None:
             loss = i
-        m = re.search(r"sched\.(\w+) .*\{group = \"(\w+)\"\} : (.*) -> ", line)
+        m = re.search(r"sched\.(\w+) (\w+) [^:]* : (.*) -> ", line)
         if m:
             operands = re.findall(r"tensor<[^>]*>", m.group(3))
             ops.append((m.group(1), m.group(2),

@@ -63,8 +63,8 @@ std::string buildModule(const GradCase &c) {
   for (size_t i = 0; i < c.params.size(); ++i)
     os << (i ? ", " : "") << "%" << c.params[i].name << ": "
        << tensorType(c.params[i].shape) << " {graph.name = \""
-       << c.params[i].name << "\", graph.role = \"parameter\"}";
-  os << ") -> (tensor<f64> {graph.name = \"loss\", graph.role = \"output\"}) {\n";
+       << c.params[i].name << "\", graph.role = #graph<role parameter>}";
+  os << ") -> (tensor<f64> {graph.name = \"loss\", graph.role = #graph<role output>}) {\n";
   os << c.body << "\n";
   std::string total;
   for (size_t i = 0; i < c.outputs.size(); ++i) {

@@ -46,8 +46,8 @@ protected:
     int64_t total = 0;
     auto func = *module.getOps<func::FuncOp>().begin();
     for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-      auto attr = func.getArgAttrOfType<StringAttr>(i, graph::kRoleAttrName);
-      if (attr && attr.getValue() == role)
+      std::optional<graph::Role> attr = graph::getArgumentRole(func, i);
+      if (attr && graph::stringifyRole(*attr) == role)
         total += cast<RankedTensorType>(func.getArgument(i).getType())
                      .getNumElements();
     }

@@ -9,6 +9,7 @@
 #include "strata/Tools/CompileDriver.h"
 
 #include "strata/Codegen/ArtifactWriter.h"
+#include "strata/Dialect/Graph/IR/GraphDialect.h"
 #include "strata/Frontend/OnnxExport.h"
 #include "strata/Frontend/OnnxImporter.h"
 #include "strata/Tools/GraphSummary.h"
@@ -529,9 +530,9 @@ int strata::compileMain(int argc, char **argv) {
     std::set<std::string> emptied;
     auto main = (*module)->lookupSymbol<func::FuncOp>("main");
     for (unsigned i = 0; main && i < main.getNumArguments(); ++i) {
-      auto role = main.getArgAttrOfType<StringAttr>(i, "graph.role");
-      auto name = main.getArgAttrOfType<StringAttr>(i, "graph.name");
-      if (role && name && role.getValue() != "input")
+      std::optional<graph::Role> role = graph::getArgumentRole(main, i);
+      auto name = main.getArgAttrOfType<StringAttr>(i, graph::kNameAttrName);
+      if (role && name && *role != graph::Role::Input)
         emptied.insert(name.str());
     }
     std::string onnxPath = options.input;

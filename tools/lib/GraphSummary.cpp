@@ -42,33 +42,34 @@ void strata::printGraphSummary(ModuleOp module, llvm::raw_ostream &os) {
       std::string name;
       RankedTensorType type;
     };
-    std::map<std::string, std::vector<Arg>> byRole;
+    std::map<graph::Role, std::vector<Arg>> byRole;
     for (BlockArgument arg : func.getArguments()) {
-      auto role = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                    graph::kRoleAttrName);
+      std::optional<graph::Role> role =
+          graph::getArgumentRole(func, arg.getArgNumber());
       auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                     graph::kNameAttrName);
-      byRole[role ? role.str() : "unknown"].push_back(
-          {name ? name.str() : "?", cast<RankedTensorType>(arg.getType())});
+      if (role)
+        byRole[*role].push_back(
+            {name ? name.str() : "?", cast<RankedTensorType>(arg.getType())});
     }
-    for (const Arg &a : byRole["input"])
+    for (const Arg &a : byRole[graph::Role::Input])
       os << "  input   " << a.name << " : " << typeString(a.type) << "\n";
     for (auto [i, type] : llvm::enumerate(func.getResultTypes())) {
       auto name = func.getResultAttrOfType<StringAttr>(i, graph::kNameAttrName);
-      auto role = func.getResultAttrOfType<StringAttr>(i, graph::kRoleAttrName);
-      bool isState = role && role.getValue() == "buffer";
+      bool isState = graph::getResultRole(func, i) == graph::Role::Buffer;
       os << (isState ? "  state   " : "  output  ")
          << (name ? name.str() : "?") << " : " << typeString(type) << "\n";
     }
-    for (StringRef role : {"parameter", "buffer"}) {
-      const auto &args = byRole[role.str()];
+    for (graph::Role role : {graph::Role::Parameter, graph::Role::Buffer}) {
+      const auto &args = byRole[role];
       int64_t elements = 0, bytes = 0;
       for (const Arg &a : args) {
         elements += a.type.getNumElements();
         bytes += byteSize(a.type);
       }
       os << llvm::formatv("  {0}s: {1} tensors, {2} elements ({3}), {4} bytes\n",
-                          role, args.size(), elements, humanCount(elements),
+                          graph::stringifyRole(role), args.size(), elements,
+                          humanCount(elements),
                           bytes);
       for (const Arg &a : args)
         os << llvm::formatv("    {0,-48} {1}\n", a.name, typeString(a.type));

@@ -11,15 +11,7 @@ using namespace mlir;
 
 namespace strata::memory {
 
-int64_t storageBytes(Type type) {
-  auto t = cast<RankedTensorType>(type);
-  Type element = t.getElementType();
-  int64_t width =
-      element.isInteger(1) ? 1 : (element.getIntOrFloatBitWidth() + 7) / 8;
-  return t.getNumElements() * width;
-}
-
-int64_t PersistentState::tierBytes(llvm::StringRef tier,
+int64_t PersistentState::tierBytes(sched::Tier tier,
                                    int64_t alignment) const {
   int64_t total = 0;
   for (const PersistentTensor &t : tensors)
@@ -41,13 +33,11 @@ PersistentState collectPersistentState(ModuleOp module, int64_t alignment) {
       state.index[name.getValue()] = state.tensors.size();
       PersistentTensor t;
       t.name = name.getValue().str();
-      if (auto role = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                        graph::kRoleAttrName))
-        t.role = role.getValue().str();
+      if (std::optional<graph::Role> role =
+              graph::getArgumentRole(func, arg.getArgNumber()))
+        t.role = *role;
       t.bytes = storageBytes(arg.getType());
-      if (auto tier = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                        "memory.tier"))
-        t.tier = tier.getValue().str();
+      t.tier = sched::getArgumentTier(func, arg.getArgNumber());
       state.tensors.push_back(std::move(t));
     }
     func.walk([&](graph::ConstantOp c) {

@@ -13,6 +13,9 @@
 #ifndef STRATA_TRANSFORMS_ARENAPLANNER_H
 #define STRATA_TRANSFORMS_ARENAPLANNER_H
 
+#include "strata/Dialect/Graph/IR/GraphDialect.h"
+#include "strata/Dialect/Sched/IR/SchedOps.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -33,7 +36,9 @@ struct ArenaPlan {
 ArenaPlan planArena(mlir::func::FuncOp func, int64_t alignment);
 
 /// Bytes of a tensor as the runtime stores it (i1 as one byte).
-int64_t storageBytes(mlir::Type type);
+inline int64_t storageBytes(mlir::Type type) {
+  return sched::storageBytes(type);
+}
 
 /// `bytes` rounded up to `alignment` (at least one element's worth).
 inline int64_t alignBytes(int64_t bytes, int64_t alignment) {
@@ -44,9 +49,10 @@ inline int64_t alignBytes(int64_t bytes, int64_t alignment) {
 /// one however many functions see it.
 struct PersistentTensor {
   std::string name;
-  std::string role = "input";  // graph.role
+  graph::Role role = graph::Role::Input;
   int64_t bytes = 0;
-  std::string tier = "device"; // memory.tier, once strata-plan-memory moved it
+  /// sched.tier, once strata-plan-memory moved it.
+  sched::Tier tier = sched::Tier::Device;
 };
 
 /// The module's persistent tensors in first-seen order, and its constants.
@@ -56,7 +62,7 @@ struct PersistentState {
   int64_t constantBytes = 0;     // every graph.constant, aligned
 
   /// The aligned bytes of the tensors on `tier`.
-  int64_t tierBytes(llvm::StringRef tier, int64_t alignment) const;
+  int64_t tierBytes(sched::Tier tier, int64_t alignment) const;
 };
 
 PersistentState collectPersistentState(mlir::ModuleOp module,

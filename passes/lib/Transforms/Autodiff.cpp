@@ -26,25 +26,18 @@ using namespace strata;
 
 namespace {
 
-StringRef argRole(func::FuncOp func, unsigned i) {
-  auto role = func.getArgAttrOfType<StringAttr>(i, graph::kRoleAttrName);
-  return role ? role.getValue() : StringRef();
-}
 StringRef argName(func::FuncOp func, unsigned i) {
   auto name = func.getArgAttrOfType<StringAttr>(i, graph::kNameAttrName);
   return name ? name.getValue() : StringRef();
 }
 
 /// Appends an argument with a role and a name.
-BlockArgument addArgument(func::FuncOp func, Type type, StringRef role,
+BlockArgument addArgument(func::FuncOp func, Type type, graph::Role role,
                           StringRef name) {
   MLIRContext *ctx = func.getContext();
   unsigned index = func.getNumArguments();
-  NamedAttribute attrs[] = {
-      NamedAttribute(StringAttr::get(ctx, graph::kNameAttrName),
-                     StringAttr::get(ctx, name)),
-      NamedAttribute(StringAttr::get(ctx, graph::kRoleAttrName),
-                     StringAttr::get(ctx, role))};
+  NamedAttribute attrs[] = {graph::nameEntry(ctx, name),
+                            graph::roleEntry(ctx, role)};
   (void)func.insertArgument(index, type, DictionaryAttr::get(ctx, attrs),
                             func.getLoc());
   return func.getArgument(index);
@@ -90,8 +83,7 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
                              OpBuilder &b) {
     SmallVector<unsigned> outputs;
     for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
-      auto role = func.getResultAttrOfType<StringAttr>(i, graph::kRoleAttrName);
-      if (role && role.getValue() == "output")
+      if (graph::getResultRole(func, i) == graph::Role::Output)
         outputs.push_back(i);
     }
     for (unsigned i : outputs) {
@@ -125,7 +117,7 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
     SmallVector<int64_t> labelShape(shape.drop_back());
     BlockArgument labels =
         addArgument(func, RankedTensorType::get(labelShape, b.getI64Type()),
-                    "input", "labels");
+                    graph::Role::Input, "labels");
     func.setArgAttr(labels.getArgNumber(), "graph.int_high",
                     b.getI64IntegerAttr(classes));
 
@@ -159,7 +151,8 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
     SmallVector<BlockArgument> params;
     llvm::DenseSet<Value> needsGrad;
     for (BlockArgument arg : func.getArguments()) {
-      if (argRole(func, arg.getArgNumber()) != "parameter")
+      if (graph::getArgumentRole(func, arg.getArgNumber()) !=
+          graph::Role::Parameter)
         continue;
       StringRef name = argName(func, arg.getArgNumber());
       if (llvm::any_of(frozen, [&](const llvm::GlobPattern &p) {
@@ -200,7 +193,8 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
       // fp16: d(loss * scale) / d(loss) = scale.
       // Persistent: strata-run adjusts it, checkpoints keep it.
       Value scale =
-          addArgument(func, lossType, "optimizer_state", "strata.loss_scale");
+          addArgument(func, lossType, graph::Role::OptimizerState,
+                      "strata.loss_scale");
       if (lossWeight != 1.0)
         scale = b.create<graph::MulOp>(
             func.getLoc(), lossType, scale,
@@ -257,8 +251,8 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
     // Results: the loss, a gradient per parameter, the buffer updates.
     MLIRContext *ctx = func.getContext();
     SmallVector<Value> results{*loss};
-    SmallVector<std::pair<StringRef, StringRef>> resultInfo{
-        {"output", "strata.loss"}};
+    SmallVector<std::pair<graph::Role, StringRef>> resultInfo{
+        {graph::Role::Output, "strata.loss"}};
     std::vector<std::string> gradNames;
     gradNames.reserve(params.size());
     b.setInsertionPoint(ret);
@@ -269,21 +263,20 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
         // As PyTorch: a parameter the loss does not reach gets no update.
         continue;
       }
-      gradNames.push_back("grad:" + name.str());
+      gradNames.push_back(graph::stateName(graph::StateKind::Gradient, name));
       if (accumulate) {
-        BlockArgument sum = addArgument(func, g.getType(), "gradient",
-                                        gradNames.back());
+        BlockArgument sum = addArgument(func, g.getType(),
+                                        graph::Role::Gradient, gradNames.back());
         g = b.create<graph::AddOp>(func.getLoc(), g.getType(), sum, g);
       }
       results.push_back(g);
-      resultInfo.push_back({"gradient", gradNames.back()});
+      resultInfo.push_back({graph::Role::Gradient, gradNames.back()});
     }
     for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
-      auto role = func.getResultAttrOfType<StringAttr>(i, graph::kRoleAttrName);
       auto name = func.getResultAttrOfType<StringAttr>(i, graph::kNameAttrName);
-      if (role && role.getValue() == "buffer") {
+      if (graph::getResultRole(func, i) == graph::Role::Buffer) {
         results.push_back(ret.getOperand(i));
-        resultInfo.push_back({"buffer", name.getValue()});
+        resultInfo.push_back({graph::Role::Buffer, name.getValue()});
       }
     }
     b.create<func::ReturnOp>(ret.getLoc(), results);
@@ -292,11 +285,8 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
         ctx, func.getArgumentTypes(), ValueRange(results).getTypes()));
     SmallVector<DictionaryAttr> resultAttrs;
     for (auto &[role, name] : resultInfo) {
-      NamedAttribute attrs[] = {
-          NamedAttribute(StringAttr::get(ctx, graph::kNameAttrName),
-                         StringAttr::get(ctx, name)),
-          NamedAttribute(StringAttr::get(ctx, graph::kRoleAttrName),
-                         StringAttr::get(ctx, role))};
+      NamedAttribute attrs[] = {graph::nameEntry(ctx, name),
+                                graph::roleEntry(ctx, role)};
       resultAttrs.push_back(DictionaryAttr::get(ctx, attrs));
     }
     func.setAllResultAttrs(resultAttrs);

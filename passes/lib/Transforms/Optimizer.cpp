@@ -50,17 +50,19 @@ struct OptimizerPass : public strata::impl::OptimizerPassBase<OptimizerPass> {
     llvm::StringMap<Type> paramTypes;
     for (unsigned i = 0; i < step.getNumArguments(); ++i) {
       auto name = step.getArgAttrOfType<StringAttr>(i, graph::kNameAttrName);
-      auto role = step.getArgAttrOfType<StringAttr>(i, graph::kRoleAttrName);
-      if (name && role && role.getValue() == "parameter")
+      if (name && graph::getArgumentRole(step, i) == graph::Role::Parameter)
         paramTypes[name.getValue()] = step.getArgument(i).getType();
     }
     SmallVector<std::pair<std::string, Type>> params;
     for (unsigned i = 0; i < step.getNumResults(); ++i) {
       auto name = step.getResultAttrOfType<StringAttr>(i, graph::kNameAttrName);
-      auto role = step.getResultAttrOfType<StringAttr>(i, graph::kRoleAttrName);
-      if (!role || role.getValue() != "gradient")
+      std::optional<StringRef> of =
+          name ? graph::stateParameter(graph::StateKind::Gradient,
+                                       name.getValue())
+               : std::nullopt;
+      if (graph::getResultRole(step, i) != graph::Role::Gradient || !of)
         continue;
-      std::string param = name.getValue().drop_front(strlen("grad:")).str();
+      std::string param = of->str();
       params.push_back({param, paramTypes.lookup(param)});
     }
 
@@ -68,25 +70,26 @@ struct OptimizerPass : public strata::impl::OptimizerPassBase<OptimizerPass> {
     bool adamw = optimizer == "adamw";
     SmallVector<Type> argTypes;
     SmallVector<DictionaryAttr> argAttrs;
-    auto entry = [&](StringRef role, const std::string &name) {
-      NamedAttribute attrs[] = {
-          NamedAttribute(StringAttr::get(ctx, graph::kNameAttrName),
-                         StringAttr::get(ctx, name)),
-          NamedAttribute(StringAttr::get(ctx, graph::kRoleAttrName),
-                         StringAttr::get(ctx, role))};
+    auto entry = [&](graph::Role role, StringRef name) {
+      NamedAttribute attrs[] = {graph::nameEntry(ctx, name),
+                                graph::roleEntry(ctx, role)};
       return DictionaryAttr::get(ctx, attrs);
     };
-    SmallVector<std::string> stateNames =
-        adamw ? SmallVector<std::string>{"adamw.exp_avg:", "adamw.exp_avg_sq:"}
-              : SmallVector<std::string>{"sgd.momentum:"};
+    using graph::StateKind;
+    SmallVector<StateKind> stateKinds =
+        adamw ? SmallVector<StateKind>{StateKind::AdamWExpAvg,
+                                       StateKind::AdamWExpAvgSq}
+              : SmallVector<StateKind>{StateKind::SGDMomentum};
     for (auto &[name, type] : params) {
       argTypes.push_back(type);
-      argAttrs.push_back(entry("parameter", name));
+      argAttrs.push_back(entry(graph::Role::Parameter, name));
       argTypes.push_back(type);
-      argAttrs.push_back(entry("gradient", "grad:" + name));
-      for (const std::string &state : stateNames) {
+      argAttrs.push_back(entry(graph::Role::Gradient,
+                               graph::stateName(StateKind::Gradient, name)));
+      for (StateKind state : stateKinds) {
         argTypes.push_back(type);
-        argAttrs.push_back(entry("optimizer_state", state + name));
+        argAttrs.push_back(entry(graph::stateRole(state),
+                                 graph::stateName(state, name)));
       }
     }
     OpBuilder b(ctx);
@@ -94,18 +97,18 @@ struct OptimizerPass : public strata::impl::OptimizerPassBase<OptimizerPass> {
     auto i64Scalar = RankedTensorType::get({}, b.getI64Type());
     auto f32Scalar = RankedTensorType::get({}, b.getF32Type());
     argTypes.push_back(f64Scalar);
-    argAttrs.push_back(entry("input", "strata.lr"));
+    argAttrs.push_back(entry(graph::Role::Input, "strata.lr"));
     argTypes.push_back(i64Scalar);
-    argAttrs.push_back(entry("input", "strata.step"));
+    argAttrs.push_back(entry(graph::Role::Input, "strata.step"));
     if (lossScale) {
       // Dynamic loss scaling state, kept by strata-run and in checkpoints:
       // the scale, steps since the last overflow, updates applied.
       argTypes.push_back(f32Scalar);
-      argAttrs.push_back(entry("optimizer_state", "strata.loss_scale"));
+      argAttrs.push_back(entry(graph::Role::OptimizerState, "strata.loss_scale"));
       argTypes.push_back(i64Scalar);
-      argAttrs.push_back(entry("optimizer_state", "strata.good_steps"));
+      argAttrs.push_back(entry(graph::Role::OptimizerState, "strata.good_steps"));
       argTypes.push_back(i64Scalar);
-      argAttrs.push_back(entry("optimizer_state", "strata.applied_steps"));
+      argAttrs.push_back(entry(graph::Role::OptimizerState, "strata.applied_steps"));
     }
 
     b.setInsertionPointAfter(step);
@@ -115,7 +118,7 @@ struct OptimizerPass : public strata::impl::OptimizerPassBase<OptimizerPass> {
     func.setAllArgAttrs(argAttrs);
     Block *body = func.addEntryBlock();
     b.setInsertionPointToStart(body);
-    unsigned perParam = 2 + stateNames.size();
+    unsigned perParam = 2 + stateKinds.size();
     Value lr = body->getArgument(params.size() * perParam);
     Value stepIndex = body->getArgument(params.size() * perParam + 1);
 
@@ -163,7 +166,7 @@ struct OptimizerPass : public strata::impl::OptimizerPassBase<OptimizerPass> {
     }
 
     SmallVector<Value> results{norm};
-    SmallVector<DictionaryAttr> resultAttrs{entry("output", "strata.grad_norm")};
+    SmallVector<DictionaryAttr> resultAttrs{entry(graph::Role::Output, "strata.grad_norm")};
     for (auto [p, param] : llvm::enumerate(params)) {
       auto &[name, type] = param;
       Value value = body->getArgument(p * perParam);
@@ -188,9 +191,10 @@ struct OptimizerPass : public strata::impl::OptimizerPassBase<OptimizerPass> {
         results.append(update->getResults().begin(),
                        update->getResults().end());
       }
-      resultAttrs.push_back(entry("parameter", name));
-      for (const std::string &state : stateNames)
-        resultAttrs.push_back(entry("optimizer_state", state + name));
+      resultAttrs.push_back(entry(graph::Role::Parameter, name));
+      for (StateKind state : stateKinds)
+        resultAttrs.push_back(
+            entry(graph::stateRole(state), graph::stateName(state, name)));
     }
     b.create<func::ReturnOp>(loc, results);
     func.setFunctionType(

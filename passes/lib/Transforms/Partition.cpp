@@ -31,9 +31,8 @@ using namespace strata;
 
 namespace {
 
-StringRef argRole(func::FuncOp func, unsigned i) {
-  auto role = func.getArgAttrOfType<StringAttr>(i, graph::kRoleAttrName);
-  return role ? role.getValue() : StringRef();
+std::optional<graph::Role> argRole(func::FuncOp func, unsigned i) {
+  return graph::getArgumentRole(func, i);
 }
 
 StringRef argName(func::FuncOp func, unsigned i) {
@@ -41,9 +40,8 @@ StringRef argName(func::FuncOp func, unsigned i) {
   return name ? name.getValue() : StringRef();
 }
 
-StringRef resultRole(func::FuncOp func, unsigned i) {
-  auto role = func.getResultAttrOfType<StringAttr>(i, graph::kRoleAttrName);
-  return role ? role.getValue() : StringRef();
+std::optional<graph::Role> resultRole(func::FuncOp func, unsigned i) {
+  return graph::getResultRole(func, i);
 }
 
 StringRef resultName(func::FuncOp func, unsigned i) {
@@ -163,7 +161,7 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
     };
     std::vector<Entry> entries;
     for (BlockArgument arg : step.getArguments()) {
-      if (argRole(step, arg.getArgNumber()) != "parameter")
+      if (argRole(step, arg.getArgNumber()) != graph::Role::Parameter)
         continue;
       unsigned first = ~0u;
       for (Operation *user : arg.getUsers())
@@ -208,8 +206,8 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
           {t.getNumElements() * int64_t(partition)}, t.getElementType()));
     }
     if (!hierarchical)
-      return b.create<sched::AllGatherOp>(loc, padded, shards,
-                                          b.getStringAttr("partition"))
+      return b.create<sched::AllGatherOp>(loc, padded,
+                                          sched::Group::Partition, shards)
           .getResults();
     // (1) An inter-node all-gather among the ranks with this local rank
     // (one per node): the shards of partition ranks l, l+K, ...;
@@ -223,8 +221,8 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
       interTypes.push_back(RankedTensorType::get(
           {t.getNumElements() * nodes}, t.getElementType()));
     }
-    auto inter = b.create<sched::AllGatherOp>(loc, interTypes, shards,
-                                              b.getStringAttr("inter"));
+    auto inter = b.create<sched::AllGatherOp>(loc, interTypes,
+                                              sched::Group::Inter, shards);
     SmallVector<Value> pieces;
     SmallVector<Type> intraTypes;
     for (auto [shard, gathered] : llvm::zip(shards, inter.getResults())) {
@@ -238,8 +236,8 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
             {t.getNumElements() * int64_t(ranksPerNode)}, t.getElementType()));
       }
     }
-    auto intra = b.create<sched::AllGatherOp>(loc, intraTypes, pieces,
-                                              b.getStringAttr("intra"));
+    auto intra = b.create<sched::AllGatherOp>(loc, intraTypes,
+                                              sched::Group::Intra, pieces);
     SmallVector<Value> results;
     for (unsigned i = 0; i < shards.size(); ++i) {
       auto blocks = intra.getResults().slice(i * nodes, nodes);
@@ -294,7 +292,7 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
     Positions positions = numberOps(func.getBody().front());
     unsigned lossAt = positions.lookup(lossOp);
     for (BlockArgument arg : func.getArguments()) {
-      if (argRole(func, arg.getArgNumber()) != "parameter")
+      if (argRole(func, arg.getArgNumber()) != graph::Role::Parameter)
         continue;
       for (Operation *rounding : llvm::to_vector(arg.getUsers())) {
         if (!isa<graph::CastOp, graph::RoundToOp>(rounding) ||
@@ -332,7 +330,7 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
     llvm::StringMap<BlockArgument> byName;
     DenseMap<BlockArgument, Type> fullTypes;
     for (BlockArgument arg : func.getArguments()) {
-      if (argRole(func, arg.getArgNumber()) != "parameter")
+      if (argRole(func, arg.getArgNumber()) != graph::Role::Parameter)
         continue;
       byName[argName(func, arg.getArgNumber())] = arg;
       fullTypes[arg] = arg.getType();
@@ -447,7 +445,7 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
     if (partition > 1) {
       gatherParameters(func, lossOp);
       for (BlockArgument arg : func.getArguments())
-        if (argRole(func, arg.getArgNumber()) == "gradient")
+        if (argRole(func, arg.getArgNumber()) == graph::Role::Gradient)
           shardArgument(func, arg, partition);
     }
     // Without sharding and with 2-hop sync, gradients stay local until the
@@ -466,16 +464,18 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
     };
     llvm::StringMap<Result> results;
     for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
-      if (resultRole(func, i) != "gradient")
+      if (resultRole(func, i) != graph::Role::Gradient)
         continue;
       Value value = ret.getOperand(i);
       Result r{i, value, BlockArgument(), nullptr};
       if (auto add = value.getDefiningOp<graph::AddOp>())
         if (auto acc = dyn_cast<BlockArgument>(add.getLhs());
-            acc && argRole(func, acc.getArgNumber()) == "gradient") {
+            acc && argRole(func, acc.getArgNumber()) == graph::Role::Gradient) {
           r = {i, add.getRhs(), acc, add};
         }
-      results[resultName(func, i).drop_front(strlen("grad:"))] = r;
+      if (std::optional<StringRef> param = graph::stateParameter(
+              graph::StateKind::Gradient, resultName(func, i)))
+        results[*param] = r;
     }
 
     OpBuilder b(func.getContext());
@@ -514,7 +514,7 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
       SmallVector<Value> shards;
       if (!global) {
         shards = b.create<sched::ReduceScatterOp>(
-                      loc, shardTypes, flat, b.getStringAttr("partition"))
+                      loc, shardTypes, sched::Group::Partition, flat)
                      .getResults();
       } else {
         // DeepSpeed's default, kept for ablation: the full gradient summed
@@ -522,14 +522,14 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
         SmallVector<Type> types;
         for (Value v : flat)
           types.push_back(v.getType());
-        auto sum = b.create<sched::AllReduceOp>(loc, types, flat,
-                                                b.getStringAttr("world"));
+        auto sum = b.create<sched::AllReduceOp>(loc, types,
+                                                sched::Group::World, flat);
         for (auto [value, type] : llvm::zip(sum.getResults(), shardTypes))
           shards.push_back(partition == 1
                                ? Value(value)
                                : b.create<sched::LocalShardOp>(
-                                     loc, type, value,
-                                     b.getStringAttr("partition"))
+                                     loc, type, sched::Group::Partition,
+                                     value)
                                      .getResult());
       }
       for (auto [r, shard] : llvm::zip(members, shards)) {
@@ -571,17 +571,19 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
     int64_t replicas = world / partition;
     llvm::StringMap<BlockArgument> gradients;
     for (BlockArgument arg : func.getArguments()) {
-      StringRef role = argRole(func, arg.getArgNumber());
-      if (role != "parameter" && role != "gradient" &&
-          role != "optimizer_state")
+      std::optional<graph::Role> role = argRole(func, arg.getArgNumber());
+      if (role != graph::Role::Parameter && role != graph::Role::Gradient &&
+          role != graph::Role::OptimizerState)
         continue;
       StringRef name = argName(func, arg.getArgNumber());
-      if (name.starts_with("strata."))
+      if (graph::isPipelineScalar(name))
         continue; // loss-scaling counters are scalars, not shards
       if (partition > 1)
         shardArgument(func, arg, partition);
-      if (role == "gradient")
-        gradients[name.drop_front(strlen("grad:"))] = arg;
+      if (std::optional<StringRef> param =
+              graph::stateParameter(graph::StateKind::Gradient, name);
+          param && role == graph::Role::Gradient)
+        gradients[*param] = arg;
     }
     // 2-hop: the gradient shards of the replicas are summed once per
     // optimizer step, one coalesced all-reduce per bucket.
@@ -598,8 +600,8 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
         if (members.empty())
           continue;
         auto reduced = b.create<sched::AllReduceOp>(
-            members.front().getLoc(), types, members,
-            b.getStringAttr("replication"));
+            members.front().getLoc(), types, sched::Group::Replication,
+            members);
         for (auto [arg, sum] : llvm::zip(members, reduced.getResults()))
           arg.replaceAllUsesExcept(sum, reduced);
       }
@@ -616,7 +618,7 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
         b.setInsertionPoint(sqrt);
         Value total = b.create<sched::AllReduceOp>(
                            sqrt.getLoc(), sqrt.getInput().getType(),
-                           sqrt.getInput(), b.getStringAttr("partition"))
+                           sched::Group::Partition, sqrt.getInput())
                           .getResult(0);
         sqrt->setOperand(0, total);
       }

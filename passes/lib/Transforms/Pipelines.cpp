@@ -100,12 +100,14 @@ void strata::buildMemoryPipeline(OpPassManager &pm,
   if (options.fuseElementwise)
     pm.addNestedPass<func::FuncOp>(createFuseElementwisePass());
   // Tiers and a first plan; streams and prefetch on that order; the plan
-  // of the final order; the events; their proof.
+  // of the final order; the events; their proof; what the runtime needs
+  // decided.
   pm.addPass(createPlanMemoryPass(memory));
   pm.addPass(createSchedulePass(schedule));
   pm.addPass(createPlanMemoryPass(memory));
   pm.addPass(createInsertEventsPass());
   pm.addPass(createVerifySchedulePass());
+  pm.addPass(createPlanExecutionPass());
 }
 
 void strata::registerAllStrataPasses() {

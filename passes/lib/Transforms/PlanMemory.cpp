@@ -68,17 +68,20 @@ struct PlanMemoryPass
           continue;
         FunctionPlan plan = planFunction(func);
         Builder b(func.getContext());
-        func->setAttr("memory.arena_bytes",
-                      b.getI64IntegerAttr(plan.arenaBytes));
-        func->setAttr("memory.live_bytes", b.getI64IntegerAttr(plan.liveBytes));
+        func->setAttr(sched::SchedDialect::kArenaAttrName,
+                      sched::ArenaAttr::get(b.getContext(), plan.arenaBytes,
+                                            plan.liveBytes));
         arena = std::max(arena, plan.arenaBytes);
         live = std::max(live, plan.liveBytes);
       }
     };
-    auto tierBytes = [&](StringRef tier) {
+    using sched::Tier;
+    auto tierBytes = [&](Tier tier) {
       return persistent.tierBytes(tier, int64_t(alignment));
     };
-    auto devicePeak = [&] { return tierBytes("device") + constants + arena; };
+    auto devicePeak = [&] {
+      return tierBytes(Tier::Device) + constants + arena;
+    };
 
     if (recompute != "none" && recompute != "auto" && recompute != "always") {
       module.emitError("strata-plan-memory: recompute must be none, auto or "
@@ -95,12 +98,12 @@ struct PlanMemoryPass
       // optimizer states to the host, then to SSD, then parameters to the
       // host. Each round re-plans, as the moves' device copies take arena
       // bytes of their own.
-      int64_t host = tierBytes("host"), ssd = tierBytes("ssd");
-      auto candidates = [&](StringRef role) {
+      int64_t host = tierBytes(Tier::Host), ssd = tierBytes(Tier::Ssd);
+      auto candidates = [&](graph::Role role) {
         std::vector<size_t> c;
         for (size_t i = 0; i < states.size(); ++i)
-          if (states[i].role == role && states[i].tier == "device" &&
-              !StringRef(states[i].name).starts_with("strata."))
+          if (states[i].role == role && states[i].tier == Tier::Device &&
+              !graph::isPipelineScalar(states[i].name))
             c.push_back(i);
         std::stable_sort(c.begin(), c.end(), [&](size_t a, size_t b) {
           return states[a].bytes > states[b].bytes;
@@ -111,7 +114,7 @@ struct PlanMemoryPass
       while (devicePeak() > budget && moved) {
         moved = false;
         int64_t excess = devicePeak() - budget;
-        auto place = [&](StringRef role, StringRef tier, int64_t &used,
+        auto place = [&](graph::Role role, Tier tier, int64_t &used,
                          uint64_t limit, bool allowed) {
           if (!allowed)
             return;
@@ -121,15 +124,16 @@ struct PlanMemoryPass
             int64_t bytes = align(states[i].bytes);
             if (limit && used + bytes > int64_t(limit))
               continue;
-            states[i].tier = tier.str();
+            states[i].tier = tier;
             used += bytes;
             excess -= bytes;
             moved = true;
           }
         };
-        place("optimizer_state", "host", host, hostMemory, true);
-        place("optimizer_state", "ssd", ssd, ssdMemory, ssdMemory > 0);
-        place("parameter", "host", host, hostMemory, true);
+        place(graph::Role::OptimizerState, Tier::Host, host, hostMemory, true);
+        place(graph::Role::OptimizerState, Tier::Ssd, ssd, ssdMemory,
+              ssdMemory > 0);
+        place(graph::Role::Parameter, Tier::Host, host, hostMemory, true);
         if (moved) {
           for (auto func : module.getOps<func::FuncOp>())
             if (!func.isExternal())
@@ -144,7 +148,7 @@ struct PlanMemoryPass
         }
       }
       if (devicePeak() > budget) {
-        int64_t persistent = tierBytes("device");
+        int64_t persistent = tierBytes(Tier::Device);
         module.emitError("strata-plan-memory: the step needs ")
             << devicePeak() << " bytes of device memory but the budget is "
             << budget << ": " << devicePeak() - budget
@@ -166,17 +170,11 @@ struct PlanMemoryPass
     }
 
     Builder b(module.getContext());
-    module->setAttr("memory.arena_bytes", b.getI64IntegerAttr(arena));
-    module->setAttr("memory.live_bytes", b.getI64IntegerAttr(live));
-    module->setAttr("memory.page_size",
-                    b.getI64IntegerAttr(int64_t(pageSize)));
-    module->setAttr("memory.alignment",
-                    b.getI64IntegerAttr(int64_t(alignment)));
-    module->setAttr("memory.device_bytes", b.getI64IntegerAttr(devicePeak()));
-    module->setAttr("memory.host_bytes", b.getI64IntegerAttr(tierBytes("host")));
-    module->setAttr("memory.ssd_bytes", b.getI64IntegerAttr(tierBytes("ssd")));
-    if (budget > 0)
-      module->setAttr("memory.gpu_budget", b.getI64IntegerAttr(budget));
+    module->setAttr(sched::SchedDialect::kMemoryPlanAttrName,
+                    sched::MemoryPlanAttr::get(
+                        b.getContext(), arena, live, int64_t(pageSize),
+                        int64_t(alignment), devicePeak(), tierBytes(Tier::Host),
+                        tierBytes(Tier::Ssd), std::max<int64_t>(budget, 0)));
   }
 
   /// Whether `op` can run again in backward to the same bits: pure, one
@@ -238,7 +236,7 @@ struct PlanMemoryPass
     for (Operation &op : body) {
       if (&op == loss || loss->isBeforeInBlock(&op))
         break;
-      if (isRecomputable(&op) && !op.hasAttr("memory.recomputed") &&
+      if (isRecomputable(&op) && !op.hasAttr(sched::SchedDialect::kRecomputedAttrName) &&
           recomputePoint(&op))
         candidates.push_back(
             {&op, memory::storageBytes(op.getResult(0).getType())});
@@ -258,7 +256,7 @@ struct PlanMemoryPass
         continue;
       b.setInsertionPoint(point);
       Operation *clone = b.clone(*op);
-      clone->setAttr("memory.recomputed", b.getUnitAttr());
+      clone->setAttr(sched::SchedDialect::kRecomputedAttrName, b.getUnitAttr());
       op->getResult(0).replaceUsesWithIf(clone->getResult(0), [&](OpOperand &use) {
         return use.getOwner() != clone && isBackward(use.getOwner());
       });
@@ -279,13 +277,16 @@ struct PlanMemoryPass
     for (BlockArgument arg : func.getArguments()) {
       auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                     graph::kNameAttrName);
-      if (!name || func.getArgAttr(arg.getArgNumber(), "memory.tier"))
+      if (!name || func.getArgAttr(arg.getArgNumber(),
+                                   sched::SchedDialect::kTierAttrName))
         continue;
       auto it = stateIndex.find(name.getValue());
-      if (it == stateIndex.end() || states[it->second].tier == "device")
+      if (it == stateIndex.end() ||
+          states[it->second].tier == sched::Tier::Device)
         continue;
-      StringAttr tier = b.getStringAttr(states[it->second].tier);
-      func.setArgAttr(arg.getArgNumber(), "memory.tier", tier);
+      sched::Tier tier = states[it->second].tier;
+      func.setArgAttr(arg.getArgNumber(), sched::SchedDialect::kTierAttrName,
+                      sched::TierAttr::get(b.getContext(), tier));
       // One reload right before each reader.
       SmallVector<Operation *> readers;
       for (Operation *user : arg.getUsers())
@@ -294,7 +295,7 @@ struct PlanMemoryPass
       for (Operation *reader : readers) {
         b.setInsertionPoint(reader);
         auto reload = b.create<sched::ReloadOp>(arg.getLoc(), arg.getType(),
-                                                arg, tier);
+                                                tier, arg);
         reader->replaceUsesOfWith(arg, reload.getResult());
       }
       // The new value goes back to its tier as soon as it exists.
@@ -309,7 +310,7 @@ struct PlanMemoryPass
         else
           b.setInsertionPoint(ret);
         auto offload = b.create<sched::OffloadOp>(value.getLoc(),
-                                                  value.getType(), value, tier);
+                                                  value.getType(), tier, value);
         ret.setOperand(i, offload.getResult());
       }
     }
@@ -319,18 +320,23 @@ struct PlanMemoryPass
     memory::ArenaPlan arena = memory::planArena(func, int64_t(alignment));
     FunctionPlan plan{arena.arenaBytes, arena.liveBytes};
     Block &body = func.getBody().front();
-    // One attribute per op: its results' offsets (-1: in state storage).
+    // One slot per result (unit: computed into a state's own storage).
     Builder b(func.getContext());
     for (Operation &op : body) {
       if (isa<graph::ConstantOp>(op) || op.hasTrait<OpTrait::IsTerminator>() ||
           op.getNumResults() == 0)
         continue;
-      SmallVector<int64_t> offsets;
+      SmallVector<Attribute> slots;
       for (Value result : op.getResults()) {
         auto it = arena.offsets.find(result);
-        offsets.push_back(it == arena.offsets.end() ? -1 : it->second);
+        if (it == arena.offsets.end())
+          slots.push_back(b.getUnitAttr());
+        else
+          slots.push_back(sched::SlotAttr::get(
+              b.getContext(), it->second,
+              align(memory::storageBytes(result.getType()))));
       }
-      op.setAttr("memory.offsets", b.getDenseI64ArrayAttr(offsets));
+      op.setAttr(sched::SchedDialect::kSlotsAttrName, b.getArrayAttr(slots));
     }
     return plan;
   }

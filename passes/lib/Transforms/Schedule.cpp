@@ -34,14 +34,23 @@ using namespace strata;
 
 namespace {
 
-StringRef streamOf(Operation *op) {
+using sched::Stream;
+
+Stream streamOf(Operation *op) {
   if (isa<sched::AllGatherOp, sched::ReduceScatterOp, sched::AllReduceOp>(op))
-    return "collective";
+    return Stream::Collective;
   if (auto reload = dyn_cast<sched::ReloadOp>(op))
-    return reload.getTier() == "ssd" ? "ssd" : "h2d";
+    return reload.getTier() == sched::Tier::Ssd ? Stream::Ssd
+                                                : Stream::HostToDevice;
   if (auto offload = dyn_cast<sched::OffloadOp>(op))
-    return offload.getTier() == "ssd" ? "ssd" : "d2h";
-  return "compute";
+    return offload.getTier() == sched::Tier::Ssd ? Stream::Ssd
+                                                 : Stream::DeviceToHost;
+  return Stream::Compute;
+}
+
+bool isCollective(Operation *op) {
+  return isa<sched::AllGatherOp, sched::ReduceScatterOp, sched::AllReduceOp>(
+      op);
 }
 
 /// A fetch: its first op (a stage-1 all-gather or a reload) and the ops that
@@ -55,7 +64,8 @@ bool isFetchRoot(Operation *op) {
   if (isa<sched::ReloadOp>(op))
     return true;
   if (auto gather = dyn_cast<sched::AllGatherOp>(op))
-    return gather.getGroup() == "partition" || gather.getGroup() == "inter";
+    return gather.getGroup() == sched::Group::Partition ||
+           gather.getGroup() == sched::Group::Inter;
   return false;
 }
 
@@ -76,12 +86,11 @@ struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
-      Builder b(func.getContext());
       func.walk([&](Operation *op) {
         if (op == func || isa<graph::ConstantOp>(op) ||
             op->hasTrait<OpTrait::IsTerminator>())
           return;
-        op->setAttr("sched.stream", b.getStringAttr(streamOf(op)));
+        sched::setStream(op, streamOf(op));
       });
       // A fetch's rearrangements run on the stream of what they rearrange
       // (collectives stay on theirs).
@@ -90,9 +99,16 @@ struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
           if (c != f.chain.front() &&
               !isa<sched::AllGatherOp>(c) && c->getNumOperands())
             if (Operation *def = c->getOperand(0).getDefiningOp())
-              c->setAttr("sched.stream", def->getAttr("sched.stream"));
+              if (std::optional<Stream> stream = sched::getStream(def))
+                sched::setStream(c, *stream);
       if (prefetchDepth > 0)
         hoist(func, persistent);
+      // A memory plan made for another order no longer holds:
+      // strata-plan-memory plans the new one.
+      func->removeAttr(sched::SchedDialect::kArenaAttrName);
+      func.walk([](Operation *op) {
+        op->removeAttr(sched::SchedDialect::kSlotsAttrName);
+      });
     }
   }
 
@@ -100,7 +116,7 @@ struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
   /// device tier, constants (as strata-plan-memory counts them).
   static int64_t persistentDeviceBytes(ModuleOp module) {
     memory::PersistentState state = memory::collectPersistentState(module, 64);
-    return state.tierBytes("device", 64) + state.constantBytes;
+    return state.tierBytes(sched::Tier::Device, 64) + state.constantBytes;
   }
 
   std::vector<Fetch> findFetches(Block &body) {
@@ -216,10 +232,10 @@ struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
     // (alignment, gaps): the first plan's ratio, and 2 % more, is left for
     // it.
     double slack = 1.02;
-    auto arena = func->getAttrOfType<IntegerAttr>("memory.arena_bytes");
-    auto bound = func->getAttrOfType<IntegerAttr>("memory.live_bytes");
-    if (arena && bound && bound.getInt() > 0)
-      slack *= std::max(1.0, double(arena.getInt()) / double(bound.getInt()));
+    auto arena =
+        func->getAttrOfType<sched::ArenaAttr>(sched::SchedDialect::kArenaAttrName);
+    if (arena && arena.getLive() > 0)
+      slack *= std::max(1.0, double(arena.getSize()) / double(arena.getLive()));
     int64_t liveCap =
         gpuMemory ? std::max<int64_t>(int64_t(double(int64_t(gpuMemory) -
                                                      persistent) /
@@ -270,7 +286,7 @@ struct InsertEventsPass
       if (func.isExternal())
         continue;
       std::vector<schedule::OpAccess> ops;
-      std::vector<std::string> streams;
+      std::vector<Stream> streams;
       if (failed(schedule::collectAccesses(func, ops, streams)))
         return signalPassFailure();
       size_t s = streams.size();
@@ -279,12 +295,11 @@ struct InsertEventsPass
       std::vector<std::vector<int64_t>> clock(ops.size());
       std::vector<int64_t> ordinal(ops.size());
       std::vector<std::vector<size_t>> onStream(s);
-      Builder b(func.getContext());
+      std::vector<SmallVector<size_t>> waits(ops.size());
       for (size_t i = 0; i < ops.size(); ++i) {
         int own = ops[i].stream;
         clock[i] = onStream[own].empty() ? std::vector<int64_t>(s, 0)
                                          : clock[onStream[own].back()];
-        SmallVector<int64_t> waits;
         for (size_t t = 0; t < s; ++t) {
           if (int(t) == own)
             continue;
@@ -295,7 +310,7 @@ struct InsertEventsPass
               break;
             if (!schedule::conflict(ops[a], ops[i]))
               continue;
-            waits.push_back(int64_t(a));
+            waits[i].push_back(a);
             for (size_t u = 0; u < s; ++u)
               clock[i][u] = std::max(clock[i][u], clock[a][u]);
             break;
@@ -304,17 +319,34 @@ struct InsertEventsPass
         onStream[own].push_back(i);
         ordinal[i] = int64_t(onStream[own].size());
         clock[i][own] = ordinal[i];
-        ops[i].op->setAttr("sched.id", b.getI64IntegerAttr(int64_t(i)));
-        std::sort(waits.begin(), waits.end());
-        if (!waits.empty())
-          ops[i].op->setAttr("sched.waits", b.getDenseI64ArrayAttr(waits));
-        else
-          ops[i].op->removeAttr("sched.waits");
+      }
+      // A token right after each op another stream waits for, and one wait
+      // before each op that waits, for its tokens in instruction order.
+      OpBuilder b(func.getContext());
+      DenseMap<size_t, Value> tokens;
+      for (size_t i = 0; i < ops.size(); ++i) {
+        if (waits[i].empty())
+          continue;
+        llvm::sort(waits[i]);
+        SmallVector<Value> awaited;
+        for (size_t a : waits[i]) {
+          Value &token = tokens[a];
+          if (!token) {
+            b.setInsertionPointAfter(ops[a].op);
+            token = b.create<sched::RecordOp>(ops[a].op->getLoc(),
+                                              streams[ops[a].stream])
+                        .getToken();
+          }
+          awaited.push_back(token);
+        }
+        b.setInsertionPoint(ops[i].op);
+        b.create<sched::WaitOp>(ops[i].op->getLoc(), streams[ops[i].stream],
+                                awaited);
       }
       SmallVector<Attribute> names;
-      for (const std::string &name : streams)
-        names.push_back(b.getStringAttr(name));
-      func->setAttr("sched.streams", b.getArrayAttr(names));
+      for (Stream stream : streams)
+        names.push_back(sched::StreamAttr::get(func.getContext(), stream));
+      func->setAttr(sched::SchedDialect::kStreamsAttrName, b.getArrayAttr(names));
     }
   }
 };
@@ -327,54 +359,78 @@ struct VerifySchedulePass
         return signalPassFailure();
   }
 
+  /// Vector clocks over the streams: an instruction is ordered after
+  /// everything of its own stream before it and, through the tokens its
+  /// stream waited for, after what those tokens' streams had run when they
+  /// were recorded.
   LogicalResult verify(func::FuncOp func) {
     std::vector<schedule::OpAccess> ops;
-    std::vector<std::string> streams;
+    std::vector<Stream> streams;
     if (failed(schedule::collectAccesses(func, ops, streams)))
       return failure();
     size_t s = streams.size();
+    auto indexOf = [&](Stream stream) {
+      auto at = llvm::find(streams, stream);
+      if (at == streams.end()) {
+        streams.push_back(stream);
+        return streams.size() - 1;
+      }
+      return size_t(at - streams.begin());
+    };
+    // Event ops may name streams no instruction uses.
+    func.walk([&](Operation *op) {
+      if (isa<sched::RecordOp, sched::WaitOp>(op))
+        indexOf(*sched::getStream(op));
+    });
+    s = streams.size();
+    std::vector<std::vector<int64_t>> current(s, std::vector<int64_t>(s, 0));
     std::vector<std::vector<int64_t>> clock(ops.size());
     std::vector<int64_t> ordinal(ops.size());
-    std::vector<int64_t> last(s, -1);
-    std::string collectiveStream;
+    DenseMap<Value, std::vector<int64_t>> tokenClock;
+    DenseMap<Operation *, size_t> instruction;
+    for (size_t i = 0; i < ops.size(); ++i)
+      instruction[ops[i].op] = i;
+    std::optional<Stream> collectiveStream;
     auto fail = [&](size_t i, const Twine &message) {
       return ops[i].op->emitError("strata-verify-schedule: @")
              << func.getSymName() << ": " << message;
     };
-    for (size_t i = 0; i < ops.size(); ++i) {
-      Operation *op = ops[i].op;
-      auto id = op->getAttrOfType<IntegerAttr>("sched.id");
-      if (!id || id.getInt() != int64_t(i))
-        return fail(i, schedule::describe(ops[i], int64_t(i), streams) +
-                           " has sched.id " +
-                           (id ? std::to_string(id.getInt()) : "none") +
-                           ", not its place in the program");
-      if (isa<sched::AllGatherOp, sched::ReduceScatterOp, sched::AllReduceOp>(
-              op)) {
-        if (collectiveStream.empty())
-          collectiveStream = streams[ops[i].stream];
-        else if (streams[ops[i].stream] != collectiveStream)
+    for (Operation &op : func.getBody().front()) {
+      if (auto record = dyn_cast<sched::RecordOp>(op)) {
+        tokenClock[record.getToken()] = current[indexOf(record.getStream())];
+        continue;
+      }
+      if (auto wait = dyn_cast<sched::WaitOp>(op)) {
+        std::vector<int64_t> &mine = current[indexOf(wait.getStream())];
+        for (Value token : wait.getTokens()) {
+          auto it = tokenClock.find(token);
+          if (it == tokenClock.end())
+            return wait.emitError("strata-verify-schedule: @")
+                   << func.getSymName()
+                   << ": waits for a token no earlier sched.record made";
+          for (size_t u = 0; u < s; ++u)
+            mine[u] = std::max(mine[u], it->second[u]);
+        }
+        continue;
+      }
+      auto at = instruction.find(&op);
+      if (at == instruction.end())
+        continue;
+      size_t i = at->second;
+      int own = ops[i].stream;
+      if (isCollective(&op)) {
+        if (!collectiveStream)
+          collectiveStream = streams[own];
+        else if (streams[own] != *collectiveStream)
           return fail(i, schedule::describe(ops[i], int64_t(i), streams) +
                              " is a collective off stream " +
-                             collectiveStream +
+                             sched::stringifyStream(*collectiveStream).str() +
                              ": the ranks could issue collectives in "
                              "different orders and deadlock");
       }
-      int own = ops[i].stream;
-      clock[i] = last[own] < 0 ? std::vector<int64_t>(s, 0) : clock[last[own]];
-      if (auto waits = op->getAttrOfType<DenseI64ArrayAttr>("sched.waits"))
-        for (int64_t w : waits.asArrayRef()) {
-          if (w < 0 || w >= int64_t(i))
-            return fail(i, schedule::describe(ops[i], int64_t(i), streams) +
-                               " waits for instruction " + std::to_string(w) +
-                               ", which does not run before it (a wait must "
-                               "name an earlier instruction)");
-          for (size_t u = 0; u < s; ++u)
-            clock[i][u] = std::max(clock[i][u], clock[w][u]);
-        }
-      ordinal[i] = (last[own] < 0 ? 0 : ordinal[last[own]]) + 1;
-      clock[i][own] = ordinal[i];
-      last[own] = int64_t(i);
+      std::vector<int64_t> &mine = current[own];
+      ordinal[i] = ++mine[own];
+      clock[i] = mine;
       // Everything on other streams this op conflicts with must be ordered
       // before it.
       for (size_t a = 0; a < i; ++a) {

@@ -35,9 +35,14 @@ bool conflict(const OpAccess &a, const OpAccess &b) {
          anyOverlap(a.writes, b.writes);
 }
 
+bool isInstruction(Operation *op) {
+  return !isa<graph::ConstantOp, sched::RecordOp, sched::WaitOp>(op) &&
+         !op->hasTrait<OpTrait::IsTerminator>();
+}
+
 LogicalResult collectAccesses(func::FuncOp func, std::vector<OpAccess> &out,
-                              std::vector<std::string> &streams) {
-  streams = {"compute"};
+                              std::vector<sched::Stream> &streams) {
+  streams = {sched::Stream::Compute};
   llvm::StringMap<int64_t> regions;
   auto regionOf = [&](StringRef name) {
     auto [it, inserted] = regions.try_emplace(name, int64_t(regions.size()) + 1);
@@ -60,13 +65,13 @@ LogicalResult collectAccesses(func::FuncOp func, std::vector<OpAccess> &out,
     Operation *def = result.getOwner();
     if (isa<graph::ConstantOp>(def))
       return success(); // read-only
-    auto offsets = def->getAttrOfType<DenseI64ArrayAttr>("memory.offsets");
-    if (!offsets)
+    auto slots =
+        def->getAttrOfType<ArrayAttr>(sched::SchedDialect::kSlotsAttrName);
+    if (!slots || slots.size() != def->getNumResults())
       return def->emitOpError("has no memory plan: run strata-plan-memory "
                               "before scheduling checks");
-    int64_t offset = offsets[result.getResultNumber()];
-    if (offset >= 0) {
-      range = Range{0, offset, offset + bytes};
+    if (auto slot = dyn_cast<sched::SlotAttr>(slots[result.getResultNumber()])) {
+      range = Range{0, slot.getOffset(), slot.getOffset() + bytes};
       return success();
     }
     auto it = inState.find(v);
@@ -77,15 +82,15 @@ LogicalResult collectAccesses(func::FuncOp func, std::vector<OpAccess> &out,
     return success();
   };
   for (Operation &op : func.getBody().front()) {
-    if (isa<graph::ConstantOp>(op) || op.hasTrait<OpTrait::IsTerminator>())
+    if (!isInstruction(&op))
       continue;
-    auto stream = op.getAttrOfType<StringAttr>("sched.stream");
+    std::optional<sched::Stream> stream = sched::getStream(&op);
     if (!stream)
       return op.emitOpError("has no stream: run strata-schedule first");
-    auto at = std::find(streams.begin(), streams.end(), stream.getValue());
+    auto at = std::find(streams.begin(), streams.end(), *stream);
     int index = int(at - streams.begin());
     if (at == streams.end())
-      streams.push_back(stream.getValue().str());
+      streams.push_back(*stream);
     OpAccess access{&op, index, {}, {}};
     std::optional<Range> range;
     for (Value operand : op.getOperands()) {
@@ -106,11 +111,11 @@ LogicalResult collectAccesses(func::FuncOp func, std::vector<OpAccess> &out,
 }
 
 std::string describe(const OpAccess &access, int64_t id,
-                     const std::vector<std::string> &streams) {
+                     const std::vector<sched::Stream> &streams) {
   std::string s;
   llvm::raw_string_ostream os(s);
   os << "'" << access.op->getName() << "' (instruction " << id
-     << " on stream " << streams[access.stream];
+     << " on stream " << sched::stringifyStream(streams[access.stream]);
   std::string node = graph::onnxNodeName(access.op->getLoc());
   if (!node.empty())
     os << ", node " << node;

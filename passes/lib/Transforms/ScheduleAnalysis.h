@@ -11,6 +11,8 @@
 #ifndef STRATA_TRANSFORMS_SCHEDULEANALYSIS_H
 #define STRATA_TRANSFORMS_SCHEDULEANALYSIS_H
 
+#include "strata/Dialect/Sched/IR/SchedOps.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/SmallVector.h"
 
@@ -25,6 +27,9 @@ struct Range {
   int64_t region, begin, end;
 };
 
+/// An instruction: an op that computes, collects or moves (not a
+/// constant, a terminator or an event op). `stream` indexes the stream list
+/// collectAccesses returns.
 struct OpAccess {
   mlir::Operation *op;
   int stream;
@@ -34,16 +39,19 @@ struct OpAccess {
 /// Whether two ops' accesses conflict: overlapping bytes, one writing.
 bool conflict(const OpAccess &a, const OpAccess &b);
 
+/// Whether `op` becomes an instruction of the artifact.
+bool isInstruction(mlir::Operation *op);
+
 /// The accesses of `func`'s instructions in block order; `streams` gets the
-/// stream names (index 0: "compute"). Fails with an error on the op when
-/// the schedule or the memory plan is missing.
+/// streams in order of first use (compute first). Fails with an error on
+/// the op when the schedule or the memory plan is missing.
 mlir::LogicalResult collectAccesses(mlir::func::FuncOp func,
                                     std::vector<OpAccess> &out,
-                                    std::vector<std::string> &streams);
+                                    std::vector<sched::Stream> &streams);
 
 /// "'graph.linear' (instruction 12 on stream compute, node /h.0/mlp)"
 std::string describe(const OpAccess &access, int64_t id,
-                     const std::vector<std::string> &streams);
+                     const std::vector<sched::Stream> &streams);
 
 } // namespace strata::schedule
 

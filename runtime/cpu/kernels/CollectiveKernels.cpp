@@ -30,9 +30,7 @@ Status prepare(KernelContext &ctx, const std::string &op, Group &group,
   if (!ctx.comm)
     return Status::error(op + ": the artifact is distributed but this run "
                               "has no communicator (launch it with mpirun)");
-  std::string name = ctx.attrs.getString("group");
-  if (!Communicator::parseGroup(name, group))
-    return Status::error(op + ": unknown group '" + name + "'");
+  group = ctx.group;
   members = ctx.comm->members(group).size();
   for (size_t i = 0; i < ctx.inputs.size(); ++i)
     if (ctx.inputs[i].dtype != ctx.outputs[i].dtype)
@@ -101,10 +99,7 @@ Status localShardKernel(KernelContext &ctx) {
   const std::string op = "sched.local_shard";
   if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
     return s;
-  Group group;
-  std::string name = ctx.attrs.getString("group");
-  if (!Communicator::parseGroup(name, group))
-    return Status::error(op + ": unknown group '" + name + "'");
+  Group group = ctx.group;
   const TensorView &in = ctx.inputs[0];
   TensorView &out = ctx.outputs[0];
   // One rank, or a group of one: the slice is the whole value.

@@ -55,10 +55,7 @@ Status prepareGroup(KernelContext &ctx, const std::string &op,
     return Status::error(op + ": needs one result per operand, got " +
                          std::to_string(ctx.inputs.size()) + " and " +
                          std::to_string(ctx.outputs.size()));
-  std::string groupName = ctx.attrs.getString("group");
-  Group group;
-  if (!parseGroup(groupName, group))
-    return Status::error(op + ": unknown group '" + groupName + "'");
+  Group group = ctx.group;
   const CudaStream &s = streamOf(ctx);
   comm = s.collectives ? static_cast<ncclComm_t>(s.collectives[int(group)])
                        : nullptr;
@@ -160,10 +157,7 @@ Status localShardKernel(KernelContext &ctx) {
   const std::string op = "sched.local_shard";
   if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
     return s;
-  Group group;
-  std::string groupName = ctx.attrs.getString("group");
-  if (!parseGroup(groupName, group))
-    return Status::error(op + ": unknown group '" + groupName + "'");
+  Group group = ctx.group;
   const CudaStream &s = streamOf(ctx);
   // One rank, or a group of one: the slice is the whole value.
   int members = 1, index = 0;

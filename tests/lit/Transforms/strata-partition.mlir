@@ -9,14 +9,14 @@
 // Three layers (h.0, h.1, head), each a weight and a bias. Over P = 2 the
 // 4x4 weights become 8-element shards, the 3-element head bias a padded
 // 2-element shard.
-func.func @main(%x: tensor<2x4xf32> {graph.name = "x", graph.role = "input"},
-                %w0: tensor<4x4xf32> {graph.name = "h.0.weight", graph.role = "parameter"},
-                %b0: tensor<4xf32> {graph.name = "h.0.bias", graph.role = "parameter"},
-                %w1: tensor<4x4xf32> {graph.name = "h.1.weight", graph.role = "parameter"},
-                %b1: tensor<4xf32> {graph.name = "h.1.bias", graph.role = "parameter"},
-                %wh: tensor<3x4xf32> {graph.name = "head.weight", graph.role = "parameter"},
-                %bh: tensor<3xf32> {graph.name = "head.bias", graph.role = "parameter"})
-    -> (tensor<2x3xf32> {graph.name = "logits", graph.role = "output"}) {
+func.func @main(%x: tensor<2x4xf32> {graph.name = "x", graph.role = #graph<role input>},
+                %w0: tensor<4x4xf32> {graph.name = "h.0.weight", graph.role = #graph<role parameter>},
+                %b0: tensor<4xf32> {graph.name = "h.0.bias", graph.role = #graph<role parameter>},
+                %w1: tensor<4x4xf32> {graph.name = "h.1.weight", graph.role = #graph<role parameter>},
+                %b1: tensor<4xf32> {graph.name = "h.1.bias", graph.role = #graph<role parameter>},
+                %wh: tensor<3x4xf32> {graph.name = "head.weight", graph.role = #graph<role parameter>},
+                %bh: tensor<3xf32> {graph.name = "head.bias", graph.role = #graph<role parameter>})
+    -> (tensor<2x3xf32> {graph.name = "logits", graph.role = #graph<role output>}) {
   %0 = graph.linear %x, %w0, %b0 {transpose_weight = true} : (tensor<2x4xf32>, tensor<4x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
   %1 = graph.tanh %0 : tensor<2x4xf32>
   %2 = graph.linear %1, %w1, %b1 {transpose_weight = true} : (tensor<2x4xf32>, tensor<4x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
@@ -28,10 +28,10 @@ func.func @main(%x: tensor<2x4xf32> {graph.name = "x", graph.role = "input"},
 // The forward program gathers each layer's bucket (weight and bias) with one
 // coalesced all-gather, before the layer.
 // CHECK-LABEL: func.func @main
-// CHECK-SAME: %[[W0:[^:]*]]: tensor<8xf32> {graph.full_shape = array<i64: 4, 4>, graph.name = "h.0.weight", graph.role = "parameter", graph.shards = 2 : i64}
-// CHECK-SAME: %[[B0:[^:]*]]: tensor<2xf32> {graph.full_shape = array<i64: 4>, graph.name = "h.0.bias", graph.role = "parameter", graph.shards = 2 : i64}
-// CHECK-SAME: tensor<2xf32> {graph.full_shape = array<i64: 3>, graph.name = "head.bias", graph.role = "parameter", graph.shards = 2 : i64}
-// CHECK: %[[G0:.*]]:2 = sched.all_gather %[[W0]], %[[B0]] {group = "partition"} : tensor<8xf32>, tensor<2xf32> -> tensor<16xf32>, tensor<4xf32>
+// CHECK-SAME: %[[W0:[^:]*]]: tensor<8xf32> {graph.full_shape = array<i64: 4, 4>, graph.name = "h.0.weight", graph.role = #graph<role parameter>, graph.shards = 2 : i64}
+// CHECK-SAME: %[[B0:[^:]*]]: tensor<2xf32> {graph.full_shape = array<i64: 4>, graph.name = "h.0.bias", graph.role = #graph<role parameter>, graph.shards = 2 : i64}
+// CHECK-SAME: tensor<2xf32> {graph.full_shape = array<i64: 3>, graph.name = "head.bias", graph.role = #graph<role parameter>, graph.shards = 2 : i64}
+// CHECK: %[[G0:.*]]:2 = sched.all_gather partition %[[W0]], %[[B0]] : tensor<8xf32>, tensor<2xf32> -> tensor<16xf32>, tensor<4xf32>
 // CHECK: %[[R0:.*]] = graph.reshape %[[G0]]#0 : tensor<16xf32> -> tensor<4x4xf32>
 // CHECK: graph.linear %{{.*}}, %[[R0]], %[[G0]]#1
 // CHECK: sched.all_gather {{.*}} : tensor<8xf32>, tensor<2xf32> -> tensor<16xf32>, tensor<4xf32>
@@ -47,16 +47,16 @@ func.func @main(%x: tensor<2x4xf32> {graph.name = "x", graph.role = "input"},
 // each layer's gradients are reduce-scattered together right after the
 // last of them is computed, and added into the shard accumulators.
 // CHECK-LABEL: func.func @micro_step
-// CHECK-SAME: %[[ACC0:[^:]*]]: tensor<8xf32> {graph.full_shape = array<i64: 4, 4>, graph.name = "grad:h.0.weight", graph.role = "gradient", graph.shards = 2 : i64}
-// CHECK-COUNT-3: sched.all_gather {{.*}} {group = "partition"} : tensor<{{[0-9]+}}xf32>, tensor<2xf32>
+// CHECK-SAME: %[[ACC0:[^:]*]]: tensor<8xf32> {graph.full_shape = array<i64: 4, 4>, graph.name = "grad:h.0.weight", graph.role = #graph<role gradient>, graph.shards = 2 : i64}
+// CHECK-COUNT-3: sched.all_gather partition {{.*}} : tensor<{{[0-9]+}}xf32>, tensor<2xf32>
 // CHECK: graph.cross_entropy
-// CHECK: sched.all_gather %{{.*}} {group = "partition"} : tensor<6xf32> -> tensor<12xf32>
+// CHECK: sched.all_gather partition %{{.*}} : tensor<6xf32> -> tensor<12xf32>
 // CHECK: graph.linear_grad_weight
 // CHECK: graph.reduce_sum
-// CHECK: %[[RSH:.*]]:2 = sched.reduce_scatter %{{.*}}, %{{.*}} {group = "partition"} : tensor<12xf32>, tensor<4xf32> -> tensor<6xf32>, tensor<2xf32>
+// CHECK: %[[RSH:.*]]:2 = sched.reduce_scatter partition %{{.*}}, %{{.*}} : tensor<12xf32>, tensor<4xf32> -> tensor<6xf32>, tensor<2xf32>
 // CHECK: graph.add %{{.*}}, %[[RSH]]#0 : tensor<6xf32>
 // CHECK: graph.add %{{.*}}, %[[RSH]]#1 : tensor<2xf32>
-// CHECK: sched.all_gather %{{.*}} {group = "partition"} : tensor<8xf32> -> tensor<16xf32>
+// CHECK: sched.all_gather partition %{{.*}} : tensor<8xf32> -> tensor<16xf32>
 // CHECK: graph.linear_grad_weight
 // CHECK: sched.reduce_scatter {{.*}} : tensor<16xf32>, tensor<4xf32> -> tensor<8xf32>, tensor<2xf32>
 // CHECK-NOT: sched.all_gather
@@ -69,35 +69,35 @@ func.func @main(%x: tensor<2x4xf32> {graph.name = "x", graph.role = "input"},
 // shards over the replication group, once per step; the squared norm summed
 // over the partition group; the updates on shards.
 // CHECK-LABEL: func.func @optimizer_step
-// CHECK: sched.all_reduce %{{.*}}, %{{.*}} {group = "replication"} : tensor<8xf32>, tensor<2xf32> -> tensor<8xf32>, tensor<2xf32>
-// CHECK: sched.all_reduce %{{.*}}, %{{.*}} {group = "replication"} : tensor<8xf32>, tensor<2xf32>
-// CHECK: sched.all_reduce %{{.*}}, %{{.*}} {group = "replication"} : tensor<6xf32>, tensor<2xf32>
-// CHECK: %[[SQ:.*]] = sched.all_reduce %{{.*}} {group = "partition"} : tensor<f32> -> tensor<f32>
+// CHECK: sched.all_reduce replication %{{.*}}, %{{.*}} : tensor<8xf32>, tensor<2xf32> -> tensor<8xf32>, tensor<2xf32>
+// CHECK: sched.all_reduce replication %{{.*}}, %{{.*}} : tensor<8xf32>, tensor<2xf32>
+// CHECK: sched.all_reduce replication %{{.*}}, %{{.*}} : tensor<6xf32>, tensor<2xf32>
+// CHECK: %[[SQ:.*]] = sched.all_reduce partition %{{.*}} : tensor<f32> -> tensor<f32>
 // CHECK: graph.sqrt %[[SQ]]
 // CHECK: graph.adamw_update {{.*}} -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
 
 // bucket-bytes=0: one collective per parameter.
 // ONE-LABEL: func.func @micro_step
-// ONE-COUNT-6: sched.all_gather %{{[^,]*}} {group = "partition"}
+// ONE-COUNT-6: sched.all_gather partition %{{[^,]*}}
 // ONE: graph.cross_entropy
 // ONE-LABEL: func.func @optimizer_step
-// ONE-COUNT-6: sched.all_reduce %{{[^,]*}} {group = "replication"}
+// ONE-COUNT-6: sched.all_reduce replication %{{[^,]*}}
 
 // Hierarchical (P = 4 over two nodes of K = 2): (1) one inter-node
 // all-gather of the bucket among the ranks with this local rank, (2) each
 // result split into its P/K = 2 shards, (3) the P/K batched intra-node
 // all-gathers as one coalesced op, concatenated to [C0, C1, C2, C3].
 // HIER-LABEL: func.func @micro_step
-// HIER: %[[INTER:.*]]:2 = sched.all_gather %{{.*}}, %{{.*}} {group = "inter"} : tensor<4xf32>, tensor<1xf32> -> tensor<8xf32>, tensor<2xf32>
+// HIER: %[[INTER:.*]]:2 = sched.all_gather inter %{{.*}}, %{{.*}} : tensor<4xf32>, tensor<1xf32> -> tensor<8xf32>, tensor<2xf32>
 // HIER: %[[W:.*]]:2 = graph.split %[[INTER]]#0 {axis = 0 : i64} : (tensor<8xf32>) -> (tensor<4xf32>, tensor<4xf32>)
 // HIER: %[[B:.*]]:2 = graph.split %[[INTER]]#1 {axis = 0 : i64} : (tensor<2xf32>) -> (tensor<1xf32>, tensor<1xf32>)
-// HIER: %[[INTRA:.*]]:4 = sched.all_gather %[[W]]#0, %[[W]]#1, %[[B]]#0, %[[B]]#1 {group = "intra"} : tensor<4xf32>, tensor<4xf32>, tensor<1xf32>, tensor<1xf32> -> tensor<8xf32>, tensor<8xf32>, tensor<2xf32>, tensor<2xf32>
+// HIER: %[[INTRA:.*]]:4 = sched.all_gather intra %[[W]]#0, %[[W]]#1, %[[B]]#0, %[[B]]#1 : tensor<4xf32>, tensor<4xf32>, tensor<1xf32>, tensor<1xf32> -> tensor<8xf32>, tensor<8xf32>, tensor<2xf32>, tensor<2xf32>
 // HIER: %[[FULL:.*]] = graph.concat %[[INTRA]]#0, %[[INTRA]]#1 {axis = 0 : i64} : (tensor<8xf32>, tensor<8xf32>) -> tensor<16xf32>
 // HIER: graph.concat %[[INTRA]]#2, %[[INTRA]]#3
 // HIER: graph.reshape %[[FULL]] : tensor<16xf32> -> tensor<4x4xf32>
 // HIER-NOT: group = "partition"} : tensor<{{.*}}> -> tensor<
 // HIER: graph.cross_entropy
-// HIER: sched.reduce_scatter {{.*}} {group = "partition"}
+// HIER: sched.reduce_scatter partition {{.*}}
 // HIER-LABEL: func.func @optimizer_step
 // HIER-NOT: group = "replication"
 
@@ -105,14 +105,14 @@ func.func @main(%x: tensor<2x4xf32> {graph.name = "x", graph.role = "input"},
 // micro-step, this rank's shard kept; no boundary all-reduce.
 // GLOBAL-LABEL: func.func @micro_step
 // GLOBAL-NOT: sched.reduce_scatter
-// GLOBAL: %[[AR:.*]]:2 = sched.all_reduce %{{.*}}, %{{.*}} {group = "world"} : tensor<12xf32>, tensor<4xf32> -> tensor<12xf32>, tensor<4xf32>
-// GLOBAL: %[[MINE:.*]] = sched.local_shard %[[AR]]#0 {group = "partition"} : tensor<12xf32> -> tensor<6xf32>
-// GLOBAL: sched.local_shard %[[AR]]#1 {group = "partition"} : tensor<4xf32> -> tensor<2xf32>
+// GLOBAL: %[[AR:.*]]:2 = sched.all_reduce world %{{.*}}, %{{.*}} : tensor<12xf32>, tensor<4xf32> -> tensor<12xf32>, tensor<4xf32>
+// GLOBAL: %[[MINE:.*]] = sched.local_shard partition %[[AR]]#0 : tensor<12xf32> -> tensor<6xf32>
+// GLOBAL: sched.local_shard partition %[[AR]]#1 : tensor<4xf32> -> tensor<2xf32>
 // GLOBAL: graph.add %{{.*}}, %[[MINE]] : tensor<6xf32>
 // GLOBAL-NOT: sched.reduce_scatter
 // GLOBAL-LABEL: func.func @optimizer_step
 // GLOBAL-NOT: group = "replication"
-// GLOBAL: sched.all_reduce %{{.*}} {group = "partition"} : tensor<f32>
+// GLOBAL: sched.all_reduce partition %{{.*}} : tensor<f32>
 
 // Data parallelism (P = 1): nothing is sharded or gathered; the gradients
 // are summed over the replication group (every rank) once per step, per
@@ -121,11 +121,11 @@ func.func @main(%x: tensor<2x4xf32> {graph.name = "x", graph.role = "input"},
 // DP-LABEL: func.func @micro_step
 // DP-NOT: sched.
 // DP-LABEL: func.func @optimizer_step
-// DP: sched.all_reduce %{{.*}}, %{{.*}} {group = "replication"} : tensor<4x4xf32>, tensor<4xf32> -> tensor<4x4xf32>, tensor<4xf32>
+// DP: sched.all_reduce replication %{{.*}}, %{{.*}} : tensor<4x4xf32>, tensor<4xf32> -> tensor<4x4xf32>, tensor<4xf32>
 // DP-NOT: group = "partition"
 
 // DPGLOBAL-LABEL: func.func @micro_step
-// DPGLOBAL: sched.all_reduce %{{.*}}, %{{.*}} {group = "world"} : tensor<3x4xf32>, tensor<3xf32> -> tensor<3x4xf32>, tensor<3xf32>
+// DPGLOBAL: sched.all_reduce world %{{.*}}, %{{.*}} : tensor<3x4xf32>, tensor<3xf32> -> tensor<3x4xf32>, tensor<3xf32>
 // DPGLOBAL-NOT: sched.local_shard
 // DPGLOBAL-LABEL: func.func @optimizer_step
 // DPGLOBAL-NOT: sched.

@@ -7,17 +7,17 @@
 // A chain: each value lives from its op to the next, so two slots suffice
 // and they alternate; an op's result never shares its operand's bytes.
 // The input (64 bytes) is device state: 192 device bytes in all.
-// CHECK-LABEL: module attributes {memory.alignment = 64 : i64, memory.arena_bytes = 128 : i64, memory.device_bytes = 192 : i64, memory.host_bytes = 0 : i64, memory.live_bytes = 128 : i64, memory.page_size = 4194304 : i64, memory.ssd_bytes = 0 : i64}
+// CHECK-LABEL: module attributes {sched.memory_plan = #sched.memory_plan<arena = 128, live = 128, page_size = 4194304, alignment = 64, device = 192, host = 0, ssd = 0, budget = 0>}
 // CHECK: func.func @chain
-// CHECK-SAME: attributes {memory.arena_bytes = 128 : i64, memory.live_bytes = 128 : i64}
-// CHECK: graph.tanh %{{.*}} {memory.offsets = array<i64: 0>}
-// CHECK: graph.exp %{{.*}} {memory.offsets = array<i64: 64>}
-// CHECK: graph.neg %{{.*}} {memory.offsets = array<i64: 0>}
-// CHECK: graph.exp %{{.*}} {memory.offsets = array<i64: 64>}
-// ALIGN: memory.alignment = 256 : i64, memory.arena_bytes = 512 : i64, {{.*}}memory.live_bytes = 128 : i64, memory.page_size = 1024 : i64
-// ALIGN: graph.exp %{{.*}} {memory.offsets = array<i64: 256>}
+// CHECK-SAME: attributes {sched.arena = #sched.arena<size = 128, live = 128>}
+// CHECK: graph.tanh %{{.*}} {sched.slots = [#sched.slot<0, {{[0-9]+}}>]}
+// CHECK: graph.exp %{{.*}} {sched.slots = [#sched.slot<64, {{[0-9]+}}>]}
+// CHECK: graph.neg %{{.*}} {sched.slots = [#sched.slot<0, {{[0-9]+}}>]}
+// CHECK: graph.exp %{{.*}} {sched.slots = [#sched.slot<64, {{[0-9]+}}>]}
+// ALIGN: #sched.memory_plan<arena = 512, live = 128, page_size = 1024, alignment = 256,
+// ALIGN: graph.exp %{{.*}} {sched.slots = [#sched.slot<256, {{[0-9]+}}>]}
 // BAD: error: strata-plan-memory: alignment must be a power of two, got 48
-func.func @chain(%x: tensor<16xf32> {graph.name = "x", graph.role = "input"}) -> (tensor<16xf32> {graph.name = "y", graph.role = "output"}) {
+func.func @chain(%x: tensor<16xf32> {graph.name = "x", graph.role = #graph<role input>}) -> (tensor<16xf32> {graph.name = "y", graph.role = #graph<role output>}) {
   %0 = graph.tanh %x : tensor<16xf32>
   %1 = graph.exp %0 : tensor<16xf32>
   %2 = graph.neg %1 : tensor<16xf32>
@@ -31,11 +31,11 @@ func.func @chain(%x: tensor<16xf32> {graph.name = "x", graph.role = "input"}) ->
 // ones reuse the rest. Largest first: %big at 0. The lower bound counts raw
 // bytes (a 3-element f32 is 12 bytes), the arena aligned ones.
 // CHECK-LABEL: func.func @long_lived
-// CHECK-SAME: attributes {memory.arena_bytes = 384 : i64, memory.live_bytes = 332 : i64}
-// CHECK: %[[BIG:.*]] = graph.tanh %{{.*}} {memory.offsets = array<i64: 0>} : tensor<64xf32>
-// CHECK: graph.exp %{{.*}} {memory.offsets = array<i64: 256>} : tensor<16xf32>
-// CHECK: graph.neg %{{.*}} {memory.offsets = array<i64: 320>} : tensor<3xf32>
-func.func @long_lived(%x: tensor<64xf32> {graph.name = "x", graph.role = "input"}, %y: tensor<16xf32> {graph.name = "y", graph.role = "input"}, %z: tensor<3xf32> {graph.name = "z", graph.role = "input"}) -> (tensor<64xf32> {graph.name = "big", graph.role = "output"}, tensor<16xf32> {graph.name = "small", graph.role = "output"}, tensor<3xf32> {graph.name = "tiny", graph.role = "output"}) {
+// CHECK-SAME: attributes {sched.arena = #sched.arena<size = 384, live = 332>}
+// CHECK: %[[BIG:.*]] = graph.tanh %{{.*}} {sched.slots = [#sched.slot<0, {{[0-9]+}}>]} : tensor<64xf32>
+// CHECK: graph.exp %{{.*}} {sched.slots = [#sched.slot<256, {{[0-9]+}}>]} : tensor<16xf32>
+// CHECK: graph.neg %{{.*}} {sched.slots = [#sched.slot<320, {{[0-9]+}}>]} : tensor<3xf32>
+func.func @long_lived(%x: tensor<64xf32> {graph.name = "x", graph.role = #graph<role input>}, %y: tensor<16xf32> {graph.name = "y", graph.role = #graph<role input>}, %z: tensor<3xf32> {graph.name = "z", graph.role = #graph<role input>}) -> (tensor<64xf32> {graph.name = "big", graph.role = #graph<role output>}, tensor<16xf32> {graph.name = "small", graph.role = #graph<role output>}, tensor<3xf32> {graph.name = "tiny", graph.role = #graph<role output>}) {
   %big = graph.tanh %x : tensor<64xf32>
   %0 = graph.exp %y : tensor<16xf32>
   %1 = graph.neg %z : tensor<3xf32>
@@ -49,10 +49,10 @@ func.func @long_lived(%x: tensor<64xf32> {graph.name = "x", graph.role = "input"
 // Constants take none either.
 // CHECK-LABEL: func.func @state
 // CHECK: graph.constant
-// CHECK-NOT: memory.offsets
-// CHECK: graph.mul %{{.*}} {memory.offsets = array<i64: 0>}
-// CHECK: graph.add %{{.*}} {memory.offsets = array<i64: -1>}
-func.func @state(%w: tensor<8xf32> {graph.name = "w", graph.role = "parameter"}, %g: tensor<8xf32> {graph.name = "grad:w", graph.role = "gradient"}) -> (tensor<8xf32> {graph.name = "w", graph.role = "parameter"}) {
+// CHECK-NOT: sched.slots
+// CHECK: graph.mul %{{.*}} {sched.slots = [#sched.slot<0, {{[0-9]+}}>]}
+// CHECK: graph.add %{{.*}} {sched.slots = [unit]}
+func.func @state(%w: tensor<8xf32> {graph.name = "w", graph.role = #graph<role parameter>}, %g: tensor<8xf32> {graph.name = "grad:w", graph.role = #graph<role gradient>}) -> (tensor<8xf32> {graph.name = "w", graph.role = #graph<role parameter>}) {
   %c = graph.constant dense<0.5> : tensor<8xf32>
   %0 = graph.mul %g, %c : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
   %1 = graph.add %w, %0 : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
@@ -66,14 +66,14 @@ func.func @state(%w: tensor<8xf32> {graph.name = "w", graph.role = "parameter"},
 // parameter, always there, so backward makes it again right before it
 // reads it, and the forward value dies in forward.
 // RECOMPUTE-LABEL: func.func @micro_step
-// RECOMPUTE: %[[T:.*]] = graph.tanh %[[W:[^ ]*]] {memory.offsets
+// RECOMPUTE: %[[T:.*]] = graph.tanh %[[W:[^ ]*]] {sched.slots
 // RECOMPUTE: graph.mul %[[T]]
 // RECOMPUTE: %[[L:.*]] = graph.reduce_sum
-// RECOMPUTE: %[[R:.*]] = graph.tanh %[[W]] {memory.offsets = array<i64: {{[0-9]+}}>, memory.recomputed}
+// RECOMPUTE: %[[R:.*]] = graph.tanh %[[W]] {sched.recomputed, sched.slots = [#sched.slot<{{[0-9]+}}, {{[0-9]+}}>]}
 // RECOMPUTE-NEXT: graph.mul %{{.*}}, %[[R]]
 // NORECOMPUTE-LABEL: func.func @micro_step
-// NORECOMPUTE-NOT: memory.recomputed
-func.func @micro_step(%w: tensor<16xf32> {graph.name = "w", graph.role = "parameter"}) -> (tensor<f32> {graph.name = "strata.loss", graph.role = "output"}, tensor<16xf32> {graph.name = "grad:w", graph.role = "gradient"}) {
+// NORECOMPUTE-NOT: sched.recomputed
+func.func @micro_step(%w: tensor<16xf32> {graph.name = "w", graph.role = #graph<role parameter>}) -> (tensor<f32> {graph.name = "strata.loss", graph.role = #graph<role output>}, tensor<16xf32> {graph.name = "grad:w", graph.role = #graph<role gradient>}) {
   %t = graph.tanh %w : tensor<16xf32>
   %s = graph.mul %t, %t : tensor<16xf32>, tensor<16xf32> -> tensor<16xf32>
   %l = graph.reduce_sum %s {axes = array<i64: 0>, keepdims = false} : (tensor<16xf32>) -> tensor<f32>

@@ -4,14 +4,14 @@
 // RUN: strata-opt %s --strata-autodiff --strata-optimizer "--strata-partition=world=4 ranks-per-node=2 partition=2 bucket-bytes=1024" --strata-plan-memory --strata-schedule --strata-plan-memory --strata-insert-events --strata-verify-schedule | FileCheck %s --check-prefix=EVENTS
 
 // Three layers sharded over P = 2; each layer's bucket is one all-gather.
-func.func @main(%x: tensor<2x4xf32> {graph.name = "x", graph.role = "input"},
-                %w0: tensor<4x4xf32> {graph.name = "h.0.weight", graph.role = "parameter"},
-                %b0: tensor<4xf32> {graph.name = "h.0.bias", graph.role = "parameter"},
-                %w1: tensor<4x4xf32> {graph.name = "h.1.weight", graph.role = "parameter"},
-                %b1: tensor<4xf32> {graph.name = "h.1.bias", graph.role = "parameter"},
-                %wh: tensor<3x4xf32> {graph.name = "head.weight", graph.role = "parameter"},
-                %bh: tensor<3xf32> {graph.name = "head.bias", graph.role = "parameter"})
-    -> (tensor<2x3xf32> {graph.name = "logits", graph.role = "output"}) {
+func.func @main(%x: tensor<2x4xf32> {graph.name = "x", graph.role = #graph<role input>},
+                %w0: tensor<4x4xf32> {graph.name = "h.0.weight", graph.role = #graph<role parameter>},
+                %b0: tensor<4xf32> {graph.name = "h.0.bias", graph.role = #graph<role parameter>},
+                %w1: tensor<4x4xf32> {graph.name = "h.1.weight", graph.role = #graph<role parameter>},
+                %b1: tensor<4xf32> {graph.name = "h.1.bias", graph.role = #graph<role parameter>},
+                %wh: tensor<3x4xf32> {graph.name = "head.weight", graph.role = #graph<role parameter>},
+                %bh: tensor<3xf32> {graph.name = "head.bias", graph.role = #graph<role parameter>})
+    -> (tensor<2x3xf32> {graph.name = "logits", graph.role = #graph<role output>}) {
   %0 = graph.linear %x, %w0, %b0 {transpose_weight = true} : (tensor<2x4xf32>, tensor<4x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
   %1 = graph.tanh %0 : tensor<2x4xf32>
   %2 = graph.linear %1, %w1, %b1 {transpose_weight = true} : (tensor<2x4xf32>, tensor<4x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
@@ -24,15 +24,15 @@ func.func @main(%x: tensor<2x4xf32> {graph.name = "x", graph.role = "input"},
 // "collective", the rest on "compute". Depth 0: every gather just before
 // its layer.
 // DEPTH0-LABEL: func.func @main
-// DEPTH0: sched.all_gather {{.*}}sched.stream = "collective"{{.*}} -> tensor<16xf32>, tensor<4xf32>
-// DEPTH0: graph.reshape {{.*}}sched.stream = "collective"
-// DEPTH0: graph.linear {{.*}}sched.stream = "compute"
+// DEPTH0: sched.all_gather {{.*}}sched.stream = #sched<stream collective>{{.*}} -> tensor<16xf32>, tensor<4xf32>
+// DEPTH0: graph.reshape {{.*}}sched.stream = #sched<stream collective>
+// DEPTH0: graph.linear {{.*}}sched.stream = #sched<stream compute>
 // DEPTH0: graph.tanh
 // DEPTH0: sched.all_gather
 // DEPTH0: graph.linear
 // DEPTH0: graph.tanh
 // DEPTH0: sched.all_gather {{.*}} -> tensor<12xf32>, tensor<4xf32>
-// DEPTH0: graph.slice {{.*}}sched.stream = "collective"
+// DEPTH0: graph.slice {{.*}}sched.stream = #sched<stream collective>
 // DEPTH0: graph.linear
 // DEPTH0: return
 
@@ -58,12 +58,19 @@ func.func @main(%x: tensor<2x4xf32> {graph.name = "x", graph.role = "input"},
 // CAPPED: sched.all_gather
 // CAPPED: graph.linear
 
-// Events: ids are instruction numbers; a compute op waits for the gather
-// that fetched its weight; a gather that writes bytes an earlier compute op
-// read waits for it (the memory plan reuses them).
+// Events: a compute op waits for a token recorded after the gather that
+// fetched its weight; a reduce-scatter waits for a token recorded right
+// after the backward op (the pad to whole shards) that computed what it
+// reads. The tokens are SSA values: a wait names its
+// record.
 // EVENTS-LABEL: func.func @main
-// EVENTS-SAME: sched.streams = ["compute", "collective"]
-// EVENTS: sched.all_gather {{.*}}sched.id = 0 : i64, sched.stream = "collective"
-// EVENTS: graph.linear {{.*}}sched.id = [[L:[0-9]+]] : i64, sched.stream = "compute", sched.waits = array<i64: {{[0-9]+}}>
+// EVENTS-SAME: sched.streams = [#sched<stream compute>, #sched<stream collective>]
+// EVENTS: sched.all_gather partition {{.*}}sched.stream = #sched<stream collective>
+// EVENTS: %[[T:.*]] = sched.record on collective
+// EVENTS: sched.wait %[[T]]{{.*}} on compute
+// EVENTS-NEXT: graph.linear {{.*}}sched.stream = #sched<stream compute>
 // EVENTS-LABEL: func.func @micro_step
-// EVENTS: sched.reduce_scatter {{.*}}sched.stream = "collective", sched.waits = array<i64:
+// EVENTS: graph.pad
+// EVENTS-NEXT: %[[B:.*]] = sched.record on compute
+// EVENTS-NEXT: sched.wait %[[B]] on collective
+// EVENTS-NEXT: sched.reduce_scatter partition {{.*}}sched.stream = #sched<stream collective>

@@ -214,7 +214,7 @@ def PartitionPass : Pass<"strata-partition", "::mlir::ModuleOp"> {
     // P = 2: before
     %y = graph.linear %x, %w, %b : ...
     // after
-    %g:2 = sched.all_gather %ws, %bs {group = "partition"} : tensor<10xf32>, tensor<3xf32> -> tensor<20xf32>, tensor<6xf32>
+    %g:2 = sched.all_gather partition %ws, %bs : tensor<10xf32>, tensor<3xf32> -> tensor<20xf32>, tensor<6xf32>
     %w = graph.reshape %g#0 : tensor<20xf32> -> tensor<5x4xf32>
     %b = graph.slice %g#1 {...} : (tensor<6xf32>) -> tensor<5xf32>
     %y = graph.linear %x, %w, %b : ...
@@ -354,10 +354,12 @@ def PlanMemoryPass : Pass<"strata-plan-memory", "::mlir::ModuleOp"> {
 def SchedulePass : Pass<"strata-schedule", "::mlir::ModuleOp"> {
   let summary = "Put every op on a stream and hoist fetches ahead of their use";
   let description = [{
-    Streams (`sched.stream` on each op): collectives on "collective",
-    reloads from the host on "h2d", offloads to it on "d2h", moves to and
-    from SSD on "ssd", everything else on "compute". All collectives share
-    one stream, so every rank issues them in the program's order.
+    Streams (`sched.stream = #sched<stream ...>` on each op): collectives
+    on `collective`, reloads from the host on `h2d`, offloads to it on
+    `d2h`, moves to and from SSD on `ssd`, everything else on `compute`.
+    All collectives share one stream, so every rank issues them in the
+    program's order. A function it reorders loses its memory plan
+    (`sched.slots`, `sched.arena`): strata-plan-memory plans the new order.
 
     Prefetch: a *fetch* is a stage-1 all-gather (partition or inter group)
     or a reload, with the ops that only rearrange what it fetched (split,
@@ -372,9 +374,9 @@ def SchedulePass : Pass<"strata-schedule", "::mlir::ModuleOp"> {
 
     ```mlir
     // depth 1: the next layer's gather is issued before this layer computes
-    %w1 = sched.all_gather %s1 {group = "partition", sched.stream = "collective"} : ...
-    %y0 = graph.linear %x, %w0 {sched.stream = "compute"} : ...
-    %y1 = graph.linear %y0, %w1 {sched.stream = "compute"} : ...
+    %w1 = sched.all_gather partition %s1 {sched.stream = #sched<stream collective>} : ...
+    %y0 = graph.linear %x, %w0 {sched.stream = #sched<stream compute>} : ...
+    %y1 = graph.linear %y0, %w1 {sched.stream = #sched<stream compute>} : ...
     ```
   }];
   let dependentDialects = ["::strata::graph::GraphDialect",
@@ -392,19 +394,22 @@ def SchedulePass : Pass<"strata-schedule", "::mlir::ModuleOp"> {
 def InsertEventsPass : Pass<"strata-insert-events", "::mlir::ModuleOp"> {
   let summary = "Order the streams: an event wherever two streams touch the same bytes";
   let description = [{
-    Runs after strata-plan-memory, whose offsets say which bytes each value
+    Runs after strata-plan-memory, whose slots say which bytes each value
     occupies (activations in the arena; a state, an input, a result written
-    into a state: that tensor's own storage). Each op gets `sched.id`, its
-    instruction number (block order, constants aside), and `sched.waits`,
-    the ids of earlier ops on other streams it must wait for: for every
-    other stream, the latest earlier op there that writes bytes this op
-    reads or writes, or reads bytes this op writes, unless the waits
-    already order it (vector clocks). Programs join every stream at their
-    end, so nothing crosses programs.
+    into a state: that tensor's own storage). For every op and every other
+    stream, the latest earlier op there that writes bytes this op reads or
+    writes, or reads bytes this op writes, must complete first, unless the
+    waits already order it (vector clocks): a `sched.record` on that op's
+    stream right after it makes a `!sched.token`, and a `sched.wait` on
+    this op's stream right before it waits for the tokens. `sched.streams`
+    on the function lists its streams (compute first). Programs join every
+    stream at their end, so nothing crosses programs.
 
     ```mlir
-    %g = sched.all_gather %s {sched.id = 3, sched.stream = "collective", ...}
-    %y = graph.linear %x, %g {sched.id = 4, sched.stream = "compute", sched.waits = array<i64: 3>}
+    %g = sched.all_gather partition %s {sched.stream = #sched<stream collective>, ...} : ...
+    %t = sched.record on collective
+    sched.wait %t on compute
+    %y = graph.linear %x, %g {sched.stream = #sched<stream compute>, ...} : ...
     ```
   }];
   let dependentDialects = ["::strata::graph::GraphDialect",
@@ -414,15 +419,44 @@ def InsertEventsPass : Pass<"strata-insert-events", "::mlir::ModuleOp"> {
 def VerifySchedulePass : Pass<"strata-verify-schedule", "::mlir::ModuleOp"> {
   let summary = "Prove the streams race-free and deadlock-free";
   let description = [{
-    From `sched.stream`, `sched.id`, `sched.waits` and the memory plan's
-    offsets: every two ops on different streams that touch overlapping
-    bytes, one of them writing (a read after its producer, a reuse of
-    memory after its last reader or writer), must be ordered by the waits
-    and each stream's order; every wait names an earlier op (so the waits
-    cannot form a cycle); all collectives are on one stream (every rank of a
-    group issues them in the same order). A failure names the two ops. It
-    runs at the end of every strata-compile.
+    From `sched.stream`, the `sched.record` / `sched.wait` tokens and the
+    memory plan's slots: every two ops on different streams that touch
+    overlapping bytes, one of them writing (a read after its producer, a
+    reuse of memory after its last reader or writer), must be ordered by
+    the waits and each stream's order (tokens are SSA values, so a wait
+    can only name a record that comes before it: the waits cannot form a
+    cycle); all collectives are on one stream (every rank of a group issues
+    them in the same order). A failure names the two ops. It runs at the
+    end of every strata-compile.
   }];
+}
+
+def PlanExecutionPass : Pass<"strata-plan-execution", "::mlir::ModuleOp"> {
+  let summary = "Decide what the runtime would otherwise infer from op names";
+  let description = [{
+    The last pass before codegen; the runtime reads its decisions from the
+    artifact and matches no op names:
+
+    - `sched.delayable`: the instructions `strata-run --inject-delay` may
+      delay (collectives, moves, optimizer updates), so a missing event
+      shows as a wrong answer;
+    - `sched.rng_stream` and `sched.seed_slot` on every op that draws
+      random numbers (a dropout ratio above 0): the stream its numbers come
+      from (the `rng_stream` autodiff gave a forward op and its gradient,
+      else the instruction's number) and its slot in the program's block of
+      seeds (an asynchronous device reads its seed there when it runs, so a
+      replayed CUDA graph draws each step's);
+    - `sched.exact_tf32 = bf16` (or `f16`) on a linear or matmul whose two
+      factors come straight from `graph.round_to`: they hold values of that
+      type, so TF32 tensor cores (10 mantissa bits) round nothing and a
+      backend may use them under `strata-run --tf32`.
+
+    ```mlir
+    %d, %m = graph.dropout %x {ratio = 1.0e-01 : f64, sched.rng_stream = 3 : i64, sched.seed_slot = 0 : i64} : ...
+    %y = graph.linear %a, %b {sched.exact_tf32 = bf16} : ...
+    ```
+  }];
+  let dependentDialects = ["::strata::sched::SchedDialect"];
 }
 
 #endif // STRATA_TRANSFORMS_PASSES_TD

@@ -11,6 +11,7 @@
 #define STRATA_RUNTIME_ARTIFACT_H
 
 #include "strata/Runtime/Kernel.h"
+#include "strata/Runtime/Topology.h"
 
 #include <cstdint>
 #include <memory>
@@ -27,7 +28,7 @@ namespace strata::runtime {
 /// "STRA" read as a little-endian uint32.
 inline constexpr uint32_t kPlanMagic = 0x41525453;
 /// Bumped whenever an older runtime would misread a newer plan.
-inline constexpr uint32_t kFormatVersion = 3;
+inline constexpr uint32_t kFormatVersion = 4;
 /// params.bin sections start at multiples of this (any page size divides
 /// it), so a rank maps only its own.
 inline constexpr uint64_t kParamsSectionAlign = 65536;
@@ -37,6 +38,9 @@ uint64_t fnv1a64(const void *data, size_t size, uint64_t seed = 0xcbf29ce4842223
 
 /// The DType of a schema dtype value.
 DType fromPlanDType(int dtype);
+/// The Group of a schema CollectiveGroup, the kind of a CollectiveKind.
+Group fromPlanGroup(int group);
+CollectiveKind fromPlanCollective(int kind);
 
 /// Bytes of a plan tensor as the runtime stores it (i1 as one byte).
 uint64_t tensorBytes(const plan::Tensor &t);

@@ -56,10 +56,8 @@ public:
   /// Lays out the device block (persistent state, constants, the activation
   /// arena), the host block and the SSD file, copies constants and initial
   /// parameters in, and resolves every instruction's kernel (an op without
-  /// one is an error). A graph.linear or graph.matmul whose two factors
-  /// come straight from graph.round_to gets the attribute
-  /// "operands_rounded_to" ("bf16" or "fp16"): a backend may then multiply
-  /// on tensor cores that keep at least that many bits (TF32), exactly.
+  /// one is an error). Streams, events, seed slots and what --inject-delay
+  /// delays are the plan's; nothing is inferred from op names.
   static Status create(const Artifact &artifact, std::shared_ptr<Device> device,
                        std::unique_ptr<Executor> &out,
                        const ExecutorOptions &options);
@@ -137,52 +135,46 @@ public:
 
 private:
   /// An instruction with its views prebuilt: the arena never moves, so a
-  /// run copies nothing.
+  /// run copies nothing. Every field comes from the plan.
   struct Step {
-    const KernelFn *kernel;
+    /// A kernel, or an event's record or wait (plan::InstructionKind).
+    int kind = 0;
+    const KernelFn *kernel = nullptr;
     std::vector<TensorView> inputs, outputs;
     KernelAttrs attrs;
     std::string description;
-    /// The instruction's random stream: its "rng_stream" attribute when it
-    /// has one (a forward op and its gradient share it), else its index.
-    uint64_t rngStream;
-    /// The schedule: the stream it runs on, the steps it waits for, and
-    /// whether it waits for every earlier step (after the join).
+    /// The stream it runs on; a record's or wait's event.
     uint32_t stream = 0;
-    std::vector<uint32_t> waits;
+    uint32_t event = 0;
+    /// The instruction's random stream and its seed's slot (-1: it draws
+    /// no random numbers).
+    uint64_t rngStream = 0;
+    int seedSlot = -1;
     /// --inject-delay applies (a collective, a move, an optimizer update).
     bool delayable = false;
     /// What the kernel's prepare function made at load.
     std::shared_ptr<void> prepared;
-    /// Queued runs: another stream waits for this step, on `event`.
-    bool recordsEvent = false;
-    uint32_t event = 0;
-    /// Queued runs of a step that draws random numbers: its seed's slot in
-    /// the seed block (-1: none).
-    int seedSlot = -1;
-    /// A sched.* collective (-1: not one; else its CollectiveKind) and its
-    /// group, counted by the executor when the device runs collectives.
+    /// A collective's group, and its kind (-1: not one), counted by the
+    /// executor when the device runs collectives.
+    Group group = Group::Partition;
     int collective = -1;
-    int group = 0;
   };
   struct Program {
     std::vector<Step> steps;
     std::vector<std::string> inputs, outputs;
-    /// Per stream, its steps in order; the steps from `tail` on run after
-    /// every stream has finished.
+    /// Per stream, its steps in order.
     std::vector<std::vector<uint32_t>> streams;
     std::vector<std::string> streamNames;
-    size_t tail = 0;
+    /// The plan's events and seed slots.
+    uint32_t events = 0, seedSlots = 0;
     /// Queued runs: the inputs and outputs copied through staging buffers,
-    /// by tensor id, and the events that open and join the streams.
+    /// by tensor id.
     std::vector<uint32_t> stagedInputs, stagedOutputs;
-    uint32_t startEvent = 0;
-    std::vector<uint32_t> joinEvents;
     /// Graphs: queued runs so far, and the captured graph.
     uint64_t queuedRuns = 0;
     std::shared_ptr<void> graph;
-    /// Queued runs: the program's seed slots (contiguous).
-    uint32_t firstSeedSlot = 0, seedSlots = 0;
+    /// Queued runs: where the program's seed slots start in the seed block.
+    uint32_t firstSeedSlot = 0;
   };
   /// One run of a program over the streams.
   struct Job {
@@ -198,7 +190,8 @@ private:
   /// the host block, the SSD file).
   Status storeBytes(const TensorView &v, const void *in, const std::string &what);
   Status loadBytes(const TensorView &v, void *out, const std::string &what) const;
-  /// Runs step i of the current job on this thread, after its waits.
+  /// Runs step i of the current job on this thread: a kernel, or an
+  /// event's record or wait.
   bool runStep(const Job &job, uint32_t i, ScratchArena &arena);
   void worker(size_t stream);
   Executor() = default;
@@ -219,10 +212,11 @@ private:
   bool tracing_ = false;
   std::vector<TraceEvent> trace_;
   /// The streams' threads (stream 0 is the caller's), their arenas, and
-  /// the completion epoch of every step of the running program.
+  /// the epoch of the run that last recorded each event.
   std::vector<std::thread> workers_;
   std::vector<std::unique_ptr<ScratchArena>> workerArenas_;
-  std::unique_ptr<std::atomic<uint64_t>[]> done_;
+  std::unique_ptr<std::atomic<uint64_t>[]> recorded_;
+  size_t eventCount_ = 0;
   size_t doneSize_ = 0;
   std::mutex mutex_;
   std::condition_variable wake_, finished_;

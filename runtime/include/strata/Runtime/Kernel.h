@@ -11,6 +11,7 @@
 #define STRATA_RUNTIME_KERNEL_H
 
 #include "strata/Runtime/Tensor.h"
+#include "strata/Runtime/Topology.h"
 
 #include <cstdint>
 #include <functional>
@@ -97,6 +98,8 @@ struct KernelContext {
   /// written before the kernel runs: a kernel reads it when it runs, so a
   /// replayed graph draws each run's seed. Null on the CPU.
   const uint64_t *seedSlot = nullptr;
+  /// A collective's group (the plan's; unused by other kernels).
+  Group group = Group::Partition;
 };
 
 /// The seed a kernel running on the host draws from: the slot's value

@@ -36,8 +36,6 @@ enum Link { IntraNode = 0, InterNode = 1 };
 bool parseGroup(std::string_view name, Group &group);
 const char *groupName(Group group);
 const char *collectiveName(CollectiveKind kind);
-/// "sched.all_gather" -> AllGather; false for other ops.
-bool parseCollectiveOp(std::string_view op, CollectiveKind &kind);
 
 /// The ranks of `rank`'s group of a kind, in group order.
 std::vector<int> groupMembers(const TopologyInfo &t, Group group, int rank);

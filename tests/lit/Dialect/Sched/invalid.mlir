@@ -1,8 +1,9 @@
 // RUN: strata-opt %s -split-input-file -verify-diagnostics
 
 func.func @unknown_group(%w: tensor<10xf32>) {
-  // expected-error @+1 {{group must be partition, replication, world, inter or intra, got 'node'}}
-  %0 = sched.all_gather %w {group = "node"} : tensor<10xf32> -> tensor<20xf32>
+  // expected-error @+2 {{failed to parse Sched_GroupAttr parameter 'value' which is to be a `::strata::sched::Group`}}
+  // expected-error @+1 {{expected ::strata::sched::Group to be one of: partition, replication, world, inter, intra}}
+  %0 = sched.all_gather node %w : tensor<10xf32> -> tensor<20xf32>
   return
 }
 
@@ -10,7 +11,7 @@ func.func @unknown_group(%w: tensor<10xf32>) {
 
 func.func @no_operands() {
   // expected-error @+1 {{needs one result per operand and at least one}}
-  "sched.all_reduce"() {group = "world"} : () -> ()
+  "sched.all_reduce"() {group = #sched<group world>} : () -> ()
   return
 }
 
@@ -18,7 +19,7 @@ func.func @no_operands() {
 
 func.func @gather_not_a_multiple(%w: tensor<10xf32>) {
   // expected-error @+1 {{operand 0: 25 elements are not a whole number of 10-element shards}}
-  %0 = sched.all_gather %w {group = "partition"} : tensor<10xf32> -> tensor<25xf32>
+  %0 = sched.all_gather partition %w : tensor<10xf32> -> tensor<25xf32>
   return
 }
 
@@ -26,7 +27,7 @@ func.func @gather_not_a_multiple(%w: tensor<10xf32>) {
 
 func.func @gather_groups_differ(%w: tensor<10xf32>, %b: tensor<3xf32>) {
   // expected-error @+1 {{operand 1 implies a group of 4, operand 0 of 2}}
-  %0:2 = sched.all_gather %w, %b {group = "partition"} : tensor<10xf32>, tensor<3xf32> -> tensor<20xf32>, tensor<12xf32>
+  %0:2 = sched.all_gather partition %w, %b : tensor<10xf32>, tensor<3xf32> -> tensor<20xf32>, tensor<12xf32>
   return
 }
 
@@ -34,7 +35,7 @@ func.func @gather_groups_differ(%w: tensor<10xf32>, %b: tensor<3xf32>) {
 
 func.func @gather_not_flat(%w: tensor<2x5xf32>) {
   // expected-error @+1 {{operand 0 and its result must be 1-D}}
-  %0 = sched.all_gather %w {group = "partition"} : tensor<2x5xf32> -> tensor<4x5xf32>
+  %0 = sched.all_gather partition %w : tensor<2x5xf32> -> tensor<4x5xf32>
   return
 }
 
@@ -42,7 +43,7 @@ func.func @gather_not_flat(%w: tensor<2x5xf32>) {
 
 func.func @scatter_element_type(%g: tensor<20xf32>) {
   // expected-error @+1 {{operand 0 and its result have different element types}}
-  %0 = sched.reduce_scatter %g {group = "partition"} : tensor<20xf32> -> tensor<10xf16>
+  %0 = sched.reduce_scatter partition %g : tensor<20xf32> -> tensor<10xf16>
   return
 }
 
@@ -50,7 +51,7 @@ func.func @scatter_element_type(%g: tensor<20xf32>) {
 
 func.func @reduce_types(%g: tensor<20xf32>) {
   // expected-error @+1 {{operand 0 and its result have different types}}
-  %0 = sched.all_reduce %g {group = "replication"} : tensor<20xf32> -> tensor<10xf32>
+  %0 = sched.all_reduce replication %g : tensor<20xf32> -> tensor<10xf32>
   return
 }
 
@@ -58,22 +59,146 @@ func.func @reduce_types(%g: tensor<20xf32>) {
 
 func.func @local_shard_size(%g: tensor<20xf32>) {
   // expected-error @+1 {{result must be a 1-D slice of the 1-D operand}}
-  %0 = sched.local_shard %g {group = "partition"} : tensor<20xf32> -> tensor<7xf32>
+  %0 = sched.local_shard partition %g : tensor<20xf32> -> tensor<7xf32>
   return
 }
 
 // -----
 
 func.func @reload_tier(%m: tensor<8xf32>) {
-  // expected-error @+1 {{tier must be host or ssd, got 'tape'}}
-  %0 = sched.reload %m {tier = "tape"} : tensor<8xf32>
+  // expected-error @+2 {{failed to parse Sched_TierAttr parameter 'value' which is to be a `::strata::sched::Tier`}}
+  // expected-error @+1 {{expected ::strata::sched::Tier to be one of: device, host, ssd}}
+  %0 = sched.reload tape %m : tensor<8xf32>
   return
 }
 
 // -----
 
 func.func @offload_tier(%m: tensor<8xf32>) {
-  // expected-error @+1 {{tier must be host or ssd, got 'device'}}
-  %0 = sched.offload %m {tier = "device"} : tensor<8xf32>
+  // expected-error @+1 {{moves between the device and host or ssd, not device}}
+  %0 = sched.offload device %m : tensor<8xf32>
+  return
+}
+
+// -----
+
+// A wait on a token that no sched.record produces could never complete.
+func.func @wait_never_produced(%t: !sched.token) {
+  // expected-error @+1 {{token 0 is not produced by a sched.record: the wait could never complete}}
+  sched.wait %t on compute
+  return
+}
+
+// -----
+
+func.func @wait_own_stream() {
+  %t = sched.record on compute
+  // expected-error @+1 {{token 0 was recorded on its own stream (compute): a stream is ordered already, the wait does nothing}}
+  sched.wait %t on compute
+  return
+}
+
+// -----
+
+func.func @unknown_stream() {
+  // expected-error @+2 {{expected ::strata::sched::Stream to be one of: compute, collective, h2d, d2h, ssd}}
+  // expected-error @+2 {{failed to parse Sched_StreamAttr parameter 'value' which is to be a `::strata::sched::Stream`}}
+  %t = sched.record on network
+  return
+}
+
+// -----
+
+// Two values live at once in the same bytes of the arena: %a is still read
+// by the add when %b is written over it.
+func.func @overlap(%x: tensor<8xf32>) -> tensor<8xf32> attributes {sched.arena = #sched.arena<size = 128, live = 64>} {
+  %a = graph.tanh %x {sched.slots = [#sched.slot<0, 32>]} : tensor<8xf32>
+  // expected-error @+1 {{result 0 of 'graph.exp' at [0, 32) overlaps result 0 of 'graph.tanh' at [0, 32) while both are live: the memory plan gives two live values the same bytes}}
+  %b = graph.exp %x {sched.slots = [#sched.slot<0, 32>]} : tensor<8xf32>
+  %c = graph.add %a, %b {sched.slots = [#sched.slot<64, 32>]} : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
+  return %c : tensor<8xf32>
+}
+
+// -----
+
+// The same bytes reused once the first value is dead: no error. An
+// in-place op (add of same-typed operands) may write its result over an
+// operand that dies there.
+func.func @reuse_after_death(%x: tensor<8xf32>) -> tensor<8xf32> attributes {sched.arena = #sched.arena<size = 64, live = 64>} {
+  %a = graph.tanh %x {sched.slots = [#sched.slot<0, 32>]} : tensor<8xf32>
+  %b = graph.exp %a {sched.slots = [#sched.slot<32, 32>]} : tensor<8xf32>
+  %c = graph.exp %b {sched.slots = [#sched.slot<0, 32>]} : tensor<8xf32>
+  %d = graph.add %c, %x {sched.slots = [#sched.slot<0, 32>]} : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
+  return %d : tensor<8xf32>
+}
+
+// -----
+
+// In place, but over an operand that is still read later: an error.
+func.func @in_place_too_early(%x: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) attributes {sched.arena = #sched.arena<size = 64, live = 64>} {
+  %a = graph.tanh %x {sched.slots = [#sched.slot<0, 32>]} : tensor<8xf32>
+  // expected-error @+1 {{result 0 of 'graph.add' at [0, 32) overlaps result 0 of 'graph.tanh' at [0, 32) while both are live}}
+  %b = graph.add %a, %x {sched.slots = [#sched.slot<0, 32>]} : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
+  return %a, %b : tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+func.func @outside_arena(%x: tensor<8xf32>) -> tensor<8xf32> attributes {sched.arena = #sched.arena<size = 64, live = 32>} {
+  // expected-error @+1 {{result 0 of 'graph.tanh' lies at [64, 96), outside its function's arena of 64 bytes}}
+  %a = graph.tanh %x {sched.slots = [#sched.slot<64, 32>]} : tensor<8xf32>
+  return %a : tensor<8xf32>
+}
+
+// -----
+
+func.func @slot_too_small(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{result 0 needs 32 bytes but its slot has 16}}
+  %a = graph.tanh %x {sched.slots = [#sched.slot<0, 16>]} : tensor<8xf32>
+  return %a : tensor<8xf32>
+}
+
+// -----
+
+func.func @slot_count(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{has 2 memory slots for 1 results}}
+  %a = graph.tanh %x {sched.slots = [#sched.slot<0, 32>, unit]} : tensor<8xf32>
+  return %a : tensor<8xf32>
+}
+
+// -----
+
+func.func @unplanned_op(%x: tensor<8xf32>) -> tensor<8xf32> attributes {sched.arena = #sched.arena<size = 64, live = 32>} {
+  // expected-error @+1 {{has no 'sched.slots' in a function with a memory plan}}
+  %a = graph.tanh %x : tensor<8xf32>
+  return %a : tensor<8xf32>
+}
+
+// -----
+
+func.func @arena_bound(%x: tensor<8xf32>) attributes {
+    // expected-error @+1 {{an arena's lower bound must lie in [0, size], got size = 32, live = 64}}
+    sched.arena = #sched.arena<size = 32, live = 64>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{has unknown sched dialect attribute 'sched.colour'}}
+func.func @unknown_attribute() attributes {sched.colour = 3 : i64} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'sched.stream' must be a #sched<stream ...>}}
+func.func @stream_not_enum() attributes {sched.stream = "compute"} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{argument 0: 'sched.tier' must be a #sched<tier ...>}}
+func.func @tier_not_enum(%m: tensor<8xf32> {sched.tier = "host"}) {
   return
 }

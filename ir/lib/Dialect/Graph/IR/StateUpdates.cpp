@@ -10,11 +10,6 @@ using namespace mlir;
 
 namespace strata::graph {
 
-bool isStateRole(llvm::StringRef role) {
-  return role == "parameter" || role == "buffer" || role == "gradient" ||
-         role == "optimizer_state";
-}
-
 bool isInPlaceSafe(Operation *op) {
   if (isa<AdamWUpdateOp, SGDUpdateOp>(op))
     return true;
@@ -49,19 +44,18 @@ llvm::DenseMap<Value, llvm::StringRef>
 findInPlaceStateUpdates(func::FuncOp func) {
   llvm::StringMap<BlockArgument> stateArgs;
   for (BlockArgument arg : func.getArguments()) {
-    auto role = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                  kRoleAttrName);
+    std::optional<Role> role = getArgumentRole(func, arg.getArgNumber());
     auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                   kNameAttrName);
-    if (role && name && isStateRole(role.getValue()))
+    if (role && name && isStateRole(*role))
       stateArgs[name.getValue()] = arg;
   }
   llvm::DenseMap<Value, llvm::StringRef> inPlace;
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
-    auto role = func.getResultAttrOfType<StringAttr>(i, kRoleAttrName);
+    std::optional<Role> role = getResultRole(func, i);
     auto name = func.getResultAttrOfType<StringAttr>(i, kNameAttrName);
-    if (!role || !name || !isStateRole(role.getValue()))
+    if (!role || !name || !isStateRole(*role))
       continue;
     BlockArgument old = stateArgs.lookup(name.getValue());
     if (value == old)

@@ -2,22 +2,322 @@
 
 #include "strata/Dialect/Sched/IR/SchedOps.h"
 
+#include "strata/Dialect/Graph/IR/GraphOps.h"
+#include "strata/Dialect/Graph/IR/StateUpdates.h"
+
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <algorithm>
 
 using namespace mlir;
 using namespace strata::sched;
 
 #include "strata/Dialect/Sched/IR/SchedOpsDialect.cpp.inc"
+#include "strata/Dialect/Sched/IR/SchedEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "strata/Dialect/Sched/IR/SchedAttrs.cpp.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "strata/Dialect/Sched/IR/SchedTypes.cpp.inc"
 
 void SchedDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "strata/Dialect/Sched/IR/SchedOps.cpp.inc"
       >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "strata/Dialect/Sched/IR/SchedAttrs.cpp.inc"
+      >();
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "strata/Dialect/Sched/IR/SchedTypes.cpp.inc"
+      >();
 }
 
 #define GET_OP_CLASSES
 #include "strata/Dialect/Sched/IR/SchedOps.cpp.inc"
+
+namespace strata::sched {
+
+std::optional<Stream> getStream(Operation *op) {
+  if (auto record = dyn_cast<RecordOp>(op))
+    return record.getStream();
+  if (auto wait = dyn_cast<WaitOp>(op))
+    return wait.getStream();
+  if (auto attr = op->getAttrOfType<StreamAttr>(SchedDialect::kStreamAttrName))
+    return attr.getValue();
+  return std::nullopt;
+}
+
+void setStream(Operation *op, Stream stream) {
+  op->setAttr(SchedDialect::kStreamAttrName,
+              StreamAttr::get(op->getContext(), stream));
+}
+
+Tier getArgumentTier(FunctionOpInterface func, unsigned index) {
+  if (auto tier =
+          func.getArgAttrOfType<TierAttr>(index, SchedDialect::kTierAttrName))
+    return tier.getValue();
+  return Tier::Device;
+}
+
+int64_t storageBytes(Type type) {
+  auto t = cast<ShapedType>(type);
+  Type element = t.getElementType();
+  int64_t width =
+      element.isInteger(1) ? 1 : (element.getIntOrFloatBitWidth() + 7) / 8;
+  return t.getNumElements() * width;
+}
+
+} // namespace strata::sched
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+LogicalResult SlotAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               int64_t offset, int64_t size) {
+  if (offset < 0 || size <= 0)
+    return emitError() << "a slot needs an offset >= 0 and a size > 0, got <"
+                       << offset << ", " << size << ">";
+  return success();
+}
+
+LogicalResult ArenaAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                int64_t size, int64_t live) {
+  if (size < 0 || live < 0 || live > size)
+    return emitError() << "an arena's lower bound must lie in [0, size], got "
+                          "size = "
+                       << size << ", live = " << live;
+  return success();
+}
+
+LogicalResult
+MemoryPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                       int64_t arena, int64_t live, int64_t pageSize,
+                       int64_t alignment, int64_t device, int64_t host,
+                       int64_t ssd, int64_t budget) {
+  if (alignment <= 0 || (alignment & (alignment - 1)) != 0)
+    return emitError() << "the memory plan's alignment must be a power of "
+                          "two, got "
+                       << alignment;
+  if (arena < 0 || live < 0 || live > arena || pageSize < 0 || device < 0 ||
+      host < 0 || ssd < 0 || budget < 0)
+    return emitError() << "the memory plan's sizes must be >= 0 and its "
+                          "lower bound at most its arena";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// The memory plan's checks
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// "result 1 of 'graph.add' (node /h.0/add)"
+std::string describeResult(OpResult result) {
+  std::string s = "result " + std::to_string(result.getResultNumber()) +
+                  " of '" + result.getOwner()->getName().getStringRef().str() +
+                  "'";
+  std::string node = strata::graph::onnxNodeName(result.getOwner()->getLoc());
+  if (!node.empty())
+    s += " (node " + node + ")";
+  return s;
+}
+
+LogicalResult verifySlots(Operation *op, Attribute attr) {
+  auto slots = dyn_cast<ArrayAttr>(attr);
+  if (!slots)
+    return op->emitOpError("'") << SchedDialect::kSlotsAttrName
+                                << "' must be an array of #sched.slot or unit";
+  if (slots.size() != op->getNumResults())
+    return op->emitOpError("has ")
+           << slots.size() << " memory slots for " << op->getNumResults()
+           << " results";
+  for (auto [i, slot] : llvm::enumerate(slots)) {
+    if (isa<UnitAttr>(slot))
+      continue;
+    auto s = dyn_cast<SlotAttr>(slot);
+    if (!s)
+      return op->emitOpError("memory slot ")
+             << i << " is neither a #sched.slot nor unit";
+    auto type = dyn_cast<ShapedType>(op->getResult(i).getType());
+    if (!type || !type.hasStaticShape())
+      return op->emitOpError("result ") << i << " has a slot but no static "
+                                               "shape";
+    int64_t bytes = storageBytes(type);
+    if (s.getSize() < bytes)
+      return op->emitOpError("result ")
+             << i << " needs " << bytes << " bytes but its slot has "
+             << s.getSize();
+  }
+  return success();
+}
+
+/// A value in the arena: where, and from its op to its last reader (block
+/// positions, inclusive).
+struct Placed {
+  OpResult value;
+  int64_t first, last, begin, end;
+};
+
+/// Every arena value of `func` lies inside the arena, and no two that are
+/// live at once share a byte, except where an in-place op writes its result
+/// over an operand that dies there (graph::inPlaceOperand).
+LogicalResult verifyArena(Operation *func, ArenaAttr arena) {
+  if (func->getNumRegions() != 1 || func->getRegion(0).empty())
+    return success();
+  Block &body = func->getRegion(0).front();
+  DenseMap<Operation *, int64_t> position;
+  int64_t n = 0;
+  for (Operation &op : body)
+    position[&op] = n++;
+  std::vector<Placed> placed;
+  for (Operation &op : body) {
+    if (op.getNumResults() == 0 || isa<strata::graph::ConstantOp>(op) ||
+        op.hasTrait<OpTrait::IsTerminator>() ||
+        llvm::all_of(op.getResultTypes(),
+                     [](Type t) { return !isa<ShapedType>(t); }))
+      continue;
+    auto slots = op.getAttrOfType<ArrayAttr>(SchedDialect::kSlotsAttrName);
+    if (!slots)
+      return op.emitOpError("has no '")
+             << SchedDialect::kSlotsAttrName
+             << "' in a function with a memory plan";
+    if (slots.size() != op.getNumResults())
+      continue; // verifySlots reports it
+    for (OpResult result : op.getResults()) {
+      auto slot = dyn_cast<SlotAttr>(slots[result.getResultNumber()]);
+      if (!slot)
+        continue;
+      int64_t end = slot.getOffset() + slot.getSize();
+      if (end > arena.getSize())
+        return op.emitOpError()
+               << describeResult(result) << " lies at [" << slot.getOffset()
+               << ", " << end << "), outside its function's arena of "
+               << arena.getSize() << " bytes";
+      int64_t last = position[&op];
+      for (Operation *user : result.getUsers()) {
+        Operation *top = body.findAncestorOpInBlock(*user);
+        if (top)
+          last = std::max(last, position[top]);
+      }
+      placed.push_back({result, position[&op], last, slot.getOffset(), end});
+    }
+  }
+  // Sweep in order of birth; `live` holds the values not yet dead.
+  std::stable_sort(placed.begin(), placed.end(),
+                   [](const Placed &a, const Placed &b) {
+                     return a.first < b.first;
+                   });
+  std::vector<const Placed *> live;
+  for (const Placed &p : placed) {
+    std::erase_if(live, [&](const Placed *q) { return q->last < p.first; });
+    for (const Placed *q : live) {
+      if (q->end <= p.begin || p.end <= q->begin)
+        continue;
+      // The one sanctioned overlap: p's op writes over q, which dies there.
+      Operation *writer = p.value.getOwner();
+      std::optional<unsigned> donor =
+          strata::graph::inPlaceOperand(writer, p.value.getResultNumber());
+      if (q->last == p.first && donor && *donor < writer->getNumOperands() &&
+          writer->getOperand(*donor) == q->value)
+        continue;
+      return writer->emitOpError()
+             << describeResult(p.value) << " at [" << p.begin << ", " << p.end
+             << ") overlaps " << describeResult(q->value) << " at ["
+             << q->begin << ", " << q->end
+             << ") while both are live: the memory plan gives two live values "
+                "the same bytes";
+    }
+    live.push_back(&p);
+  }
+  return success();
+}
+
+} // namespace
+
+LogicalResult SchedDialect::verifyOperationAttribute(Operation *op,
+                                                     NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  Attribute value = attr.getValue();
+  auto expect = [&](bool ok, StringRef what) -> LogicalResult {
+    if (ok)
+      return success();
+    return op->emitOpError("'") << name << "' must be " << what;
+  };
+  if (name == kStreamAttrName)
+    return expect(isa<StreamAttr>(value), "a #sched<stream ...>");
+  if (name == kStreamsAttrName) {
+    auto streams = dyn_cast<ArrayAttr>(value);
+    if (!streams || !llvm::all_of(streams, llvm::IsaPred<StreamAttr>))
+      return expect(false, "an array of #sched<stream ...>");
+    for (size_t i = 0; i < streams.size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        if (streams[i] == streams[j])
+          return op->emitOpError("lists stream ")
+                 << stringifyStream(cast<StreamAttr>(streams[i]).getValue())
+                 << " twice in '"
+                 << name << "'";
+    return success();
+  }
+  if (name == kSlotsAttrName)
+    return verifySlots(op, value);
+  if (name == kArenaAttrName) {
+    auto arena = dyn_cast<ArenaAttr>(value);
+    if (!arena)
+      return expect(false, "a #sched.arena");
+    return verifyArena(op, arena);
+  }
+  if (name == kMemoryPlanAttrName)
+    return expect(isa<MemoryPlanAttr>(value) && isa<ModuleOp>(op),
+                  "a #sched.memory_plan on a module");
+  if (name == kRecomputedAttrName || name == kDelayableAttrName)
+    return expect(isa<UnitAttr>(value), "a unit attribute");
+  if (name == kRngStreamAttrName) {
+    auto integer = dyn_cast<IntegerAttr>(value);
+    return expect(integer && integer.getType().isInteger(64),
+                  "an i64 (the stream's 64 bits)");
+  }
+  if (name == kSeedSlotAttrName) {
+    auto integer = dyn_cast<IntegerAttr>(value);
+    return expect(integer && integer.getType().isInteger(64) &&
+                      integer.getInt() >= 0,
+                  "a non-negative i64");
+  }
+  if (name == kExactTf32AttrName) {
+    auto type = dyn_cast<TypeAttr>(value);
+    return expect(type && (type.getValue().isBF16() || type.getValue().isF16()),
+                  "bf16 or f16: the narrow type both factors hold");
+  }
+  return op->emitOpError("has unknown sched dialect attribute '")
+         << name << "'";
+}
+
+LogicalResult SchedDialect::verifyRegionArgAttribute(Operation *op,
+                                                     unsigned region,
+                                                     unsigned argIndex,
+                                                     NamedAttribute attr) {
+  if (attr.getName() == kTierAttrName) {
+    if (!isa<TierAttr>(attr.getValue()))
+      return op->emitOpError("argument ")
+             << argIndex << ": '" << kTierAttrName
+             << "' must be a #sched<tier ...>";
+    return success();
+  }
+  return op->emitOpError("argument ")
+         << argIndex << " has unknown sched dialect attribute '"
+         << attr.getName().getValue() << "'";
+}
+
+//===----------------------------------------------------------------------===//
+// Ops
+//===----------------------------------------------------------------------===//
 
 namespace {
 
@@ -29,22 +329,11 @@ void collectiveEffects(
   effects.emplace_back(MemoryEffects::Write::get());
 }
 
-LogicalResult verifyGroup(Operation *op, StringRef group) {
-  if (!llvm::is_contained(
-          {"partition", "replication", "world", "inter", "intra"}, group))
-    return op->emitOpError("group must be partition, replication, world, "
-                           "inter or intra, got '")
-           << group << "'";
-  return success();
-}
-
 enum class Sizes { Same, Gathered, Scattered };
 
 /// Operand i and result i pair up; `sizes` says how their sizes relate, by
 /// one group size G shared by every pair.
-LogicalResult verifyCollective(Operation *op, StringRef group, Sizes sizes) {
-  if (failed(verifyGroup(op, group)))
-    return failure();
+LogicalResult verifyCollective(Operation *op, Sizes sizes) {
   if (op->getNumOperands() == 0 ||
       op->getNumOperands() != op->getNumResults())
     return op->emitOpError("needs one result per operand and at least one");
@@ -96,18 +385,16 @@ void AllReduceOp::getEffects(
 }
 
 LogicalResult AllGatherOp::verify() {
-  return verifyCollective(*this, getGroup(), Sizes::Gathered);
+  return verifyCollective(*this, Sizes::Gathered);
 }
 LogicalResult ReduceScatterOp::verify() {
-  return verifyCollective(*this, getGroup(), Sizes::Scattered);
+  return verifyCollective(*this, Sizes::Scattered);
 }
 LogicalResult AllReduceOp::verify() {
-  return verifyCollective(*this, getGroup(), Sizes::Same);
+  return verifyCollective(*this, Sizes::Same);
 }
 
 LogicalResult LocalShardOp::verify() {
-  if (failed(verifyGroup(*this, getGroup())))
-    return failure();
   auto in = getInput().getType(), out = getOutput().getType();
   if (in.getElementType() != out.getElementType() || in.getRank() != 1 ||
       out.getRank() != 1 || out.getDimSize(0) == 0 ||
@@ -126,10 +413,29 @@ void OffloadOp::getEffects(
   collectiveEffects(e);
 }
 
-static LogicalResult verifyTier(Operation *op, StringRef tier) {
-  if (tier != "host" && tier != "ssd")
-    return op->emitOpError("tier must be host or ssd, got '") << tier << "'";
+static LogicalResult verifyTier(Operation *op, Tier tier) {
+  if (tier == Tier::Device)
+    return op->emitOpError("moves between the device and host or ssd, not "
+                           "device");
   return success();
 }
 LogicalResult ReloadOp::verify() { return verifyTier(*this, getTier()); }
 LogicalResult OffloadOp::verify() { return verifyTier(*this, getTier()); }
+
+LogicalResult WaitOp::verify() {
+  if (getTokens().empty())
+    return emitOpError("waits for no token");
+  for (auto [i, token] : llvm::enumerate(getTokens())) {
+    auto record = token.getDefiningOp<RecordOp>();
+    if (!record)
+      return emitOpError("token ")
+             << i << " is not produced by a sched.record: the wait could "
+                     "never complete";
+    if (record.getStream() == getStream())
+      return emitOpError("token ")
+             << i << " was recorded on its own stream ("
+             << stringifyStream(getStream())
+             << "): a stream is ordered already, the wait does nothing";
+  }
+  return success();
+}

@@ -21,10 +21,6 @@
 
 namespace strata::graph {
 
-/// Whether a role names persistent state ("parameter", "buffer",
-/// "gradient", "optimizer_state").
-bool isStateRole(llvm::StringRef role);
-
 /// Whether `op` may write its results over an operand's storage: it reads
 /// each element before writing the same element and nothing else.
 bool isInPlaceSafe(mlir::Operation *op);

@@ -8,11 +8,34 @@
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "strata/Dialect/Sched/IR/SchedOpsDialect.h.inc"
+#include "strata/Dialect/Sched/IR/SchedEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "strata/Dialect/Sched/IR/SchedAttrs.h.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "strata/Dialect/Sched/IR/SchedTypes.h.inc"
 
 #define GET_OP_CLASSES
 #include "strata/Dialect/Sched/IR/SchedOps.h.inc"
+
+namespace strata::sched {
+
+/// The stream an op runs on: its `sched.stream`, or a record's or wait's
+/// own; none when strata-schedule has not run.
+std::optional<Stream> getStream(mlir::Operation *op);
+void setStream(mlir::Operation *op, Stream stream);
+
+/// The tier of function argument `index` (device when it has none).
+Tier getArgumentTier(mlir::FunctionOpInterface func, unsigned index);
+
+/// The bytes a tensor takes in memory (i1 as one byte each).
+int64_t storageBytes(mlir::Type type);
+
+} // namespace strata::sched
 
 #endif // STRATA_DIALECT_SCHED_IR_SCHEDOPS_H

@@ -1,15 +1,8 @@
-//===- SchedOps.td - The sched dialect ---------------------*- tablegen -*-===//
+//===- SchedOps.td - The sched dialect's ops ---------------*- tablegen -*-===//
 //
-// How, where and when: collectives on the groups of the artifact's topology.
-// Each rank runs the same program (SPMD); a group attribute names the kind
-// of group and each rank takes its own group of that kind from its rank r
-// (N ranks, K per node, node-major; partition groups of P):
-//   "partition"   {gP, ..., gP+P-1}, g = r / P
-//   "replication" {j, j+P, j+2P, ...}, j = r % P
-//   "world"       every rank
-//   "inter"       this partition group's ranks with r's local rank, one per
-//                 node: stage 1 of the hierarchical all-gather
-//   "intra"       this node's K ranks: stage 3
+// How, where and when: collectives on the groups of the artifact's topology
+// (#sched<group ...>, SchedBase.td), moves between memory tiers, and the
+// events that order streams. Each rank runs the same program (SPMD).
 // A collective is coalesced: it takes any number of tensors and runs as one
 // grouped call (one bucket), each operand with its own result. Collectives
 // are not Pure: two all-gathers of one shard (forward, and again in
@@ -20,16 +13,10 @@
 #ifndef STRATA_DIALECT_SCHED_IR_SCHEDOPS_TD
 #define STRATA_DIALECT_SCHED_IR_SCHEDOPS_TD
 
-include "mlir/IR/OpBase.td"
+include "strata/Dialect/Sched/IR/SchedBase.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/IR/CommonAttrConstraints.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
-
-def Sched_Dialect : Dialect {
-  let name = "sched";
-  let cppNamespace = "::strata::sched";
-  let summary = "Collectives, streams and memory moves of a training step";
-}
 
 class Sched_Op<string mnemonic, list<Trait> traits = []>
     : Op<Sched_Dialect, mnemonic, traits>;
@@ -39,10 +26,10 @@ def Sched_Tensor : StaticShapeTensorOf<[AnyType]>;
 
 class Sched_CollectiveOp<string mnemonic> : Sched_Op<mnemonic,
     [DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
-  let arguments = (ins Variadic<Sched_Tensor>:$inputs, StrAttr:$group);
+  let arguments = (ins Sched_GroupAttr:$group, Variadic<Sched_Tensor>:$inputs);
   let results = (outs Variadic<Sched_Tensor>:$outputs);
   let assemblyFormat =
-      "$inputs attr-dict `:` type($inputs) `->` type($outputs)";
+      "`` $group $inputs attr-dict `:` type($inputs) `->` type($outputs)";
   let hasVerifier = 1;
 }
 
@@ -54,8 +41,8 @@ def Sched_AllGatherOp : Sched_CollectiveOp<"all_gather"> {
     Several operands are one coalesced call (a bucket).
 
     ```mlir
-    %full = sched.all_gather %shard {group = "partition"} : tensor<128xf32> -> tensor<512xf32>
-    %w, %b = sched.all_gather %ws, %bs {group = "partition"} : tensor<128xf32>, tensor<2xf32> -> tensor<512xf32>, tensor<8xf32>
+    %full = sched.all_gather partition %shard : tensor<128xf32> -> tensor<512xf32>
+    %w, %b = sched.all_gather partition %ws, %bs : tensor<128xf32>, tensor<2xf32> -> tensor<512xf32>, tensor<8xf32>
     ```
   }];
 }
@@ -67,7 +54,7 @@ def Sched_ReduceScatterOp : Sched_CollectiveOp<"reduce_scatter"> {
     element-wise sum of its operand over the group.
 
     ```mlir
-    %shard = sched.reduce_scatter %grad {group = "partition"} : tensor<512xf32> -> tensor<128xf32>
+    %shard = sched.reduce_scatter partition %grad : tensor<512xf32> -> tensor<128xf32>
     ```
   }];
 }
@@ -76,7 +63,7 @@ def Sched_AllReduceOp : Sched_CollectiveOp<"all_reduce"> {
   let summary = "Sum over the group";
   let description = [{
     ```mlir
-    %sum = sched.all_reduce %shard {group = "replication"} : tensor<128xf32> -> tensor<128xf32>
+    %sum = sched.all_reduce %shard : tensor<128xf32> -> tensor<128xf32>
     ```
   }];
 }
@@ -90,12 +77,13 @@ def Sched_LocalShardOp : Sched_Op<"local_shard", [Pure]> {
     all-reduced gradient with it.
 
     ```mlir
-    %mine = sched.local_shard %sum {group = "partition"} : tensor<512xf32> -> tensor<128xf32>
+    %mine = sched.local_shard partition %sum : tensor<512xf32> -> tensor<128xf32>
     ```
   }];
-  let arguments = (ins Sched_Tensor:$input, StrAttr:$group);
+  let arguments = (ins Sched_GroupAttr:$group, Sched_Tensor:$input);
   let results = (outs Sched_Tensor:$output);
-  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($output)";
+  let assemblyFormat =
+      "`` $group $input attr-dict `:` type($input) `->` type($output)";
   let hasVerifier = 1;
 }
 
@@ -106,9 +94,9 @@ def Sched_LocalShardOp : Sched_Op<"local_shard", [Pure]> {
 class Sched_MoveOp<string mnemonic> : Sched_Op<mnemonic,
     [DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
      AllTypesMatch<["input", "output"]>]> {
-  let arguments = (ins Sched_Tensor:$input, StrAttr:$tier);
+  let arguments = (ins Sched_TierAttr:$tier, Sched_Tensor:$input);
   let results = (outs Sched_Tensor:$output);
-  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let assemblyFormat = "`` $tier $input attr-dict `:` type($input)";
   let hasVerifier = 1;
 }
 
@@ -116,11 +104,11 @@ def Sched_ReloadOp : Sched_MoveOp<"reload"> {
   let summary = "Bring a value kept on a slower tier into device memory";
   let description = [{
     The operand is persistent state that strata-plan-memory placed on the
-    `tier` ("host" or "ssd"); the result is its copy in device memory,
+    `tier` (host or ssd); the result is its copy in device memory,
     for the ops that read it.
 
     ```mlir
-    %m = sched.reload %exp_avg {tier = "host"} : tensor<4096xf32>
+    %m = sched.reload host %exp_avg : tensor<4096xf32>
     ```
   }];
 }
@@ -132,9 +120,56 @@ def Sched_OffloadOp : Sched_MoveOp<"offload"> {
     writes it straight into that state's storage.
 
     ```mlir
-    %kept = sched.offload %new_exp_avg {tier = "host"} : tensor<4096xf32>
+    %kept = sched.offload host %new_exp_avg : tensor<4096xf32>
     ```
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// Events between streams
+//===----------------------------------------------------------------------===//
+
+def Sched_RecordOp : Sched_Op<"record"> {
+  let summary = "A token for everything its stream has run so far";
+  let description = [{
+    Placed after the last op on `stream` that another stream must wait for.
+    The token completes when every op of `stream` before the record (in
+    block order) has. strata-insert-events makes them; codegen numbers them
+    as the artifact's events.
+
+    ```mlir
+    %g = sched.all_gather partition %s {sched.stream = #sched<stream collective>} : tensor<4xf32> -> tensor<8xf32>
+    %t = sched.record on collective
+    sched.wait %t on compute
+    %y = graph.tanh %g {sched.stream = #sched<stream compute>} : tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins Sched_StreamAttr:$stream);
+  let results = (outs Sched_TokenType:$token);
+  let assemblyFormat = "`on` `` $stream attr-dict";
+  let builders = [
+    OpBuilder<(ins "::strata::sched::Stream":$stream), [{
+      build($_builder, $_state, TokenType::get($_builder.getContext()),
+            stream);
+    }]>
+  ];
+}
+
+def Sched_WaitOp : Sched_Op<"wait"> {
+  let summary = "Holds a stream until tokens of other streams complete";
+  let description = [{
+    No op of `stream` after the wait (in block order) starts before every
+    token has completed. Each token must come from a `sched.record` on
+    another stream: a token that no record produces could never complete.
+
+    ```mlir
+    sched.wait %t0, %t1 on compute
+    ```
+  }];
+  let arguments = (ins Sched_StreamAttr:$stream,
+                       Variadic<Sched_TokenType>:$tokens);
+  let assemblyFormat = "$tokens `on` `` $stream attr-dict";
+  let hasVerifier = 1;
 }
 
 #endif // STRATA_DIALECT_SCHED_IR_SCHEDOPS_TD

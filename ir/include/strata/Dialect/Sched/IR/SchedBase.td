@@ -1,0 +1,185 @@
+//===- SchedBase.td - The sched dialect, its enums, attributes, types -*- tablegen -*-===//
+//
+// The schedule and the memory plan as IR: every enumerated choice (group,
+// tier, stream) is an enum attribute, cross-stream ordering is SSA tokens,
+// and the memory plan is typed attributes the dialect verifies.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_DIALECT_SCHED_IR_SCHEDBASE_TD
+#define STRATA_DIALECT_SCHED_IR_SCHEDBASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def Sched_Dialect : Dialect {
+  let name = "sched";
+  let cppNamespace = "::strata::sched";
+  let summary = "Collectives, streams, events and the memory plan of a training step";
+  let description = [{
+    How, where and when a training step runs. Ops: collectives on the groups
+    of the artifact's topology, moves between memory tiers, and the events
+    that order streams (`sched.record` / `sched.wait` on `!sched.token`
+    values). Discardable attributes, each verified by the dialect:
+
+    - `sched.stream = #sched<stream compute>` on an op: the stream it runs on;
+      `sched.streams` on a function lists the streams its ops use, in the
+      order the artifact numbers them.
+    - `sched.tier = #sched<tier host>` on a function argument: the memory
+      tier a persistent tensor lives on (device when absent).
+    - `sched.slots = [#sched.slot<0, 256>, unit]` on an op: where each
+      result lives in its function's activation arena (offset, reserved
+      bytes), `unit` for a result computed into a persistent tensor's own
+      storage.
+    - `sched.arena = #sched.arena<size = N, live = M>` on a function: the
+      arena's bytes and the lower bound (most bytes live at once). With it,
+      the function's slots are checked: inside the arena, and no two values
+      live at once in the same bytes.
+    - `sched.memory_plan = #sched.memory_plan<...>` on the module: the
+      plan's totals per tier.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let useDefaultTypePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// Discardable attribute names (see the dialect description).
+    static constexpr ::llvm::StringLiteral kStreamAttrName = "sched.stream";
+    static constexpr ::llvm::StringLiteral kStreamsAttrName = "sched.streams";
+    static constexpr ::llvm::StringLiteral kTierAttrName = "sched.tier";
+    static constexpr ::llvm::StringLiteral kSlotsAttrName = "sched.slots";
+    static constexpr ::llvm::StringLiteral kArenaAttrName = "sched.arena";
+    static constexpr ::llvm::StringLiteral kMemoryPlanAttrName =
+        "sched.memory_plan";
+    /// On an op strata-plan-memory cloned to recompute in backward.
+    static constexpr ::llvm::StringLiteral kRecomputedAttrName =
+        "sched.recomputed";
+    /// strata-plan-execution's decisions, written into the artifact.
+    static constexpr ::llvm::StringLiteral kDelayableAttrName =
+        "sched.delayable";
+    static constexpr ::llvm::StringLiteral kRngStreamAttrName =
+        "sched.rng_stream";
+    static constexpr ::llvm::StringLiteral kSeedSlotAttrName =
+        "sched.seed_slot";
+    static constexpr ::llvm::StringLiteral kExactTf32AttrName =
+        "sched.exact_tf32";
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------===//
+
+// The groups of ranks a collective runs over. Each rank takes its own group
+// of a kind from its rank r (N ranks, K per node, node-major; partition
+// groups of P).
+def Sched_GroupPartition : I32EnumAttrCase<"Partition", 0, "partition">;
+def Sched_GroupReplication : I32EnumAttrCase<"Replication", 1, "replication">;
+def Sched_GroupWorld : I32EnumAttrCase<"World", 2, "world">;
+def Sched_GroupInter : I32EnumAttrCase<"Inter", 3, "inter">;
+def Sched_GroupIntra : I32EnumAttrCase<"Intra", 4, "intra">;
+def Sched_Group : I32EnumAttr<"Group", "a group of ranks", [
+    Sched_GroupPartition, Sched_GroupReplication, Sched_GroupWorld,
+    Sched_GroupInter, Sched_GroupIntra]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::strata::sched";
+}
+def Sched_GroupAttr : EnumAttr<Sched_Dialect, Sched_Group, "group"> {
+  let summary = [{A group of ranks:
+    partition   {gP, ..., gP+P-1}, g = r / P;
+    replication {j, j+P, j+2P, ...}, j = r % P;
+    world       every rank;
+    inter       this partition group's ranks with r's local rank, one per
+                node (stage 1 of the hierarchical all-gather);
+    intra       this node's K ranks (stage 3)}];
+}
+
+def Sched_TierDevice : I32EnumAttrCase<"Device", 0, "device">;
+def Sched_TierHost : I32EnumAttrCase<"Host", 1, "host">;
+def Sched_TierSsd : I32EnumAttrCase<"Ssd", 2, "ssd">;
+def Sched_Tier : I32EnumAttr<"Tier", "a memory tier", [
+    Sched_TierDevice, Sched_TierHost, Sched_TierSsd]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::strata::sched";
+}
+def Sched_TierAttr : EnumAttr<Sched_Dialect, Sched_Tier, "tier"> {
+  let summary = "A memory tier: device memory, pinned host memory or an SSD file";
+}
+
+def Sched_StreamCompute : I32EnumAttrCase<"Compute", 0, "compute">;
+def Sched_StreamCollective : I32EnumAttrCase<"Collective", 1, "collective">;
+def Sched_StreamHostToDevice : I32EnumAttrCase<"HostToDevice", 2, "h2d">;
+def Sched_StreamDeviceToHost : I32EnumAttrCase<"DeviceToHost", 3, "d2h">;
+def Sched_StreamSsd : I32EnumAttrCase<"Ssd", 4, "ssd">;
+def Sched_Stream : I32EnumAttr<"Stream", "an execution stream", [
+    Sched_StreamCompute, Sched_StreamCollective, Sched_StreamHostToDevice,
+    Sched_StreamDeviceToHost, Sched_StreamSsd]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::strata::sched";
+}
+def Sched_StreamAttr : EnumAttr<Sched_Dialect, Sched_Stream, "stream"> {
+  let summary = [{A stream: its instructions run in order, concurrently with
+    the other streams' (a CUDA stream; a thread on the CPU)}];
+}
+
+//===----------------------------------------------------------------------===//
+// Attributes of the memory plan
+//===----------------------------------------------------------------------===//
+
+class Sched_Attr<string name, string attrMnemonic> :
+    AttrDef<Sched_Dialect, name> {
+  let mnemonic = attrMnemonic;
+}
+
+def Sched_SlotAttr : Sched_Attr<"Slot", "slot"> {
+  let summary = "Where a value lives in its function's activation arena";
+  let description = [{
+    `offset` and `size` in bytes; `size` is what the plan reserves (the
+    value's bytes rounded up to the plan's alignment).
+    ```mlir
+    %y = graph.tanh %x {sched.slots = [#sched.slot<128, 64>]} : tensor<8xf32>
+    ```
+  }];
+  let parameters = (ins "int64_t":$offset, "int64_t":$size);
+  let assemblyFormat = "`<` $offset `,` $size `>`";
+  let genVerifyDecl = 1;
+}
+
+def Sched_ArenaAttr : Sched_Attr<"Arena", "arena"> {
+  let summary = "A function's activation arena: its size and lower bound";
+  let parameters = (ins "int64_t":$size, "int64_t":$live);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Sched_MemoryPlanAttr : Sched_Attr<"MemoryPlan", "memory_plan"> {
+  let summary = "The memory plan's totals";
+  let description = [{
+    `arena`: the largest function arena; `live`: the largest lower bound;
+    `device`, `host`, `ssd`: the peak bytes per tier (device: persistent
+    state, constants and the arena); `budget`: `--gpu-memory` (0: none).
+  }];
+  let parameters = (ins "int64_t":$arena, "int64_t":$live,
+                        "int64_t":$page_size, "int64_t":$alignment,
+                        "int64_t":$device, "int64_t":$host, "int64_t":$ssd,
+                        "int64_t":$budget);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Types
+//===----------------------------------------------------------------------===//
+
+def Sched_TokenType : TypeDef<Sched_Dialect, "Token"> {
+  let mnemonic = "token";
+  let summary = "A point on a stream that other streams can wait for";
+  let description = [{
+    Made by `sched.record` (everything its stream enqueued before it),
+    consumed by `sched.wait` (nothing its stream enqueues after the wait
+    starts before that point). A CUDA event; IREE's `!stream.timepoint`.
+  }];
+}
+
+#endif // STRATA_DIALECT_SCHED_IR_SCHEDBASE_TD
