@@ -77,6 +77,9 @@ Error setAttribute(plan::Attribute &out, NamedAttribute attr, Operation *op) {
   } else if (auto a = dyn_cast<DenseI64ArrayAttr>(value)) {
     for (int64_t v : a.asArrayRef())
       out.mutable_ints_value()->add_values(v);
+  } else if (std::optional<StringRef> choice = graph::enumName(value)) {
+    // An enumerated choice: the kernel reads its name.
+    out.set_string_value(choice->str());
   } else {
     return fail("codegen: attribute '" + attr.getName().str() + "' of " +
                 op->getName().getStringRef() + " has no artifact encoding");
@@ -252,6 +255,37 @@ std::optional<sched::Group> groupOf(Operation *op) {
   if (auto group = op->getAttrOfType<sched::GroupAttr>("group"))
     return group.getValue();
   return std::nullopt;
+}
+
+/// graph.fused_elementwise's body as the kernels' `program` (five integers
+/// per op: opcode, gradient kind, operand value numbers) and
+/// `result_values` attributes.
+Error encodeFusedBody(graph::FusedElementwiseOp fused, plan::Instruction &inst) {
+  Block &body = fused.getBody().front();
+  llvm::DenseMap<Value, int64_t> number;
+  for (BlockArgument arg : body.getArguments())
+    number[arg] = int64_t(arg.getArgNumber());
+  plan::Attribute *program = inst.add_attributes();
+  program->set_name("program");
+  plan::IntList &code = *program->mutable_ints_value();
+  for (Operation &op : body.without_terminator()) {
+    std::optional<graph::FusedCode> c = graph::fusedCodeOf(&op);
+    if (!c || op.getNumOperands() > 3)
+      return fail("codegen: '" + op.getName().getStringRef() +
+                  "' cannot run in a fused kernel");
+    code.add_values(c->opcode);
+    code.add_values(c->gradKind);
+    for (unsigned k = 0; k < 3; ++k)
+      code.add_values(k < op.getNumOperands() ? number.lookup(op.getOperand(k))
+                                              : -1);
+    int64_t next = int64_t(number.size());
+    number[op.getResult(0)] = next;
+  }
+  plan::Attribute *results = inst.add_attributes();
+  results->set_name("result_values");
+  for (Value v : body.getTerminator()->getOperands())
+    results->mutable_ints_value()->add_values(number.lookup(v));
+  return Error::success();
 }
 
 /// Appends an event instruction.
@@ -476,6 +510,10 @@ Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
       if (Error e = setAttribute(*inst->add_attributes(), attr, &op))
         return e;
     }
+    // A fused body: its program, one instruction per op (FusedProgram.h).
+    if (auto fused = dyn_cast<graph::FusedElementwiseOp>(op))
+      if (Error e = encodeFusedBody(fused, *inst))
+        return e;
     // A product whose factors hold bf16 / fp16 values: TF32 is exact.
     if (auto narrow = op.getAttrOfType<TypeAttr>(
             sched::SchedDialect::kExactTf32AttrName)) {

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FusedProgramText.h"
 #include "KernelTestUtils.h"
 
 #include <cmath>
@@ -27,7 +28,7 @@ OwnedTensor randomF32(std::vector<int64_t> shape, std::mt19937 &rng) {
 
 KernelAttrs program(const std::string &text, std::vector<int64_t> results) {
   KernelAttrs a;
-  a.set("program", text);
+  a.set("program", assembleFusedProgram(text));
   a.set("result_values", std::move(results));
   return a;
 }
@@ -125,11 +126,14 @@ TEST(FusedElementwiseKernels, BadProgramsSayWhatIsWrong) {
     return s.message();
   };
   EXPECT_EQ(message({&x}, {&y}, "exp 0; frob 1", {2}),
-            "graph.fused_elementwise: unknown instruction 'frob'");
+            "graph.fused_elementwise: instruction 1 has unknown opcode 255");
   EXPECT_EQ(message({&x}, {&y}, "add 0", {1}),
-            "graph.fused_elementwise: 'add' takes 2 operands");
+            "graph.fused_elementwise: instruction 0: operand -1 is not a "
+            "value defined before it");
+  EXPECT_EQ(message({&x}, {&y}, "exp 0 0", {1}),
+            "graph.fused_elementwise: instruction 0 takes 1 operands");
   EXPECT_EQ(message({&x}, {&y}, "exp 1", {1}),
-            "graph.fused_elementwise: operand '1' of 'exp' is not a value "
+            "graph.fused_elementwise: instruction 0: operand 1 is not a value "
             "defined before it");
   EXPECT_EQ(message({&x}, {&y}, "exp 0", {5}),
             "graph.fused_elementwise: result value 5 is not defined");

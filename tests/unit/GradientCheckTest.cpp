@@ -222,8 +222,8 @@ std::vector<GradCase> cases() {
   all.push_back(unaryCase("log", "log", "", 0.5, 2.0));
   all.push_back(unaryCase("sqrt", "sqrt", "", 0.5, 2.0));
   all.push_back(unaryCase("reciprocal", "reciprocal", "", 0.5, 2.0));
-  all.push_back(unaryCase("gelu", "gelu", "approximate = \"none\"", -3, 3));
-  all.push_back(unaryCase("gelu_tanh", "gelu", "approximate = \"tanh\"", -3, 3));
+  all.push_back(unaryCase("gelu", "gelu", "approximate = #graph<approximation none>", -3, 3));
+  all.push_back(unaryCase("gelu_tanh", "gelu", "approximate = #graph<approximation tanh>", -3, 3));
   all.push_back(unaryCase("leaky_relu", "leaky_relu", "alpha = 0.1 : f64"));
   all.push_back(unaryCase("elu", "elu", "alpha = 1.5 : f64", -2, 2));
   all.push_back(unaryCase("hard_sigmoid", "hard_sigmoid",
@@ -349,7 +349,7 @@ std::vector<GradCase> cases() {
        {{"p0", {4, 5}}},
        i64Constant("%l", {4}, "[1, -100, 4, 0]") +
            "    %y = \"graph.cross_entropy\"(%p0, %l) <{ignore_index = -100 : "
-           "i64, reduction = \"mean\"}> : (tensor<4x5xf64>, tensor<4xi64>) -> "
+           "i64, reduction = #graph<reduction mean>}> : (tensor<4x5xf64>, tensor<4xi64>) -> "
            "tensor<f64>",
        {{"%y", {}}}});
   all.push_back(
@@ -359,7 +359,7 @@ std::vector<GradCase> cases() {
            "    %w = \"graph.constant\"() <{value = dense<[1.0, 2.0, 0.5, 1.0, "
            "3.0]> : tensor<5xf64>}> : () -> tensor<5xf64>\n"
            "    %y = \"graph.cross_entropy\"(%p0, %l, %w) <{reduction = "
-           "\"sum\"}> : (tensor<2x5x3xf64>, tensor<2x3xi64>, tensor<5xf64>) "
+           "#graph<reduction sum>}> : (tensor<2x5x3xf64>, tensor<2x3xi64>, tensor<5xf64>) "
            "-> tensor<f64>",
        {{"%y", {}}}});
 
@@ -400,9 +400,9 @@ std::vector<GradCase> cases() {
   for (const char *mode : {"constant", "reflect", "edge"})
     all.push_back({std::string("pad_") + mode,
                    {{"p0", {3, 4}}},
-                   std::string("    %y = \"graph.pad\"(%p0) <{mode = \"") +
+                   std::string("    %y = \"graph.pad\"(%p0) <{mode = #graph<pad_mode ") +
                        mode +
-                       "\", pads = array<i64: 1, 2, 2, 1>, value = 0.0 : "
+                       ">, pads = array<i64: 1, 2, 2, 1>, value = 0.0 : "
                        "f64}> : (tensor<3x4xf64>) -> tensor<6x7xf64>",
                    {{"%y", {6, 7}}}});
   all.push_back({"trilu",

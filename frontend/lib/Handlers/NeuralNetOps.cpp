@@ -324,9 +324,13 @@ LogicalResult importSoftmaxCrossEntropy(NodeImporter &n) {
   SmallVector<Value> operands{n.getInput(0), n.getInput(1)};
   if (n.hasInput(2))
     operands.push_back(n.getInput(2));
+  std::string reductionName = n.getAttrString("reduction", "mean");
+  std::optional<g::Reduction> reduction = g::symbolizeReduction(reductionName);
+  if (!reduction)
+    return n.fail("reduction '" + reductionName + "' is not supported");
   SmallVector<NamedAttribute> attrs{n.attr(
       "reduction",
-      n.getBuilder().getStringAttr(n.getAttrString("reduction", "mean")))};
+      g::ReductionAttr::get(n.getBuilder().getContext(), *reduction))};
   if (n.hasAttr("ignore_index"))
     attrs.push_back(n.i64Attr("ignore_index", n.getAttrInt("ignore_index", 0)));
   if (failed(n.setResult(n.create<g::CrossEntropyOp>(operands, attrs))))

@@ -588,9 +588,14 @@ LogicalResult importPad(NodeImporter &n) {
     value = *v;
   }
   std::string mode = n.getAttrString("mode", "constant");
-  if (mode != "constant" && mode != "reflect" && mode != "edge")
+  std::optional<g::PadMode> padMode = g::symbolizePadMode(mode);
+  if (!padMode)
     return n.fail("pad mode '" + mode + "' is not supported");
-  return n.setResult(n.create<g::PadOp>( {n.getInput(0)}, {n.i64ArrayAttr("pads", full), n.attr("mode", n.getBuilder().getStringAttr(mode)), n.f64Attr("value", value)}));
+  return n.setResult(n.create<g::PadOp>(
+      {n.getInput(0)},
+      {n.i64ArrayAttr("pads", full),
+       n.attr("mode", g::PadModeAttr::get(n.getBuilder().getContext(), *padMode)),
+       n.f64Attr("value", value)}));
 }
 
 } // namespace

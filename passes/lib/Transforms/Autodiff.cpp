@@ -133,7 +133,8 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
     return b
         .create<graph::CrossEntropyOp>(
             loc, RankedTensorType::get({}, type.getElementType()), flatLogits,
-            flatLabels, Value(), b.getStringAttr("mean"),
+            flatLabels, Value(),
+            graph::ReductionAttr::get(b.getContext(), graph::Reduction::Mean),
             b.getI64IntegerAttr(ignoreIndex))
         .getResult();
   }

@@ -11,6 +11,7 @@
 #include "strata/Dialect/Graph/IR/GraphOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -40,10 +41,9 @@ RankedTensorType tensorOf(Value v) {
 
 bool isNarrow(Type t) { return t.isBF16() || t.isF16(); }
 
-/// The program instruction of a fusible op and the wide type (f32 or f64)
-/// it computes in; none when the op is not fusible.
+/// The wide type (f32 or f64) a fusible op computes in; none when the op
+/// is not fusible (graph::fusedCodeOf says which ops the kernels run).
 struct Fusible {
-  std::string name;
   Type wide;
 };
 
@@ -74,68 +74,14 @@ std::optional<Fusible> fusible(Operation *op) {
   }
   if (tensorOf(op->getResult(0)).getRank() > int64_t(kMaxRank))
     return std::nullopt;
-  std::string name =
-      llvm::TypeSwitch<Operation *, std::string>(op)
-          .Case([](AddOp) { return "add"; })
-          .Case([](SubOp) { return "sub"; })
-          .Case([](MulOp) { return "mul"; })
-          .Case([](DivOp) { return "div"; })
-          .Case([](MaxOp) { return "max"; })
-          .Case([](MinOp) { return "min"; })
-          .Case([](NegOp) { return "neg"; })
-          .Case([](AbsOp) { return "abs"; })
-          .Case([](ExpOp) { return "exp"; })
-          .Case([](LogOp) { return "log"; })
-          .Case([](SqrtOp) { return "sqrt"; })
-          .Case([](ReciprocalOp) { return "reciprocal"; })
-          .Case([](TanhOp) { return "tanh"; })
-          .Case([](ErfOp) { return "erf"; })
-          .Case([](SinOp) { return "sin"; })
-          .Case([](CosOp) { return "cos"; })
-          .Case([](ReluOp) { return "relu"; })
-          .Case([](SigmoidOp) { return "sigmoid"; })
-          .Case([](SoftplusOp) { return "softplus"; })
-          .Case([](HardSwishOp) { return "hard_swish"; })
-          .Case([](WhereOp) { return "where"; })
-          .Case([](GeluOp g) {
-            return g.getApproximate() == "tanh" ? "gelu_tanh" : "gelu";
-          })
-          .Case([](CastOp c) -> std::string {
-            Type from = tensorOf(c.getInput()).getElementType();
-            Type to = tensorOf(c.getOutput()).getElementType();
-            if (to.isBF16())
-              return from.isF32() || isNarrow(from) ? "cast_bf16" : "";
-            if (to.isF16())
-              return from.isF32() || isNarrow(from) ? "cast_f16" : "";
-            // Widening: exact only from a narrow type (f32 -> f64 would
-            // mix the wide types, refused above).
-            return isNarrow(from) ? "cast_wide" : "";
-          })
-          .Case([](UnaryGradOp g) -> std::string {
-            if (g.getAlpha() || g.getBeta() || g.getMin() || g.getMax())
-              return "";
-            std::string kind = g.getKind().str();
-            static const char *const kKinds[] = {
-                "abs", "exp",     "log",      "sqrt",       "reciprocal",
-                "tanh", "erf",    "sin",      "cos",        "relu",
-                "sigmoid", "softplus", "gelu", "hard_swish", "neg"};
-            if (!llvm::is_contained(kKinds, kind))
-              return "";
-            bool tanh = g.getApproximate() && *g.getApproximate() == "tanh";
-            if (tanh && kind != "gelu")
-              return "";
-            return "grad_" + kind + (tanh ? "_tanh" : "");
-          })
-          .Default([](Operation *) { return ""; });
-  if (name.empty() || !wide)
+  if (!fusedCodeOf(op) || !wide)
     return std::nullopt;
-  return Fusible{name, wide};
+  return Fusible{wide};
 }
 
 struct Group {
   SmallVector<Operation *> ops;
   llvm::SmallPtrSet<Operation *, 16> members;
-  SmallVector<std::string> names;
   Type wide;
   SmallVector<int64_t> shape;
 
@@ -183,18 +129,14 @@ struct Group {
     Group u;
     u.wide = wide;
     u.shape = shape;
-    SmallVector<std::pair<Operation *, std::string>> all;
-    for (auto [op, name] : llvm::zip(ops, names))
-      all.emplace_back(op, name);
-    for (auto [op, name] : llvm::zip(other.ops, other.names))
-      all.emplace_back(op, name);
-    llvm::sort(all, [](const auto &a, const auto &b) {
-      return a.first->isBeforeInBlock(b.first);
+    SmallVector<Operation *> all(ops.begin(), ops.end());
+    all.append(other.ops.begin(), other.ops.end());
+    llvm::sort(all, [](Operation *a, Operation *b) {
+      return a->isBeforeInBlock(b);
     });
-    for (auto &[op, name] : all) {
+    for (Operation *op : all) {
       u.ops.push_back(op);
       u.members.insert(op);
-      u.names.push_back(name);
     }
     return u;
   }
@@ -202,7 +144,6 @@ struct Group {
   void clear() {
     ops.clear();
     members.clear();
-    names.clear();
   }
 
   /// `op` may join: every use of the group's values outside it comes after
@@ -295,7 +236,6 @@ struct FuseElementwisePass
       }
       chosen->ops.push_back(&op);
       chosen->members.insert(&op);
-      chosen->names.push_back(f->name);
       groupOf[&op] = chosen;
     }
     for (const auto &g : groups)
@@ -303,38 +243,39 @@ struct FuseElementwisePass
         materialize(*g);
   }
 
+  /// The group as one graph.fused_elementwise: its body is the members,
+  /// cloned to compute one element each.
   void materialize(Group &g) {
     llvm::SetVector<Value> inputs = g.inputs();
-    DenseMap<Value, int64_t> number;
-    for (auto [i, v] : llvm::enumerate(inputs))
-      number[v] = int64_t(i);
-    std::string program;
     SmallVector<Value> outputs;
-    SmallVector<int64_t> resultValues;
     SmallVector<Type> resultTypes;
-    for (auto [i, op] : llvm::enumerate(g.ops)) {
-      if (i)
-        program += "; ";
-      program += g.names[i];
-      for (Value v : op->getOperands()) {
-        program += ' ';
-        program += std::to_string(number.lookup(v));
-      }
+    for (Operation *op : g.ops) {
       Value result = op->getResult(0);
-      number[result] = int64_t(inputs.size() + i);
       if (llvm::any_of(result.getUsers(), [&](Operation *user) {
             return !g.members.contains(user);
           })) {
         outputs.push_back(result);
-        resultValues.push_back(number[result]);
         resultTypes.push_back(result.getType());
       }
     }
     Operation *last = g.ops.back();
     OpBuilder b(last);
-    auto fused = b.create<FusedElementwiseOp>(
-        last->getLoc(), resultTypes, inputs.getArrayRef(),
-        b.getStringAttr(program), b.getDenseI64ArrayAttr(resultValues));
+    auto fused = b.create<FusedElementwiseOp>(last->getLoc(), resultTypes,
+                                              inputs.getArrayRef());
+    Block &body = fused.getBody().front();
+    IRMapping element;
+    for (auto [input, arg] : llvm::zip(inputs, body.getArguments()))
+      element.map(input, arg);
+    OpBuilder inside = OpBuilder::atBlockEnd(&body);
+    for (Operation *op : g.ops) {
+      Operation *clone = inside.clone(*op, element);
+      for (OpResult r : clone->getResults())
+        r.setType(RankedTensorType::get({}, tensorOf(r).getElementType()));
+    }
+    SmallVector<Value> yielded;
+    for (Value v : outputs)
+      yielded.push_back(element.lookup(v));
+    inside.create<YieldOp>(last->getLoc(), yielded);
     for (auto [value, replacement] : llvm::zip(outputs, fused.getResults()))
       value.replaceUsesWithIf(replacement, [&](OpOperand &use) {
         return !g.members.contains(use.getOwner());

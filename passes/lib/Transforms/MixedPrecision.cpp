@@ -56,7 +56,8 @@ struct MixedPrecisionPass
       if (storage == "narrow" && !batchBroadcasts(op))
         storeNarrow(b, op, narrowType);
       else
-        roundInF32(b, op, b.getStringAttr(dtype));
+        roundInF32(b, op,
+                   dtype == "bf16" ? NarrowFloat::BF16 : NarrowFloat::FP16);
     });
   }
 
@@ -110,18 +111,18 @@ private:
   }
 
   /// The f32 emulation: round_to on each operand and result.
-  static void roundInF32(OpBuilder &b, Operation *op, StringAttr type) {
+  static void roundInF32(OpBuilder &b, Operation *op, NarrowFloat type) {
     b.setInsertionPoint(op);
     for (OpOperand &operand : op->getOpOperands())
       if (isLowPrecisionOperand(op, operand))
         operand.set(b.create<RoundToOp>(op->getLoc(), operand.get().getType(),
-                                        operand.get(), type));
+                                        type, operand.get()));
     b.setInsertionPointAfter(op);
     for (Value result : op->getResults()) {
       if (!isF32(result))
         continue;
       auto rounded =
-          b.create<RoundToOp>(op->getLoc(), result.getType(), result, type);
+          b.create<RoundToOp>(op->getLoc(), result.getType(), type, result);
       result.replaceAllUsesExcept(rounded, rounded);
     }
   }

@@ -432,7 +432,8 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
     if (padded != n)
       v = b.create<graph::PadOp>(
           loc, RankedTensorType::get({padded}, full.getElementType()), v,
-          b.getDenseI64ArrayAttr({0, padded - n}), b.getStringAttr("constant"),
+          b.getDenseI64ArrayAttr({0, padded - n}),
+          graph::PadModeAttr::get(b.getContext(), graph::PadMode::Constant),
           b.getF64FloatAttr(0.0));
     return v;
   }

@@ -43,7 +43,7 @@ bool drawsRandomNumbers(Operation *op) {
 }
 
 /// The narrow type a value holds when graph.round_to made it.
-std::optional<StringRef> roundedTo(Value v) {
+std::optional<graph::NarrowFloat> roundedTo(Value v) {
   if (auto round = v.getDefiningOp<graph::RoundToOp>())
     return round.getDtype();
   return std::nullopt;
@@ -75,13 +75,11 @@ struct PlanExecutionPass
                      b.getI64IntegerAttr(seedSlot++));
         }
         if (isa<graph::LinearOp, graph::MatmulOp>(op)) {
-          std::optional<StringRef> a = roundedTo(op.getOperand(0));
-          std::optional<StringRef> c = roundedTo(op.getOperand(1));
-          auto narrow = [](std::optional<StringRef> t) {
-            return t && (*t == "bf16" || *t == "fp16");
-          };
-          if (narrow(a) && narrow(c)) {
-            Type type = *a == "bf16" && *c == "bf16"
+          std::optional<graph::NarrowFloat> a = roundedTo(op.getOperand(0));
+          std::optional<graph::NarrowFloat> c = roundedTo(op.getOperand(1));
+          if (a && c) {
+            Type type = *a == graph::NarrowFloat::BF16 &&
+                                *c == graph::NarrowFloat::BF16
                             ? Type(b.getBF16Type())
                             : Type(b.getF16Type());
             op.setAttr(sched::SchedDialect::kExactTf32AttrName,

@@ -180,7 +180,9 @@ struct PlanMemoryPass
   /// Whether `op` can run again in backward to the same bits: pure, one
   /// result, no randomness, not a move or a collective.
   static bool isRecomputable(Operation *op) {
-    if (op->getNumResults() != 1 || op->getNumRegions() != 0 ||
+    // A fused body is the op's own elementwise arithmetic: pure.
+    if (op->getNumResults() != 1 ||
+        (op->getNumRegions() != 0 && !isa<graph::FusedElementwiseOp>(op)) ||
         !isMemoryEffectFree(op) || isa<graph::ConstantOp>(op) ||
         op->getDialect()->getNamespace() != "graph")
       return false;

@@ -165,7 +165,7 @@ struct ErfToGelu : public OpRewritePattern<ErfOp> {
     Operation *root = findHalfXTimes(add.getResult(), x);
     if (!root || root->getResult(0).getType() != x.getType())
       return failure();
-    rewriter.replaceOpWithNewOp<GeluOp>(root, x, "none");
+    rewriter.replaceOpWithNewOp<GeluOp>(root, x, GeluApproximation::None);
     return success();
   }
 };
@@ -222,7 +222,7 @@ struct TanhToGelu : public OpRewritePattern<TanhOp> {
     Operation *root = findHalfXTimes(add.getResult(), x);
     if (!root || root->getResult(0).getType() != x.getType())
       return failure();
-    rewriter.replaceOpWithNewOp<GeluOp>(root, x, "tanh");
+    rewriter.replaceOpWithNewOp<GeluOp>(root, x, GeluApproximation::Tanh);
     return success();
   }
 };

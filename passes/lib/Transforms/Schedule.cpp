@@ -86,12 +86,10 @@ struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
-      func.walk([&](Operation *op) {
-        if (op == func || isa<graph::ConstantOp>(op) ||
-            op->hasTrait<OpTrait::IsTerminator>())
-          return;
-        sched::setStream(op, streamOf(op));
-      });
+      // The function's own ops (a fused body's ops run inside their op).
+      for (Operation &op : func.getBody().front())
+        if (!isa<graph::ConstantOp>(op) && !op.hasTrait<OpTrait::IsTerminator>())
+          sched::setStream(&op, streamOf(&op));
       // A fetch's rearrangements run on the stream of what they rearrange
       // (collectives stay on theirs).
       for (const Fetch &f : findFetches(func.getBody().front()))

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Conformance.h"
+#include "FusedProgramText.h"
 
 #include <cmath>
 #include <random>
@@ -26,7 +27,7 @@ Case fused(const std::string &program, std::vector<int64_t> results,
   c.op = "graph.fused_elementwise";
   c.inputs = std::move(inputs);
   c.outputs = std::move(outputs);
-  c.attrs.set("program", program);
+  c.attrs.set("program", testing::assembleFusedProgram(program));
   c.attrs.set("result_values", std::move(results));
   c.rtol = 2e-5;
   c.atol = 1e-6;

@@ -26,7 +26,7 @@ func.func @main(%ids: tensor<2x3xi64> {graph.name = "ids", graph.role = #graph<r
 // CHECK: %[[HEAD:.*]] = graph.linear_grad_weight
 // tanh's derivative reads its output only: the output stands for the input
 // too, so the embedding's result need not stay alive for the backward pass.
-// CHECK: graph.unary_grad %{{.*}}, %[[T]], %[[T]] {kind = "tanh"}
+// CHECK: graph.unary_grad %{{.*}}, %[[T]], %[[T]] {kind = #graph<unary tanh>}
 // CHECK: %[[EMB:.*]] = graph.embedding_grad
 // CHECK: %[[SUM:.*]] = graph.add %[[HEAD]], %[[EMB]]
 // CHECK: return %[[LOSS]], %[[SUM]], %{{.*}} : tensor<f32>, tensor<5x4xf32>, tensor<5xf32>

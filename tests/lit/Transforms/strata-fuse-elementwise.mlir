@@ -4,12 +4,20 @@
 // the next product and kept wide for the next residual: one kernel, two
 // results; the widened intermediate is never stored.
 // CHECK-LABEL: func.func @chain
-// CHECK-NEXT: %[[F:.*]]:2 = graph.fused_elementwise %arg0, %arg1, %arg2 {program = "cast_wide 0; add 1 3; gelu_tanh 4; mul 5 2; cast_bf16 6", result_values = array<i64: 4, 7>} : (tensor<4x8xbf16>, tensor<4x8xf32>, tensor<f32>) -> (tensor<4x8xf32>, tensor<4x8xbf16>)
+// CHECK-NEXT: %[[F:.*]]:2 = graph.fused_elementwise %arg0, %arg1, %arg2 : (tensor<4x8xbf16>, tensor<4x8xf32>, tensor<f32>) -> (tensor<4x8xf32>, tensor<4x8xbf16>) {
+// CHECK-NEXT: ^bb0(%[[Y:.*]]: tensor<bf16>, %[[R:.*]]: tensor<f32>, %[[S:.*]]: tensor<f32>):
+// CHECK-NEXT: %[[W:.*]] = graph.cast %[[Y]] : tensor<bf16> to tensor<f32>
+// CHECK-NEXT: %[[A:.*]] = graph.add %[[R]], %[[W]] : tensor<f32>, tensor<f32> -> tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = graph.gelu %[[A]] {approximate = #graph<approximation tanh>} : tensor<f32>
+// CHECK-NEXT: %[[M:.*]] = graph.mul %[[G]], %[[S]] : tensor<f32>, tensor<f32> -> tensor<f32>
+// CHECK-NEXT: %[[N:.*]] = graph.cast %[[M]] : tensor<f32> to tensor<bf16>
+// CHECK-NEXT: graph.yield %[[A]], %[[N]] : tensor<f32>, tensor<bf16>
+// CHECK-NEXT: }
 // CHECK-NEXT: return %[[F]]#0, %[[F]]#1
 func.func @chain(%y: tensor<4x8xbf16>, %r: tensor<4x8xf32>, %s: tensor<f32>) -> (tensor<4x8xf32>, tensor<4x8xbf16>) {
   %w = graph.cast %y : tensor<4x8xbf16> to tensor<4x8xf32>
   %a = graph.add %r, %w : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
-  %g = graph.gelu %a {approximate = "tanh"} : tensor<4x8xf32>
+  %g = graph.gelu %a {approximate = #graph<approximation tanh>} : tensor<4x8xf32>
   %m = graph.mul %g, %s : tensor<4x8xf32>, tensor<f32> -> tensor<4x8xf32>
   %n = graph.cast %m : tensor<4x8xf32> to tensor<4x8xbf16>
   return %a, %n : tensor<4x8xf32>, tensor<4x8xbf16>
@@ -19,10 +27,15 @@ func.func @chain(%y: tensor<4x8xbf16>, %r: tensor<4x8xf32>, %s: tensor<f32>) -> 
 
 // The backward of gelu: widen the product's gradient, unary_grad, narrow.
 // CHECK-LABEL: func.func @backward
-// CHECK-NEXT: graph.fused_elementwise %arg0, %arg1, %arg2 {program = "cast_wide 0; grad_gelu 3 1 2; cast_bf16 4", result_values = array<i64: 5>}
+// CHECK-NEXT: graph.fused_elementwise %arg0, %arg1, %arg2 : (tensor<16xbf16>, tensor<16xf32>, tensor<16xf32>) -> tensor<16xbf16> {
+// CHECK-NEXT: ^bb0(%[[DY:.*]]: tensor<bf16>, %[[X:.*]]: tensor<f32>, %[[Y:.*]]: tensor<f32>):
+// CHECK-NEXT: %[[W:.*]] = graph.cast %[[DY]] : tensor<bf16> to tensor<f32>
+// CHECK-NEXT: %[[D:.*]] = graph.unary_grad %[[W]], %[[X]], %[[Y]] {kind = #graph<unary gelu>}
+// CHECK-NEXT: %[[N:.*]] = graph.cast %[[D]] : tensor<f32> to tensor<bf16>
+// CHECK-NEXT: graph.yield %[[N]] : tensor<bf16>
 func.func @backward(%dy: tensor<16xbf16>, %x: tensor<16xf32>, %y: tensor<16xf32>) -> tensor<16xbf16> {
   %w = graph.cast %dy : tensor<16xbf16> to tensor<16xf32>
-  %d = graph.unary_grad %w, %x, %y {kind = "gelu"} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  %d = graph.unary_grad %w, %x, %y {kind = #graph<unary gelu>} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
   %n = graph.cast %d : tensor<16xf32> to tensor<16xbf16>
   return %n : tensor<16xbf16>
 }
@@ -33,12 +46,19 @@ func.func @backward(%dy: tensor<16xbf16>, %x: tensor<16xf32>, %y: tensor<16xf32>
 // value widened again (its own chain, started first) and the incoming
 // gradient's chain; the op that reads both joins them into one kernel.
 // CHECK-LABEL: func.func @meeting
-// CHECK-NEXT: %[[F:.*]] = graph.fused_elementwise %arg0, %arg1 {program = "cast_wide 0; cast_wide 1; grad_gelu 3 2 2; cast_bf16 4", result_values = array<i64: 5>}
+// CHECK-NEXT: %[[F:.*]] = graph.fused_elementwise %arg0, %arg1 :
+// CHECK-NEXT: ^bb0(%[[X:.*]]: tensor<bf16>, %[[DY:.*]]: tensor<bf16>):
+// CHECK-NEXT: %[[WX:.*]] = graph.cast %[[X]]
+// CHECK-NEXT: %[[WD:.*]] = graph.cast %[[DY]]
+// CHECK-NEXT: %[[D:.*]] = graph.unary_grad %[[WD]], %[[WX]], %[[WX]]
+// CHECK-NEXT: %[[N:.*]] = graph.cast %[[D]]
+// CHECK-NEXT: graph.yield %[[N]]
+// CHECK-NEXT: }
 // CHECK-NEXT: return %[[F]]
 func.func @meeting(%x: tensor<16xbf16>, %dy: tensor<16xbf16>) -> tensor<16xbf16> {
   %wx = graph.cast %x : tensor<16xbf16> to tensor<16xf32>
   %wd = graph.cast %dy : tensor<16xbf16> to tensor<16xf32>
-  %d = graph.unary_grad %wd, %wx, %wx {kind = "gelu"} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  %d = graph.unary_grad %wd, %wx, %wx {kind = #graph<unary gelu>} : (tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
   %n = graph.cast %d : tensor<16xf32> to tensor<16xbf16>
   return %n : tensor<16xbf16>
 }
@@ -50,7 +70,10 @@ func.func @meeting(%x: tensor<16xbf16>, %dy: tensor<16xbf16>) -> tensor<16xbf16>
 // CHECK-LABEL: func.func @meetingTooLate
 // CHECK-NEXT: graph.exp %arg0
 // CHECK-NEXT: graph.reduce_sum
-// CHECK-NEXT: graph.fused_elementwise %arg1, %{{.*}} {program = "neg 0; add 1 2"
+// CHECK-NEXT: graph.fused_elementwise %arg1, %{{.*}} :
+// CHECK-NEXT: ^bb0(%[[Y:.*]]: tensor<f32>, %[[E:.*]]: tensor<f32>):
+// CHECK-NEXT: %[[N:.*]] = graph.neg %[[Y]]
+// CHECK-NEXT: graph.add %[[E]], %[[N]]
 func.func @meetingTooLate(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xf32>, tensor<1xf32>) {
   %e = graph.exp %x : tensor<4xf32>
   %s = graph.reduce_sum %e {axes = array<i64: 0>, keepdims = true} : (tensor<4xf32>) -> tensor<1xf32>
@@ -81,7 +104,7 @@ func.func @kept(%x: tensor<4xf32>, %i: tensor<4xi64>) -> (tensor<4xf32>, tensor<
   %a = graph.add %e, %s : tensor<4xf32>, tensor<1xf32> -> tensor<4xf32>
   %j = graph.add %i, %i : tensor<4xi64>, tensor<4xi64> -> tensor<4xi64>
   %k = graph.mul %i, %j : tensor<4xi64>, tensor<4xi64> -> tensor<4xi64>
-  %g = graph.unary_grad %a, %x, %x {kind = "leaky_relu", alpha = 2.0e-01 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %g = graph.unary_grad %a, %x, %x {kind = #graph<unary leaky_relu>, alpha = 2.0e-01 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   %r = graph.reduce_sum %g {axes = array<i64: 0>, keepdims = false} : (tensor<4xf32>) -> tensor<f32>
   %n = graph.neg %r : tensor<f32>
   return %a, %k, %g, %n : tensor<4xf32>, tensor<4xi64>, tensor<4xf32>, tensor<f32>

@@ -9,9 +9,9 @@ func.func @decisions(%x: tensor<2x3xf32>, %w: tensor<3x4xf32>, %s: tensor<4xf32>
   // CHECK: graph.round_to
   // CHECK-NOT: sched.
   // CHECK-SAME: tensor<2x3xf32>
-  %xr = graph.round_to %x {dtype = "bf16"} : tensor<2x3xf32>
-  %wr = graph.round_to %w {dtype = "bf16"} : tensor<3x4xf32>
-  %wf = graph.round_to %w {dtype = "fp16"} : tensor<3x4xf32>
+  %xr = graph.round_to bf16 %x : tensor<2x3xf32>
+  %wr = graph.round_to bf16 %w : tensor<3x4xf32>
+  %wf = graph.round_to fp16 %w : tensor<3x4xf32>
   // Both factors bf16 values: exact in TF32.
   // CHECK: graph.matmul {{.*}}sched.exact_tf32 = bf16
   %y1 = graph.matmul %xr, %wr : tensor<2x3xf32>, tensor<3x4xf32> -> tensor<2x4xf32>

@@ -125,7 +125,7 @@ func.func @gelu_mul_inv_sqrt2(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
 // tanh GELU with pow(x, 3).
 // CHECK-LABEL: func.func @gelu_tanh_pow
 // CHECK-SAME: (%[[X:[a-z0-9]+]]: tensor<8x16xf32>)
-// CHECK-NEXT: %[[Y:.*]] = graph.gelu %[[X]] {approximate = "tanh"} : tensor<8x16xf32>
+// CHECK-NEXT: %[[Y:.*]] = graph.gelu %[[X]] {approximate = #graph<approximation tanh>} : tensor<8x16xf32>
 // CHECK-NEXT: return %[[Y]]
 func.func @gelu_tanh_pow(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
   %half = graph.constant dense<5.000000e-01> : tensor<f32>
@@ -149,7 +149,7 @@ func.func @gelu_tanh_pow(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
 // tanh GELU with (x * x) * x.
 // CHECK-LABEL: func.func @gelu_tanh_mul
 // CHECK-SAME: (%[[X:[a-z0-9]+]]: tensor<8x16xf32>)
-// CHECK-NEXT: %[[Y:.*]] = graph.gelu %[[X]] {approximate = "tanh"} : tensor<8x16xf32>
+// CHECK-NEXT: %[[Y:.*]] = graph.gelu %[[X]] {approximate = #graph<approximation tanh>} : tensor<8x16xf32>
 // CHECK-NEXT: return %[[Y]]
 func.func @gelu_tanh_mul(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
   %half = graph.constant dense<5.000000e-01> : tensor<f32>

@@ -1,19 +1,21 @@
 //===- FusedProgram.h - graph.fused_elementwise's program -------*- C++ -*-===//
 //
 // strata-fuse-elementwise replaces a chain of elementwise ops with one
-// graph.fused_elementwise whose `program` attribute lists them, one
-// instruction per op, `;`-separated: "add 0 1; gelu_tanh 2; cast_bf16 3".
-// Values are numbered: the op's inputs 0..n-1, then each instruction's
-// result in turn; `result_values` names the values the op returns. Every value
-// has the shape of the results (an input may broadcast to it).
+// graph.fused_elementwise whose body is the chain; codegen writes the body
+// as the instruction's `program` attribute: five integers per op (its
+// FusedOpcode, the UnaryGradKind of a gradient, up to three operand value
+// numbers, -1 where unused). Values are numbered: the op's inputs 0..n-1,
+// then each instruction's result in turn; `result_values` names the
+// values the op returns. Every value has the shape of the results (an
+// input may broadcast to it). The opcode numbers are the contract between
+// codegen (graph::fusedCodeOf) and the kernels, as plan.proto is.
 //
 // Values are computed in one wide type (f32, or f64 in a double graph);
 // a bf16 / fp16 value is held widened, exactly, and cast_bf16 / cast_f16
 // round to it. Each instruction computes what the op it replaces computes,
 // so the CPU's fused kernel gives the unfused numbers bit for bit.
 //
-// The parser is shared by the CPU and CUDA kernels (host side); the pass
-// writes the same names.
+// The decoder is shared by the CPU and CUDA kernels (host side).
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,60 +68,6 @@ struct FusedProgram {
   int numValues() const { return numInputs + int(code.size()); }
 };
 
-namespace detail {
-
-struct FusedName {
-  std::string_view name;
-  FusedOpcode op;
-  UnaryGradKind kind;
-};
-
-inline constexpr FusedName kFusedNames[] = {
-    {"add", FusedOpcode::Add, {}},
-    {"sub", FusedOpcode::Sub, {}},
-    {"mul", FusedOpcode::Mul, {}},
-    {"div", FusedOpcode::Div, {}},
-    {"max", FusedOpcode::Max, {}},
-    {"min", FusedOpcode::Min, {}},
-    {"neg", FusedOpcode::Neg, {}},
-    {"abs", FusedOpcode::Abs, {}},
-    {"exp", FusedOpcode::Exp, {}},
-    {"log", FusedOpcode::Log, {}},
-    {"sqrt", FusedOpcode::Sqrt, {}},
-    {"reciprocal", FusedOpcode::Reciprocal, {}},
-    {"tanh", FusedOpcode::Tanh, {}},
-    {"erf", FusedOpcode::Erf, {}},
-    {"sin", FusedOpcode::Sin, {}},
-    {"cos", FusedOpcode::Cos, {}},
-    {"relu", FusedOpcode::Relu, {}},
-    {"sigmoid", FusedOpcode::Sigmoid, {}},
-    {"softplus", FusedOpcode::Softplus, {}},
-    {"hard_swish", FusedOpcode::HardSwish, {}},
-    {"gelu", FusedOpcode::Gelu, {}},
-    {"gelu_tanh", FusedOpcode::GeluTanh, {}},
-    {"cast_wide", FusedOpcode::CastWide, {}},
-    {"cast_bf16", FusedOpcode::CastBf16, {}},
-    {"cast_f16", FusedOpcode::CastF16, {}},
-    {"grad_abs", FusedOpcode::Grad, UnaryGradKind::Abs},
-    {"grad_exp", FusedOpcode::Grad, UnaryGradKind::Exp},
-    {"grad_log", FusedOpcode::Grad, UnaryGradKind::Log},
-    {"grad_sqrt", FusedOpcode::Grad, UnaryGradKind::Sqrt},
-    {"grad_reciprocal", FusedOpcode::Grad, UnaryGradKind::Reciprocal},
-    {"grad_tanh", FusedOpcode::Grad, UnaryGradKind::Tanh},
-    {"grad_erf", FusedOpcode::Grad, UnaryGradKind::Erf},
-    {"grad_sin", FusedOpcode::Grad, UnaryGradKind::Sin},
-    {"grad_cos", FusedOpcode::Grad, UnaryGradKind::Cos},
-    {"grad_relu", FusedOpcode::Grad, UnaryGradKind::Relu},
-    {"grad_sigmoid", FusedOpcode::Grad, UnaryGradKind::Sigmoid},
-    {"grad_softplus", FusedOpcode::Grad, UnaryGradKind::Softplus},
-    {"grad_gelu", FusedOpcode::Grad, UnaryGradKind::Gelu},
-    {"grad_gelu_tanh", FusedOpcode::Grad, UnaryGradKind::GeluTanh},
-    {"grad_hard_swish", FusedOpcode::Grad, UnaryGradKind::HardSwish},
-    {"grad_neg", FusedOpcode::Grad, UnaryGradKind::Neg},
-    {"where", FusedOpcode::Where, {}},
-};
-
-} // namespace detail
 
 /// Operands an instruction reads.
 inline int fusedArity(FusedOpcode op) {
@@ -128,11 +76,16 @@ inline int fusedArity(FusedOpcode op) {
   return op == FusedOpcode::Grad || op == FusedOpcode::Where ? 3 : 1;
 }
 
-/// Parses `text` for an op with `numInputs` inputs returning `results`;
-/// a one-line error naming what is wrong.
-inline Status parseFusedProgram(std::string_view text, int numInputs,
-                                const std::vector<int64_t> &results,
-                                FusedProgram &out) {
+/// Integers per instruction in the `program` attribute.
+inline constexpr int kFusedCodeWidth = 5;
+
+/// Decodes `code` (kFusedCodeWidth integers per instruction) for an op
+/// with `numInputs` inputs returning `results`; a one-line error naming
+/// what is wrong.
+inline Status decodeFusedProgram(const std::vector<int64_t> &code,
+                                 int numInputs,
+                                 const std::vector<int64_t> &results,
+                                 FusedProgram &out) {
   const std::string what = "graph.fused_elementwise: ";
   out = FusedProgram();
   out.numInputs = numInputs;
@@ -140,56 +93,37 @@ inline Status parseFusedProgram(std::string_view text, int numInputs,
     return Status::error(what + "takes 1 to " +
                          std::to_string(kFusedMaxInputs) + " inputs, got " +
                          std::to_string(numInputs));
-  size_t at = 0;
-  while (at < text.size()) {
-    size_t end = text.find(';', at);
-    std::string_view item =
-        text.substr(at, end == std::string_view::npos ? end : end - at);
-    at = end == std::string_view::npos ? text.size() : end + 1;
-    // Words of the instruction.
-    std::vector<std::string_view> words;
-    for (size_t i = 0; i < item.size();) {
-      while (i < item.size() && item[i] == ' ')
-        ++i;
-      size_t j = i;
-      while (j < item.size() && item[j] != ' ')
-        ++j;
-      if (j > i)
-        words.push_back(item.substr(i, j - i));
-      i = j;
-    }
-    if (words.empty())
-      continue;
+  if (code.size() % kFusedCodeWidth != 0)
+    return Status::error(what + "the program's " + std::to_string(code.size()) +
+                         " integers are not whole instructions of " +
+                         std::to_string(kFusedCodeWidth));
+  for (size_t at = 0; at < code.size(); at += kFusedCodeWidth) {
+    int index = int(at / kFusedCodeWidth);
+    std::string where = "instruction " + std::to_string(index);
+    int64_t op = code[at], kind = code[at + 1];
+    if (op < 0 || op > int64_t(FusedOpcode::Where))
+      return Status::error(what + where + " has unknown opcode " +
+                           std::to_string(op));
+    if (kind < 0 || kind > int64_t(UnaryGradKind::Neg))
+      return Status::error(what + where + " has unknown gradient kind " +
+                           std::to_string(kind));
     FusedInstruction instruction;
-    bool known = false;
-    for (const detail::FusedName &n : detail::kFusedNames)
-      if (n.name == words[0]) {
-        instruction.op = n.op;
-        instruction.kind = n.kind;
-        known = true;
-      }
-    if (!known)
-      return Status::error(what + "unknown instruction '" +
-                           std::string(words[0]) + "'");
+    instruction.op = FusedOpcode(op);
+    instruction.kind = UnaryGradKind(kind);
     int arity = fusedArity(instruction.op);
-    if (int(words.size()) != arity + 1)
-      return Status::error(what + "'" + std::string(words[0]) + "' takes " +
-                           std::to_string(arity) + " operands");
     int defined = out.numValues();
-    for (int k = 0; k < arity; ++k) {
-      int v = -1;
-      for (char c : words[k + 1]) {
-        if (c < '0' || c > '9' || v > 1000) {
-          v = -1;
-          break;
-        }
-        v = (v < 0 ? 0 : v * 10) + (c - '0');
+    for (int k = 0; k < 3; ++k) {
+      int64_t v = code[at + 2 + k];
+      if (k >= arity) {
+        if (v != -1)
+          return Status::error(what + where + " takes " +
+                               std::to_string(arity) + " operands");
+        continue;
       }
       if (v < 0 || v >= defined)
-        return Status::error(what + "operand '" + std::string(words[k + 1]) +
-                             "' of '" + std::string(words[0]) +
-                             "' is not a value defined before it");
-      instruction.args[k] = v;
+        return Status::error(what + where + ": operand " + std::to_string(v) +
+                             " is not a value defined before it");
+      instruction.args[k] = int32_t(v);
     }
     out.code.push_back(instruction);
   }
@@ -217,8 +151,8 @@ inline Status planFusedElementwise(const KernelContext &ctx,
                                    FusedProgram &program, DType &wide) {
   const std::string what = "graph.fused_elementwise: ";
   std::vector<int64_t> results = ctx.attrs.getInts("result_values");
-  if (Status s = parseFusedProgram(ctx.attrs.getString("program"),
-                                   int(ctx.inputs.size()), results, program);
+  if (Status s = decodeFusedProgram(ctx.attrs.getInts("program"),
+                                    int(ctx.inputs.size()), results, program);
       !s)
     return s;
   if (ctx.outputs.size() != results.size())

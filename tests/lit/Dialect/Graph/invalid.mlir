@@ -16,8 +16,9 @@ func.func @constant_vector() {
 // -----
 
 func.func @gelu_approximate(%x: tensor<4xf32>) {
-  // expected-error @+1 {{approximate must be "none" or "tanh", got "fast"}}
-  %0 = graph.gelu %x {approximate = "fast"} : tensor<4xf32>
+  // expected-error @+2 {{expected ::strata::graph::GeluApproximation to be one of: none, tanh}}
+  // expected-error @+1 {{failed to parse Graph_GeluApproximationAttr parameter 'value'}}
+  %0 = graph.gelu %x {approximate = #graph<approximation fast>} : tensor<4xf32>
   return
 }
 
@@ -297,9 +298,9 @@ func.func @cross_entropy_weight(%l: tensor<8x4xf32>, %y: tensor<8xi64>, %w: tens
 // -----
 
 func.func @cross_entropy_reduction(%l: tensor<8x4xf32>, %y: tensor<8xi64>) {
-  // expected-error @+2 {{reduction must be "mean", "sum" or "none"}}
-  // expected-error @+1 {{failed to infer returned types}}
-  %0 = graph.cross_entropy %l, %y {reduction = "max"} : (tensor<8x4xf32>, tensor<8xi64>) -> tensor<f32>
+  // expected-error @+2 {{expected ::strata::graph::Reduction to be one of: none, sum, mean}}
+  // expected-error @+1 {{failed to parse Graph_ReductionAttr parameter 'value'}}
+  %0 = graph.cross_entropy %l, %y {reduction = #graph<reduction max>} : (tensor<8x4xf32>, tensor<8xi64>) -> tensor<f32>
   return
 }
 
@@ -451,9 +452,9 @@ func.func @pad_entries(%x: tensor<2x4xf32>) {
 // -----
 
 func.func @pad_mode(%x: tensor<2x4xf32>) {
-  // expected-error @+2 {{mode must be "constant", "reflect" or "edge"}}
-  // expected-error @+1 {{failed to infer returned types}}
-  %0 = graph.pad %x {mode = "wrap", pads = array<i64: 0, 1, 0, 1>} : (tensor<2x4xf32>) -> tensor<2x6xf32>
+  // expected-error @+2 {{expected ::strata::graph::PadMode to be one of: constant, reflect, edge}}
+  // expected-error @+1 {{failed to parse Graph_PadModeAttr parameter 'value'}}
+  %0 = graph.pad %x {mode = #graph<pad_mode wrap>, pads = array<i64: 0, 1, 0, 1>} : (tensor<2x4xf32>) -> tensor<2x6xf32>
   return
 }
 
@@ -471,7 +472,7 @@ func.func @pad_negative(%x: tensor<2x4xf32>) {
 func.func @pad_reflect(%x: tensor<2x4xf32>) {
   // expected-error @+2 {{reflect pads must be smaller than the dim}}
   // expected-error @+1 {{failed to infer returned types}}
-  %0 = graph.pad %x {mode = "reflect", pads = array<i64: 2, 0, 0, 0>} : (tensor<2x4xf32>) -> tensor<4x4xf32>
+  %0 = graph.pad %x {mode = #graph<pad_mode reflect>, pads = array<i64: 2, 0, 0, 0>} : (tensor<2x4xf32>) -> tensor<4x4xf32>
   return
 }
 

@@ -9,8 +9,8 @@ func.func @ops(%x: tensor<8x64xf32>, %w: tensor<64x256xf32>, %b: tensor<256xf32>
                %g: tensor<64xf32>) -> tensor<f32> {
   // CHECK: graph.linear
   %0 = graph.linear %x, %w, %b : (tensor<8x64xf32>, tensor<64x256xf32>, tensor<256xf32>) -> tensor<8x256xf32>
-  // CHECK: graph.gelu {{.*}} {approximate = "tanh"}
-  %1 = graph.gelu %0 {approximate = "tanh"} : tensor<8x256xf32>
+  // CHECK: graph.gelu {{.*}} {approximate = #graph<approximation tanh>}
+  %1 = graph.gelu %0 {approximate = #graph<approximation tanh>} : tensor<8x256xf32>
   // CHECK: graph.layer_norm
   %2 = graph.layer_norm %x, %g, %g {axis = 1 : i64, epsilon = 1.0e-05 : f64} : (tensor<8x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<8x64xf32>
   // CHECK: graph.embedding
@@ -36,7 +36,7 @@ func.func @ops(%x: tensor<8x64xf32>, %w: tensor<64x256xf32>, %b: tensor<256xf32>
   // CHECK: graph.slice
   %13 = graph.slice %x {offsets = array<i64: 0, 63>, sizes = array<i64: 8, 32>, strides = array<i64: 1, -2>} : (tensor<8x64xf32>) -> tensor<8x32xf32>
   // CHECK: graph.cross_entropy
-  %14 = graph.cross_entropy %5, %labels {ignore_index = -100 : i64, reduction = "mean"} : (tensor<8x64xf32>, tensor<8xi64>) -> tensor<f32>
+  %14 = graph.cross_entropy %5, %labels {ignore_index = -100 : i64, reduction = #graph<reduction mean>} : (tensor<8x64xf32>, tensor<8xi64>) -> tensor<f32>
   return %14 : tensor<f32>
 }
 

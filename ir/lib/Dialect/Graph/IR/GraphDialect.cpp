@@ -119,6 +119,18 @@ std::optional<StringRef> strata::graph::stateParameter(StateKind kind,
   return name.drop_front(statePrefix(kind).size());
 }
 
+std::optional<StringRef> strata::graph::enumName(Attribute attr) {
+  return llvm::TypeSwitch<Attribute, std::optional<StringRef>>(attr)
+      .Case([](GeluApproximationAttr a) {
+        return stringifyGeluApproximation(a.getValue());
+      })
+      .Case([](ReductionAttr a) { return stringifyReduction(a.getValue()); })
+      .Case([](PadModeAttr a) { return stringifyPadMode(a.getValue()); })
+      .Case([](UnaryKindAttr a) { return stringifyUnaryKind(a.getValue()); })
+      .Case([](NarrowFloatAttr a) { return stringifyNarrowFloat(a.getValue()); })
+      .Default([](Attribute) { return std::nullopt; });
+}
+
 bool strata::graph::isPipelineScalar(StringRef name) {
   return name.starts_with("strata.");
 }

@@ -166,13 +166,14 @@ using Grads = SmallVectorImpl<Value>;
 /// Whether the derivative of `kind` reads the forward's output y rather
 /// than its input x (runtime/include/strata/Runtime/UnaryGrad.h: each reads
 /// one of them, never both).
-bool derivativeReadsOutput(StringRef kind) {
-  return llvm::is_contained({"exp", "sqrt", "reciprocal", "tanh", "relu",
-                             "sigmoid"},
+bool derivativeReadsOutput(UnaryKind kind) {
+  return llvm::is_contained({UnaryKind::Exp, UnaryKind::Sqrt,
+                             UnaryKind::Reciprocal, UnaryKind::Tanh,
+                             UnaryKind::Relu, UnaryKind::Sigmoid},
                             kind);
 }
 
-Value unaryGrad(GradBuilder &g, Operation *op, Value dy, StringRef kind) {
+Value unaryGrad(GradBuilder &g, Operation *op, Value dy, UnaryKind kind) {
   Value x = op->getOperand(0), y = op->getResult(0);
   // The operand the derivative does not read repeats the one it does, so
   // the backward pass keeps one forward tensor alive, not two.
@@ -184,8 +185,8 @@ Value unaryGrad(GradBuilder &g, Operation *op, Value dy, StringRef kind) {
     return op->getAttrOfType<FloatAttr>(name);
   };
   return g.create<UnaryGradOp>(
-      x.getType(), dy, x, y, g.b.getStringAttr(kind),
-      op->getAttrOfType<StringAttr>("approximate"), floatAttr("alpha"),
+      x.getType(), dy, x, y, UnaryKindAttr::get(op->getContext(), kind),
+      op->getAttrOfType<GeluApproximationAttr>("approximate"), floatAttr("alpha"),
       floatAttr("beta"), floatAttr("min"), floatAttr("max"));
 }
 
@@ -194,24 +195,24 @@ Value unaryGrad(GradBuilder &g, Operation *op, Value dy, StringRef kind) {
     dxs[0] = unaryGrad(g, op, dys[0], KIND);                                   \
     return success();                                                          \
   }
-STRATA_UNARY_GRADIENT(AbsOp, "abs")
-STRATA_UNARY_GRADIENT(ExpOp, "exp")
-STRATA_UNARY_GRADIENT(LogOp, "log")
-STRATA_UNARY_GRADIENT(SqrtOp, "sqrt")
-STRATA_UNARY_GRADIENT(ReciprocalOp, "reciprocal")
-STRATA_UNARY_GRADIENT(TanhOp, "tanh")
-STRATA_UNARY_GRADIENT(ErfOp, "erf")
-STRATA_UNARY_GRADIENT(SinOp, "sin")
-STRATA_UNARY_GRADIENT(CosOp, "cos")
-STRATA_UNARY_GRADIENT(ReluOp, "relu")
-STRATA_UNARY_GRADIENT(SigmoidOp, "sigmoid")
-STRATA_UNARY_GRADIENT(SoftplusOp, "softplus")
-STRATA_UNARY_GRADIENT(GeluOp, "gelu")
-STRATA_UNARY_GRADIENT(LeakyReluOp, "leaky_relu")
-STRATA_UNARY_GRADIENT(EluOp, "elu")
-STRATA_UNARY_GRADIENT(HardSigmoidOp, "hard_sigmoid")
-STRATA_UNARY_GRADIENT(HardSwishOp, "hard_swish")
-STRATA_UNARY_GRADIENT(ClipOp, "clip")
+STRATA_UNARY_GRADIENT(AbsOp, UnaryKind::Abs)
+STRATA_UNARY_GRADIENT(ExpOp, UnaryKind::Exp)
+STRATA_UNARY_GRADIENT(LogOp, UnaryKind::Log)
+STRATA_UNARY_GRADIENT(SqrtOp, UnaryKind::Sqrt)
+STRATA_UNARY_GRADIENT(ReciprocalOp, UnaryKind::Reciprocal)
+STRATA_UNARY_GRADIENT(TanhOp, UnaryKind::Tanh)
+STRATA_UNARY_GRADIENT(ErfOp, UnaryKind::Erf)
+STRATA_UNARY_GRADIENT(SinOp, UnaryKind::Sin)
+STRATA_UNARY_GRADIENT(CosOp, UnaryKind::Cos)
+STRATA_UNARY_GRADIENT(ReluOp, UnaryKind::Relu)
+STRATA_UNARY_GRADIENT(SigmoidOp, UnaryKind::Sigmoid)
+STRATA_UNARY_GRADIENT(SoftplusOp, UnaryKind::Softplus)
+STRATA_UNARY_GRADIENT(GeluOp, UnaryKind::Gelu)
+STRATA_UNARY_GRADIENT(LeakyReluOp, UnaryKind::LeakyRelu)
+STRATA_UNARY_GRADIENT(EluOp, UnaryKind::Elu)
+STRATA_UNARY_GRADIENT(HardSigmoidOp, UnaryKind::HardSigmoid)
+STRATA_UNARY_GRADIENT(HardSwishOp, UnaryKind::HardSwish)
+STRATA_UNARY_GRADIENT(ClipOp, UnaryKind::Clip)
 #undef STRATA_UNARY_GRADIENT
 
 LogicalResult gradient(NegOp op, GradBuilder &g, ValueRange dys, Grads &dxs) {
@@ -223,7 +224,7 @@ LogicalResult gradient(NegOp op, GradBuilder &g, ValueRange dys, Grads &dxs) {
 /// precision, as under autocast.
 LogicalResult gradient(RoundToOp op, GradBuilder &g, ValueRange dys,
                        Grads &dxs) {
-  dxs[0] = g.create<RoundToOp>(dys[0].getType(), dys[0], op.getDtypeAttr());
+  dxs[0] = g.create<RoundToOp>(dys[0].getType(), op.getDtypeAttr(), dys[0]);
   return success();
 }
 

@@ -15,6 +15,7 @@
 #include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace strata::graph;
@@ -103,13 +104,6 @@ OpFoldResult ConstantOp::fold(FoldAdaptor adaptor) { return getValueAttr(); }
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//
-
-LogicalResult GeluOp::verify() {
-  if (getApproximate() != "none" && getApproximate() != "tanh")
-    return emitOpError("approximate must be \"none\" or \"tanh\", got \"")
-           << getApproximate() << "\"";
-  return success();
-}
 
 
 LogicalResult WhereOp::inferReturnTypes(MLIRContext *context,
@@ -265,23 +259,161 @@ LogicalResult DropoutOp::inferReturnTypes(MLIRContext *context,
   return success();
 }
 
+void FusedElementwiseOp::build(OpBuilder &builder, OperationState &state,
+                               TypeRange resultTypes, ValueRange inputs) {
+  state.addOperands(inputs);
+  state.addTypes(resultTypes);
+  Region *body = state.addRegion();
+  Block *block = new Block();
+  body->push_back(block);
+  for (Value input : inputs)
+    block->addArgument(
+        RankedTensorType::get({}, getElementTypeOrSelf(input.getType())),
+        input.getLoc());
+}
+
+namespace {
+
+bool isNarrowFloat(Type t) { return t.isBF16() || t.isF16(); }
+
+} // namespace
+
+std::optional<FusedCode> strata::graph::fusedCodeOf(Operation *op) {
+  using runtime::FusedOpcode;
+  using runtime::UnaryGradKind;
+  auto code = [](FusedOpcode op, UnaryGradKind kind = UnaryGradKind::Abs) {
+    return std::optional<FusedCode>(FusedCode{int(op), int(kind)});
+  };
+  auto elementOf = [](Value v) { return getElementTypeOrSelf(v.getType()); };
+  return llvm::TypeSwitch<Operation *, std::optional<FusedCode>>(op)
+      .Case([&](AddOp) { return code(FusedOpcode::Add); })
+      .Case([&](SubOp) { return code(FusedOpcode::Sub); })
+      .Case([&](MulOp) { return code(FusedOpcode::Mul); })
+      .Case([&](DivOp) { return code(FusedOpcode::Div); })
+      .Case([&](MaxOp) { return code(FusedOpcode::Max); })
+      .Case([&](MinOp) { return code(FusedOpcode::Min); })
+      .Case([&](NegOp) { return code(FusedOpcode::Neg); })
+      .Case([&](AbsOp) { return code(FusedOpcode::Abs); })
+      .Case([&](ExpOp) { return code(FusedOpcode::Exp); })
+      .Case([&](LogOp) { return code(FusedOpcode::Log); })
+      .Case([&](SqrtOp) { return code(FusedOpcode::Sqrt); })
+      .Case([&](ReciprocalOp) { return code(FusedOpcode::Reciprocal); })
+      .Case([&](TanhOp) { return code(FusedOpcode::Tanh); })
+      .Case([&](ErfOp) { return code(FusedOpcode::Erf); })
+      .Case([&](SinOp) { return code(FusedOpcode::Sin); })
+      .Case([&](CosOp) { return code(FusedOpcode::Cos); })
+      .Case([&](ReluOp) { return code(FusedOpcode::Relu); })
+      .Case([&](SigmoidOp) { return code(FusedOpcode::Sigmoid); })
+      .Case([&](SoftplusOp) { return code(FusedOpcode::Softplus); })
+      .Case([&](HardSwishOp) { return code(FusedOpcode::HardSwish); })
+      .Case([&](WhereOp) { return code(FusedOpcode::Where); })
+      .Case([&](GeluOp g) {
+        return code(g.getApproximate() == GeluApproximation::Tanh
+                        ? FusedOpcode::GeluTanh
+                        : FusedOpcode::Gelu);
+      })
+      .Case([&](CastOp c) -> std::optional<FusedCode> {
+        Type from = elementOf(c.getInput()), to = elementOf(c.getOutput());
+        bool fromFloat = from.isF32() || isNarrowFloat(from);
+        if (to.isBF16())
+          return fromFloat ? code(FusedOpcode::CastBf16) : std::nullopt;
+        if (to.isF16())
+          return fromFloat ? code(FusedOpcode::CastF16) : std::nullopt;
+        // Widening: exact only from a narrow type (f32 -> f64 would mix
+        // the wide types).
+        return isNarrowFloat(from) ? code(FusedOpcode::CastWide)
+                                   : std::nullopt;
+      })
+      .Case([&](UnaryGradOp g) -> std::optional<FusedCode> {
+        if (g.getAlpha() || g.getBeta() || g.getMin() || g.getMax())
+          return std::nullopt;
+        bool tanh = g.getApproximate() &&
+                    *g.getApproximate() == GeluApproximation::Tanh;
+        if (tanh && g.getKind() != UnaryKind::Gelu)
+          return std::nullopt;
+        switch (g.getKind()) {
+        case UnaryKind::Abs: return code(FusedOpcode::Grad, UnaryGradKind::Abs);
+        case UnaryKind::Exp: return code(FusedOpcode::Grad, UnaryGradKind::Exp);
+        case UnaryKind::Log: return code(FusedOpcode::Grad, UnaryGradKind::Log);
+        case UnaryKind::Sqrt: return code(FusedOpcode::Grad, UnaryGradKind::Sqrt);
+        case UnaryKind::Reciprocal:
+          return code(FusedOpcode::Grad, UnaryGradKind::Reciprocal);
+        case UnaryKind::Tanh: return code(FusedOpcode::Grad, UnaryGradKind::Tanh);
+        case UnaryKind::Erf: return code(FusedOpcode::Grad, UnaryGradKind::Erf);
+        case UnaryKind::Sin: return code(FusedOpcode::Grad, UnaryGradKind::Sin);
+        case UnaryKind::Cos: return code(FusedOpcode::Grad, UnaryGradKind::Cos);
+        case UnaryKind::Relu: return code(FusedOpcode::Grad, UnaryGradKind::Relu);
+        case UnaryKind::Sigmoid:
+          return code(FusedOpcode::Grad, UnaryGradKind::Sigmoid);
+        case UnaryKind::Softplus:
+          return code(FusedOpcode::Grad, UnaryGradKind::Softplus);
+        case UnaryKind::Gelu:
+          return code(FusedOpcode::Grad, tanh ? UnaryGradKind::GeluTanh
+                                              : UnaryGradKind::Gelu);
+        case UnaryKind::HardSwish:
+          return code(FusedOpcode::Grad, UnaryGradKind::HardSwish);
+        case UnaryKind::Neg: return code(FusedOpcode::Grad, UnaryGradKind::Neg);
+        default:
+          return std::nullopt;
+        }
+      })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
 LogicalResult FusedElementwiseOp::verify() {
-  ArrayRef<int64_t> results = getResultValues();
-  if (results.size() != getNumResults())
-    return emitOpError("returns ")
-           << results.size() << " program values into " << getNumResults()
+  using runtime::kFusedMaxInputs;
+  using runtime::kFusedMaxInstructions;
+  using runtime::kFusedMaxRank;
+  using runtime::kFusedMaxResults;
+  if (getInputs().empty() || getInputs().size() > size_t(kFusedMaxInputs))
+    return emitOpError("takes 1 to ")
+           << kFusedMaxInputs << " inputs, got " << getInputs().size();
+  if (getNumResults() == 0 || getNumResults() > unsigned(kFusedMaxResults))
+    return emitOpError("returns 1 to ")
+           << kFusedMaxResults << " results, got " << getNumResults();
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError("body has ")
+           << body.getNumArguments() << " arguments for "
+           << getInputs().size() << " inputs";
+  for (auto [arg, input] : llvm::zip(body.getArguments(), getInputs()))
+    if (arg.getType() !=
+        RankedTensorType::get({}, getElementTypeOrSelf(input.getType())))
+      return emitOpError("body argument ")
+             << arg.getArgNumber() << " must be one element of its input, "
+             << RankedTensorType::get({},
+                                      getElementTypeOrSelf(input.getType()))
+             << ", got " << arg.getType();
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield)
+    return emitOpError("body must end in graph.yield");
+  if (yield.getValues().size() != getNumResults())
+    return emitOpError("body yields ")
+           << yield.getValues().size() << " values for " << getNumResults()
            << " results";
-  runtime::FusedProgram program;
-  if (runtime::Status s = runtime::parseFusedProgram(
-          getProgram(), getNumOperands(),
-          std::vector<int64_t>(results.begin(), results.end()), program);
-      !s) {
-    StringRef message = s.message();
-    message.consume_front("graph.fused_elementwise: ");
-    return emitOpError(message);
+  for (auto [value, result] : llvm::zip(yield.getValues(), getResults()))
+    if (value.getType() !=
+        RankedTensorType::get({}, getElementTypeOrSelf(result.getType())))
+      return emitOpError("body yields ")
+             << value.getType() << " for result " << result.getType();
+  unsigned instructions = 0;
+  for (Operation &op : body.without_terminator()) {
+    if (!fusedCodeOf(&op))
+      return op.emitOpError("cannot run in a graph.fused_elementwise body");
+    for (Type t : op.getResultTypes())
+      if (cast<RankedTensorType>(t).getRank() != 0)
+        return op.emitOpError("in a graph.fused_elementwise body computes "
+                              "one element (a rank-0 tensor), not ")
+               << t;
+    ++instructions;
   }
+  if (instructions == 0 || instructions > unsigned(kFusedMaxInstructions))
+    return emitOpError("body must hold 1 to ")
+           << kFusedMaxInstructions << " ops, got " << instructions;
   ArrayRef<int64_t> shape =
       cast<RankedTensorType>(getResult(0).getType()).getShape();
+  if (shape.size() > size_t(kFusedMaxRank))
+    return emitOpError("results of rank above ") << kFusedMaxRank;
   for (Type t : getResultTypes())
     if (cast<RankedTensorType>(t).getShape() != shape)
       return emitOpError("results must share one shape");
@@ -450,14 +582,10 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *context,
       return emitOptionalError(location, "weight must have shape ",
                                logits.getDimSize(1));
   }
-  StringRef reduction = adaptor.getReduction();
-  if (reduction == "none")
+  if (adaptor.getReduction() == Reduction::None)
     inferred.push_back(labels.clone(logits.getElementType()));
-  else if (reduction == "mean" || reduction == "sum")
-    inferred.push_back(RankedTensorType::get({}, logits.getElementType()));
   else
-    return emitOptionalError(location,
-                             "reduction must be \"mean\", \"sum\" or \"none\"");
+    inferred.push_back(RankedTensorType::get({}, logits.getElementType()));
   return success();
 }
 
@@ -641,16 +769,13 @@ LogicalResult PadOp::inferReturnTypes(MLIRContext *context,
   int64_t rank = input.getRank();
   if (static_cast<int64_t>(pads.size()) != 2 * rank)
     return emitOptionalError(location, "pads needs two entries per dim");
-  StringRef mode = adaptor.getMode();
-  if (mode != "constant" && mode != "reflect" && mode != "edge")
-    return emitOptionalError(location,
-                             "mode must be \"constant\", \"reflect\" or \"edge\"");
+  PadMode mode = adaptor.getMode();
   SmallVector<int64_t> shape;
   for (int64_t d = 0; d < rank; ++d) {
     int64_t begin = pads[d], end = pads[d + rank], dim = input.getDimSize(d);
     if (begin < 0 || end < 0)
       return emitOptionalError(location, "pads must be >= 0");
-    if (mode == "reflect" && (begin >= dim || end >= dim))
+    if (mode == PadMode::Reflect && (begin >= dim || end >= dim))
       return emitOptionalError(location, "reflect pads must be smaller than "
                                          "the dim");
     shape.push_back(dim + begin + end);

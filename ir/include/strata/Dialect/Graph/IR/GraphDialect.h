@@ -62,6 +62,11 @@ std::optional<llvm::StringRef> stateParameter(StateKind kind,
 /// The role a state of `kind` has.
 Role stateRole(StateKind kind);
 
+/// The name of an enumerated choice of a graph op (#graph<reduction mean>
+/// -> "mean"), for the artifact's kernel attributes; none for other
+/// attributes.
+std::optional<llvm::StringRef> enumName(mlir::Attribute attr);
+
 /// Whether `name` is one of the scalars the training pipeline adds for
 /// itself ("strata.lr", "strata.step", "strata.loss", "strata.loss_scale",
 /// ...): never sharded, never moved off the device.

@@ -30,6 +30,18 @@ inferBroadcastResultType(mlir::MLIRContext *context,
 std::optional<llvm::SmallVector<int64_t>>
 broadcastShapes(llvm::ArrayRef<int64_t> lhs, llvm::ArrayRef<int64_t> rhs);
 
+/// The instruction of the runtime's fused kernels
+/// (runtime/include/strata/Runtime/FusedProgram.h: FusedOpcode, and the
+/// UnaryGradKind of a gradient) an op computes inside a
+/// graph.fused_elementwise body; none for an op the fused kernels cannot
+/// run (any other op, a non-float cast, a unary_grad with parameters).
+/// strata-fuse-elementwise, the op's verifier and codegen all ask here.
+struct FusedCode {
+  int opcode;
+  int gradKind;
+};
+std::optional<FusedCode> fusedCodeOf(mlir::Operation *op);
+
 /// Output length of one spatial dim of a convolution or pooling window.
 int64_t slidingWindowOutputSize(int64_t input, int64_t kernel, int64_t stride,
                                 int64_t padBegin, int64_t padEnd,

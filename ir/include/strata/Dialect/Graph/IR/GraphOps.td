@@ -119,16 +119,17 @@ def Graph_NotOp : Graph_UnaryOp<"not", Graph_BoolTensor> {
 def Graph_GeluOp : Graph_UnaryOp<"gelu"> {
   let summary = "Gaussian error linear unit";
   let description = [{
-    `approximate = "none"` is x * Phi(x) with the exact normal CDF (from
-    `0.5 * x * (1 + erf(x / sqrt(2)))`); `"tanh"` is the tanh approximation
+    `approximate = #graph<approximation none>` (the default) is x * Phi(x)
+    with the exact normal CDF (from `0.5 * x * (1 + erf(x / sqrt(2)))`);
+    `tanh` is the tanh approximation
     `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))`.
     ```mlir
-    %y = graph.gelu %x {approximate = "none"} : tensor<8x256xf32>
+    %y = graph.gelu %x {approximate = #graph<approximation tanh>} : tensor<8x256xf32>
     ```
   }];
   let arguments = (ins Graph_FloatTensor:$input,
-                       DefaultValuedStrAttr<StrAttr, "none">:$approximate);
-  let hasVerifier = 1;
+                       DefaultValuedAttr<Graph_GeluApproximationAttr,
+                           "::strata::graph::GeluApproximation::None">:$approximate);
 }
 
 def Graph_LeakyReluOp : Graph_UnaryOp<"leaky_relu"> {
@@ -461,15 +462,17 @@ def Graph_CrossEntropyOp : Graph_Op<"cross_entropy", [Pure, InferTypeOpAdaptor]>
   let summary = "Softmax cross-entropy of class scores against integer labels";
   let description = [{
     `logits [N, C, d…]` (classes in dim 1, as ONNX), `labels [N, d…]`,
-    optional per-class `weight [C]`. `reduction` is "mean" (weighted mean
-    over the labels that are not `ignore_index`), "sum" or "none".
+    optional per-class `weight [C]`. `reduction` is `mean` (the default:
+    weighted mean over the labels that are not `ignore_index`), `sum` or
+    `none`.
     ```mlir
-    %l = graph.cross_entropy %logits, %labels {ignore_index = -100 : i64, reduction = "mean"} : (tensor<512x256xf32>, tensor<512xi64>) -> tensor<f32>
+    %l = graph.cross_entropy %logits, %labels {ignore_index = -100 : i64, reduction = #graph<reduction sum>} : (tensor<512x256xf32>, tensor<512xi64>) -> tensor<f32>
     ```
   }];
   let arguments = (ins Graph_FloatTensor:$logits, Graph_IntTensor:$labels,
                        Optional<Graph_FloatTensor>:$weight,
-                       DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                       DefaultValuedAttr<Graph_ReductionAttr,
+                           "::strata::graph::Reduction::Mean">:$reduction,
                        OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs Graph_FloatTensor:$loss);
   let assemblyFormat = [{
@@ -571,14 +574,15 @@ def Graph_PadOp : Graph_Op<"pad", [Pure, InferTypeOpAdaptor]> {
   let summary = "Pad every dim with a constant, by reflection or by the edge";
   let description = [{
     `pads` holds the begin pads of every dim, then the end pads (ONNX order).
-    `mode` is "constant" (fill with `value`), "reflect" (mirror without the
-    edge) or "edge" (repeat the edge).
+    `mode` is `constant` (the default: fill with `value`), `reflect` (mirror
+    without the edge) or `edge` (repeat the edge).
     ```mlir
-    %y = graph.pad %x {mode = "constant", pads = array<i64: 0, 0, 1, 1, 0, 0, 1, 1>, value = 0.0 : f64} : (tensor<2x3x4x4xf32>) -> tensor<2x3x6x6xf32>
+    %y = graph.pad %x {mode = #graph<pad_mode reflect>, pads = array<i64: 0, 0, 1, 1, 0, 0, 1, 1>} : (tensor<2x3x4x4xf32>) -> tensor<2x3x6x6xf32>
     ```
   }];
   let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$pads,
-                       DefaultValuedStrAttr<StrAttr, "constant">:$mode,
+                       DefaultValuedAttr<Graph_PadModeAttr,
+                           "::strata::graph::PadMode::Constant">:$mode,
                        DefaultValuedAttr<F64Attr, "0.0">:$value);
   let results = (outs Graph_Tensor:$output);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";

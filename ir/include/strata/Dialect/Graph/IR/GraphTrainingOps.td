@@ -20,16 +20,16 @@ class Graph_GradOp<string mnemonic, list<Trait> traits = []>
 def Graph_UnaryGradOp : Graph_GradOp<"unary_grad", [SameOperandsAndResultType]> {
   let summary = "Gradient of an elementwise unary op";
   let description = [{
-    `dx = f'(x) * dy` for the forward op named by `kind` ("tanh", "gelu",
-    "clip", ...), given its input `x` and output `y`; the forward op's
+    `dx = f'(x) * dy` for the forward op named by `kind` (tanh, gelu,
+    clip, ...), given its input `x` and output `y`; the forward op's
     attributes (`approximate`, `alpha`, `beta`, `min`, `max`) ride along.
     ```mlir
-    %dx = graph.unary_grad %dy, %x, %y {kind = "tanh"} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+    %dx = graph.unary_grad %dy, %x, %y {kind = #graph<unary tanh>} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
     ```
   }];
   let arguments = (ins Graph_FloatTensor:$grad, Graph_FloatTensor:$input,
-                       Graph_FloatTensor:$output, StrAttr:$kind,
-                       OptionalAttr<StrAttr>:$approximate,
+                       Graph_FloatTensor:$output, Graph_UnaryKindAttr:$kind,
+                       OptionalAttr<Graph_GeluApproximationAttr>:$approximate,
                        OptionalAttr<F64Attr>:$alpha, OptionalAttr<F64Attr>:$beta,
                        OptionalAttr<F64Attr>:$min, OptionalAttr<F64Attr>:$max);
   let results = (outs Graph_FloatTensor:$input_grad);
@@ -86,7 +86,8 @@ def Graph_CrossEntropyGradOp : Graph_GradOp<"cross_entropy_grad"> {
   let summary = "Gradient of cross_entropy with respect to the logits";
   let arguments = (ins Graph_FloatTensor:$grad, Graph_FloatTensor:$logits,
                        Graph_IntTensor:$labels, Optional<Graph_FloatTensor>:$weight,
-                       DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                       DefaultValuedAttr<Graph_ReductionAttr,
+                           "::strata::graph::Reduction::Mean">:$reduction,
                        OptionalAttr<I64Attr>:$ignore_index);
   let results = (outs Graph_FloatTensor:$logits_grad);
 }
@@ -146,29 +147,53 @@ def Graph_SliceGradOp : Graph_GradOp<"slice_grad"> {
 def Graph_PadGradOp : Graph_GradOp<"pad_grad"> {
   let summary = "Gradient of pad";
   let arguments = (ins Graph_FloatTensor:$grad, DenseI64ArrayAttr:$pads,
-                       DefaultValuedStrAttr<StrAttr, "constant">:$mode,
+                       DefaultValuedAttr<Graph_PadModeAttr,
+                           "::strata::graph::PadMode::Constant">:$mode,
                        DefaultValuedAttr<F64Attr, "0.0">:$value);
   let results = (outs Graph_FloatTensor:$input_grad);
 }
 
 def Graph_FusedElementwiseOp
-    : Graph_Op<"fused_elementwise", [Pure]> {
+    : Graph_Op<"fused_elementwise", [Pure, IsolatedFromAbove]> {
   let summary = "A chain of elementwise ops, run as one kernel";
   let description = [{
-    Made by `strata-fuse-elementwise`: `program` lists the ops, one
-    instruction each (`runtime/include/strata/Runtime/FusedProgram.h`),
-    over values numbered from the inputs (0..n-1) on; `result_values`
-    names the values returned. Every result has one shape, to which every input
-    broadcasts; the intermediate values are never stored.
+    Made by `strata-fuse-elementwise`. The body is the chain itself: the
+    elementwise ops it replaces, each on one element (rank-0 tensors of
+    the element types the ops had), reading the inputs' elements as block
+    arguments, yielding one element per result. Every result has one
+    shape, to which every input broadcasts; the intermediate values are
+    never stored. Allowed in the body: the arithmetic ops, the activations
+    without parameters, float casts, `unary_grad` without parameters and
+    `where` (graph::fusedCodeOf), at most 24 of them over at most 8 inputs
+    and 4 results of rank 6 or less (the kernels' limits).
     ```mlir
-    %y = graph.fused_elementwise %x, %b {program = "add 0 1; gelu_tanh 2; cast_bf16 3", result_values = array<i64: 4>} : (tensor<8x64xf32>, tensor<64xf32>) -> tensor<8x64xbf16>
+    %y = graph.fused_elementwise %x, %b : (tensor<8x64xf32>, tensor<64xf32>) -> tensor<8x64xbf16> {
+    ^bb0(%a: tensor<f32>, %c: tensor<f32>):
+      %0 = graph.add %a, %c : tensor<f32>, tensor<f32> -> tensor<f32>
+      %1 = graph.gelu %0 {approximate = #graph<approximation tanh>} : tensor<f32>
+      %2 = graph.cast %1 : tensor<f32> to tensor<bf16>
+      graph.yield %2 : tensor<bf16>
+    }
     ```
   }];
-  let arguments = (ins Variadic<Graph_Tensor>:$inputs, StrAttr:$program,
-                       DenseI64ArrayAttr:$result_values);
+  let arguments = (ins Variadic<Graph_Tensor>:$inputs);
   let results = (outs Variadic<Graph_Tensor>:$outputs);
-  let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat =
+      "$inputs attr-dict `:` functional-type($inputs, $outputs) $body";
   let hasVerifier = 1;
+  let skipDefaultBuilders = 1;
+  let builders = [
+    OpBuilder<(ins "::mlir::TypeRange":$resultTypes,
+                   "::mlir::ValueRange":$inputs)>
+  ];
+}
+
+def Graph_YieldOp : Graph_Op<"yield", [Pure, Terminator,
+                                       HasParent<"FusedElementwiseOp">]> {
+  let summary = "The elements a fused_elementwise body returns";
+  let arguments = (ins Variadic<Graph_Tensor>:$values);
+  let assemblyFormat = "$values attr-dict `:` type($values)";
 }
 
 def Graph_SumSquaresOp : Graph_GradOp<"sum_squares"> {
@@ -190,18 +215,18 @@ def Graph_SumSquaresOp : Graph_GradOp<"sum_squares"> {
 def Graph_RoundToOp : Graph_Op<"round_to", [Pure, SameOperandsAndResultType]> {
   let summary = "Rounds to a narrower float type, keeping the storage type";
   let description = [{
-    Each element becomes the nearest value of `dtype` ("bf16" or "fp16",
-    round to nearest even; fp16 overflows to inf), still stored in the
-    operand's type: the CPU emulation of computing in that type. Mixed
-    precision (`strata-mixed-precision`) puts it on the operands and results
-    of the ops autocast runs in low precision.
+    Each element becomes the nearest value of `dtype` (bf16 or fp16, round
+    to nearest even; fp16 overflows to inf), still stored in the operand's
+    type: the CPU emulation of computing in that type. Mixed precision
+    (`strata-mixed-precision`) puts it on the operands and results of the
+    ops autocast runs in low precision.
     ```mlir
-    %h = graph.round_to %x {dtype = "bf16"} : tensor<8x64xf32>
+    %h = graph.round_to bf16 %x : tensor<8x64xf32>
     ```
   }];
-  let arguments = (ins Graph_FloatTensor:$input, StrAttr:$dtype);
+  let arguments = (ins Graph_NarrowFloatAttr:$dtype, Graph_FloatTensor:$input);
   let results = (outs Graph_FloatTensor:$output);
-  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let assemblyFormat = "`` $dtype $input attr-dict `:` type($input)";
 }
 
 //===----------------------------------------------------------------------===//
