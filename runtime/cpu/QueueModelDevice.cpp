@@ -63,7 +63,6 @@ public:
     return Status::ok();
   }
 
-  bool isAsynchronous() const override { return true; }
   Status createQueues(uint32_t streams, uint32_t events) override {
     if (streams > queues_.size())
       queues_.resize(streams);

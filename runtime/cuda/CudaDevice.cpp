@@ -35,7 +35,11 @@
 namespace strata::runtime::cuda {
 namespace {
 
-class CudaDevice final : public Device {
+class CudaDevice final : public Device
+#if STRATA_HAVE_NCCL
+    , public DeviceCollectives
+#endif
+{
 public:
   ~CudaDevice() override {
     cudaSetDevice(ordinal_);
@@ -131,7 +135,12 @@ public:
                                   " bytes on " + describe());
         !s)
       return s;
-    return zero(*out, n);
+    // Zeroed for every stream, not only after the main stream's queue: the
+    // block is zero when allocate returns (the device conformance suite
+    // caught a copy on another stream racing an asynchronous memset here).
+    if (Status s = zero(*out, n); !s)
+      return s;
+    return cudaStatus(cudaStreamSynchronize(main()), "zeroing a new block");
   }
 
   void release(MemoryKind kind, void *block) override {
@@ -159,8 +168,6 @@ public:
     // Ordered on the main stream before the next program; no wait needed.
     return cudaStatus(cudaMemsetAsync(dst, 0, bytes, main()), "cudaMemsetAsync");
   }
-
-  bool isAsynchronous() const override { return true; }
 
   Status createQueues(uint32_t streams, uint32_t events) override {
     cudaSetDevice(ordinal_);
@@ -306,7 +313,7 @@ public:
   }
 
 #if STRATA_HAVE_NCCL
-  bool hasCollectives() const override { return true; }
+  DeviceCollectives *collectives() override { return this; }
   Status makeCollectiveId(std::string &id) override {
     ncclUniqueId unique;
     if (ncclResult_t r = ncclGetUniqueId(&unique); r != ncclSuccess)

@@ -46,13 +46,6 @@ void setAttribute(KernelAttrs &attrs, const plan::Attribute &a) {
 } // namespace
 
 Executor::~Executor() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    shutdown_ = true;
-  }
-  wake_.notify_all();
-  for (std::thread &t : workers_)
-    t.join();
   if (ssdFile_ >= 0)
     ::close(ssdFile_);
   if (device_) {
@@ -274,7 +267,11 @@ Status Executor::create(const Artifact &artifact, std::shared_ptr<Device> device
         step.outputs.push_back(e->tensors_[id]);
       for (const auto &a : inst.attributes())
         setAttribute(step.attrs, a);
-      step.description = inst.op() + " (node '" + inst.location() + "')";
+      // Names the instruction in failures, wherever they surface (at the
+      // launch, or at the synchronize on an asynchronous queue) and in
+      // profiler ranges.
+      step.description = "instruction " + std::to_string(index) + ", " +
+                         inst.op() + " (node '" + inst.location() + "')";
       step.delayable = inst.delayable();
       if (inst.random()) {
         if (inst.seed_slot() >= prog.seed_slots())
@@ -294,9 +291,8 @@ Status Executor::create(const Artifact &artifact, std::shared_ptr<Device> device
                           e->ssdFile_};
         ctx.group = step.group;
         if (Status s = (*prepare)(ctx, step.prepared); !s)
-          return Status::error(prog.name() + " instruction " +
-                               std::to_string(index) + ", " +
-                               step.description + ": " + s.message());
+          return Status::error(prog.name() + " " + step.description + ": " +
+                               s.message());
       }
       program.steps.push_back(std::move(step));
     }
@@ -328,7 +324,7 @@ Status Executor::create(const Artifact &artifact, std::shared_ptr<Device> device
     e->eventCount_ = std::max<size_t>(e->eventCount_, prog.events());
   }
 
-  if (d.isAsynchronous()) {
+  {
     uint32_t streams = 1;
     for (auto &[name, program] : e->programs_)
       streams = std::max(streams, uint32_t(program.streams.size()));
@@ -382,31 +378,28 @@ Status Executor::create(const Artifact &artifact, std::shared_ptr<Device> device
   }
   e->options_ = options;
   e->trace_.resize(e->doneSize_);
-  e->recorded_.reset(
-      new std::atomic<uint64_t>[std::max<size_t>(e->eventCount_, 1)]);
-  for (size_t i = 0; i < std::max<size_t>(e->eventCount_, 1); ++i)
-    e->recorded_[i].store(0);
   out = std::move(e);
   return Status::ok();
 }
 
 Status Executor::setCommunicator(Communicator *comm) {
   comm_ = comm;
-  if (!comm || !device_->hasCollectives())
+  DeviceCollectives *collectives = device_->collectives();
+  if (!comm || !collectives)
     return Status::ok();
   for (int g = 0; g < kGroups; ++g) {
     Group group = Group(g);
     int index = comm->indexIn(group);
     std::string id;
     if (index == 0)
-      if (Status s = device_->makeCollectiveId(id); !s)
+      if (Status s = collectives->makeCollectiveId(id); !s)
         return s;
     if (Status s = comm->broadcastFromFirst(
             group, id, std::string("the ") + groupName(group) +
                            " group's communicator id");
         !s)
       return s;
-    if (Status s = device_->joinCollectiveGroup(
+    if (Status s = collectives->joinCollectiveGroup(
             g, id, int(comm->members(group).size()), index);
         !s)
       return s;
@@ -478,141 +471,17 @@ Status Executor::run(std::string_view name, uint64_t seed) {
   if (it == programs_.end())
     return Status::error("the artifact has no program '" + std::string(name) +
                          "'");
-  Program &program = it->second;
   uint64_t before = heapAllocations();
-  Status status = device_->isAsynchronous() ? runQueued(program, name, seed)
-                  : program.streams.size() > 1
-                      ? runStreams(program, name, seed)
-                      : runSequential(program, name, seed);
+  Status status = runProgram(it->second, name, seed);
   lastRunAllocations_ = heapAllocations() - before;
   return status;
 }
 
-bool Executor::runStep(const Job &job, uint32_t i, ScratchArena &arena) {
-  Step &step = job.program->steps[i];
-  if (step.kind == plan::RECORD) {
-    recorded_[step.event].store(job.epoch, std::memory_order_release);
-    return true;
-  }
-  if (step.kind == plan::WAIT) {
-    for (int spins = 0;
-         recorded_[step.event].load(std::memory_order_acquire) != job.epoch;
-         ++spins) {
-      if (failed_.load(std::memory_order_relaxed))
-        return false;
-      // Spin briefly, then give the core away (ranks and streams may
-      // outnumber the cores).
-      if (spins > 4096)
-        std::this_thread::sleep_for(std::chrono::microseconds(20));
-      else if (spins > 64)
-        std::this_thread::yield();
-    }
-    return true;
-  }
-  if (options_.injectDelayMicros && step.delayable) {
-    uint64_t key[2] = {job.epoch, i};
-    uint64_t r = fnv1a64(key, sizeof(key));
-    std::this_thread::sleep_for(
-        std::chrono::microseconds(r % (options_.injectDelayMicros + 1)));
-  }
-  KernelContext ctx{step.inputs, step.outputs, step.attrs,
-                    fnv1a64(&step.rngStream, sizeof(step.rngStream), job.seed),
-                    comm_, ssdFile_};
-  ctx.group = step.group;
-  std::optional<Status> status;
-  auto now = [] {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  };
-  int64_t start = tracing_ ? now() : 0;
-  {
-    // The kernel's scratch comes from this thread's arena, rewound after.
-    ScratchArena::Scope scope(arena);
-    status.emplace((*step.kernel)(ctx));
-  }
-  if (tracing_)
-    trace_[i] = {start, now(), step.stream};
-  if (!*status) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!failed_.exchange(true))
-      failure_ = std::string(job.name) + " instruction " + std::to_string(i) +
-                 ", " + step.description + ": " + status->message();
-    return false;
-  }
-  return true;
-}
-
-Status Executor::runSequential(Program &program, std::string_view name,
-                               uint64_t seed) {
-  Job job{&program, name, seed, ++job_.epoch};
-  failed_.store(false);
-  for (uint32_t i = 0; i < program.steps.size(); ++i)
-    if (!runStep(job, i, scratch_))
-      return Status::error(failure_);
-  return Status::ok();
-}
-
-void Executor::worker(size_t stream) {
-  uint64_t seen = 0;
-  for (;;) {
-    Job job;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return shutdown_ || generation_ != seen; });
-      if (shutdown_)
-        return;
-      seen = generation_;
-      job = job_;
-    }
-    if (stream < job.program->streams.size())
-      for (uint32_t i : job.program->streams[stream])
-        if (!runStep(job, i, *workerArenas_[stream]))
-          break;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      --pending_;
-    }
-    finished_.notify_all();
-  }
-}
-
-Status Executor::runStreams(Program &program, std::string_view name,
+Status Executor::runProgram(Program &program, std::string_view name,
                             uint64_t seed) {
-  size_t streams = program.streams.size();
-  // One thread a stream beyond the caller's, made once.
-  while (workers_.size() + 1 < streams) {
-    size_t stream = workers_.size() + 1;
-    workerArenas_.resize(stream + 1);
-    workerArenas_[stream] = std::make_unique<ScratchArena>();
-    workers_.emplace_back([this, stream] { worker(stream); });
-  }
-  failed_.store(false);
-  Job job{&program, name, seed, job_.epoch + 1};
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    job_ = job;
-    pending_ = workers_.size();
-    ++generation_;
-  }
-  wake_.notify_all();
-  // Stream 0 ends the program: the plan joins every stream into it.
-  for (uint32_t i : program.streams[0])
-    if (!runStep(job, i, scratch_))
-      break;
-  {
-    std::unique_lock<std::mutex> lock(mutex_);
-    finished_.wait(lock, [&] { return pending_ == 0; });
-  }
-  if (failed_.load())
-    return Status::error(failure_);
-  return Status::ok();
-}
-
-Status Executor::runQueued(Program &program, std::string_view name,
-                           uint64_t seed) {
   Device &d = *device_;
-  ++program.queuedRuns;
+  ++program.runs;
+  ++runs_;
   // This run's seeds, staged for the copy that opens the program (a
   // captured graph holds that copy, so a replay reads them too).
   auto *seeds = static_cast<uint64_t *>(seedStaging_);
@@ -634,7 +503,7 @@ Status Executor::runQueued(Program &program, std::string_view name,
   // The first run is a warm-up (kernels may finish preparing then); the
   // second is captured and replayed.
   bool capture = options_.captureGraphs && d.canCapture() && !tracing_ &&
-                 !program.graph && program.queuedRuns >= 2;
+                 !program.graph && program.runs >= 2;
   if (capture)
     if (Status s = d.beginCapture(0); !s)
       return Status::error(std::string(name) + ": " + s.message());
@@ -647,13 +516,16 @@ Status Executor::runQueued(Program &program, std::string_view name,
   };
   auto fail = [&](uint32_t i, const Status &s) {
     abandon();
-    return Status::error(std::string(name) + " instruction " +
-                         std::to_string(i) + ", " + program.steps[i].description +
-                         ": " + s.message());
+    return Status::error(std::string(name) + " " +
+                         program.steps[i].description + ": " + s.message());
   };
+  // A failure the device reports later names its instruction already
+  // ("instruction 3, graph.linear (node ...): ...").
   auto failCopy = [&](const Status &s) {
     abandon();
-    return Status::error(std::string(name) + ": " + s.message());
+    bool named = s.message().rfind("instruction ", 0) == 0;
+    return Status::error(std::string(name) + (named ? " " : ": ") +
+                         s.message());
   };
   // Tracing: marker 0 opens the run on stream 0; step i's kernels lie
   // between markers 1 + 2i and 2 + 2i on its stream.
@@ -694,6 +566,14 @@ Status Executor::runQueued(Program &program, std::string_view name,
         return s;
       return tracing_ ? d.markTime(stream, 2 + 2 * i) : Status::ok();
     }
+    if (options_.injectDelayMicros && step.delayable) {
+      uint64_t key[2] = {runs_, i};
+      uint64_t r = fnv1a64(key, sizeof(key));
+      if (Status s = d.injectDelay(
+              stream, r % (options_.injectDelayMicros + 1));
+          !s)
+        return s;
+    }
     KernelContext ctx{step.inputs, step.outputs, step.attrs,
                       fnv1a64(&step.rngStream, sizeof(step.rngStream), seed),
                       comm_, ssdFile_};
@@ -706,7 +586,7 @@ Status Executor::runQueued(Program &program, std::string_view name,
     if (Status s = d.launch(stream, *step.kernel, ctx); !s)
       return s;
     // NCCL counts nothing: count its traffic as the MPI path does.
-    if (step.collective >= 0 && comm_ && d.hasCollectives())
+    if (step.collective >= 0 && comm_ && d.collectives())
       for (size_t b = 0; b < step.inputs.size(); ++b) {
         auto kind = CollectiveKind(step.collective);
         const TensorView &shard = kind == CollectiveKind::ReduceScatter

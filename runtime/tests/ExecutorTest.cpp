@@ -673,7 +673,7 @@ TEST(ExecutorTest, CapturedGraphsReplayTheSameSteps) {
 
 TEST(ExecutorTest, AQueuedFailureNamesTheProgramAndInstruction) {
   // A queued kernel fails when the queue runs, at the synchronize; the
-  // message still names the program, the op and its node.
+  // message still names the program, the instruction, the op and its node.
   TempDir dir;
   std::vector<int> kernels;
   PlanBuilder b = twoStreamClassifier({}, &kernels);
@@ -688,6 +688,10 @@ TEST(ExecutorTest, AQueuedFailureNamesTheProgramAndInstruction) {
   fillBatch(*e);
   Status s = e->run("micro_step");
   ASSERT_FALSE(s.isOk());
-  EXPECT_EQ(s.message().rfind("micro_step: graph.cross_entropy (node '", 0), 0u)
+  EXPECT_EQ(s.message().rfind("micro_step instruction " +
+                                  std::to_string(kernels[1]) +
+                                  ", graph.cross_entropy (node '",
+                              0),
+            0u)
       << s.message();
 }

@@ -1,20 +1,25 @@
 //===- Device.h - Where an executor's memory lives and work runs -*- C++ -*-===//
 //
-// The executor lays out an artifact's tensors and orders its instructions;
-// a Device owns the memory they live in and runs the kernels. Two kinds:
+// The executor lays out an artifact's tensors and enqueues its
+// instructions; a Device owns the memory they live in and runs the work.
+// Split as IREE's HAL is:
 //
-// - A synchronous device (the CPU) runs a kernel when it is called; the
-//   executor runs each schedule stream on its own thread and orders them
-//   with completion flags.
-// - An asynchronous device (CUDA) queues work on streams. The executor
-//   enqueues a whole program: every instruction on its stream's queue, an
-//   event recorded after each instruction another stream waits for, a wait
-//   on that event before the waiting instruction, inputs copied in first and
-//   outputs copied out last, then one synchronize. Nothing in a step waits
-//   for the whole device.
+// - DeviceAllocator: blocks of device and host memory, and the blocking
+//   copies between them (load, checkpoints, the start of an accumulation
+//   window).
+// - DeviceQueues: streams that run what is enqueued on them in order,
+//   concurrently with each other, and events that order them: the
+//   executor enqueues a whole program (kernels, copies, the plan's records
+//   and waits) and waits once, for stream 0, at its end. Nothing in a step
+//   waits for the whole device.
+// - DeviceCollectives: communicators of the device's own collective
+//   library (NCCL); a device without one runs collectives through the
+//   Communicator (MPI) on host memory.
 //
-// Both run the same plan with the same dependencies: a plan that is correct
-// on the CPU's threads is correct on CUDA streams.
+// Every device is asynchronous: the CPU runs each stream on a thread of its
+// own, CUDA on CUDA streams, the queue model (a test tool) as late as its
+// waits allow. One runner (Executor::run) drives them all, and one
+// conformance suite (tests/device) holds each to the same contract.
 //
 // The CUDA device lives in libStrataRuntimeCUDA.so (runtime/cuda), loaded at
 // run time; only this header's types cross that boundary, never the plan's
@@ -43,18 +48,9 @@ enum class MemoryKind { Device, Host };
 /// The direction of an asynchronous copy.
 enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
 
-class Device {
+class DeviceAllocator {
 public:
-  virtual ~Device() = default;
-
-  /// "cpu", "cuda".
-  virtual std::string_view getName() const = 0;
-  /// One line: what runs the kernels.
-  virtual std::string describe() const = 0;
-  virtual const KernelRegistry &getKernels() const = 0;
-
-  //===--- Memory ---------------------------------------------------------===//
-
+  virtual ~DeviceAllocator() = default;
   /// One zeroed block of `bytes` (at least 256-byte aligned), allocated at
   /// load and given back with release().
   virtual Status allocate(MemoryKind kind, size_t bytes, void **out) = 0;
@@ -62,43 +58,43 @@ public:
   /// Whether the host may read and write Device memory directly; when not,
   /// the executor stages inputs, outputs and state through host memory.
   virtual bool isHostAddressable() const = 0;
-  /// Blocking copies between host memory and Device memory, and a blocking
-  /// fill with zeros (load, state I/O, the start of an accumulation window).
+  /// Copies between host memory and Device memory, and a fill with zeros,
+  /// ordered after everything enqueued before them (load, state I/O, the
+  /// start of an accumulation window). The copies have completed when they
+  /// return; a zero may complete later, before any later work.
   virtual Status copyToDevice(void *dst, const void *src, size_t bytes) = 0;
   virtual Status copyToHost(void *dst, const void *src, size_t bytes) = 0;
   virtual Status zero(void *dst, size_t bytes) = 0;
+};
 
-  //===--- Queues (asynchronous devices) ----------------------------------===//
-
-  virtual bool isAsynchronous() const { return false; }
+class DeviceQueues {
+public:
+  virtual ~DeviceQueues() = default;
   /// Creates `streams` queues and `events` events, once per executor; a
   /// later call with larger numbers adds to them.
-  virtual Status createQueues(uint32_t streams, uint32_t events) {
-    return notAsynchronous();
-  }
-  /// Enqueues `kernel` on `stream`: the device sets ctx.stream to its own
-  /// handle of that stream and calls the kernel, which enqueues its work
-  /// there and returns. ctx's spans and attributes outlive the program.
+  virtual Status createQueues(uint32_t streams, uint32_t events) = 0;
+  /// Enqueues `kernel` on `stream`: the device runs it in stream order (on
+  /// CUDA it is called now with ctx.stream set, and enqueues its GPU work
+  /// there). ctx's spans and attributes outlive the program.
   virtual Status launch(uint32_t stream, const KernelFn &kernel,
-                        KernelContext &ctx) {
-    return notAsynchronous();
-  }
+                        KernelContext &ctx) = 0;
   virtual Status copyAsync(uint32_t stream, void *dst, const void *src,
-                           size_t bytes, CopyKind kind) {
-    return notAsynchronous();
-  }
+                           size_t bytes, CopyKind kind) = 0;
   /// `event` completes when everything enqueued on `stream` so far has.
-  virtual Status record(uint32_t stream, uint32_t event) {
-    return notAsynchronous();
-  }
+  virtual Status record(uint32_t stream, uint32_t event) = 0;
   /// Work enqueued on `stream` after this waits for the last record() of
-  /// `event` enqueued before this call.
-  virtual Status wait(uint32_t stream, uint32_t event) {
-    return notAsynchronous();
-  }
+  /// `event` enqueued before this call (none: it waits for nothing).
+  virtual Status wait(uint32_t stream, uint32_t event) = 0;
   /// Blocks the host until everything enqueued on `stream` is done; the
   /// first asynchronous failure since the last synchronize, if any.
-  virtual Status synchronize(uint32_t stream) { return notAsynchronous(); }
+  virtual Status synchronize(uint32_t stream) = 0;
+
+  /// A test tool (strata-run --inject-delay): the next work enqueued on
+  /// `stream` starts `micros` microseconds late, so a missing event shows
+  /// as a wrong answer. Devices that cannot delay a queue ignore it.
+  virtual Status injectDelay(uint32_t stream, uint64_t micros) {
+    return Status::ok();
+  }
 
   //===--- Timing (strata-run --trace) ------------------------------------===//
 
@@ -106,13 +102,13 @@ public:
   /// synchronize (readTimes: nanoseconds of markers 0..n-1 since marker
   /// 0). CUDA: events with timing.
   virtual Status createTimers(uint32_t markers) {
-    return Status::error(std::string(getName()) + " device: no timers");
+    return Status::error("this device has no timers");
   }
   virtual Status markTime(uint32_t stream, uint32_t marker) {
-    return Status::error(std::string(getName()) + " device: no timers");
+    return Status::error("this device has no timers");
   }
   virtual Status readTimes(uint32_t markers, std::vector<int64_t> &ns) {
-    return Status::error(std::string(getName()) + " device: no timers");
+    return Status::error("this device has no timers");
   }
 
   //===--- Graphs (capture once, replay) ----------------------------------===//
@@ -124,46 +120,52 @@ public:
   /// kernels, arguments and addresses.
   virtual bool canCapture() const { return false; }
   virtual Status beginCapture(uint32_t stream) {
-    return Status::error(std::string(getName()) + " device: no graphs");
+    return Status::error("this device has no graphs");
   }
   virtual Status endCapture(uint32_t stream, std::shared_ptr<void> &graph) {
-    return Status::error(std::string(getName()) + " device: no graphs");
+    return Status::error("this device has no graphs");
   }
   virtual Status launchGraph(uint32_t stream, const void *graph) {
-    return Status::error(std::string(getName()) + " device: no graphs");
+    return Status::error("this device has no graphs");
   }
+};
 
-  //===--- Collectives (multi-rank runs on a device library: NCCL) --------===//
-
-  /// Whether the sched.* collectives run on the device's own library; if
-  /// not, they go through the Communicator (MPI) with host memory.
-  virtual bool hasCollectives() const { return false; }
+class DeviceCollectives {
+public:
+  virtual ~DeviceCollectives() = default;
   /// A new id for one group's communicator (its first member makes it).
-  virtual Status makeCollectiveId(std::string &id) {
-    return Status::error(std::string(getName()) + " device: no collectives");
-  }
+  virtual Status makeCollectiveId(std::string &id) = 0;
   /// Joins the communicator of group kind `group` (Topology.h's Group) as
   /// member `index` of `members`, with the id its first member made.
   /// Every member calls it, in the same order of groups.
   virtual Status joinCollectiveGroup(int group, const std::string &id,
-                                     int members, int index) {
-    return Status::error(std::string(getName()) + " device: no collectives");
-  }
-
-private:
-  Status notAsynchronous() const {
-    return Status::error(std::string(getName()) +
-                         " device: not an asynchronous device");
-  }
+                                     int members, int index) = 0;
 };
 
-/// The CPU: heap memory, kernels called on the executor's threads.
+class Device : public DeviceAllocator, public DeviceQueues {
+public:
+  /// "cpu", "cuda", "queued".
+  virtual std::string_view getName() const = 0;
+  /// One line: what runs the kernels.
+  virtual std::string describe() const = 0;
+  virtual const KernelRegistry &getKernels() const = 0;
+
+  DeviceAllocator &allocator() { return *this; }
+  DeviceQueues &queues() { return *this; }
+  /// The device's own collectives (NCCL), or null: the sched.* collectives
+  /// then go through the Communicator (MPI) with host memory.
+  virtual DeviceCollectives *collectives() { return nullptr; }
+};
+
+/// The CPU: heap memory the host addresses directly, each stream a thread
+/// that runs its queue as soon as its waits allow.
 std::unique_ptr<Device> createCpuDevice(const KernelRegistry &kernels);
 std::unique_ptr<Device> createCpuDevice();
 
-/// The CPU run as an asynchronous device (strata-run --backend queued): the
-/// executor stages and enqueues exactly as for CUDA, and the queues run as
-/// late as their waits allow, so a missing event is a wrong answer.
+/// The CPU as a queue model (strata-run --backend queued), a test tool:
+/// memory the executor must stage through (as on CUDA), and queues that run
+/// only when a synchronize needs them, as late as their waits allow, so a
+/// missing event is a wrong answer, deterministically.
 std::unique_ptr<Device> createQueueModelDevice(const KernelRegistry &kernels);
 
 /// The ABI of libStrataRuntimeCUDA.so: the symbol strata_cuda_create_device

@@ -1,16 +1,21 @@
-//===- Executor.h - Runs an artifact's instructions -------------*- C++ -*-===//
+//===- Executor.h - Loads an artifact and runs its programs -----*- C++ -*-===//
 //
-// The executor owns one block of device memory holding every tensor of the
-// plan (persistent state, constants, and the activation arena laid out by
-// strata-plan-memory), one block of host memory for the HOST tier and the
-// SSD tier's file, all allocated once when it is created, and a
-// ScratchArena for the CPU kernels' scratch, so a step after the first
-// calls the allocator zero times. The Device (Device.h) provides the memory
-// and the kernels: on the CPU each schedule stream runs on a thread; on an
-// asynchronous device (CUDA) a program is enqueued on the device's streams
-// with events for the cross-stream waits, and the host waits once, at its
-// end. Where the host cannot address device memory, inputs and outputs are
-// staged through host buffers (findInput/findOutput return those).
+// The runtime core, which only executes what the plan says:
+//
+// - The loader (Executor::create) checks the plan, binds every tensor to
+//   its bytes (persistent state, constants and the activation arena laid
+//   out by strata-plan-memory in one block of device memory, a host block
+//   for the HOST tier, the SSD tier's file, all allocated once), copies
+//   constants and initial parameters in, and prepares each kernel.
+// - The runner (Executor::run) enqueues a program on the device's streams
+//   in plan order (kernels, copies, the plan's records and waits), with
+//   inputs copied in first and outputs copied out last, and waits once, for
+//   stream 0. One runner for every device (Device.h): the CPU's stream
+//   threads, CUDA streams, the queue model. Where the host cannot address
+//   device memory, inputs and outputs are staged through host buffers
+//   (findInput/findOutput return those).
+//
+// A step after the first calls the allocator zero times.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,14 +24,9 @@
 
 #include "strata/Runtime/Artifact.h"
 #include "strata/Runtime/Device.h"
-#include "strata/Runtime/ScratchArena.h"
 
-#include <atomic>
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
-#include <thread>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,9 +39,10 @@ struct ExecutorOptions {
   /// Where the SSD tier's file goes (created, then unlinked at once, so it
   /// vanishes with the process).
   std::string ssdDir = "/tmp";
-  /// Sleep up to this many microseconds (pseudo-random) before every
-  /// collective, move and optimizer update, so a missing event shows up as
-  /// a wrong answer (FSDP's tests do the same).
+  /// Delay each stream up to this many microseconds (pseudo-random) before
+  /// every instruction the plan marks delayable (collectives, moves,
+  /// optimizer updates), so a missing event shows up as a wrong answer
+  /// (FSDP's tests do the same); devices that cannot delay ignore it.
   uint64_t injectDelayMicros = 0;
   /// On a device that can capture (CUDA graphs), the second run of each
   /// program records it into a graph and every later run replays that:
@@ -115,11 +116,9 @@ public:
   size_t getHostBytes() const { return hostBytes_; }
   uint64_t getSsdBytes() const { return ssdBytes_; }
   /// Heap allocations (operator new) during the last run(): kernels'
-  /// scratch comes from the executor's ScratchArena, so after the first
-  /// step this is 0.
+  /// scratch comes from the device's arenas (ScratchArena.h), so after the
+  /// first step this is 0.
   uint64_t getLastRunAllocations() const { return lastRunAllocations_; }
-  /// Bytes the kernels' scratch arena holds.
-  size_t getScratchBytes() const { return scratch_.capacity(); }
 
   /// With tracing on, every run records when each instruction started and
   /// ended on its stream (into memory reserved here, so a traced step
@@ -167,37 +166,25 @@ private:
     std::vector<std::string> streamNames;
     /// The plan's events and seed slots.
     uint32_t events = 0, seedSlots = 0;
-    /// Queued runs: the inputs and outputs copied through staging buffers,
-    /// by tensor id.
+    /// The inputs and outputs copied through staging buffers (a device the
+    /// host cannot address), by tensor id.
     std::vector<uint32_t> stagedInputs, stagedOutputs;
-    /// Graphs: queued runs so far, and the captured graph.
-    uint64_t queuedRuns = 0;
+    /// Graphs: runs so far, and the captured graph.
+    uint64_t runs = 0;
     std::shared_ptr<void> graph;
-    /// Queued runs: where the program's seed slots start in the seed block.
+    /// Where the program's seed slots start in the seed block.
     uint32_t firstSeedSlot = 0;
   };
-  /// One run of a program over the streams.
-  struct Job {
-    Program *program = nullptr;
-    std::string_view name;
-    uint64_t seed = 0, epoch = 0;
-  };
-  Status runSequential(Program &program, std::string_view name,
-                       uint64_t seed);
-  Status runStreams(Program &program, std::string_view name, uint64_t seed);
-  Status runQueued(Program &program, std::string_view name, uint64_t seed);
   /// Copies bytes into or out of a tensor wherever it lives (device memory,
   /// the host block, the SSD file).
   Status storeBytes(const TensorView &v, const void *in, const std::string &what);
   Status loadBytes(const TensorView &v, void *out, const std::string &what) const;
-  /// Runs step i of the current job on this thread: a kernel, or an
-  /// event's record or wait.
-  bool runStep(const Job &job, uint32_t i, ScratchArena &arena);
-  void worker(size_t stream);
+  /// Enqueues step i of a program on its stream.
+  Status enqueue(Program &program, uint32_t i, uint64_t seed, uint64_t run);
   Executor() = default;
   std::shared_ptr<Device> device_;
   void *deviceBlock_ = nullptr, *hostBlock_ = nullptr, *stagingBlock_ = nullptr;
-  /// Queued runs: the random steps' seeds, on the device and staged.
+  /// The random steps' seeds, on the device and staged.
   void *seedBlock_ = nullptr, *seedStaging_ = nullptr;
   size_t deviceBytes_ = 0, hostBytes_ = 0;
   std::vector<TensorView> tensors_;
@@ -207,25 +194,14 @@ private:
   std::map<std::string, uint32_t> inputs_, outputs_;
   std::vector<StateTensor> states_;
   Communicator *comm_ = nullptr;
-  ScratchArena scratch_;
   ExecutorOptions options_;
   bool tracing_ = false;
   std::vector<TraceEvent> trace_;
-  /// The streams' threads (stream 0 is the caller's), their arenas, and
-  /// the epoch of the run that last recorded each event.
-  std::vector<std::thread> workers_;
-  std::vector<std::unique_ptr<ScratchArena>> workerArenas_;
-  std::unique_ptr<std::atomic<uint64_t>[]> recorded_;
   size_t eventCount_ = 0;
   size_t doneSize_ = 0;
-  std::mutex mutex_;
-  std::condition_variable wake_, finished_;
-  Job job_;
-  uint64_t generation_ = 0;
-  size_t pending_ = 0;
-  bool shutdown_ = false;
-  std::atomic<bool> failed_{false};
-  std::string failure_;
+  /// Runs since load (each run's injected delays differ).
+  uint64_t runs_ = 0;
+  Status runProgram(Program &program, std::string_view name, uint64_t seed);
   int ssdFile_ = -1;
   uint64_t ssdBytes_ = 0;
   uint64_t lastRunAllocations_ = 0;
