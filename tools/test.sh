@@ -1,10 +1,22 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs every test (GoogleTest + lit)
-# through ctest.
+# Installs what is missing, builds, and runs every test (GoogleTest + lit +
+# the end-to-end checks) through ctest.
+#
+#   tools/test.sh            every test (CI: .ci/run)
+#   tools/test.sh --quick    the fast tier: every test not labelled slow
+#   tools/test.sh -R lit     any further arguments go to ctest
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/tools/install-deps.sh"
 "$root/tools/build.sh"
 build="${STRATA_BUILD_DIR:-$root/build}"
 cd "$build"
-ctest --output-on-failure -j "$(nproc)" "$@"
+args=()
+for arg in "$@"; do
+  if [[ "$arg" == "--quick" ]]; then
+    args+=(-LE slow)
+  else
+    args+=("$arg")
+  fi
+done
+ctest --output-on-failure -j "$(nproc)" "${args[@]}"

@@ -31,7 +31,7 @@
 //
 // The block functions are written in MmaPortable.cuh's primitives only, so
 // they also compile as host C++ and run emulated in
-// runtime/tests/AttentionMmaTest.cpp against the CPU kernels.
+// tests/runtime/AttentionMmaTest.cpp against the CPU kernels.
 //
 //===----------------------------------------------------------------------===//
 

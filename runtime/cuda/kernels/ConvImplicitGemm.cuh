@@ -37,7 +37,7 @@
 // reproducible on any GPU.
 //
 // Written over MmaPortable.cuh's block primitives, so the unit tests
-// (runtime/tests/ConvImplicitGemmTest.cpp) run these kernels on the CPU,
+// (tests/runtime/ConvImplicitGemmTest.cpp) run these kernels on the CPU,
 // every tile, gather and split, against the CPU's convolutions.
 //
 //===----------------------------------------------------------------------===//

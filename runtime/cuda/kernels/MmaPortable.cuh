@@ -5,7 +5,7 @@
 // and warp barriers, and element conversions. Under nvcc they are
 // nvcuda::wmma and the CUDA intrinsics. Compiled as host C++ they are an
 // emulation, so the kernels' tiling, masking and softmax run on the CPU in
-// the unit tests (runtime/tests/AttentionMmaTest.cpp) against the CPU
+// the unit tests (tests/runtime/AttentionMmaTest.cpp) against the CPU
 // kernels:
 //  - a block is `threads` std::threads sharing one dynamic shared-memory
 //    buffer, with std::barrier for __syncthreads and one per warp for

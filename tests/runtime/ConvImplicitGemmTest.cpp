@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../cuda/kernels/ConvImplicitGemm.cuh"
+#include "kernels/ConvImplicitGemm.cuh"
 
 #include "KernelTestUtils.h"
 #include "strata/Runtime/WindowPlan.h"

@@ -112,7 +112,7 @@ TEST(NarrowFloatConformance, TensorCoreAttention) {
   // Head dim 16 / 32 / 64 / 128: the tensor-core kernels (AttentionMma.cu).
   // Their products take P and dS rounded to the element type, so the bars
   // are wider than the widened kernels' (the same bars hold the emulated
-  // kernels in runtime/tests/AttentionMmaTest.cpp, whose worst errors are
+  // kernels in tests/runtime/AttentionMmaTest.cpp, whose worst errors are
   // 0.59 of them for the output and 0.58 for the gradients).
   struct Geometry {
     std::vector<int64_t> q, k;

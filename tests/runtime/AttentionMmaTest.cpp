@@ -15,7 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../cuda/kernels/AttentionMma.cuh"
+#include "kernels/AttentionMma.cuh"
 
 #include "KernelTestUtils.h"
 #include "strata/Runtime/AttentionPlan.h"
