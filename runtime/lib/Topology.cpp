@@ -6,16 +6,6 @@
 
 namespace strata::runtime {
 
-bool parseGroup(std::string_view name, Group &group) {
-  if (name == "partition") group = Group::Partition;
-  else if (name == "replication") group = Group::Replication;
-  else if (name == "world") group = Group::World;
-  else if (name == "inter") group = Group::Inter;
-  else if (name == "intra") group = Group::Intra;
-  else return false;
-  return true;
-}
-
 const char *groupName(Group g) {
   switch (g) {
   case Group::Partition: return "partition";

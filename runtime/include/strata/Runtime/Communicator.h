@@ -65,9 +65,7 @@ public:
   }
   /// This rank's position in its group of a kind.
   int indexIn(Group group) const;
-  static bool parseGroup(std::string_view name, Group &group) {
-    return runtime::parseGroup(name, group);
-  }
+
   static const char *kindName(Kind kind) { return collectiveName(kind); }
 
   /// Each out = concatenation over the group of each member's in.

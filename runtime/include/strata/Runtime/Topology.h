@@ -33,7 +33,6 @@ inline constexpr int kCollectiveKinds = 3;
 
 enum Link { IntraNode = 0, InterNode = 1 };
 
-bool parseGroup(std::string_view name, Group &group);
 const char *groupName(Group group);
 const char *collectiveName(CollectiveKind kind);
 
