@@ -47,6 +47,30 @@ PersistentState collectPersistentState(ModuleOp module, int64_t alignment) {
   return state;
 }
 
+int64_t largestArena(ModuleOp module, int64_t alignment) {
+  int64_t arena = 0;
+  for (auto func : module.getOps<func::FuncOp>())
+    if (!func.isExternal())
+      arena = std::max(arena, planArena(func, alignment).arenaBytes);
+  return arena;
+}
+
+void dropMemoryPlan(func::FuncOp func) {
+  func->removeAttr(sched::SchedDialect::kArenaAttrName);
+  func.walk([](Operation *op) {
+    op->removeAttr(sched::SchedDialect::kSlotsAttrName);
+  });
+}
+
+LogicalResult checkAlignment(ModuleOp module, uint64_t alignment,
+                             StringRef pass) {
+  if (alignment != 0 && (alignment & (alignment - 1)) == 0)
+    return success();
+  return module.emitError() << pass
+                            << ": alignment must be a power of two, got "
+                            << alignment;
+}
+
 namespace {
 
 struct Interval {

@@ -68,6 +68,17 @@ struct PersistentState {
 PersistentState collectPersistentState(mlir::ModuleOp module,
                                        int64_t alignment);
 
+/// The largest arena any function of `module` needs, as planArena plans it.
+int64_t largestArena(mlir::ModuleOp module, int64_t alignment);
+
+/// Removes a function's memory plan (its arena and every op's slots): a
+/// pass that changes the ops makes it stale; strata-plan-memory plans again.
+void dropMemoryPlan(mlir::func::FuncOp func);
+
+/// Fails with an error naming `pass` unless `alignment` is a power of two.
+mlir::LogicalResult checkAlignment(mlir::ModuleOp module, uint64_t alignment,
+                                   llvm::StringRef pass);
+
 } // namespace strata::memory
 
 #endif // STRATA_TRANSFORMS_ARENAPLANNER_H

@@ -82,9 +82,15 @@ void strata::buildMemoryPipeline(OpPassManager &pm,
   PlanMemoryPassOptions memory;
   memory.pageSize = options.pageSize;
   memory.gpuMemory = options.gpuMemory;
-  memory.hostMemory = options.hostMemory;
   memory.ssdMemory = options.ssdMemory;
   memory.recompute = options.recompute;
+  OffloadStatePassOptions offload;
+  offload.gpuMemory = options.gpuMemory;
+  offload.hostMemory = options.hostMemory;
+  offload.ssdMemory = options.ssdMemory;
+  RecomputePassOptions recompute;
+  recompute.mode = options.recompute;
+  recompute.gpuMemory = options.gpuMemory;
   SchedulePassOptions schedule;
   schedule.prefetchDepth = options.prefetchDepth;
   schedule.prefetchBytes = options.prefetchBytes;
@@ -99,9 +105,17 @@ void strata::buildMemoryPipeline(OpPassManager &pm,
   }
   if (options.fuseElementwise)
     pm.addNestedPass<func::FuncOp>(createFuseElementwisePass());
-  // Tiers and a first plan; streams and prefetch on that order; the plan
-  // of the final order; the events; their proof; what the runtime needs
-  // decided.
+  // Recomputation of everything (always); state off the device and, when
+  // that is not enough, recomputation (auto); a first plan; streams and
+  // prefetch on that order; the plan of the final order; the events; their
+  // proof; what the runtime needs decided.
+  if (options.recompute == "always")
+    pm.addPass(createRecomputePass(recompute));
+  if (options.gpuMemory > 0) {
+    pm.addPass(createOffloadStatePass(offload));
+    if (options.recompute == "auto")
+      pm.addPass(createRecomputePass(recompute));
+  }
   pm.addPass(createPlanMemoryPass(memory));
   pm.addPass(createSchedulePass(schedule));
   pm.addPass(createPlanMemoryPass(memory));

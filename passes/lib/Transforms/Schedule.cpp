@@ -1,11 +1,10 @@
-//===- Schedule.cpp - Streams, prefetch, events and their proof -----------===//
+//===- Schedule.cpp - Streams and prefetch ---------------------------------===//
 //
 // strata-schedule puts every op on a stream and hoists fetches (all-gathers,
 // reloads) ahead of their consumers as far as the prefetch depth, the
 // prefetch bytes and the memory budget allow (Angel-PTM's hoisting, in both
-// passes). strata-insert-events, after the memory plan, orders the streams
-// with the fewest waits that keep every pair of conflicting accesses in
-// order; strata-verify-schedule proves it (and catches hand-broken plans).
+// passes). strata-insert-events (InsertEvents.cpp) then orders the streams;
+// strata-verify-schedule (VerifySchedule.cpp) proves the order.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,8 +23,6 @@
 
 namespace strata {
 #define GEN_PASS_DEF_SCHEDULEPASS
-#define GEN_PASS_DEF_INSERTEVENTSPASS
-#define GEN_PASS_DEF_VERIFYSCHEDULEPASS
 #include "strata/Transforms/Passes.h.inc"
 } // namespace strata
 
@@ -46,11 +43,6 @@ Stream streamOf(Operation *op) {
     return offload.getTier() == sched::Tier::Ssd ? Stream::Ssd
                                                  : Stream::DeviceToHost;
   return Stream::Compute;
-}
-
-bool isCollective(Operation *op) {
-  return isa<sched::AllGatherOp, sched::ReduceScatterOp, sched::AllReduceOp>(
-      op);
 }
 
 /// A fetch: its first op (a stage-1 all-gather or a reload) and the ops that
@@ -103,10 +95,7 @@ struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
         hoist(func, persistent);
       // A memory plan made for another order no longer holds:
       // strata-plan-memory plans the new one.
-      func->removeAttr(sched::SchedDialect::kArenaAttrName);
-      func.walk([](Operation *op) {
-        op->removeAttr(sched::SchedDialect::kSlotsAttrName);
-      });
+      memory::dropMemoryPlan(func);
     }
   }
 
@@ -274,175 +263,6 @@ struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
           home ? c->moveBefore(home) : c->moveBefore(body.getTerminator());
       }
     }
-  }
-};
-
-struct InsertEventsPass
-    : public strata::impl::InsertEventsPassBase<InsertEventsPass> {
-  void runOnOperation() override {
-    for (auto func : getOperation().getOps<func::FuncOp>()) {
-      if (func.isExternal())
-        continue;
-      std::vector<schedule::OpAccess> ops;
-      std::vector<Stream> streams;
-      if (failed(schedule::collectAccesses(func, ops, streams)))
-        return signalPassFailure();
-      size_t s = streams.size();
-      // clock[i][t]: the last instruction of stream t (+1) op i is ordered
-      // after; ordinal[i]: op i's position on its own stream (+1).
-      std::vector<std::vector<int64_t>> clock(ops.size());
-      std::vector<int64_t> ordinal(ops.size());
-      std::vector<std::vector<size_t>> onStream(s);
-      std::vector<SmallVector<size_t>> waits(ops.size());
-      for (size_t i = 0; i < ops.size(); ++i) {
-        int own = ops[i].stream;
-        clock[i] = onStream[own].empty() ? std::vector<int64_t>(s, 0)
-                                         : clock[onStream[own].back()];
-        for (size_t t = 0; t < s; ++t) {
-          if (int(t) == own)
-            continue;
-          // The latest conflicting op on stream t not yet ordered before.
-          for (size_t j = onStream[t].size(); j-- > 0;) {
-            size_t a = onStream[t][j];
-            if (ordinal[a] <= clock[i][t])
-              break;
-            if (!schedule::conflict(ops[a], ops[i]))
-              continue;
-            waits[i].push_back(a);
-            for (size_t u = 0; u < s; ++u)
-              clock[i][u] = std::max(clock[i][u], clock[a][u]);
-            break;
-          }
-        }
-        onStream[own].push_back(i);
-        ordinal[i] = int64_t(onStream[own].size());
-        clock[i][own] = ordinal[i];
-      }
-      // A token right after each op another stream waits for, and one wait
-      // before each op that waits, for its tokens in instruction order.
-      OpBuilder b(func.getContext());
-      DenseMap<size_t, Value> tokens;
-      for (size_t i = 0; i < ops.size(); ++i) {
-        if (waits[i].empty())
-          continue;
-        llvm::sort(waits[i]);
-        SmallVector<Value> awaited;
-        for (size_t a : waits[i]) {
-          Value &token = tokens[a];
-          if (!token) {
-            b.setInsertionPointAfter(ops[a].op);
-            token = b.create<sched::RecordOp>(ops[a].op->getLoc(),
-                                              streams[ops[a].stream])
-                        .getToken();
-          }
-          awaited.push_back(token);
-        }
-        b.setInsertionPoint(ops[i].op);
-        b.create<sched::WaitOp>(ops[i].op->getLoc(), streams[ops[i].stream],
-                                awaited);
-      }
-      SmallVector<Attribute> names;
-      for (Stream stream : streams)
-        names.push_back(sched::StreamAttr::get(func.getContext(), stream));
-      func->setAttr(sched::SchedDialect::kStreamsAttrName, b.getArrayAttr(names));
-    }
-  }
-};
-
-struct VerifySchedulePass
-    : public strata::impl::VerifySchedulePassBase<VerifySchedulePass> {
-  void runOnOperation() override {
-    for (auto func : getOperation().getOps<func::FuncOp>())
-      if (!func.isExternal() && failed(verify(func)))
-        return signalPassFailure();
-  }
-
-  /// Vector clocks over the streams: an instruction is ordered after
-  /// everything of its own stream before it and, through the tokens its
-  /// stream waited for, after what those tokens' streams had run when they
-  /// were recorded.
-  LogicalResult verify(func::FuncOp func) {
-    std::vector<schedule::OpAccess> ops;
-    std::vector<Stream> streams;
-    if (failed(schedule::collectAccesses(func, ops, streams)))
-      return failure();
-    size_t s = streams.size();
-    auto indexOf = [&](Stream stream) {
-      auto at = llvm::find(streams, stream);
-      if (at == streams.end()) {
-        streams.push_back(stream);
-        return streams.size() - 1;
-      }
-      return size_t(at - streams.begin());
-    };
-    // Event ops may name streams no instruction uses.
-    func.walk([&](Operation *op) {
-      if (isa<sched::RecordOp, sched::WaitOp>(op))
-        indexOf(*sched::getStream(op));
-    });
-    s = streams.size();
-    std::vector<std::vector<int64_t>> current(s, std::vector<int64_t>(s, 0));
-    std::vector<std::vector<int64_t>> clock(ops.size());
-    std::vector<int64_t> ordinal(ops.size());
-    DenseMap<Value, std::vector<int64_t>> tokenClock;
-    DenseMap<Operation *, size_t> instruction;
-    for (size_t i = 0; i < ops.size(); ++i)
-      instruction[ops[i].op] = i;
-    std::optional<Stream> collectiveStream;
-    auto fail = [&](size_t i, const Twine &message) {
-      return ops[i].op->emitError("strata-verify-schedule: @")
-             << func.getSymName() << ": " << message;
-    };
-    for (Operation &op : func.getBody().front()) {
-      if (auto record = dyn_cast<sched::RecordOp>(op)) {
-        tokenClock[record.getToken()] = current[indexOf(record.getStream())];
-        continue;
-      }
-      if (auto wait = dyn_cast<sched::WaitOp>(op)) {
-        std::vector<int64_t> &mine = current[indexOf(wait.getStream())];
-        for (Value token : wait.getTokens()) {
-          auto it = tokenClock.find(token);
-          if (it == tokenClock.end())
-            return wait.emitError("strata-verify-schedule: @")
-                   << func.getSymName()
-                   << ": waits for a token no earlier sched.record made";
-          for (size_t u = 0; u < s; ++u)
-            mine[u] = std::max(mine[u], it->second[u]);
-        }
-        continue;
-      }
-      auto at = instruction.find(&op);
-      if (at == instruction.end())
-        continue;
-      size_t i = at->second;
-      int own = ops[i].stream;
-      if (isCollective(&op)) {
-        if (!collectiveStream)
-          collectiveStream = streams[own];
-        else if (streams[own] != *collectiveStream)
-          return fail(i, schedule::describe(ops[i], int64_t(i), streams) +
-                             " is a collective off stream " +
-                             sched::stringifyStream(*collectiveStream).str() +
-                             ": the ranks could issue collectives in "
-                             "different orders and deadlock");
-      }
-      std::vector<int64_t> &mine = current[own];
-      ordinal[i] = ++mine[own];
-      clock[i] = mine;
-      // Everything on other streams this op conflicts with must be ordered
-      // before it.
-      for (size_t a = 0; a < i; ++a) {
-        if (ops[a].stream == own || ordinal[a] <= clock[i][ops[a].stream] ||
-            !schedule::conflict(ops[a], ops[i]))
-          continue;
-        return fail(i, schedule::describe(ops[i], int64_t(i), streams) +
-                           " and " +
-                           schedule::describe(ops[a], int64_t(a), streams) +
-                           " touch the same bytes, one writing, and no wait "
-                           "orders them");
-      }
-    }
-    return success();
   }
 };
 

@@ -1,8 +1,6 @@
 // RUN: strata-opt %s --split-input-file --strata-plan-memory | FileCheck %s
 // RUN: strata-opt %s --split-input-file "--strata-plan-memory=alignment=256 page-size=1024" | FileCheck %s --check-prefix=ALIGN
 // RUN: not strata-opt %s --split-input-file "--strata-plan-memory=alignment=48" 2>&1 | FileCheck %s --check-prefix=BAD
-// RUN: strata-opt %s --split-input-file "--strata-plan-memory=recompute=always" | FileCheck %s --check-prefix=RECOMPUTE
-// RUN: strata-opt %s --split-input-file --strata-plan-memory | FileCheck %s --check-prefix=NORECOMPUTE
 
 // A chain: each value lives from its op to the next, so two slots suffice
 // and they alternate; an op's result never shares its operand's bytes.
@@ -57,26 +55,4 @@ func.func @state(%w: tensor<8xf32> {graph.name = "w", graph.role = #graph<role p
   %0 = graph.mul %g, %c : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
   %1 = graph.add %w, %0 : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
   return %1 : tensor<8xf32>
-}
-
-// -----
-
-// Recomputation (recompute=always, in @micro_step): %t = tanh(%x) is
-// forward, read again in backward (after the loss); its operand is a
-// parameter, always there, so backward makes it again right before it
-// reads it, and the forward value dies in forward.
-// RECOMPUTE-LABEL: func.func @micro_step
-// RECOMPUTE: %[[T:.*]] = graph.tanh %[[W:[^ ]*]] {sched.slots
-// RECOMPUTE: graph.mul %[[T]]
-// RECOMPUTE: %[[L:.*]] = graph.reduce_sum
-// RECOMPUTE: %[[R:.*]] = graph.tanh %[[W]] {sched.recomputed, sched.slots = [#sched.slot<{{[0-9]+}}, {{[0-9]+}}>]}
-// RECOMPUTE-NEXT: graph.mul %{{.*}}, %[[R]]
-// NORECOMPUTE-LABEL: func.func @micro_step
-// NORECOMPUTE-NOT: sched.recomputed
-func.func @micro_step(%w: tensor<16xf32> {graph.name = "w", graph.role = #graph<role parameter>}) -> (tensor<f32> {graph.name = "strata.loss", graph.role = #graph<role output>}, tensor<16xf32> {graph.name = "grad:w", graph.role = #graph<role gradient>}) {
-  %t = graph.tanh %w : tensor<16xf32>
-  %s = graph.mul %t, %t : tensor<16xf32>, tensor<16xf32> -> tensor<16xf32>
-  %l = graph.reduce_sum %s {axes = array<i64: 0>, keepdims = false} : (tensor<16xf32>) -> tensor<f32>
-  %g = graph.mul %w, %t : tensor<16xf32>, tensor<16xf32> -> tensor<16xf32>
-  return %l, %g : tensor<f32>, tensor<16xf32>
 }

@@ -283,6 +283,74 @@ def FuseElementwisePass
   let dependentDialects = ["::strata::graph::GraphDialect"];
 }
 
+def OffloadStatePass : Pass<"strata-offload-state", "::mlir::ModuleOp"> {
+  let summary = "Move persistent state to the host and SSD tiers until the step fits";
+  let description = [{
+    With `gpu-memory` (bytes; 0: no budget), the device holds the
+    persistent state (parameters, gradients, optimizer states, inputs), the
+    constants and the activation arena (measured as strata-plan-memory
+    would lay it out). Over budget, the pass moves persistent state to
+    slower tiers until it fits or nothing more can move, largest first:
+    optimizer states to the host (while `host-memory` allows; 0: no limit),
+    then optimizer states to SSD (while `ssd-memory` allows; 0: no SSD),
+    then parameters to the host. A moved tensor gets `sched.tier` on its
+    arguments; each op that reads it reads a `sched.reload` placed just
+    before it, and a new value the function returns for it goes through a
+    `sched.offload` right after it is computed, so its device copies live
+    only around their uses.
+
+    ```mlir
+    // after, with the moments on the host
+    func.func @optimizer_step(..., %m: tensor<256xf32> {..., sched.tier = #sched<tier host>}, ...) {
+      %r = sched.reload host %m : tensor<256xf32>
+      %u:3 = graph.adamw_update %w, %g, %r, ...
+      %o = sched.offload host %u#1 : tensor<256xf32>
+    ```
+  }];
+  let dependentDialects = ["::strata::graph::GraphDialect",
+                           "::strata::sched::SchedDialect"];
+  let options = [
+    Option<"alignment", "alignment", "uint64_t", /*default=*/"64",
+           "Every offset is a multiple of this">,
+    Option<"gpuMemory", "gpu-memory", "uint64_t", /*default=*/"0",
+           "Device bytes the step may use (0: no budget)">,
+    Option<"hostMemory", "host-memory", "uint64_t", /*default=*/"0",
+           "Host bytes for offloaded state (0: no limit)">,
+    Option<"ssdMemory", "ssd-memory", "uint64_t", /*default=*/"0",
+           "SSD bytes for offloaded optimizer states (0: no SSD tier)">,
+  ];
+}
+
+def RecomputePass : Pass<"strata-recompute", "::mlir::ModuleOp"> {
+  let summary = "Make forward activations again in backward instead of keeping them";
+  let description = [{
+    In `@micro_step`, a forward value that backward reads, made by an op
+    that is pure, deterministic and has one result, whose operands are
+    still live where backward first reads it, is made again right before
+    that read; the forward copy then dies in forward. The clones carry
+    `sched.recomputed`. `mode=always`: every candidate. `mode=auto`: largest
+    first, only while the step does not fit `gpu-memory` (after
+    strata-offload-state has moved what it can).
+
+    ```mlir
+    // after: %t's clone right before backward reads it
+    %t = graph.tanh %w : tensor<16xf32>
+    ...
+    %r = graph.tanh %w {sched.recomputed} : tensor<16xf32>
+    %g = graph.mul %w, %r : ...
+    ```
+  }];
+  let dependentDialects = ["::strata::sched::SchedDialect"];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"auto\"",
+           "auto (under gpu-memory) or always">,
+    Option<"alignment", "alignment", "uint64_t", /*default=*/"64",
+           "Every offset is a multiple of this">,
+    Option<"gpuMemory", "gpu-memory", "uint64_t", /*default=*/"0",
+           "Device bytes the step may use (0: no budget)">,
+  ];
+}
+
 def PlanMemoryPass : Pass<"strata-plan-memory", "::mlir::ModuleOp"> {
   let summary = "Place every activation in one arena by lifetime";
   let description = [{
@@ -295,37 +363,26 @@ def PlanMemoryPass : Pass<"strata-plan-memory", "::mlir::ModuleOp"> {
     greedily by size: largest first, each at the best-fitting gap among the
     already placed tensors whose lifetimes overlap its own, every offset a
     multiple of `alignment`. Two results whose lifetimes overlap never share
-    a byte; an op's results never share bytes with its operands.
+    a byte, except that an in-place op may write its result over an operand
+    that dies there.
 
-    Results: on each op, `memory.offsets` (one per result; -1: in its
-    state's storage); on each function `memory.arena_bytes` (the planned
-    peak) and `memory.live_bytes` (the most bytes live at once, the lower
-    bound); on the module the maxima over the functions, `memory.page_size`
-    and the bytes of each tier.
+    Results: on each op, `sched.slots` (one `#sched.slot<offset, size>` per
+    result; `unit`: in its state's storage); on each function
+    `sched.arena` (the planned peak and the lower bound, the most bytes live
+    at once); on the module `sched.memory_plan`: the maxima over the
+    functions, the page size and the bytes of each tier. The dialect
+    verifies them.
 
-    Tiers. With `gpu-memory` (bytes; 0: no budget), the device holds the
-    persistent state (parameters, gradients, optimizer states, inputs), the
-    constants and the activation arena. Over budget, the pass moves
-    persistent state to slower tiers until it fits, in this order:
-    optimizer states to the host (while `host-memory` allows; 0: no limit),
-    then optimizer states to SSD (while `ssd-memory` allows; 0: no SSD),
-    then parameters to the host; largest first. A moved tensor gets
-    `memory.tier` on its arguments; each op that reads it reads a
-    `sched.reload` placed just before it, and a new value the function
-    returns for it goes through a `sched.offload` right after it is
-    computed, so its device copies live only around their uses. With
-    `recompute=auto`, when that is not enough, forward activations that
-    backward reads are made again just before backward reads them, largest
-    first (`always`: every one that can be; an op can be when it is pure,
-    deterministic and its operands are still live there); the clones carry
-    `memory.recomputed`. When even that does not fit, the pass fails saying
-    how many bytes do not fit and which flags would help.
+    With `gpu-memory` (bytes; 0: no budget), a step that does not fit is an
+    error saying how many bytes do not fit and which flags would help
+    (`ssd-memory` and `recompute` say what the passes before could do, for
+    that message).
 
     ```mlir
     // after
-    %0 = graph.tanh %x {memory.offsets = array<i64: 0>} : tensor<16xf32>
-    %1 = graph.exp %0 {memory.offsets = array<i64: 64>} : tensor<16xf32>
-    %2 = graph.neg %1 {memory.offsets = array<i64: 0>} : tensor<16xf32>
+    %0 = graph.tanh %x {sched.slots = [#sched.slot<0, 64>]} : tensor<16xf32>
+    %1 = graph.exp %0 {sched.slots = [#sched.slot<64, 64>]} : tensor<16xf32>
+    %2 = graph.neg %1 {sched.slots = [#sched.slot<0, 64>]} : tensor<16xf32>
     ```
   }];
   let dependentDialects = ["::strata::graph::GraphDialect",
@@ -337,13 +394,11 @@ def PlanMemoryPass : Pass<"strata-plan-memory", "::mlir::ModuleOp"> {
            "Every offset is a multiple of this">,
     Option<"gpuMemory", "gpu-memory", "uint64_t", /*default=*/"0",
            "Device bytes the step may use (0: no budget)">,
-    Option<"hostMemory", "host-memory", "uint64_t", /*default=*/"0",
-           "Host bytes for offloaded state (0: no limit)">,
     Option<"ssdMemory", "ssd-memory", "uint64_t", /*default=*/"0",
-           "SSD bytes for offloaded optimizer states (0: no SSD tier)">,
+           "SSD bytes the state could use (for the message)">,
     Option<"recompute", "recompute", "std::string", /*default=*/"\"none\"",
-           "none, auto (when the state moves are not enough) or always: "
-           "make forward activations again in backward">,
+           "none, auto or always: whether activations could be recomputed "
+           "(for the message)">,
   ];
 }
 

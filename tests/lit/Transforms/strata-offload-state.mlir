@@ -1,7 +1,10 @@
-// RUN: strata-opt %s --strata-plan-memory | FileCheck %s --check-prefix=FITS
-// RUN: strata-opt %s "--strata-plan-memory=gpu-memory=10000" | FileCheck %s --check-prefix=HOST
-// RUN: strata-opt %s "--strata-plan-memory=gpu-memory=10000 host-memory=2048 ssd-memory=65536" | FileCheck %s --check-prefix=SSD
-// RUN: not strata-opt %s "--strata-plan-memory=gpu-memory=4000" 2>&1 | FileCheck %s --check-prefix=NOFIT
+// RUN: strata-opt %s --strata-offload-state --strata-plan-memory | FileCheck %s --check-prefix=FITS
+// RUN: strata-opt %s "--strata-offload-state=gpu-memory=10000" "--strata-plan-memory=gpu-memory=10000" | FileCheck %s --check-prefix=HOST
+// RUN: strata-opt %s "--strata-offload-state=gpu-memory=10000 host-memory=2048 ssd-memory=65536" "--strata-plan-memory=gpu-memory=10000 ssd-memory=65536" | FileCheck %s --check-prefix=SSD
+// RUN: not strata-opt %s "--strata-offload-state=gpu-memory=4000" "--strata-plan-memory=gpu-memory=4000" 2>&1 | FileCheck %s --check-prefix=NOFIT
+// strata-offload-state (without a budget, the first run line, it changes
+// nothing), then strata-plan-memory to lay out the arena and check the
+// budget.
 
 // Tiers. Three parameters of 256 floats and one of 16, AdamW: 12,736 device
 // bytes when everything stays on the device.
