@@ -559,9 +559,9 @@ int64_t integerInputHigh(func::FuncOp func, BlockArgument arg) {
 
 void setTraining(const TrainingOptions &t, func::FuncOp step,
                  plan::Training &out) {
-  out.set_optimizer(t.optimizer);
+  out.set_optimizer(stringify(t.optimizer).str());
   out.set_lr(t.lr);
-  out.set_weight_decay(t.weightDecay);
+  out.set_weight_decay(t.resolvedWeightDecay());
   out.set_beta1(t.beta1);
   out.set_beta2(t.beta2);
   out.set_eps(t.eps);
@@ -570,14 +570,14 @@ void setTraining(const TrainingOptions &t, func::FuncOp step,
   out.set_nesterov(t.nesterov);
   out.set_clip_norm(t.clipNorm);
   out.set_accum(t.accum);
-  out.set_lr_schedule(t.lrSchedule);
+  out.set_lr_schedule(stringify(t.lrSchedule).str());
   out.set_warmup_steps(t.warmupSteps);
   out.set_total_steps(t.totalSteps);
   out.set_min_lr_ratio(t.minLrRatio);
-  out.set_dtype(t.dtype);
+  out.set_dtype(stringify(t.dtype).str());
   out.set_ignore_index(t.ignoreIndex);
   out.set_logits_output(t.logits);
-  out.set_loss_scale(t.dtype == "fp16" ? t.lossScale : 1.0);
+  out.set_loss_scale(t.dtype == Precision::FP16 ? t.lossScale : 1.0);
   out.set_loss("model");
   for (BlockArgument arg : step.getArguments()) {
     auto name = step.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
@@ -639,7 +639,7 @@ Error writeArtifact(ModuleOp module, llvm::StringRef dir,
     t.set_world(options.topology->world);
     t.set_ranks_per_node(options.topology->ranksPerNode);
     t.set_partition(options.topology->partition);
-    t.set_grad_sync(options.topology->gradSync);
+    t.set_grad_sync(stringify(options.topology->gradSync).str());
     t.set_hierarchical(options.topology->hierarchical);
     t.set_bucket_bytes(options.topology->bucketBytes);
   }

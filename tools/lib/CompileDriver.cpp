@@ -40,31 +40,6 @@ namespace {
 
 enum class EmitStage { Onnx, Graph, Summary, Training, Distributed, Memory };
 
-/// "4096", "6MiB", "6M", "40G", "1.5GiB" (K, M, G, T: powers of 1024).
-std::optional<uint64_t> parseBytes(llvm::StringRef text) {
-  llvm::StringRef number = text.take_while(
-      [](char c) { return llvm::isDigit(c) || c == '.'; });
-  llvm::StringRef unit = text.drop_front(number.size()).lower();
-  double value;
-  if (number.empty() || number.getAsDouble(value))
-    return std::nullopt;
-  double scale = 1;
-  std::string u = unit.str();
-  if (u.empty() || u == "b")
-    scale = 1;
-  else if (u == "k" || u == "kb" || u == "kib")
-    scale = 1024.0;
-  else if (u == "m" || u == "mb" || u == "mib")
-    scale = 1024.0 * 1024;
-  else if (u == "g" || u == "gb" || u == "gib")
-    scale = 1024.0 * 1024 * 1024;
-  else if (u == "t" || u == "tb" || u == "tib")
-    scale = 1024.0 * 1024 * 1024 * 1024;
-  else
-    return std::nullopt;
-  return uint64_t(value * scale);
-}
-
 struct CompileOptions {
   cl::OptionCategory category{"strata-compile options"};
   cl::opt<std::string> input{cl::Positional, cl::desc("<model.onnx>"),
@@ -110,143 +85,37 @@ struct CompileOptions {
                "that strata-run --forward evaluates"),
       cl::init(false), cl::cat(category)};
 
-  // Training.
-  cl::opt<std::string> optimizer{"optimizer", cl::desc("adamw or sgd"),
-                                 cl::init("adamw"), cl::cat(category)};
-  cl::opt<double> lr{"lr", cl::desc("Learning rate (strata-run --lr overrides)"),
-                     cl::init(1e-3), cl::cat(category)};
-  cl::opt<double> weightDecay{
-      "weight-decay",
-      cl::desc("Weight decay (default 0.01 for adamw, 0 for sgd)"),
-      cl::init(-1.0), cl::cat(category)};
-  cl::opt<double> beta1{"beta1", cl::desc("AdamW beta1"), cl::init(0.9),
-                        cl::cat(category)};
-  cl::opt<double> beta2{"beta2", cl::desc("AdamW beta2"), cl::init(0.999),
-                        cl::cat(category)};
-  cl::opt<double> eps{"eps", cl::desc("AdamW epsilon"), cl::init(1e-8),
-                      cl::cat(category)};
-  cl::opt<double> momentum{"momentum", cl::desc("SGD momentum"), cl::init(0.9),
-                           cl::cat(category)};
-  cl::opt<double> dampening{"dampening", cl::desc("SGD dampening"),
-                            cl::init(0.0), cl::cat(category)};
-  cl::opt<bool> nesterov{"nesterov", cl::desc("SGD Nesterov momentum"),
-                         cl::init(false), cl::cat(category)};
-  cl::opt<double> clipNorm{"clip-norm",
-                           cl::desc("Clip the global gradient norm (0: off)"),
-                           cl::init(0.0), cl::cat(category)};
-  cl::opt<unsigned> accum{"accum", cl::desc("Micro-steps per optimizer step"),
-                          cl::init(1), cl::cat(category)};
-  cl::opt<std::string> lrSchedule{"lr-schedule",
-                                  cl::desc("constant or cosine"),
-                                  cl::init("constant"), cl::cat(category)};
-  cl::opt<uint64_t> warmupSteps{"warmup-steps",
-                                cl::desc("Linear warmup steps"), cl::init(0),
-                                cl::cat(category)};
-  cl::opt<uint64_t> steps{"steps",
-                          cl::desc("Optimizer steps (the cosine horizon and "
-                                   "strata-run's default)"),
-                          cl::init(100), cl::cat(category)};
-  cl::opt<double> minLrRatio{"min-lr-ratio",
-                             cl::desc("Cosine floor as a fraction of --lr"),
-                             cl::init(0.1), cl::cat(category)};
-  cl::opt<std::string> dtype{"dtype", cl::desc("fp32, bf16 or fp16"),
-                             cl::init("fp32"), cl::cat(category)};
-  cl::opt<std::string> precisionStorage{
-      "precision-storage",
-      cl::desc("bf16/fp16: narrow (the low-precision tensors are stored "
-               "bf16/fp16) or f32 (stored f32, rounded: the emulation; same "
-               "numbers, twice the memory)"),
-      cl::init("narrow"), cl::cat(category)};
-  cl::opt<double> lossScale{
-      "loss-scale",
-      cl::desc("fp16: the initial dynamic loss scale (65536, as torch's "
-               "GradScaler)"),
-      cl::init(65536.0), cl::cat(category)};
-  // Distribution.
-  cl::opt<unsigned> world{"world", cl::desc("Ranks N (mpirun -np N)"),
-                          cl::init(1), cl::cat(category)};
-  cl::opt<unsigned> gpusPerNode{
-      "gpus-per-node", cl::desc("Ranks per node K (node-major numbering)"),
-      cl::init(0), cl::cat(category)};
-  cl::opt<unsigned> partitionGroup{
-      "partition-group",
-      cl::desc("Partition group size P: N is ZeRO-3, 1 data parallelism "
-               "(default N)"),
-      cl::init(0), cl::cat(category)};
-  cl::opt<std::string> hierarchical{
-      "hierarchical", cl::desc("auto, on or off: hierarchical all-gather"),
-      cl::init("auto"), cl::cat(category)};
-  cl::opt<std::string> gradSync{
-      "grad-sync",
-      cl::desc("2hop (reduce-scatter each micro-step, replication all-reduce "
-               "each step) or global (all-reduce over every rank each "
-               "micro-step)"),
-      cl::init("2hop"), cl::cat(category)};
-  cl::opt<uint64_t> bucketBytes{
-      "bucket-bytes",
-      cl::desc("Coalesce a layer's collectives into buckets of at most this "
-               "many bytes (0: one parameter a collective)"),
-      cl::init(32ull << 20), cl::cat(category)};
-  // Memory.
-  cl::opt<std::string> gpuMemory{
-      "gpu-memory",
-      cl::desc("Device memory the step may use, e.g. 40G or 6MiB (default: "
-               "no budget); over it, optimizer states and then parameters "
-               "move to the host and SSD tiers"),
-      cl::init(""), cl::cat(category)};
-  cl::opt<std::string> hostMemory{
-      "host-memory",
-      cl::desc("Host memory for offloaded state (default: no limit)"),
-      cl::init(""), cl::cat(category)};
-  cl::opt<std::string> ssdMemory{
-      "ssd-memory",
-      cl::desc("SSD bytes for offloaded optimizer states (default: no SSD "
-               "tier; strata-run --ssd-dir says where)"),
-      cl::init(""), cl::cat(category)};
-  cl::opt<std::string> recompute{
-      "recompute",
-      cl::desc("none, auto (when moving state off the device is not "
-               "enough) or always: recompute forward activations in "
-               "backward instead of keeping them"),
-      cl::init("none"), cl::cat(category)};
-  cl::opt<bool> fuseElementwise{
-      "fuse-elementwise",
-      cl::desc("Run chains of elementwise ops as one kernel "
-               "(strata-fuse-elementwise; =false keeps every op its own)"),
-      cl::init(true), cl::cat(category)};
-  cl::opt<bool> groupUpdates{
-      "group-updates",
-      cl::desc("Update many parameters per kernel (strata-group-updates: "
-               "multi-tensor AdamW/SGD and gradient norms; =false keeps one "
-               "update per parameter)"),
-      cl::init(true), cl::cat(category)};
-  cl::opt<unsigned> prefetchDepth{
-      "prefetch-depth",
-      cl::desc("Issue each all-gather or reload this many fetches ahead of "
-               "its consumer, memory permitting (1; 0: just before it)"),
-      cl::init(1), cl::cat(category)};
-  cl::opt<std::string> prefetchBytes{
-      "prefetch-bytes",
-      cl::desc("Most fetched bytes waiting for their consumers (default: no "
-               "cap)"),
-      cl::init(""), cl::cat(category)};
-  cl::opt<uint64_t> pageSize{
-      "page-size",
-      cl::desc("Bytes of a memory page, the unit pools allocate and moves "
-               "transfer (4 MiB)"),
-      cl::init(4ull << 20), cl::cat(category)};
+  // The training step's options: one row each in TrainingOptions.def, the
+  // same flags the pass pipelines take.
+#define STRATA_OPTION(TYPE, FIELD, FLAG, DEFAULT, DESC, ...)                  \
+  cl::opt<TYPE> FIELD{FLAG, cl::desc(DESC), cl::init(DEFAULT),                 \
+                      cl::cat(category) __VA_OPT__(, ) __VA_ARGS__};
+#define STRATA_TRAINING_OPTION STRATA_OPTION
+#define STRATA_TOPOLOGY_OPTION STRATA_OPTION
+#define STRATA_MEMORY_OPTION STRATA_OPTION
+#define STRATA_RUNTIME_OPTION STRATA_OPTION
+#include "strata/Transforms/TrainingOptions.def"
+#undef STRATA_OPTION
   cl::list<std::string> freeze{
       "freeze", cl::desc("Keep parameters matching a glob fixed (repeatable)"),
       cl::value_desc("glob"), cl::cat(category)};
-  cl::opt<int64_t> ignoreIndex{"ignore-index",
-                               cl::desc("Label excluded from the loss"),
-                               cl::init(-100), cl::cat(category)};
-  cl::opt<std::string> logits{
-      "logits", cl::desc("The output the loss reads (default: the first)"),
-      cl::init(""), cl::cat(category)};
   cl::opt<bool> listOps{"list-onnx-ops",
                         cl::desc("Print the supported ONNX ops and exit"),
                         cl::init(false), cl::cat(category)};
+
+  /// The values of the training step's options.
+  strata::TrainingConfig config() const {
+    strata::TrainingConfig c;
+#define STRATA_OPTION(TYPE, FIELD, ...) c.FIELD = FIELD;
+#define STRATA_TRAINING_OPTION STRATA_OPTION
+#define STRATA_TOPOLOGY_OPTION STRATA_OPTION
+#define STRATA_MEMORY_OPTION STRATA_OPTION
+#define STRATA_RUNTIME_OPTION STRATA_OPTION
+#include "strata/Transforms/TrainingOptions.def"
+#undef STRATA_OPTION
+    c.freeze.assign(freeze.begin(), freeze.end());
+    return c;
+  }
 };
 
 int error(const llvm::Twine &message) {
@@ -258,51 +127,45 @@ llvm::Error fail(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message.str());
 }
 
-llvm::Error readTrainingOptions(const CompileOptions &o,
-                                strata::codegen::TrainingOptions &t) {
-  if (o.optimizer != "adamw" && o.optimizer != "sgd")
-    return fail("--optimizer must be adamw or sgd, not '" + o.optimizer + "'");
-  if (o.lrSchedule != "constant" && o.lrSchedule != "cosine")
-    return fail("--lr-schedule must be constant or cosine, not '" +
-                o.lrSchedule + "'");
-  if (o.dtype != "fp32" && o.dtype != "bf16" && o.dtype != "fp16")
-    return fail("--dtype must be fp32, bf16 or fp16, not '" + o.dtype + "'");
-  if (o.precisionStorage != "narrow" && o.precisionStorage != "f32")
-    return fail("--precision-storage must be narrow or f32, not '" +
-                o.precisionStorage + "'");
-  if (!(o.lossScale > 0.0))
+/// The checks the flags' types cannot make, one line each.
+llvm::Error checkTrainingConfig(const strata::TrainingConfig &c) {
+  if (!(c.lossScale > 0.0))
     return fail("--loss-scale must be positive");
-  if (o.accum < 1)
+  if (c.accum < 1)
     return fail("--accum must be at least 1");
-  if (!(o.lr > 0.0))
+  if (!(c.lr > 0.0))
     return fail("--lr must be positive");
-  if (o.clipNorm < 0.0)
+  if (c.clipNorm < 0.0)
     return fail("--clip-norm must be 0 (off) or positive");
-  if (o.steps < 1)
+  if (c.totalSteps < 1)
     return fail("--steps must be at least 1");
-  t.optimizer = o.optimizer;
-  t.lr = o.lr;
-  t.weightDecay = o.weightDecay >= 0.0 ? o.weightDecay.getValue()
-                  : o.optimizer == "adamw" ? 0.01
-                                           : 0.0;
-  t.beta1 = o.beta1;
-  t.beta2 = o.beta2;
-  t.eps = o.eps;
-  t.momentum = o.momentum;
-  t.dampening = o.dampening;
-  t.nesterov = o.nesterov;
-  t.clipNorm = o.clipNorm;
-  t.accum = o.accum;
-  t.lrSchedule = o.lrSchedule;
-  t.warmupSteps = o.warmupSteps;
-  t.totalSteps = o.steps;
-  t.minLrRatio = o.minLrRatio;
-  t.dtype = o.dtype;
-  t.precisionStorage = o.precisionStorage;
-  t.ignoreIndex = o.ignoreIndex;
-  t.lossScale = o.lossScale;
-  t.logits = o.logits;
   return llvm::Error::success();
+}
+
+/// The ranks and groups the topology flags name, checked.
+llvm::Expected<strata::codegen::TopologyOptions>
+readTopology(const strata::TrainingConfig &c) {
+  strata::ResolvedTopology r = strata::resolveTopology(
+      c.world, c.gpusPerNode, c.partitionGroup, c.hierarchical);
+  unsigned n = r.world, k = r.ranksPerNode, p = r.partition;
+  if (n < 1 || p < 1 || p > n || n % p != 0)
+    return fail("--partition-group " + std::to_string(p) +
+                " must divide --world " + std::to_string(n));
+  if (k < 1 || n % k != 0)
+    return fail("--gpus-per-node " + std::to_string(k) +
+                " must divide --world " + std::to_string(n));
+  if (c.hierarchical == strata::Hierarchical::On && !(p > k && p % k == 0))
+    return fail("--hierarchical on needs --partition-group > "
+                "--gpus-per-node and a multiple of it (P = " +
+                std::to_string(p) + ", K = " + std::to_string(k) + ")");
+  strata::codegen::TopologyOptions t;
+  t.world = n;
+  t.ranksPerNode = k;
+  t.partition = p;
+  t.hierarchical = r.hierarchical;
+  t.gradSync = c.gradSync;
+  t.bucketBytes = c.bucketBytes;
+  return t;
 }
 
 /// Runs the passes `build` adds over `module`. A failure is the first
@@ -347,39 +210,103 @@ strata::importGraph(MLIRContext &context, llvm::StringRef path,
 
 /// The loss, the backward graph and the optimizer step.
 llvm::Error strata::buildTrainingStep(MLIRContext &context, ModuleOp module,
-                              const strata::codegen::TrainingOptions &t,
-                              llvm::ArrayRef<std::string> freeze,
-                              const strata::codegen::TopologyOptions &topology,
-                              bool distribute) {
-  strata::TrainingPipelineOptions pipeline;
-  pipeline.dtype = t.dtype;
-  pipeline.precisionStorage = t.precisionStorage;
-  pipeline.freeze = llvm::SmallVector<std::string>(freeze);
-  pipeline.logits = t.logits;
-  pipeline.ignoreIndex = t.ignoreIndex;
-  pipeline.optimizer = t.optimizer;
-  pipeline.beta1 = t.beta1;
-  pipeline.beta2 = t.beta2;
-  pipeline.eps = t.eps;
-  pipeline.weightDecay = t.weightDecay;
-  pipeline.momentum = t.momentum;
-  pipeline.dampening = t.dampening;
-  pipeline.nesterov = t.nesterov;
-  pipeline.clipNorm = t.clipNorm;
-  pipeline.accum = t.accum;
-  pipeline.world = topology.world;
-  pipeline.ranksPerNode = topology.ranksPerNode;
-  pipeline.partition = topology.partition;
-  pipeline.hierarchical = topology.hierarchical;
-  pipeline.gradSync = topology.gradSync;
-  pipeline.bucketBytes = topology.bucketBytes;
+                                      const TrainingConfig &config,
+                                      bool distribute) {
+  TrainingPipelineOptions pipeline;
+  TrainingPipelineOptions::fill(pipeline, config);
   pipeline.distribute = distribute;
   return runPasses(
       context, module,
-      [&](OpPassManager &pm) { strata::buildTrainingPipeline(pm, pipeline); },
-      "", "building the training step failed");
+      [&](OpPassManager &pm) { buildTrainingPipeline(pm, pipeline); }, "",
+      "building the training step failed");
 }
 
+namespace {
+
+/// What strata-compile does with the model: which stages run.
+struct Stages {
+  bool writeArtifact, planned, training;
+};
+
+/// The model's arguments whose values params.bin holds: emptied from the
+/// copy of the model the artifact keeps, for strata-run --export-onnx.
+std::set<std::string> weightNames(ModuleOp module) {
+  namespace graph = strata::graph;
+  std::set<std::string> names;
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  for (unsigned i = 0; main && i < main.getNumArguments(); ++i) {
+    std::optional<graph::Role> role = graph::getArgumentRole(main, i);
+    auto name = main.getArgAttrOfType<StringAttr>(i, graph::kNameAttrName);
+    if (role && name && *role != graph::Role::Input)
+      names.insert(name.str());
+  }
+  return names;
+}
+
+/// Writes the artifact for the compiled `module`.
+llvm::Error writeArtifactStage(ModuleOp module, const CompileOptions &options,
+                               const Stages &stages,
+                               const strata::TrainingConfig &config,
+                               const strata::codegen::TopologyOptions &topology,
+                               int argc, char **argv) {
+  auto weights = strata::frontend::openOnnxWeights(options.input);
+  if (!weights)
+    return weights.takeError();
+  std::string summary = stages.training ? "training" : "forward-only";
+  for (int i = 1; i < argc; ++i)
+    summary += std::string(" ") + argv[i];
+  strata::codegen::ArtifactOptions artifactOptions{summary};
+  if (stages.training)
+    artifactOptions.training = config;
+  if (stages.training && topology.world > 1)
+    artifactOptions.topology = topology;
+  // The user's graph, with the weights that params.bin holds emptied, so
+  // strata-run --export-onnx can write it back with trained values.
+  std::set<std::string> emptied = weightNames(module);
+  std::string onnxPath = options.input;
+  if (!llvm::StringRef(onnxPath).ends_with(".onnxtxt"))
+    artifactOptions.extraFiles = [&](llvm::StringRef staging) -> llvm::Error {
+      std::string e = strata::frontend::writeModelSkeleton(
+          onnxPath, emptied, (staging + "/model.onnx").str());
+      if (!e.empty())
+        return llvm::createStringError(llvm::inconvertibleErrorCode(), e);
+      return llvm::Error::success();
+    };
+  return strata::codegen::writeArtifact(
+      module, options.output,
+      [&](llvm::StringRef name) { return (*weights)->read(name); },
+      artifactOptions);
+}
+
+/// Prints the module (or its summary) after the stage --emit names.
+int printStage(ModuleOp module, const CompileOptions &options) {
+  std::string errorMessage;
+  auto out = openOutputFile(options.output, &errorMessage);
+  if (!out)
+    return error(errorMessage);
+  if (options.emit == EmitStage::Summary)
+    strata::printGraphSummary(module, out->os());
+  else
+    module->print(out->os());
+  out->keep();
+  return 0;
+}
+
+/// The import options from --input-shape and --batch.
+llvm::Error readImportOptions(const CompileOptions &options,
+                              strata::frontend::ImportOptions &out) {
+  for (const std::string &flag : options.inputShapes)
+    if (llvm::Error e = strata::frontend::parseInputShapeFlag(flag, out))
+      return e;
+  if (options.batch.getNumOccurrences()) {
+    if (options.batch <= 0)
+      return fail("--batch must be positive");
+    out.batch = options.batch;
+  }
+  return llvm::Error::success();
+}
+
+} // namespace
 
 int strata::compileMain(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
@@ -402,60 +329,28 @@ int strata::compileMain(int argc, char **argv) {
       "                                               an inference artifact\n");
 
   frontend::ImportOptions importOptions;
-  for (const std::string &flag : options.inputShapes)
-    if (llvm::Error e = frontend::parseInputShapeFlag(flag, importOptions))
+  if (llvm::Error e = readImportOptions(options, importOptions))
+    return error(llvm::toString(std::move(e)));
+  Stages stages;
+  stages.writeArtifact = options.emit.getNumOccurrences() == 0;
+  stages.planned = stages.writeArtifact || options.emit == EmitStage::Memory;
+  stages.training = !options.forwardOnly &&
+                    (stages.planned || options.emit == EmitStage::Training ||
+                     options.emit == EmitStage::Distributed);
+  TrainingConfig config = options.config();
+  codegen::TopologyOptions topology;
+  if (stages.training) {
+    if (llvm::Error e = checkTrainingConfig(config))
       return error(llvm::toString(std::move(e)));
-  if (options.batch.getNumOccurrences()) {
-    if (options.batch <= 0)
-      return error("--batch must be positive");
-    importOptions.batch = options.batch;
+    llvm::Expected<codegen::TopologyOptions> t = readTopology(config);
+    if (!t)
+      return error(llvm::toString(t.takeError()));
+    topology = *t;
   }
-  bool writeArtifact = options.emit.getNumOccurrences() == 0;
-  bool planned = writeArtifact || options.emit == EmitStage::Memory;
-  bool training = !options.forwardOnly &&
-                  (planned || options.emit == EmitStage::Training ||
-                   options.emit == EmitStage::Distributed);
-  strata::codegen::TrainingOptions trainingOptions;
-  if (training) {
-    if (llvm::Error e = readTrainingOptions(options, trainingOptions))
-      return error(llvm::toString(std::move(e)));
-  }
-  strata::codegen::TopologyOptions topology;
-  if (training) {
-    topology.world = options.world;
-    topology.ranksPerNode =
-        options.gpusPerNode ? options.gpusPerNode.getValue() : options.world;
-    topology.partition = options.partitionGroup
-                             ? options.partitionGroup.getValue()
-                             : options.world;
-    unsigned n = topology.world, k = topology.ranksPerNode,
-             p = topology.partition;
-    if (n < 1 || p < 1 || p > n || n % p != 0)
-      return error("--partition-group " + std::to_string(p) +
-                   " must divide --world " + std::to_string(n));
-    if (k < 1 || n % k != 0)
-      return error("--gpus-per-node " + std::to_string(k) +
-                   " must divide --world " + std::to_string(n));
-    if (options.gradSync != "2hop" && options.gradSync != "global")
-      return error("--grad-sync must be 2hop or global, not '" +
-                   options.gradSync + "'");
-    if (options.hierarchical != "auto" && options.hierarchical != "on" &&
-        options.hierarchical != "off")
-      return error("--hierarchical must be auto, on or off, not '" +
-                   options.hierarchical + "'");
-    topology.gradSync = options.gradSync;
-    topology.bucketBytes = options.bucketBytes;
-    bool possible = p > k && p % k == 0;
-    if (options.hierarchical == "on" && !possible)
-      return error("--hierarchical on needs --partition-group > "
-                   "--gpus-per-node and a multiple of it (P = " +
-                   std::to_string(p) + ", K = " + std::to_string(k) + ")");
-    topology.hierarchical =
-        options.hierarchical == "on" ||
-        (options.hierarchical == "auto" && possible);
-  }
-  if (writeArtifact && options.output == "-")
+  if (stages.writeArtifact && options.output == "-")
     return error("give the artifact directory with -o NAME.strata");
+  if (stages.planned && config.pageSize.bytes == 0)
+    return error("--page-size must be positive");
 
   DialectRegistry registry;
   registerAllStrataDialectsAndPasses(registry);
@@ -473,93 +368,24 @@ int strata::compileMain(int argc, char **argv) {
                         !options.noFuseAttention);
   if (!module)
     return error(llvm::toString(module.takeError()));
-  if (training)
-    if (llvm::Error e = buildTrainingStep(context, **module, trainingOptions,
-                                          options.freeze, topology,
+  if (stages.training)
+    if (llvm::Error e = buildTrainingStep(context, **module, config,
                                           options.emit != EmitStage::Training))
       return error(llvm::toString(std::move(e)));
-
-  if (planned) {
-    if (options.pageSize == 0)
-      return error("--page-size must be positive");
-    strata::MemoryPipelineOptions memory;
-    memory.pageSize = options.pageSize.getValue();
-    for (auto [flag, text, target] :
-         {std::tuple{"--gpu-memory", &options.gpuMemory, &memory.gpuMemory},
-          std::tuple{"--host-memory", &options.hostMemory, &memory.hostMemory},
-          std::tuple{"--ssd-memory", &options.ssdMemory, &memory.ssdMemory},
-          std::tuple{"--prefetch-bytes", &options.prefetchBytes,
-                     &memory.prefetchBytes}}) {
-      if (text->getValue().empty())
-        continue;
-      std::optional<uint64_t> bytes = parseBytes(text->getValue());
-      if (!bytes || *bytes == 0)
-        return error(std::string(flag) + " expects a positive size like 6MiB "
-                     "or 40G, got '" + text->getValue() + "'");
-      *target = *bytes;
-    }
-    if (options.recompute != "none" && options.recompute != "auto" &&
-        options.recompute != "always")
-      return error("--recompute must be none, auto or always, not '" +
-                   options.recompute + "'");
-    memory.recompute = options.recompute.getValue();
-    memory.prefetchDepth = options.prefetchDepth.getValue();
-    memory.fuseElementwise = options.fuseElementwise.getValue();
-    memory.groupUpdates = options.groupUpdates.getValue();
+  if (stages.planned) {
+    MemoryPipelineOptions memory;
+    MemoryPipelineOptions::fill(memory, config);
     if (llvm::Error e = runPasses(
             context, **module,
-            [&](OpPassManager &pm) { strata::buildMemoryPipeline(pm, memory); },
-            "", "planning memory failed"))
+            [&](OpPassManager &pm) { buildMemoryPipeline(pm, memory); }, "",
+            "planning memory failed"))
       return error(llvm::toString(std::move(e)));
   }
-
-  if (writeArtifact) {
-    auto weights = frontend::openOnnxWeights(options.input);
-    if (!weights)
-      return error(llvm::toString(weights.takeError()));
-    std::string summary = training ? "training" : "forward-only";
-    for (int i = 1; i < argc; ++i)
-      summary += std::string(" ") + argv[i];
-    codegen::ArtifactOptions artifactOptions{summary};
-    if (training)
-      artifactOptions.training = trainingOptions;
-    if (training && topology.world > 1)
-      artifactOptions.topology = topology;
-    // The user's graph, with the weights that params.bin holds emptied, so
-    // strata-run --export-onnx can write it back with trained values.
-    std::set<std::string> emptied;
-    auto main = (*module)->lookupSymbol<func::FuncOp>("main");
-    for (unsigned i = 0; main && i < main.getNumArguments(); ++i) {
-      std::optional<graph::Role> role = graph::getArgumentRole(main, i);
-      auto name = main.getArgAttrOfType<StringAttr>(i, graph::kNameAttrName);
-      if (role && name && *role != graph::Role::Input)
-        emptied.insert(name.str());
-    }
-    std::string onnxPath = options.input;
-    if (!llvm::StringRef(onnxPath).ends_with(".onnxtxt"))
-      artifactOptions.extraFiles = [&](llvm::StringRef staging) -> llvm::Error {
-        std::string e = frontend::writeModelSkeleton(
-            onnxPath, emptied, (staging + "/model.onnx").str());
-        if (!e.empty())
-          return llvm::createStringError(llvm::inconvertibleErrorCode(), e);
-        return llvm::Error::success();
-      };
-    if (llvm::Error e = codegen::writeArtifact(
-            **module, options.output,
-            [&](llvm::StringRef name) { return (*weights)->read(name); },
-            artifactOptions))
+  if (stages.writeArtifact) {
+    if (llvm::Error e = writeArtifactStage(**module, options, stages, config,
+                                           topology, argc, argv))
       return error(llvm::toString(std::move(e)));
     return 0;
   }
-
-  std::string errorMessage;
-  auto out = openOutputFile(options.output, &errorMessage);
-  if (!out)
-    return error(errorMessage);
-  if (options.emit == EmitStage::Summary)
-    printGraphSummary(**module, out->os());
-  else
-    (*module)->print(out->os());
-  out->keep();
-  return 0;
+  return printStage(**module, options);
 }

@@ -35,29 +35,23 @@ struct MixedPrecisionPass
   using MixedPrecisionPassBase::MixedPrecisionPassBase;
 
   void runOnOperation() override {
-    if (dtype != "bf16" && dtype != "fp16") {
+    if (dtype == Precision::FP32) {
       getOperation().emitError("strata-mixed-precision: dtype must be bf16 "
-                               "or fp16, not '")
-          << dtype << "'";
-      return signalPassFailure();
-    }
-    if (storage != "narrow" && storage != "f32") {
-      getOperation().emitError("strata-mixed-precision: storage must be "
-                               "narrow or f32, not '")
-          << storage << "'";
+                               "or fp16, not fp32");
       return signalPassFailure();
     }
     OpBuilder b(&getContext());
-    Type narrowType = dtype == "bf16" ? Type(b.getBF16Type())
+    Type narrowType = dtype == Precision::BF16 ? Type(b.getBF16Type())
                                       : Type(b.getF16Type());
     getOperation().walk([&](Operation *op) {
       if (!isa<LinearOp, MatmulOp, AttentionOp, ConvOp>(op))
         return;
-      if (storage == "narrow" && !batchBroadcasts(op))
+      if (storage == PrecisionStorage::Narrow && !batchBroadcasts(op))
         storeNarrow(b, op, narrowType);
       else
         roundInF32(b, op,
-                   dtype == "bf16" ? NarrowFloat::BF16 : NarrowFloat::FP16);
+                   dtype == Precision::BF16 ? NarrowFloat::BF16
+                                            : NarrowFloat::FP16);
     });
   }
 

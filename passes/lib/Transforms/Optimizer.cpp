@@ -35,11 +35,6 @@ struct OptimizerPass : public strata::impl::OptimizerPassBase<OptimizerPass> {
                        "@micro_step)");
       return signalPassFailure();
     }
-    if (optimizer != "adamw" && optimizer != "sgd") {
-      module.emitError("strata-optimizer: unknown optimizer '")
-          << optimizer << "' (adamw or sgd)";
-      return signalPassFailure();
-    }
     if (accum < 1) {
       module.emitError("strata-optimizer: accum must be at least 1");
       return signalPassFailure();
@@ -67,7 +62,7 @@ struct OptimizerPass : public strata::impl::OptimizerPassBase<OptimizerPass> {
     }
 
     // Arguments: per parameter (value, gradient, states), then lr and step.
-    bool adamw = optimizer == "adamw";
+    bool adamw = optimizer == Optimizer::AdamW;
     SmallVector<Type> argTypes;
     SmallVector<DictionaryAttr> argAttrs;
     auto entry = [&](graph::Role role, StringRef name) {

@@ -122,13 +122,7 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
           << unsigned(ranksPerNode) << ", P = " << unsigned(partition);
       return signalPassFailure();
     }
-    if (gradSync != "2hop" && gradSync != "global") {
-      module.emitError("strata-partition: grad-sync must be 2hop or global, "
-                       "got '")
-          << std::string(gradSync) << "'";
-      return signalPassFailure();
-    }
-    global = gradSync == "global";
+    global = gradSync == GradSync::Global;
     auto step = module.lookupSymbol<func::FuncOp>("micro_step");
     auto update = module.lookupSymbol<func::FuncOp>("optimizer_step");
     if (!step || !update) {

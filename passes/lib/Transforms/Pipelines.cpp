@@ -13,6 +13,7 @@
 #include <algorithm>
 
 using namespace mlir;
+using namespace strata;
 
 void strata::buildGraphPipeline(OpPassManager &pm,
                                 const GraphPipelineOptions &options) {
@@ -29,13 +30,13 @@ void strata::buildGraphPipeline(OpPassManager &pm,
 
 void strata::buildTrainingPipeline(OpPassManager &pm,
                                    const TrainingPipelineOptions &options) {
-  if (options.dtype != "fp32") {
+  if (options.dtype != Precision::FP32) {
     MixedPrecisionPassOptions precision;
     precision.dtype = options.dtype;
     precision.storage = options.precisionStorage;
     pm.addNestedPass<func::FuncOp>(createMixedPrecisionPass(precision));
   }
-  bool lossScale = options.dtype == "fp16";
+  bool lossScale = options.dtype == Precision::FP16;
   AutodiffPassOptions autodiff;
   autodiff.freeze = llvm::SmallVector<std::string>(options.freeze.begin(),
                                                    options.freeze.end());
@@ -52,7 +53,11 @@ void strata::buildTrainingPipeline(OpPassManager &pm,
   optimizer.beta1 = options.beta1;
   optimizer.beta2 = options.beta2;
   optimizer.eps = options.eps;
-  optimizer.weightDecay = options.weightDecay;
+  // AdamW's default weight decay is 0.01, SGD's 0 (weight-decay < 0).
+  optimizer.weightDecay =
+      options.weightDecay >= 0 ? double(options.weightDecay)
+      : options.optimizer == Optimizer::AdamW ? 0.01
+                                              : 0.0;
   optimizer.momentum = options.momentum;
   optimizer.dampening = options.dampening;
   optimizer.nesterov = options.nesterov;
@@ -61,17 +66,21 @@ void strata::buildTrainingPipeline(OpPassManager &pm,
   optimizer.lossScale = lossScale;
   pm.addPass(createOptimizerPass(optimizer));
   if (options.world > 1 && options.distribute) {
+    ResolvedTopology topology =
+        resolveTopology(options.world, options.gpusPerNode,
+                        options.partitionGroup, options.hierarchical);
     PartitionPassOptions partition;
-    partition.world = options.world;
-    partition.ranksPerNode = options.ranksPerNode;
-    partition.partition = options.partition;
-    partition.hierarchical = options.hierarchical;
+    partition.world = topology.world;
+    partition.ranksPerNode = topology.ranksPerNode;
+    partition.partition = topology.partition;
+    partition.hierarchical = topology.hierarchical;
     partition.gradSync = options.gradSync;
     partition.bucketBytes = options.bucketBytes;
     pm.addPass(createPartitionPass(partition));
   }
   // Narrow storage: attention's heads and their gradients move as bf16.
-  if (options.dtype != "fp32" && options.precisionStorage == "narrow")
+  if (options.dtype != Precision::FP32 &&
+      options.precisionStorage == PrecisionStorage::Narrow)
     pm.addNestedPass<func::FuncOp>(createSinkWideningCastsPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -79,28 +88,29 @@ void strata::buildTrainingPipeline(OpPassManager &pm,
 
 void strata::buildMemoryPipeline(OpPassManager &pm,
                                  const MemoryPipelineOptions &options) {
+  uint64_t gpuMemory = options.gpuMemory.getValue().bytes;
   PlanMemoryPassOptions memory;
-  memory.pageSize = options.pageSize;
-  memory.gpuMemory = options.gpuMemory;
-  memory.ssdMemory = options.ssdMemory;
+  memory.pageSize = options.pageSize.getValue().bytes;
+  memory.gpuMemory = gpuMemory;
+  memory.ssdMemory = options.ssdMemory.getValue().bytes;
   memory.recompute = options.recompute;
   OffloadStatePassOptions offload;
-  offload.gpuMemory = options.gpuMemory;
-  offload.hostMemory = options.hostMemory;
-  offload.ssdMemory = options.ssdMemory;
+  offload.gpuMemory = gpuMemory;
+  offload.hostMemory = options.hostMemory.getValue().bytes;
+  offload.ssdMemory = options.ssdMemory.getValue().bytes;
   RecomputePassOptions recompute;
   recompute.mode = options.recompute;
-  recompute.gpuMemory = options.gpuMemory;
+  recompute.gpuMemory = gpuMemory;
   SchedulePassOptions schedule;
   schedule.prefetchDepth = options.prefetchDepth;
-  schedule.prefetchBytes = options.prefetchBytes;
-  schedule.gpuMemory = options.gpuMemory;
+  schedule.prefetchBytes = options.prefetchBytes.getValue().bytes;
+  schedule.gpuMemory = gpuMemory;
   if (options.groupUpdates) {
     // A group's tensors are resident together: keep it a small part of a
     // GPU budget.
     GroupUpdatesPassOptions group;
-    if (options.gpuMemory > 0)
-      group.maxBytes = std::min<uint64_t>(group.maxBytes, options.gpuMemory / 8);
+    if (gpuMemory > 0)
+      group.maxBytes = std::min<uint64_t>(group.maxBytes, gpuMemory / 8);
     pm.addNestedPass<func::FuncOp>(createGroupUpdatesPass(group));
   }
   if (options.fuseElementwise)
@@ -109,11 +119,11 @@ void strata::buildMemoryPipeline(OpPassManager &pm,
   // that is not enough, recomputation (auto); a first plan; streams and
   // prefetch on that order; the plan of the final order; the events; their
   // proof; what the runtime needs decided.
-  if (options.recompute == "always")
+  if (options.recompute == Recompute::Always)
     pm.addPass(createRecomputePass(recompute));
-  if (options.gpuMemory > 0) {
+  if (gpuMemory > 0) {
     pm.addPass(createOffloadStatePass(offload));
-    if (options.recompute == "auto")
+    if (options.recompute == Recompute::Auto)
       pm.addPass(createRecomputePass(recompute));
   }
   pm.addPass(createPlanMemoryPass(memory));
@@ -122,6 +132,25 @@ void strata::buildMemoryPipeline(OpPassManager &pm,
   pm.addPass(createInsertEventsPass());
   pm.addPass(createVerifySchedulePass());
   pm.addPass(createPlanExecutionPass());
+}
+
+void strata::TrainingPipelineOptions::fill(TrainingPipelineOptions &out,
+                                           const TrainingConfig &in) {
+#define STRATA_OPTION(TYPE, FIELD, ...) out.FIELD = in.FIELD;
+#define STRATA_TRAINING_OPTION STRATA_OPTION
+#define STRATA_TOPOLOGY_OPTION STRATA_OPTION
+#include "strata/Transforms/TrainingOptions.def"
+#undef STRATA_OPTION
+  out.freeze = llvm::SmallVector<std::string>(in.freeze.begin(),
+                                              in.freeze.end());
+}
+
+void strata::MemoryPipelineOptions::fill(MemoryPipelineOptions &out,
+                                         const TrainingConfig &in) {
+#define STRATA_OPTION(TYPE, FIELD, ...) out.FIELD = in.FIELD;
+#define STRATA_MEMORY_OPTION STRATA_OPTION
+#include "strata/Transforms/TrainingOptions.def"
+#undef STRATA_OPTION
 }
 
 void strata::registerAllStrataPasses() {

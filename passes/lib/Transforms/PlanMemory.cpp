@@ -49,12 +49,6 @@ struct PlanMemoryPass
     ModuleOp module = getOperation();
     if (failed(memory::checkAlignment(module, alignment, getArgument())))
       return signalPassFailure();
-    if (recompute != "none" && recompute != "auto" && recompute != "always") {
-      module.emitError("strata-plan-memory: recompute must be none, auto or "
-                       "always, got '")
-          << std::string(recompute) << "'";
-      return signalPassFailure();
-    }
     memory::PersistentState persistent =
         memory::collectPersistentState(module, int64_t(alignment));
     int64_t constants = persistent.constantBytes;
@@ -86,7 +80,7 @@ struct PlanMemoryPass
           << " can take moved off the device (left there: state " << state
           << " bytes, activations " << arena << ", constants " << constants
           << "); raise --gpu-memory, "
-          << (recompute == "none" ? "recompute activations (--recompute "
+          << (recompute == Recompute::None ? "recompute activations (--recompute "
                                     "auto), "
                                   : "")
           << "give the host tier room (--host-memory) or an SSD tier "

@@ -34,14 +34,14 @@ struct RecomputePass : public strata::impl::RecomputePassBase<RecomputePass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (mode != "always" && mode != "auto") {
-      module.emitError("strata-recompute: mode must be auto or always, got '")
-          << std::string(mode) << "'";
+    if (mode == Recompute::None) {
+      module.emitError("strata-recompute: mode must be auto or always, got "
+                       "none");
       return signalPassFailure();
     }
     if (failed(memory::checkAlignment(module, alignment, getArgument())))
       return signalPassFailure();
-    if (mode == "always") {
+    if (mode == Recompute::Always) {
       if (recomputeActivations(module, INT64_MAX) > 0)
         dropMemoryPlans(module);
       return;

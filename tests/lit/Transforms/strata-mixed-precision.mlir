@@ -1,6 +1,7 @@
 // RUN: strata-opt %s --split-input-file --strata-mixed-precision | FileCheck %s
 // RUN: strata-opt %s --split-input-file "--strata-mixed-precision=dtype=fp16 storage=f32" | FileCheck %s --check-prefix=EMUL
 // RUN: not strata-opt %s --split-input-file "--strata-mixed-precision=dtype=fp8" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not strata-opt %s --split-input-file "--strata-mixed-precision=dtype=fp32" 2>&1 | FileCheck %s --check-prefix=FP32
 
 // strata-mixed-precision alone, on the ops autocast runs in low precision
 // (linear, matmul, attention, conv); the rest (tanh) stays f32.
@@ -21,7 +22,8 @@
 // EMUL: %[[Y:.*]] = graph.linear %[[X]], %[[W]], %[[B]] {{.*}} -> tensor<2x3xf32>
 // EMUL: %[[R:.*]] = graph.round_to fp16 %[[Y]]
 // EMUL: graph.tanh %[[R]]
-// BAD: error: strata-mixed-precision: dtype must be bf16 or fp16, not 'fp8'
+// BAD: for the --dtype option: Cannot find option named 'fp8'!
+// FP32: error: strata-mixed-precision: dtype must be bf16 or fp16, not fp32
 func.func @linear(%x: tensor<2x4xf32>, %w: tensor<3x4xf32>, %b: tensor<3xf32>) -> tensor<2x3xf32> {
   %y = graph.linear %x, %w, %b {transpose_weight = true} : (tensor<2x4xf32>, tensor<3x4xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   %t = graph.tanh %y : tensor<2x3xf32>

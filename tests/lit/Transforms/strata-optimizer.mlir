@@ -41,4 +41,4 @@ func.func @micro_step(%w: tensor<4xf32> {graph.name = "w", graph.role = #graph<r
 // SGD: %[[U:.*]]:2 = graph.sgd_update {{.*}}, %[[S]] {dampening = 0.000000e+00 : f64, momentum = 9.000000e-01 : f64, nesterov = false
 // SGD: return %[[N]], %[[U]]#0, %[[U]]#1
 
-// BAD: error: strata-optimizer: unknown optimizer 'lamb' (adamw or sgd)
+// BAD: for the --optimizer option: Cannot find option named 'lamb'!

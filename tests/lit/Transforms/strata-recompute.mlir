@@ -17,7 +17,7 @@
 // RECOMPUTE-NEXT: graph.mul %{{.*}}, %[[R]]
 // The clone takes arena bytes of its own once planned.
 // PLANNED: graph.tanh %{{.*}} {sched.recomputed, sched.slots = [#sched.slot<{{[0-9]+}}, 64>]}
-// BAD: error: strata-recompute: mode must be auto or always, got 'sometimes'
+// BAD: for the --mode option: Cannot find option named 'sometimes'!
 // NORECOMPUTE-LABEL: func.func @micro_step
 // NORECOMPUTE-NOT: sched.recomputed
 func.func @micro_step(%w: tensor<16xf32> {graph.name = "w", graph.role = #graph<role parameter>}) -> (tensor<f32> {graph.name = "strata.loss", graph.role = #graph<role output>}, tensor<16xf32> {graph.name = "grad:w", graph.role = #graph<role gradient>}) {

@@ -12,6 +12,8 @@
 #ifndef STRATA_CODEGEN_ARTIFACTWRITER_H
 #define STRATA_CODEGEN_ARTIFACTWRITER_H
 
+#include "strata/Transforms/TrainingOptions.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
 
@@ -25,33 +27,15 @@ namespace strata::codegen {
 using WeightSource = std::function<llvm::Expected<std::string>(llvm::StringRef)>;
 
 /// The training configuration recorded in the artifact (strata-run's
-/// defaults; the IR already holds what shapes the computation).
-struct TrainingOptions {
-  std::string optimizer = "adamw";
-  double lr = 1e-3, weightDecay = 0.01, beta1 = 0.9, beta2 = 0.999,
-         eps = 1e-8, momentum = 0.9, dampening = 0.0;
-  bool nesterov = false;
-  double clipNorm = 0.0;
-  unsigned accum = 1;
-  std::string lrSchedule = "constant";
-  uint64_t warmupSteps = 0, totalSteps = 100;
-  double minLrRatio = 0.1;
-  std::string dtype = "fp32";
-  /// bf16 / fp16: "narrow" (tensors stored in the narrow type) or "f32"
-  /// (the round_to emulation). Not in the artifact: it changes the plan,
-  /// not what the runtime is told.
-  std::string precisionStorage = "narrow";
-  int64_t ignoreIndex = -100;
-  std::string logits;
-  double lossScale = 65536.0;
-};
+/// defaults; the IR already holds what shapes the computation): the
+/// options of TrainingOptions.def.
+using TrainingOptions = strata::TrainingConfig;
 
 /// The ranks the artifact runs on (strata-partition's options).
 struct TopologyOptions {
   unsigned world = 1, ranksPerNode = 1, partition = 1;
   bool hierarchical = false;
-  /// "2hop" or "global".
-  std::string gradSync = "2hop";
+  GradSync gradSync = GradSync::TwoHop;
   /// The largest coalesced bucket (0: one parameter a bucket).
   uint64_t bucketBytes = 32ull << 20;
 };

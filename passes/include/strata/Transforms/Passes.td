@@ -73,13 +73,21 @@ def MixedPrecisionPass : Pass<"strata-mixed-precision", "::mlir::func::FuncOp"> 
   }];
   let dependentDialects = ["::strata::graph::GraphDialect"];
   let options = [
-    Option<"dtype", "dtype", "std::string", /*default=*/"\"bf16\"",
-           "bf16 or fp16">,
-    Option<"storage", "storage", "std::string", /*default=*/"\"narrow\"",
+    Option<"dtype", "dtype", "::strata::Precision",
+           /*default=*/"::strata::Precision::BF16", "bf16 or fp16",
+           [{::llvm::cl::values(
+               clEnumValN(::strata::Precision::FP32, "fp32", ""),
+               clEnumValN(::strata::Precision::BF16, "bf16", ""),
+               clEnumValN(::strata::Precision::FP16, "fp16", ""))}]>,
+    Option<"storage", "storage", "::strata::PrecisionStorage",
+           /*default=*/"::strata::PrecisionStorage::Narrow",
            "narrow: those operands and results are bf16 / fp16 tensors "
            "(graph.cast), so they take half the memory and the GPU runs "
            "narrow GEMMs; f32: they stay f32, rounded by graph.round_to (the "
-           "emulation). Both compute the same numbers">,
+           "emulation). Both compute the same numbers",
+           [{::llvm::cl::values(
+               clEnumValN(::strata::PrecisionStorage::Narrow, "narrow", ""),
+               clEnumValN(::strata::PrecisionStorage::F32, "f32", ""))}]>,
   ];
 }
 
@@ -149,8 +157,11 @@ def OptimizerPass : Pass<"strata-optimizer", "::mlir::ModuleOp"> {
   let dependentDialects = ["::strata::graph::GraphDialect",
                            "::mlir::func::FuncDialect"];
   let options = [
-    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
-           "adamw or sgd">,
+    Option<"optimizer", "optimizer", "::strata::Optimizer",
+           /*default=*/"::strata::Optimizer::AdamW", "adamw or sgd",
+           [{::llvm::cl::values(
+               clEnumValN(::strata::Optimizer::AdamW, "adamw", ""),
+               clEnumValN(::strata::Optimizer::SGD, "sgd", ""))}]>,
     Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
     Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
     Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW epsilon">,
@@ -230,9 +241,13 @@ def PartitionPass : Pass<"strata-partition", "::mlir::ModuleOp"> {
            "Partition group size P (P | N)">,
     Option<"hierarchical", "hierarchical", "bool", /*default=*/"false",
            "MiCS hierarchical all-gather (needs P > K and K | P)">,
-    Option<"gradSync", "grad-sync", "std::string", /*default=*/"\"2hop\"",
+    Option<"gradSync", "grad-sync", "::strata::GradSync",
+           /*default=*/"::strata::GradSync::TwoHop",
            "2hop (reduce-scatter per micro-step, replication all-reduce per "
-           "step) or global (all-reduce over every rank per micro-step)">,
+           "step) or global (all-reduce over every rank per micro-step)",
+           [{::llvm::cl::values(
+               clEnumValN(::strata::GradSync::TwoHop, "2hop", ""),
+               clEnumValN(::strata::GradSync::Global, "global", ""))}]>,
     Option<"bucketBytes", "bucket-bytes", "uint64_t", /*default=*/"0",
            "Largest coalesced bucket in bytes (0: one parameter a bucket)">,
   ];
@@ -342,8 +357,12 @@ def RecomputePass : Pass<"strata-recompute", "::mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::strata::sched::SchedDialect"];
   let options = [
-    Option<"mode", "mode", "std::string", /*default=*/"\"auto\"",
-           "auto (under gpu-memory) or always">,
+    Option<"mode", "mode", "::strata::Recompute",
+           /*default=*/"::strata::Recompute::Auto",
+           "auto (under gpu-memory) or always",
+           [{::llvm::cl::values(
+               clEnumValN(::strata::Recompute::Auto, "auto", ""),
+               clEnumValN(::strata::Recompute::Always, "always", ""))}]>,
     Option<"alignment", "alignment", "uint64_t", /*default=*/"64",
            "Every offset is a multiple of this">,
     Option<"gpuMemory", "gpu-memory", "uint64_t", /*default=*/"0",
@@ -396,9 +415,14 @@ def PlanMemoryPass : Pass<"strata-plan-memory", "::mlir::ModuleOp"> {
            "Device bytes the step may use (0: no budget)">,
     Option<"ssdMemory", "ssd-memory", "uint64_t", /*default=*/"0",
            "SSD bytes the state could use (for the message)">,
-    Option<"recompute", "recompute", "std::string", /*default=*/"\"none\"",
+    Option<"recompute", "recompute", "::strata::Recompute",
+           /*default=*/"::strata::Recompute::None",
            "none, auto or always: whether activations could be recomputed "
-           "(for the message)">,
+           "(for the message)",
+           [{::llvm::cl::values(
+               clEnumValN(::strata::Recompute::None, "none", ""),
+               clEnumValN(::strata::Recompute::Auto, "auto", ""),
+               clEnumValN(::strata::Recompute::Always, "always", ""))}]>,
   ];
 }
 

@@ -19,13 +19,11 @@ importGraph(mlir::MLIRContext &context, llvm::StringRef path,
             const frontend::ImportOptions &options, bool fuseAttention = true);
 
 /// Adds @micro_step (loss, backward) and @optimizer_step to an imported
-/// module: strata-autodiff, strata-optimizer, canonicalize, CSE.
-/// With a topology of more than one rank and `distribute`, strata-partition
-/// follows (the loss is weighted 1/N either way).
+/// module: the training pipeline with `config`'s options. With a topology
+/// of more than one rank and `distribute`, strata-partition follows (the
+/// loss is weighted 1/N either way).
 llvm::Error buildTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
-                              const codegen::TrainingOptions &options,
-                              llvm::ArrayRef<std::string> freeze = {},
-                              const codegen::TopologyOptions &topology = {},
+                              const TrainingConfig &config,
                               bool distribute = true);
 
 /// The whole of strata-compile: parses the command line, imports the model,
