@@ -297,17 +297,116 @@ void addEvent(plan::Program &program, plan::InstructionKind kind,
   inst->set_event(event);
 }
 
-/// Lowers one function into a program. A result that updates persistent
+/// Lowers one function into one program. A result that updates persistent
 /// state is computed straight into the state's tensor when that is safe (its
 /// producer runs after every other read of the old value, and reads the old
 /// value only elementwise); otherwise it is copied there at the end.
-Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
-  plan::Program &program = *b.plan.add_programs();
-  program.set_name(programName.str());
-  llvm::DenseMap<Value, uint32_t> ids;
-  llvm::StringMap<BlockArgument> stateArgs;
+class ProgramLowering {
+public:
+  ProgramLowering(func::FuncOp func, plan::Program &program, PlanBuilder &b)
+      : func(func), program(program), b(b) {}
 
-  for (BlockArgument arg : func.getArguments()) {
+  /// Gives every argument its shared tensor and binds the inputs.
+  Error bindArguments() {
+    for (BlockArgument arg : func.getArguments())
+      if (Error e = bindArgument(arg))
+        return e;
+    return Error::success();
+  }
+
+  /// Names the program's streams and, with more than one, makes every other
+  /// stream wait for stream 0 at the start.
+  void openStreams() {
+    if (auto list = func->getAttrOfType<ArrayAttr>(
+            sched::SchedDialect::kStreamsAttrName))
+      for (Attribute stream : list)
+        streams.push_back(cast<sched::StreamAttr>(stream).getValue());
+    for (sched::Stream stream : streams)
+      program.add_streams(sched::stringifyStream(stream).str());
+    // Events: each sched.record one, in block order; the program's opening
+    // and closing events after them.
+    if (streams.size() > 1) {
+      uint32_t startEvent = events++;
+      addEvent(program, plan::RECORD, 0, startEvent);
+      for (uint32_t st = 1; st < streams.size(); ++st)
+        addEvent(program, plan::WAIT, st, startEvent);
+    }
+  }
+
+  /// Where each state-updating result goes: straight into the state's
+  /// tensor, or copied there at the end (graph::findInPlaceStateUpdates).
+  Error placeStateUpdates() {
+    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    llvm::DenseMap<Value, StringRef> inPlace =
+        graph::findInPlaceStateUpdates(func);
+    for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+      auto name = func.getResultAttrOfType<StringAttr>(i, graph::kNameAttrName);
+      std::optional<plan::TensorKind> kind =
+          stateKind(graph::getResultRole(func, i));
+      if (!kind)
+        continue;
+      Expected<uint32_t> target =
+          b.sharedTensor(value.getType(), *kind, name.getValue());
+      if (!target)
+        return target.takeError();
+      if (value == stateArgs.lookup(name.getValue()))
+        continue; // Unchanged.
+      auto it = inPlace.find(value);
+      if (it != inPlace.end() && it->second == name.getValue())
+        aliased[value] = *target;
+      else
+        copies.push_back({value, *target});
+    }
+    return Error::success();
+  }
+
+  /// Lowers one op of the body, in block order.
+  Error lowerOp(Operation &op) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      bindOutputs(ret);
+      return Error::success();
+    }
+    if (auto constant = dyn_cast<graph::ConstantOp>(op))
+      return lowerConstant(constant);
+    if (!isa<graph::GraphDialect, sched::SchedDialect>(op.getDialect()))
+      return fail("codegen: cannot lower '" + op.getName().getStringRef() +
+                  "'");
+    Expected<uint32_t> stream = streamIndex(&op);
+    if (!stream)
+      return stream.takeError();
+    if (auto record = dyn_cast<sched::RecordOp>(op)) {
+      eventOf[record.getToken()] = events;
+      addEvent(program, plan::RECORD, *stream, events++);
+      return Error::success();
+    }
+    if (auto wait = dyn_cast<sched::WaitOp>(op)) {
+      for (Value token : wait.getTokens())
+        addEvent(program, plan::WAIT, *stream, eventOf.lookup(token));
+      return Error::success();
+    }
+    return lowerInstruction(op, *stream);
+  }
+
+  /// Joins every stream into stream 0, then copies the state updates that
+  /// were not computed in place, in order.
+  void close() {
+    for (uint32_t st = 1; st < streams.size(); ++st) {
+      addEvent(program, plan::RECORD, st, events);
+      addEvent(program, plan::WAIT, 0, events++);
+    }
+    for (auto [value, target] : copies) {
+      plan::Instruction *inst = program.add_instructions();
+      inst->set_op("runtime.copy");
+      inst->set_location("state update");
+      inst->add_inputs(ids.lookup(value));
+      inst->add_outputs(target);
+    }
+    program.set_events(events);
+    program.set_seed_slots(seedSlots);
+  }
+
+private:
+  Error bindArgument(BlockArgument arg) {
     std::optional<graph::Role> role =
         graph::getArgumentRole(func, arg.getArgNumber());
     auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
@@ -348,16 +447,34 @@ Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
     } else {
       stateArgs[name.getValue()] = arg;
     }
+    return Error::success();
   }
 
-  SmallVector<sched::Stream> streams;
-  if (auto list = func->getAttrOfType<ArrayAttr>(
-          sched::SchedDialect::kStreamsAttrName))
-    for (Attribute stream : list)
-      streams.push_back(cast<sched::StreamAttr>(stream).getValue());
-  for (sched::Stream stream : streams)
-    program.add_streams(sched::stringifyStream(stream).str());
-  auto streamIndex = [&](Operation *op) -> Expected<uint32_t> {
+  /// Binds the returned values that are not state updates as outputs.
+  void bindOutputs(func::ReturnOp ret) {
+    for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+      auto name = func.getResultAttrOfType<StringAttr>(i, graph::kNameAttrName);
+      if (stateKind(graph::getResultRole(func, i)))
+        continue;
+      plan::Binding *binding = program.add_outputs();
+      binding->set_name(name ? name.str() : "output" + std::to_string(i));
+      binding->set_tensor(ids.lookup(value));
+    }
+  }
+
+  Error lowerConstant(graph::ConstantOp constant) {
+    auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+    if (!dense)
+      return fail("codegen: a constant is not dense");
+    Expected<uint32_t> id = b.newTensor(constant.getType(), plan::CONSTANT, "");
+    if (!id)
+      return id.takeError();
+    ids[constant] = *id;
+    b.plan.mutable_tensors(*id)->set_constant_data(constantBytes(dense));
+    return Error::success();
+  }
+
+  Expected<uint32_t> streamIndex(Operation *op) {
     std::optional<sched::Stream> stream = sched::getStream(op);
     if (!stream)
       return 0u; // unscheduled: one stream
@@ -366,88 +483,14 @@ Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
       return fail("codegen: stream " + sched::stringifyStream(*stream) +
                   " is not in @" + func.getSymName() + "'s sched.streams");
     return uint32_t(at - streams.begin());
-  };
-  // Events: each sched.record one, in block order; the program's opening
-  // and closing events after them.
-  uint32_t events = 0, seedSlots = 0;
-  llvm::DenseMap<Value, uint32_t> eventOf;
-  uint32_t startEvent = 0;
-  if (streams.size() > 1) {
-    startEvent = events++;
-    addEvent(program, plan::RECORD, 0, startEvent);
-    for (uint32_t st = 1; st < streams.size(); ++st)
-      addEvent(program, plan::WAIT, st, startEvent);
   }
 
-  // Where each state-updating result goes: straight into the state's
-  // tensor, or copied there at the end (graph::findInPlaceStateUpdates).
-  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
-  llvm::DenseMap<Value, StringRef> inPlace = graph::findInPlaceStateUpdates(func);
-  llvm::DenseMap<Value, uint32_t> aliased;
-  SmallVector<std::pair<Value, uint32_t>> copies;
-  for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
-    auto name = func.getResultAttrOfType<StringAttr>(i, graph::kNameAttrName);
-    std::optional<plan::TensorKind> kind =
-        stateKind(graph::getResultRole(func, i));
-    if (!kind)
-      continue;
-    Expected<uint32_t> target =
-        b.sharedTensor(value.getType(), *kind, name.getValue());
-    if (!target)
-      return target.takeError();
-    if (value == stateArgs.lookup(name.getValue()))
-      continue; // Unchanged.
-    auto it = inPlace.find(value);
-    if (it != inPlace.end() && it->second == name.getValue())
-      aliased[value] = *target;
-    else
-      copies.push_back({value, *target});
-  }
-
-  for (Operation &op : func.getBody().front()) {
-    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-      for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
-        auto name = func.getResultAttrOfType<StringAttr>(i, graph::kNameAttrName);
-        if (stateKind(graph::getResultRole(func, i)))
-          continue;
-        plan::Binding *binding = program.add_outputs();
-        binding->set_name(name ? name.str() : "output" + std::to_string(i));
-        binding->set_tensor(ids.lookup(value));
-      }
-      continue;
-    }
-    if (auto constant = dyn_cast<graph::ConstantOp>(op)) {
-      auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
-      if (!dense)
-        return fail("codegen: a constant is not dense");
-      Expected<uint32_t> id =
-          b.newTensor(constant.getType(), plan::CONSTANT, "");
-      if (!id)
-        return id.takeError();
-      ids[constant] = *id;
-      b.plan.mutable_tensors(*id)->set_constant_data(constantBytes(dense));
-      continue;
-    }
-    if (!isa<graph::GraphDialect, sched::SchedDialect>(op.getDialect()))
-      return fail("codegen: cannot lower '" + op.getName().getStringRef() +
-                  "'");
-    Expected<uint32_t> stream = streamIndex(&op);
-    if (!stream)
-      return stream.takeError();
-    if (auto record = dyn_cast<sched::RecordOp>(op)) {
-      eventOf[record.getToken()] = events;
-      addEvent(program, plan::RECORD, *stream, events++);
-      continue;
-    }
-    if (auto wait = dyn_cast<sched::WaitOp>(op)) {
-      for (Value token : wait.getTokens())
-        addEvent(program, plan::WAIT, *stream, eventOf.lookup(token));
-      continue;
-    }
+  /// One instruction for a graph or sched op that runs a kernel.
+  Error lowerInstruction(Operation &op, uint32_t stream) {
     plan::Instruction *inst = program.add_instructions();
     inst->set_op(op.getName().getStringRef().str());
     inst->set_location(graph::onnxNodeName(op.getLoc()));
-    inst->set_stream(*stream);
+    inst->set_stream(stream);
     if (std::optional<sched::Group> group = groupOf(&op))
       inst->set_group(toPlanGroup(*group));
     if (isa<sched::AllGatherOp>(op))
@@ -457,26 +500,47 @@ Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
     else if (isa<sched::AllReduceOp>(op))
       inst->set_collective(plan::ALL_REDUCE);
     inst->set_delayable(op.hasAttr(sched::SchedDialect::kDelayableAttrName));
-    if (auto slot = op.getAttrOfType<IntegerAttr>(
-            sched::SchedDialect::kSeedSlotAttrName)) {
-      auto rng = op.getAttrOfType<IntegerAttr>(
-          sched::SchedDialect::kRngStreamAttrName);
-      if (!rng)
-        return fail("codegen: " + op.getName().getStringRef() +
-                    " has a seed slot but no RNG stream");
-      inst->set_random(true);
-      inst->set_rng_stream(uint64_t(rng.getInt()));
-      inst->set_seed_slot(uint32_t(slot.getInt()));
-      seedSlots = std::max<uint32_t>(seedSlots, uint32_t(slot.getInt()) + 1);
-    }
+    if (Error e = setRandom(op, *inst))
+      return e;
+    if (Error e = addOperands(op, *inst))
+      return e;
+    if (Error e = addResults(op, *inst))
+      return e;
+    return addKernelAttributes(op, *inst);
+  }
+
+  /// A random op's RNG stream and seed slot.
+  Error setRandom(Operation &op, plan::Instruction &inst) {
+    auto slot =
+        op.getAttrOfType<IntegerAttr>(sched::SchedDialect::kSeedSlotAttrName);
+    if (!slot)
+      return Error::success();
+    auto rng =
+        op.getAttrOfType<IntegerAttr>(sched::SchedDialect::kRngStreamAttrName);
+    if (!rng)
+      return fail("codegen: " + op.getName().getStringRef() +
+                  " has a seed slot but no RNG stream");
+    inst.set_random(true);
+    inst.set_rng_stream(uint64_t(rng.getInt()));
+    inst.set_seed_slot(uint32_t(slot.getInt()));
+    seedSlots = std::max<uint32_t>(seedSlots, uint32_t(slot.getInt()) + 1);
+    return Error::success();
+  }
+
+  Error addOperands(Operation &op, plan::Instruction &inst) {
     for (Value operand : op.getOperands()) {
       auto it = ids.find(operand);
       if (it == ids.end())
         return fail("codegen: an operand of " + op.getName().getStringRef() +
                     " is not defined before it");
-      inst->add_inputs(it->second);
+      inst.add_inputs(it->second);
     }
-    // strata-plan-memory's slots, when it ran.
+    return Error::success();
+  }
+
+  /// Each result's tensor: the state it updates in place, or a new
+  /// activation at strata-plan-memory's offset when that pass ran.
+  Error addResults(Operation &op, plan::Instruction &inst) {
     auto slots =
         op.getAttrOfType<ArrayAttr>(sched::SchedDialect::kSlotsAttrName);
     for (OpResult result : op.getResults()) {
@@ -500,42 +564,65 @@ Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
         }
       }
       ids[result] = id;
-      inst->add_outputs(id);
+      inst.add_outputs(id);
     }
+    return Error::success();
+  }
+
+  /// The attributes the kernel reads: the op's own, a fused body's program,
+  /// and the exact-TF32 marker.
+  Error addKernelAttributes(Operation &op, plan::Instruction &inst) {
     for (NamedAttribute attr : op.getAttrs()) {
       StringRef attrName = attr.getName().getValue();
       if (attrName.starts_with("sched.") ||
           isa<sched::GroupAttr, sched::TierAttr>(attr.getValue()))
         continue; // the plan's, not the kernel's
-      if (Error e = setAttribute(*inst->add_attributes(), attr, &op))
+      if (Error e = setAttribute(*inst.add_attributes(), attr, &op))
         return e;
     }
     // A fused body: its program, one instruction per op (FusedProgram.h).
     if (auto fused = dyn_cast<graph::FusedElementwiseOp>(op))
-      if (Error e = encodeFusedBody(fused, *inst))
+      if (Error e = encodeFusedBody(fused, inst))
         return e;
     // A product whose factors hold bf16 / fp16 values: TF32 is exact.
     if (auto narrow = op.getAttrOfType<TypeAttr>(
             sched::SchedDialect::kExactTf32AttrName)) {
-      plan::Attribute *a = inst->add_attributes();
+      plan::Attribute *a = inst.add_attributes();
       a->set_name("operands_rounded_to");
       a->set_string_value(narrow.getValue().isBF16() ? "bf16" : "fp16");
     }
+    return Error::success();
   }
-  // Every stream joined into stream 0, then the state updates in order.
-  for (uint32_t st = 1; st < streams.size(); ++st) {
-    addEvent(program, plan::RECORD, st, events);
-    addEvent(program, plan::WAIT, 0, events++);
-  }
-  for (auto [value, target] : copies) {
-    plan::Instruction *inst = program.add_instructions();
-    inst->set_op("runtime.copy");
-    inst->set_location("state update");
-    inst->add_inputs(ids.lookup(value));
-    inst->add_outputs(target);
-  }
-  program.set_events(events);
-  program.set_seed_slots(seedSlots);
+
+  func::FuncOp func;
+  plan::Program &program;
+  PlanBuilder &b;
+  llvm::DenseMap<Value, uint32_t> ids;
+  /// The state arguments by name, to tell an unchanged state result.
+  llvm::StringMap<BlockArgument> stateArgs;
+  SmallVector<sched::Stream> streams;
+  uint32_t events = 0, seedSlots = 0;
+  llvm::DenseMap<Value, uint32_t> eventOf;
+  /// State-updating results computed straight into the state's tensor.
+  llvm::DenseMap<Value, uint32_t> aliased;
+  /// State-updating results copied into the state's tensor at the end.
+  SmallVector<std::pair<Value, uint32_t>> copies;
+};
+
+/// Lowers one function into a program named `programName`.
+Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
+  plan::Program &program = *b.plan.add_programs();
+  program.set_name(programName.str());
+  ProgramLowering lowering(func, program, b);
+  if (Error e = lowering.bindArguments())
+    return e;
+  lowering.openStreams();
+  if (Error e = lowering.placeStateUpdates())
+    return e;
+  for (Operation &op : func.getBody().front())
+    if (Error e = lowering.lowerOp(op))
+      return e;
+  lowering.close();
   return Error::success();
 }
 

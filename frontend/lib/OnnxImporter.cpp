@@ -83,6 +83,21 @@ private:
   Error checkAgainstOnnxShapes(const onnx::NodeProto &node);
   Expected<RankedTensorType> convertValueType(const onnx::ValueInfoProto &info);
 
+  /// An argument of @main: what it is called, what it is, its type.
+  struct MainArgument {
+    std::string name;
+    graph::Role role;
+    Type type;
+  };
+  Expected<SmallVector<MainArgument>> collectArguments();
+  Error addInitializerArguments(const llvm::StringSet<> &names,
+                                graph::Role role,
+                                SmallVectorImpl<MainArgument> &args);
+  func::FuncOp createMain(ModuleOp module, ArrayRef<MainArgument> args);
+  Error buildResults(func::FuncOp func);
+  Error checkDeclaredShape(const onnx::ValueInfoProto &output, Value value);
+  Error verifyModule(ModuleOp module);
+
   MLIRContext &context;
   OpBuilder builder;
   onnx::ModelProto &model;
@@ -845,6 +860,133 @@ Error ModelImporter::importNode(const onnx::NodeProto &node, int64_t opset) {
   return checkAgainstOnnxShapes(node);
 }
 
+/// Arguments: graph inputs, then parameters, then buffers.
+Expected<SmallVector<ModelImporter::MainArgument>>
+ModelImporter::collectArguments() {
+  SmallVector<MainArgument> args;
+  for (const auto &input : model.graph().input()) {
+    auto it = inputTypes.find(input.name());
+    if (it == inputTypes.end())
+      continue;
+    args.push_back({input.name(), graph::Role::Input, it->second});
+  }
+  if (Error e = addInitializerArguments(parameterNames, graph::Role::Parameter,
+                                        args))
+    return std::move(e);
+  if (Error e = addInitializerArguments(bufferNames, graph::Role::Buffer, args))
+    return std::move(e);
+  return args;
+}
+
+/// The initializers in `names`, in the order of the initializer list.
+Error ModelImporter::addInitializerArguments(
+    const llvm::StringSet<> &names, graph::Role role,
+    SmallVectorImpl<MainArgument> &args) {
+  for (const auto &init : model.graph().initializer()) {
+    if (!names.contains(init.name()))
+      continue;
+    RankedTensorType type = tensorTypeOf(&context, init);
+    if (!type)
+      return fail(llvm::formatv("initializer '{0}' has unsupported element "
+                                "type {1}",
+                                init.name(), dataTypeName(init.data_type())));
+    args.push_back({init.name(), role, type});
+  }
+  return Error::success();
+}
+
+/// An empty @main with `args`, each defining its name; the builder is left
+/// at the end of its body.
+func::FuncOp ModelImporter::createMain(ModuleOp module,
+                                       ArrayRef<MainArgument> args) {
+  SmallVector<Type> argTypes;
+  for (const MainArgument &arg : args)
+    argTypes.push_back(arg.type);
+  builder.setInsertionPointToEnd(module.getBody());
+  auto func = builder.create<func::FuncOp>(
+      module.getLoc(), "main", builder.getFunctionType(argTypes, {}));
+  Block *entry = func.addEntryBlock();
+  for (auto [i, arg] : llvm::enumerate(args)) {
+    func.setArgAttr(i, graph::kNameAttrName, builder.getStringAttr(arg.name));
+    func.setArgAttr(i, graph::kRoleAttrName,
+                    graph::RoleAttr::get(&context, arg.role));
+    values[arg.name] = entry->getArgument(i);
+  }
+  builder.setInsertionPointToEnd(entry);
+  return func;
+}
+
+/// A fully static declared shape of a graph output must be what was
+/// imported (unless the user re-shaped the inputs, which changes the outputs
+/// too).
+Error ModelImporter::checkDeclaredShape(const onnx::ValueInfoProto &output,
+                                        Value value) {
+  if (!options.inputShapes.empty() || options.batch ||
+      !output.type().tensor_type().has_shape())
+    return Error::success();
+  SmallVector<int64_t> declared;
+  for (const auto &dim : output.type().tensor_type().shape().dim())
+    declared.push_back(dim.has_dim_value() ? dim.dim_value()
+                                           : ShapedType::kDynamic);
+  auto type = cast<RankedTensorType>(value.getType());
+  if (!llvm::is_contained(declared, ShapedType::kDynamic) &&
+      type.getShape() != ArrayRef<int64_t>(declared))
+    return fail(llvm::formatv("graph output '{0}' is declared [{1}] but "
+                              "imports as [{2}]",
+                              output.name(), shapeString(declared),
+                              shapeString(type.getShape())));
+  return Error::success();
+}
+
+/// Results: graph outputs, then updated buffers.
+Error ModelImporter::buildResults(func::FuncOp func) {
+  const auto &graph = model.graph();
+  SmallVector<Value> results;
+  SmallVector<Attribute> outputNames;
+  for (const auto &output : graph.output()) {
+    Value value = lookup(output.name());
+    if (!value)
+      return fail("graph output '" + output.name() + "' is never defined");
+    if (Error e = checkDeclaredShape(output, value))
+      return e;
+    results.push_back(value);
+    outputNames.push_back(builder.getStringAttr(output.name()));
+  }
+  SmallVector<std::pair<StringRef, Value>> updates(bufferUpdates.begin(),
+                                                   bufferUpdates.end());
+  for (auto &[name, value] : updates)
+    results.push_back(value);
+  builder.create<func::ReturnOp>(func.getLoc(), results);
+  func.setFunctionType(builder.getFunctionType(
+      func.getArgumentTypes(), ValueRange(results).getTypes()));
+  func->setAttr(graph::kOutputNamesAttrName, builder.getArrayAttr(outputNames));
+  for (auto [i, update] : llvm::enumerate(updates)) {
+    unsigned index = graph.output_size() + i;
+    func.setResultAttr(index, graph::kNameAttrName,
+                       builder.getStringAttr(update.first));
+    func.setResultAttr(index, graph::kRoleAttrName,
+                       graph::RoleAttr::get(&context, graph::Role::Buffer));
+  }
+  for (unsigned i = 0; i < static_cast<unsigned>(graph.output_size()); ++i) {
+    func.setResultAttr(i, graph::kNameAttrName, outputNames[i]);
+    func.setResultAttr(i, graph::kRoleAttrName,
+                       graph::RoleAttr::get(&context, graph::Role::Output));
+  }
+  return Error::success();
+}
+
+Error ModelImporter::verifyModule(ModuleOp module) {
+  std::string diagnostic;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+    if (diagnostic.empty())
+      diagnostic = diag.str();
+    return success();
+  });
+  if (failed(mlir::verify(module)))
+    return fail("internal error: imported IR does not verify: " + diagnostic);
+  return Error::success();
+}
+
 Expected<OwningOpRef<ModuleOp>> ModelImporter::run() {
   if (!model.has_graph())
     return fail("model has no graph");
@@ -866,107 +1008,17 @@ Expected<OwningOpRef<ModuleOp>> ModelImporter::run() {
   if (!graph.name().empty())
     (*module)->setAttr("graph.model", builder.getStringAttr(graph.name()));
 
-  // Arguments: graph inputs, then parameters, then buffers.
-  SmallVector<Type> argTypes;
-  SmallVector<std::pair<std::string, graph::Role>> argInfo; // name, role
-  for (const auto &input : graph.input()) {
-    auto it = inputTypes.find(input.name());
-    if (it == inputTypes.end())
-      continue;
-    argTypes.push_back(it->second);
-    argInfo.push_back({input.name(), graph::Role::Input});
-  }
-  auto addInitArgs = [&](const llvm::StringSet<> &names,
-                         graph::Role role) -> Error {
-    for (const auto &init : graph.initializer()) {
-      if (!names.contains(init.name()))
-        continue;
-      RankedTensorType type = tensorTypeOf(&context, init);
-      if (!type)
-        return fail(llvm::formatv("initializer '{0}' has unsupported element "
-                                  "type {1}",
-                                  init.name(), dataTypeName(init.data_type())));
-      argTypes.push_back(type);
-      argInfo.push_back({init.name(), role});
-    }
-    return Error::success();
-  };
-  if (Error e = addInitArgs(parameterNames, graph::Role::Parameter))
-    return std::move(e);
-  if (Error e = addInitArgs(bufferNames, graph::Role::Buffer))
-    return std::move(e);
-
-  builder.setInsertionPointToEnd(module->getBody());
-  auto func = builder.create<func::FuncOp>(
-      module->getLoc(), "main", builder.getFunctionType(argTypes, {}));
-  Block *entry = func.addEntryBlock();
-  for (auto [i, info] : llvm::enumerate(argInfo)) {
-    func.setArgAttr(i, graph::kNameAttrName, builder.getStringAttr(info.first));
-    func.setArgAttr(i, graph::kRoleAttrName,
-                    graph::RoleAttr::get(&context, info.second));
-    values[info.first] = entry->getArgument(i);
-  }
-  builder.setInsertionPointToEnd(entry);
-
+  Expected<SmallVector<MainArgument>> args = collectArguments();
+  if (!args)
+    return args.takeError();
+  func::FuncOp func = createMain(*module, *args);
   for (const auto &node : graph.node())
     if (Error e = importNode(node, opset))
       return std::move(e);
-
-  // Results: graph outputs, then updated buffers.
-  SmallVector<Value> results;
-  SmallVector<Attribute> outputNames;
-  for (const auto &output : graph.output()) {
-    Value value = lookup(output.name());
-    if (!value)
-      return fail("graph output '" + output.name() + "' is never defined");
-    // A fully static declared shape must be what was imported (unless the
-    // user re-shaped the inputs, which changes the outputs too).
-    if (options.inputShapes.empty() && !options.batch &&
-        output.type().tensor_type().has_shape()) {
-      SmallVector<int64_t> declared;
-      for (const auto &dim : output.type().tensor_type().shape().dim())
-        declared.push_back(dim.has_dim_value() ? dim.dim_value()
-                                               : ShapedType::kDynamic);
-      auto type = cast<RankedTensorType>(value.getType());
-      if (!llvm::is_contained(declared, ShapedType::kDynamic) &&
-          type.getShape() != ArrayRef<int64_t>(declared))
-        return fail(llvm::formatv("graph output '{0}' is declared [{1}] but "
-                                  "imports as [{2}]",
-                                  output.name(), shapeString(declared),
-                                  shapeString(type.getShape())));
-    }
-    results.push_back(value);
-    outputNames.push_back(builder.getStringAttr(output.name()));
-  }
-  SmallVector<std::pair<StringRef, Value>> updates(bufferUpdates.begin(),
-                                                   bufferUpdates.end());
-  for (auto &[name, value] : updates)
-    results.push_back(value);
-  builder.create<func::ReturnOp>(func.getLoc(), results);
-  func.setFunctionType(
-      builder.getFunctionType(argTypes, ValueRange(results).getTypes()));
-  func->setAttr(graph::kOutputNamesAttrName, builder.getArrayAttr(outputNames));
-  for (auto [i, update] : llvm::enumerate(updates)) {
-    unsigned index = graph.output_size() + i;
-    func.setResultAttr(index, graph::kNameAttrName,
-                       builder.getStringAttr(update.first));
-    func.setResultAttr(index, graph::kRoleAttrName,
-                       graph::RoleAttr::get(&context, graph::Role::Buffer));
-  }
-  for (unsigned i = 0; i < static_cast<unsigned>(graph.output_size()); ++i) {
-    func.setResultAttr(i, graph::kNameAttrName, outputNames[i]);
-    func.setResultAttr(i, graph::kRoleAttrName,
-                       graph::RoleAttr::get(&context, graph::Role::Output));
-  }
-
-  std::string diagnostic;
-  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
-    if (diagnostic.empty())
-      diagnostic = diag.str();
-    return success();
-  });
-  if (failed(mlir::verify(*module)))
-    return fail("internal error: imported IR does not verify: " + diagnostic);
+  if (Error e = buildResults(func))
+    return std::move(e);
+  if (Error e = verifyModule(*module))
+    return std::move(e);
   return std::move(module);
 }
 

@@ -213,6 +213,7 @@ std::string i64Constant(const std::string &name, const std::vector<int64_t> &sha
          tensorType(shape, "i64") + "\n";
 }
 
+/// One table of every case, by op family: kept whole, to read as a table.
 std::vector<GradCase> cases() {
   std::vector<GradCase> all;
   // Elementwise unary ops.

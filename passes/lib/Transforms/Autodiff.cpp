@@ -139,6 +139,8 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
         .getResult();
   }
 
+  /// Turns `func`, a clone of @main, into @micro_step: the loss, the
+  /// backward sweep, and the loss and gradients as results.
   LogicalResult buildMicroStep(func::FuncOp func,
                                ArrayRef<llvm::GlobPattern> frozen) {
     Block &body = func.getBody().front();
@@ -149,8 +151,32 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
       return failure();
 
     // Trainable parameters, and every value that depends on one.
-    SmallVector<BlockArgument> params;
     llvm::DenseSet<Value> needsGrad;
+    SmallVector<BlockArgument> params =
+        collectTrainableParameters(func, frozen, needsGrad);
+    SmallVector<Operation *> forward = markDependentValues(body, b, needsGrad);
+    if (!needsGrad.contains(*loss))
+      return func.emitError("strata-autodiff: the loss does not depend on any "
+                            "trainable parameter");
+
+    // Reverse sweep; gradient ops go before the return, in creation order.
+    llvm::DenseMap<Value, Value> grads;
+    grads[*loss] = seedLossGradient(func, *loss, b);
+    if (failed(backpropagate(forward, needsGrad, ret, b, grads)))
+      return failure();
+
+    returnGradients(func, ret, *loss, params, grads, b);
+    eraseDeadOps(body);
+    return success();
+  }
+
+  /// The parameters not matched by a --freeze pattern, which are also the
+  /// first values in `needsGrad`.
+  static SmallVector<BlockArgument>
+  collectTrainableParameters(func::FuncOp func,
+                             ArrayRef<llvm::GlobPattern> frozen,
+                             llvm::DenseSet<Value> &needsGrad) {
+    SmallVector<BlockArgument> params;
     for (BlockArgument arg : func.getArguments()) {
       if (graph::getArgumentRole(func, arg.getArgNumber()) !=
           graph::Role::Parameter)
@@ -163,6 +189,15 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
       params.push_back(arg);
       needsGrad.insert(arg);
     }
+    return params;
+  }
+
+  /// Adds to `needsGrad` every float result that depends differentiably on
+  /// a value in it, numbers the random ops' streams, and returns the forward
+  /// ops in order.
+  static SmallVector<Operation *>
+  markDependentValues(Block &body, OpBuilder &b,
+                      llvm::DenseSet<Value> &needsGrad) {
     SmallVector<Operation *> forward;
     int64_t rngStream = 0;
     for (Operation &op : body.without_terminator()) {
@@ -183,35 +218,41 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
         if (isa<FloatType>(getElementTypeOrSelf(result.getType())))
           needsGrad.insert(result);
     }
-    if (!needsGrad.contains(*loss))
-      return func.emitError("strata-autodiff: the loss does not depend on any "
-                            "trainable parameter");
+    return forward;
+  }
 
-    // Reverse sweep; gradient ops go before the return, in creation order.
-    llvm::DenseMap<Value, Value> grads;
-    auto lossType = cast<RankedTensorType>((*loss).getType());
-    if (lossScale) {
-      // fp16: d(loss * scale) / d(loss) = scale.
-      // Persistent: strata-run adjusts it, checkpoints keep it.
-      Value scale =
-          addArgument(func, lossType, graph::Role::OptimizerState,
-                      "strata.loss_scale");
-      if (lossWeight != 1.0)
-        scale = b.create<graph::MulOp>(
-            func.getLoc(), lossType, scale,
-            b.create<graph::ConstantOp>(
-                func.getLoc(),
-                DenseElementsAttr::get(
-                    lossType, b.getFloatAttr(lossType.getElementType(),
-                                             double(lossWeight)))));
-      grads[*loss] = scale;
-    } else {
-      grads[*loss] = b.create<graph::ConstantOp>(
+  /// The gradient of the loss with respect to itself: the loss weight, times
+  /// the loss scale with loss scaling.
+  Value seedLossGradient(func::FuncOp func, Value loss, OpBuilder &b) {
+    auto lossType = cast<RankedTensorType>(loss.getType());
+    if (!lossScale)
+      return b.create<graph::ConstantOp>(
           func.getLoc(),
           DenseElementsAttr::get(
               lossType, b.getFloatAttr(lossType.getElementType(),
                                        double(lossWeight))));
-    }
+    // fp16: d(loss * scale) / d(loss) = scale.
+    // Persistent: strata-run adjusts it, checkpoints keep it.
+    Value scale = addArgument(func, lossType, graph::Role::OptimizerState,
+                              "strata.loss_scale");
+    if (lossWeight != 1.0)
+      scale = b.create<graph::MulOp>(
+          func.getLoc(), lossType, scale,
+          b.create<graph::ConstantOp>(
+              func.getLoc(),
+              DenseElementsAttr::get(
+                  lossType, b.getFloatAttr(lossType.getElementType(),
+                                           double(lossWeight)))));
+    return scale;
+  }
+
+  /// The reverse sweep over `forward`: each op that has a result gradient
+  /// and an operand that needs one builds its operand gradients before
+  /// `ret`; gradients reaching one value are summed.
+  static LogicalResult backpropagate(ArrayRef<Operation *> forward,
+                                     const llvm::DenseSet<Value> &needsGrad,
+                                     func::ReturnOp ret, OpBuilder &b,
+                                     llvm::DenseMap<Value, Value> &grads) {
     for (Operation *op : llvm::reverse(forward)) {
       SmallVector<Value> resultGrads;
       bool any = false;
@@ -248,12 +289,20 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
                     : g;
       }
     }
+    return success();
+  }
 
-    // Results: the loss, a gradient per parameter, the buffer updates.
+  /// Replaces `ret` by a return of the loss, a gradient per parameter (added
+  /// to a running sum with `accumulate`) and the buffer updates.
+  void returnGradients(func::FuncOp func, func::ReturnOp ret, Value loss,
+                       ArrayRef<BlockArgument> params,
+                       const llvm::DenseMap<Value, Value> &grads,
+                       OpBuilder &b) {
     MLIRContext *ctx = func.getContext();
-    SmallVector<Value> results{*loss};
+    SmallVector<Value> results{loss};
     SmallVector<std::pair<graph::Role, StringRef>> resultInfo{
         {graph::Role::Output, "strata.loss"}};
+    // resultInfo points into gradNames: reserved, so it never reallocates.
     std::vector<std::string> gradNames;
     gradNames.reserve(params.size());
     b.setInsertionPoint(ret);
@@ -291,8 +340,6 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
       resultAttrs.push_back(DictionaryAttr::get(ctx, attrs));
     }
     func.setAllResultAttrs(resultAttrs);
-    eraseDeadOps(body);
-    return success();
   }
 
   /// Removes side-effect-free ops whose results nobody reads (the model

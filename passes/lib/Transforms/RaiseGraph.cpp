@@ -385,6 +385,210 @@ bool everyRowKeepsOne(ArrayRef<int64_t> shape,
   return true;
 }
 
+/// The forward half of an attention after its softmax: [dropout], then
+/// probs @ v.
+struct AttentionOutput {
+  /// Null without dropout.
+  DropoutOp dropout;
+  double dropoutRatio = 0.0;
+  MatmulOp output;
+  Value v;
+};
+
+std::optional<AttentionOutput> matchAttentionOutput(SoftmaxOp softmax) {
+  AttentionOutput match;
+  Value probs = softmax.getResult();
+  match.dropout = getSingleUser<DropoutOp>(probs);
+  if (match.dropout) {
+    if (!match.dropout.getMask().use_empty())
+      return std::nullopt;
+    match.dropoutRatio = match.dropout.getRatioAttr().getValueAsDouble();
+    probs = match.dropout.getOutput();
+  }
+  match.output = getSingleUser<MatmulOp>(probs);
+  if (!match.output || match.output.getLhs() != probs)
+    return std::nullopt;
+  match.v = match.output.getRhs();
+  return match;
+}
+
+/// The mask between the scaled q @ k^T and the softmax, as attention takes
+/// it: causal, an additive mask value, or an additive mask to materialize.
+struct AttentionMask {
+  /// The scores before the mask.
+  Value scores;
+  /// An additive mask the IR already computes.
+  Value mask;
+  /// A constant additive mask to materialize on success.
+  DenseElementsAttr additiveMask;
+  bool causal = false;
+};
+
+/// masked_fill(cond, -inf) or where(keep, scores, -inf), with a constant
+/// condition.
+LogicalResult matchWhereMask(WhereOp where, RankedTensorType scoresType,
+                             AttentionMask &match) {
+  DenseElementsAttr cond;
+  if (!matchPattern(where.getCondition(), m_Constant(&cond)))
+    return failure();
+  bool maskWhereTrue;
+  Value kept;
+  // -inf, or a fill so negative (torch.finfo(dtype).min, -1e9) that its
+  // exponent underflows to exactly 0 next to any kept score; the latter
+  // only while every row keeps a score (checked below).
+  bool finiteFill = false;
+  auto isMaskFill = [&](Value v) {
+    std::optional<double> c = getSplatValue(v);
+    if (!c || *c > kMaskFillThreshold)
+      return false;
+    finiteFill = !std::isinf(*c);
+    return true;
+  };
+  if (isMaskFill(where.getLhs())) {
+    maskWhereTrue = true;
+    kept = where.getRhs();
+  } else if (isMaskFill(where.getRhs())) {
+    maskWhereTrue = false;
+    kept = where.getLhs();
+  } else {
+    return failure();
+  }
+  if (kept.getType() != match.scores.getType())
+    return failure();
+  SmallVector<bool> values(cond.getValues<bool>());
+  auto condShape = cond.getType().getShape();
+  auto masked = [&](int64_t flat) {
+    return values[cond.isSplat() ? 0 : flat] == maskWhereTrue;
+  };
+  if (finiteFill && !everyRowKeepsOne(condShape, masked))
+    return failure();
+  if (classifyMask(condShape, scoresType.getShape(), masked) ==
+      MaskKind::Causal) {
+    match.causal = true;
+  } else {
+    // An additive 0 / -inf mask of the condition's shape.
+    auto elementType = cast<FloatType>(scoresType.getElementType());
+    APFloat negInf = APFloat::getInf(elementType.getFloatSemantics(), true);
+    APFloat zero = APFloat::getZero(elementType.getFloatSemantics());
+    SmallVector<APFloat> additive;
+    int64_t total = cond.getType().getNumElements();
+    for (int64_t flat = 0; flat < total; ++flat)
+      additive.push_back(masked(flat) ? negInf : zero);
+    match.additiveMask = DenseElementsAttr::get(
+        RankedTensorType::get(condShape, elementType), additive);
+  }
+  match.scores = kept;
+  return success();
+}
+
+/// scores + additive mask: the mask is the operand that does not lead back
+/// to the q @ k^T product. A constant 0 / -inf mask that is causal becomes
+/// `causal`.
+LogicalResult matchAddedMask(AddOp add, RankedTensorType scoresType,
+                             AttentionMask &match) {
+  for (int i = 0; i < 2 && !match.mask; ++i) {
+    Value candidate = add->getOperand(i);
+    if (candidate.getType() != match.scores.getType())
+      continue;
+    Operation *def = candidate.getDefiningOp();
+    if (def && isa<MatmulOp, MulOp, DivOp>(def)) {
+      match.mask = add->getOperand(1 - i);
+      match.scores = candidate;
+    }
+  }
+  if (!match.mask)
+    return failure();
+  DenseElementsAttr constMask;
+  if (matchPattern(match.mask, m_Constant(&constMask)) &&
+      isa<FloatType>(constMask.getElementType())) {
+    SmallVector<APFloat> values(constMask.getValues<APFloat>());
+    auto masked = [&](int64_t flat) {
+      const APFloat &v = values[constMask.isSplat() ? 0 : flat];
+      return v.isInfinity() && v.isNegative();
+    };
+    bool zeroElsewhere = llvm::all_of(values, [](const APFloat &v) {
+      return v.isZero() || (v.isInfinity() && v.isNegative());
+    });
+    if (zeroElsewhere &&
+        classifyMask(constMask.getType().getShape(), scoresType.getShape(),
+                     masked) == MaskKind::Causal) {
+      match.causal = true;
+      match.mask = nullptr;
+    }
+  }
+  return success();
+}
+
+/// The mask, if any, in front of the softmax's input `scores`.
+FailureOr<AttentionMask> matchAttentionMask(Value scores,
+                                            RankedTensorType scoresType) {
+  AttentionMask match;
+  match.scores = scores;
+  if (auto where = scores.getDefiningOp<WhereOp>()) {
+    if (failed(matchWhereMask(where, scoresType, match)))
+      return failure();
+  } else if (auto add = scores.getDefiningOp<AddOp>()) {
+    if (failed(matchAddedMask(add, scoresType, match)))
+      return failure();
+  }
+  return match;
+}
+
+/// Strips a multiplication or division by a splat constant off `value`,
+/// folding it into `scale`.
+void stripConstantScale(Value &value, double &scale) {
+  if (auto mul = value.getDefiningOp<MulOp>()) {
+    for (int i = 0; i < 2; ++i)
+      if (std::optional<double> c = getSplatValue(mul->getOperand(1 - i));
+          c && mul->getOperand(i).getType() == value.getType()) {
+        scale *= *c;
+        value = mul->getOperand(i);
+        return;
+      }
+  }
+  if (auto div = value.getDefiningOp<DivOp>())
+    if (std::optional<double> c = getSplatValue(div.getRhs());
+        c && *c != 0 && div.getLhs().getType() == value.getType()) {
+      scale /= *c;
+      value = div.getLhs();
+    }
+}
+
+/// True if q [..., S, D], k^T [..., D, T] and v [..., T, E] have rank
+/// `rank` and the same batch dims (attention takes them unbroadcast), and
+/// `output` is [..., S, E].
+bool haveAttentionShapes(Value q, Value keyT, Value v, MatmulOp output,
+                         int64_t rank) {
+  auto qType = cast<RankedTensorType>(q.getType());
+  auto kTType = cast<RankedTensorType>(keyT.getType());
+  auto vType = cast<RankedTensorType>(v.getType());
+  if (qType.getRank() != rank || kTType.getRank() != rank ||
+      vType.getRank() != rank)
+    return false;
+  ArrayRef<int64_t> qs = qType.getShape(), kts = kTType.getShape(),
+                    vs = vType.getShape();
+  if (kts.drop_back(2) != qs.drop_back(2) ||
+      vs.drop_back(2) != qs.drop_back(2) || kts[rank - 2] != qs.back() ||
+      kts.back() != vs[rank - 2])
+    return false;
+  SmallVector<int64_t> outShape(qs.drop_back());
+  outShape.push_back(vs.back());
+  return output.getType().getShape() == ArrayRef<int64_t>(outShape);
+}
+
+/// True if the mask, when there is one, broadcasts to exactly the scores'
+/// shape.
+bool maskFitsScores(const AttentionMask &match, RankedTensorType scoresType) {
+  if (!match.mask && !match.additiveMask)
+    return true;
+  ArrayRef<int64_t> maskShape =
+      match.mask ? cast<RankedTensorType>(match.mask.getType()).getShape()
+                 : match.additiveMask.getType().getShape();
+  auto b = broadcastShapes(maskShape, scoresType.getShape());
+  return b && ArrayRef<int64_t>(*b) == scoresType.getShape();
+}
+
+/// softmax(mask(scale * q @ k^T)) [-> dropout] @ v -> attention(q, k, v).
 struct SoftmaxToAttention : public OpRewritePattern<SoftmaxOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(SoftmaxOp softmax,
@@ -395,181 +599,45 @@ struct SoftmaxToAttention : public OpRewritePattern<SoftmaxOp> {
       return failure();
 
     // Forward: [dropout] then probs @ v.
-    Value probs = softmax.getResult();
-    double dropoutRatio = 0.0;
-    DropoutOp dropout = getSingleUser<DropoutOp>(probs);
-    if (dropout) {
-      if (!dropout.getMask().use_empty())
-        return failure();
-      dropoutRatio = dropout.getRatioAttr().getValueAsDouble();
-      probs = dropout.getOutput();
-    }
-    auto output = getSingleUser<MatmulOp>(probs);
-    if (!output || output.getLhs() != probs)
+    std::optional<AttentionOutput> forward = matchAttentionOutput(softmax);
+    if (!forward)
       return failure();
-    Value v = output.getRhs();
 
     // Backward: masks, then scale, then q @ k^T.
-    Value scores = softmax.getInput();
-    Value mask;
-    DenseElementsAttr additiveMask; // a mask to materialize on success
-    SmallVector<int64_t> maskShape;
-    bool causal = false;
-    if (auto where = scores.getDefiningOp<WhereOp>()) {
-      // masked_fill(cond, -inf) or where(keep, scores, -inf).
-      DenseElementsAttr cond;
-      if (!matchPattern(where.getCondition(), m_Constant(&cond)))
-        return failure();
-      bool maskWhereTrue;
-      Value kept;
-      // -inf, or a fill so negative (torch.finfo(dtype).min, -1e9) that its
-      // exponent underflows to exactly 0 next to any kept score; the latter
-      // only while every row keeps a score (checked below).
-      bool finiteFill = false;
-      auto isMaskFill = [&](Value v) {
-        std::optional<double> c = getSplatValue(v);
-        if (!c || *c > kMaskFillThreshold)
-          return false;
-        finiteFill = !std::isinf(*c);
-        return true;
-      };
-      if (isMaskFill(where.getLhs())) {
-        maskWhereTrue = true;
-        kept = where.getRhs();
-      } else if (isMaskFill(where.getRhs())) {
-        maskWhereTrue = false;
-        kept = where.getLhs();
-      } else {
-        return failure();
-      }
-      if (kept.getType() != scores.getType())
-        return failure();
-      SmallVector<bool> values(cond.getValues<bool>());
-      auto condShape = cond.getType().getShape();
-      auto masked = [&](int64_t flat) {
-        return values[cond.isSplat() ? 0 : flat] == maskWhereTrue;
-      };
-      if (finiteFill && !everyRowKeepsOne(condShape, masked))
-        return failure();
-      if (classifyMask(condShape, scoresType.getShape(), masked) ==
-          MaskKind::Causal) {
-        causal = true;
-      } else {
-        // An additive 0 / -inf mask of the condition's shape.
-        auto elementType = cast<FloatType>(scoresType.getElementType());
-        APFloat negInf = APFloat::getInf(elementType.getFloatSemantics(), true);
-        APFloat zero = APFloat::getZero(elementType.getFloatSemantics());
-        SmallVector<APFloat> additive;
-        int64_t total = cond.getType().getNumElements();
-        for (int64_t flat = 0; flat < total; ++flat)
-          additive.push_back(masked(flat) ? negInf : zero);
-        additiveMask = DenseElementsAttr::get(
-            RankedTensorType::get(condShape, elementType), additive);
-        maskShape.assign(condShape.begin(), condShape.end());
-      }
-      scores = kept;
-    } else if (auto add = scores.getDefiningOp<AddOp>()) {
-      // scores + additive mask: the mask is the operand that does not lead
-      // back to the q @ k^T product.
-      for (int i = 0; i < 2 && !mask; ++i) {
-        Value candidate = add->getOperand(i);
-        if (candidate.getType() != scores.getType())
-          continue;
-        Operation *def = candidate.getDefiningOp();
-        if (def && isa<MatmulOp, MulOp, DivOp>(def)) {
-          mask = add->getOperand(1 - i);
-          scores = candidate;
-        }
-      }
-      if (!mask)
-        return failure();
-      DenseElementsAttr constMask;
-      if (matchPattern(mask, m_Constant(&constMask)) &&
-          isa<FloatType>(constMask.getElementType())) {
-        SmallVector<APFloat> values(constMask.getValues<APFloat>());
-        auto masked = [&](int64_t flat) {
-          const APFloat &v = values[constMask.isSplat() ? 0 : flat];
-          return v.isInfinity() && v.isNegative();
-        };
-        bool zeroElsewhere = llvm::all_of(values, [](const APFloat &v) {
-          return v.isZero() || (v.isInfinity() && v.isNegative());
-        });
-        if (zeroElsewhere &&
-            classifyMask(constMask.getType().getShape(), scoresType.getShape(),
-                         masked) == MaskKind::Causal) {
-          causal = true;
-          mask = nullptr;
-        }
-      }
-    }
-
+    FailureOr<AttentionMask> mask =
+        matchAttentionMask(softmax.getInput(), scoresType);
+    if (failed(mask))
+      return failure();
     double scale = 1.0;
-    auto takeScale = [&](Value &value) {
-      if (auto mul = value.getDefiningOp<MulOp>()) {
-        for (int i = 0; i < 2; ++i)
-          if (std::optional<double> c = getSplatValue(mul->getOperand(1 - i));
-              c && mul->getOperand(i).getType() == value.getType()) {
-            scale *= *c;
-            value = mul->getOperand(i);
-            return;
-          }
-      }
-      if (auto div = value.getDefiningOp<DivOp>())
-        if (std::optional<double> c = getSplatValue(div.getRhs());
-            c && *c != 0 && div.getLhs().getType() == value.getType()) {
-          scale /= *c;
-          value = div.getLhs();
-        }
-    };
-    takeScale(scores);
+    Value scores = mask->scores;
+    stripConstantScale(scores, scale);
     auto product = scores.getDefiningOp<MatmulOp>();
     if (!product)
       return failure();
     Value q = product.getLhs();
-    takeScale(q);
+    stripConstantScale(q, scale);
     Value keyT = product.getRhs();
-
-    auto qType = cast<RankedTensorType>(q.getType());
-    auto kTType = cast<RankedTensorType>(keyT.getType());
-    auto vType = cast<RankedTensorType>(v.getType());
-    if (qType.getRank() != rank || kTType.getRank() != rank ||
-        vType.getRank() != rank)
+    // Check every shape before touching the IR.
+    if (!haveAttentionShapes(q, keyT, forward->v, forward->output, rank) ||
+        !maskFitsScores(*mask, scoresType))
       return failure();
-    // Attention takes unbroadcast batch dims; check every shape before
-    // touching the IR.
-    ArrayRef<int64_t> qs = qType.getShape(), kts = kTType.getShape(),
-                      vs = vType.getShape();
-    if (kts.drop_back(2) != qs.drop_back(2) ||
-        vs.drop_back(2) != qs.drop_back(2) || kts[rank - 2] != qs.back() ||
-        kts.back() != vs[rank - 2])
-      return failure();
-    SmallVector<int64_t> outShape(qs.drop_back());
-    outShape.push_back(vs.back());
-    if (output.getType().getShape() != ArrayRef<int64_t>(outShape))
-      return failure();
-    if (mask)
-      maskShape.assign(cast<RankedTensorType>(mask.getType()).getShape().begin(),
-                       cast<RankedTensorType>(mask.getType()).getShape().end());
-    if (mask || additiveMask) {
-      auto b = broadcastShapes(maskShape, scoresType.getShape());
-      if (!b || ArrayRef<int64_t>(*b) != scoresType.getShape())
-        return failure();
-    }
 
     Location loc = softmax.getLoc();
-    if (additiveMask)
-      mask = rewriter.create<ConstantOp>(loc, additiveMask);
+    Value maskValue = mask->mask;
+    if (mask->additiveMask)
+      maskValue = rewriter.create<ConstantOp>(loc, mask->additiveMask);
     SmallVector<int64_t> swapLast = llvm::to_vector(llvm::seq<int64_t>(0, rank));
     std::swap(swapLast[rank - 1], swapLast[rank - 2]);
     Value key = rewriter.create<TransposeOp>(loc, keyT, swapLast);
     rewriter.replaceOpWithNewOp<AttentionOp>(
-        output, output.getType(), q, key, v, mask,
-        rewriter.getF64FloatAttr(scale), rewriter.getBoolAttr(causal),
-        rewriter.getF64FloatAttr(dropoutRatio));
+        forward->output, forward->output.getType(), q, key, forward->v,
+        maskValue, rewriter.getF64FloatAttr(scale),
+        rewriter.getBoolAttr(mask->causal),
+        rewriter.getF64FloatAttr(forward->dropoutRatio));
     // Dropout is not Pure (it draws a mask), so it would keep the unfused
     // chain alive; its draw now happens inside the attention.
-    if (dropout)
-      rewriter.eraseOp(dropout);
+    if (forward->dropout)
+      rewriter.eraseOp(forward->dropout);
     return success();
   }
 };
