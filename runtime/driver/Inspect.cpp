@@ -254,9 +254,9 @@ uint64_t persistentTotal(const Inspection &in) {
   return total;
 }
 
-void printSummary(const std::string &dir, const Inspection &in,
-                  std::ostream &os) {
-  const plan::Plan &p = *in.plan;
+/// The artifact, its programs and its training step.
+void printPrograms(const std::string &dir, const plan::Plan &p,
+                   std::ostream &os) {
   os << "artifact     " << dir << " (model " << p.model_name() << ", format "
      << p.format_version() << ", fingerprint " << p.fingerprint() << ")\n";
   os << "programs    ";
@@ -274,6 +274,11 @@ void printSummary(const std::string &dir, const Inspection &in,
        << ", accumulation " << std::max<uint32_t>(t.accum(), 1)
        << ", micro-batch " << t.batch() << ", " << t.dtype() << "\n";
   }
+}
+
+/// The parameters, whole, and what a rank holds of them.
+void printParameters(const Inspection &in, std::ostream &os) {
+  const plan::Plan &p = *in.plan;
   uint64_t elements = 0, bytes = 0;
   uint32_t shards = 1;
   for (const auto &param : p.parameters()) {
@@ -297,25 +302,35 @@ void printSummary(const std::string &dir, const Inspection &in,
     os << "; sharded over " << shards << " ranks: "
        << in.persistent[int(Category::Parameters)] << " bytes a rank";
   os << "\n";
-  if (p.has_topology() && p.topology().world() > 1) {
-    const plan::Topology &t = p.topology();
-    os << "topology     N = " << t.world() << " ranks, K = "
-       << t.ranks_per_node() << " a node, partition group P = "
-       << t.partition() << (t.hierarchical() ? ", hierarchical all-gather" : "")
-       << ", gradient sync " << t.grad_sync() << ", buckets up to "
-       << human(double(t.bucket_bytes())) << "\n";
-    TopologyInfo info{int(t.world()), int(t.ranks_per_node()),
-                      int(t.partition())};
-    os << "groups       of rank 0:";
-    for (int g = 0; g < kGroups; ++g) {
-      std::vector<int> m = groupMembers(info, Group(g), 0);
-      os << " " << groupName(Group(g)) << " {";
-      for (size_t i = 0; i < m.size(); ++i)
-        os << (i ? "," : "") << m[i];
-      os << "}";
-    }
-    os << "\n";
+}
+
+/// A distributed artifact's topology and rank 0's groups.
+void printTopology(const plan::Plan &p, std::ostream &os) {
+  if (!p.has_topology() || p.topology().world() <= 1)
+    return;
+  const plan::Topology &t = p.topology();
+  os << "topology     N = " << t.world() << " ranks, K = " << t.ranks_per_node()
+     << " a node, partition group P = " << t.partition()
+     << (t.hierarchical() ? ", hierarchical all-gather" : "")
+     << ", gradient sync " << t.grad_sync() << ", buckets up to "
+     << human(double(t.bucket_bytes())) << "\n";
+  TopologyInfo info{int(t.world()), int(t.ranks_per_node()),
+                    int(t.partition())};
+  os << "groups       of rank 0:";
+  for (int g = 0; g < kGroups; ++g) {
+    std::vector<int> m = groupMembers(info, Group(g), 0);
+    os << " " << groupName(Group(g)) << " {";
+    for (size_t i = 0; i < m.size(); ++i)
+      os << (i ? "," : "") << m[i];
+    os << "}";
   }
+  os << "\n";
+}
+
+/// Each tier: the device tier by kind, the planned peak against the lower
+/// bound, the host and SSD tiers.
+void printMemory(const Inspection &in, std::ostream &os) {
+  const plan::Plan &p = *in.plan;
   uint64_t state = persistentTotal(in);
   os << "memory       device tier (this rank):\n";
   for (int c = 0; c < int(Category::GatheredParameters); ++c)
@@ -348,17 +363,26 @@ void printSummary(const std::string &dir, const Inspection &in,
        << " bytes\n";
   os << "             host tier: " << in.hostBytes << " bytes; SSD tier: "
      << in.ssdBytes << " bytes\n";
-  if (in.collectives) {
-    os << "traffic      per step, predicted (ring model, summed over the "
-          "ranks), bytes intra-node / inter-node:\n";
-    for (int k = 0; k < kCollectiveKinds; ++k) {
-      char line[160];
-      std::snprintf(line, sizeof(line), "               %-15s %14.0f %14.0f\n",
-                    collectiveName(CollectiveKind(k)), in.traffic[k][0],
-                    in.traffic[k][1]);
-      os << line;
-    }
+}
+
+/// The predicted bytes a step moves, per collective and link class.
+void printTraffic(const Inspection &in, std::ostream &os) {
+  if (!in.collectives)
+    return;
+  os << "traffic      per step, predicted (ring model, summed over the "
+        "ranks), bytes intra-node / inter-node:\n";
+  for (int k = 0; k < kCollectiveKinds; ++k) {
+    char line[160];
+    std::snprintf(line, sizeof(line), "               %-15s %14.0f %14.0f\n",
+                  collectiveName(CollectiveKind(k)), in.traffic[k][0],
+                  in.traffic[k][1]);
+    os << line;
   }
+}
+
+/// What is offloaded (the first six) and recomputed (the first four).
+void printOffloadedAndRecomputed(const Inspection &in, std::ostream &os) {
+  const plan::Plan &p = *in.plan;
   if (in.offloaded.empty()) {
     os << "offloaded    none\n";
   } else {
@@ -385,6 +409,17 @@ void printSummary(const std::string &dir, const Inspection &in,
       os << ", ...";
     os << "\n";
   }
+}
+
+/// strata-inspect's summary, section by section.
+void printSummary(const std::string &dir, const Inspection &in,
+                  std::ostream &os) {
+  printPrograms(dir, *in.plan, os);
+  printParameters(in, os);
+  printTopology(*in.plan, os);
+  printMemory(in, os);
+  printTraffic(in, os);
+  printOffloadedAndRecomputed(in, os);
 }
 
 void printJson(const std::string &dir, const Inspection &in,

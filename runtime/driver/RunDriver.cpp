@@ -21,6 +21,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -159,14 +160,76 @@ std::string summarize(const TensorView &t) {
   return os.str();
 }
 
-} // namespace
-
-int runMain(int argc, char **argv) {
+/// What strata-run's command line asks for.
+struct RunArguments {
   std::string artifactDir, backend = "cpu";
   bool forward = false;
   TrainOptions train;
   std::map<std::string, std::string> inputFiles, outputFiles;
   long long randomSeed = -1, intHigh = 2;
+};
+
+/// --steps, --seed, --print-every, --save-every, --lr, --trace-step,
+/// --inject-delay and --timeout with their `value`; an exit code when the
+/// value is wrong (its error printed).
+std::optional<int> parseNumericOption(const std::string &arg,
+                                      const std::string &value,
+                                      TrainOptions &train) {
+  if (arg == "--inject-delay") {
+    try {
+      size_t used = 0;
+      long long n = std::stoll(value, &used);
+      if (used != value.size() || n < 0)
+        throw std::invalid_argument(value);
+      train.injectDelayMicros = uint64_t(n);
+    } catch (...) {
+      return error("--inject-delay expects microseconds, got '" + value + "'");
+    }
+    return std::nullopt;
+  }
+  if (arg == "--timeout") {
+    try {
+      train.timeoutSeconds = std::stod(value);
+    } catch (...) {
+      return error("--timeout expects seconds, got '" + value + "'");
+    }
+    if (!(train.timeoutSeconds > 0))
+      return error("--timeout must be positive");
+    return std::nullopt;
+  }
+  try {
+    size_t used = 0;
+    if (arg == "--lr") {
+      train.lr = std::stod(value, &used);
+      if (!(train.lr > 0))
+        return error("--lr must be positive");
+    } else {
+      long long n = std::stoll(value, &used);
+      if (n < 0)
+        return error(arg + " must not be negative");
+      if (arg == "--steps")
+        train.steps = n;
+      else if (arg == "--seed")
+        train.seed = uint64_t(n);
+      else if (arg == "--print-every")
+        train.printEvery = n;
+      else if (arg == "--trace-step")
+        train.traceStep = n;
+      else
+        train.saveEvery = n;
+    }
+    if (used != value.size())
+      throw std::invalid_argument(value);
+  } catch (...) {
+    return error(arg + " expects a number, got '" + value + "'");
+  }
+  return std::nullopt;
+}
+
+/// Parses argv into `args`; an exit code when strata-run ends here
+/// (--help, --probe-backend, or a wrong argument, its error printed).
+std::optional<int> parseArguments(int argc, char **argv, RunArguments &args) {
+  TrainOptions &train = args.train;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto next = [&](std::string &value) {
@@ -188,16 +251,17 @@ int runMain(int argc, char **argv) {
                 << "\n";
       return 0;
     } else if (arg == "--forward") {
-      forward = true;
+      args.forward = true;
     } else if (arg == "--input" || arg == "--output") {
       if (!next(value) || !splitAssignment(value, name, file))
         return error(arg + " expects NAME=FILE");
-      (arg == "--input" ? inputFiles : outputFiles)[name] = file;
+      (arg == "--input" ? args.inputFiles : args.outputFiles)[name] = file;
     } else if (arg == "--random-inputs" || arg == "--int-high") {
       if (!next(value))
         return error(arg + " expects a number");
       try {
-        (arg == "--random-inputs" ? randomSeed : intHigh) = std::stoll(value);
+        (arg == "--random-inputs" ? args.randomSeed : args.intHigh) =
+            std::stoll(value);
       } catch (...) {
         return error(arg + " expects a number, got '" + value + "'");
       }
@@ -235,50 +299,18 @@ int runMain(int argc, char **argv) {
                arg == "--trace-step") {
       if (!next(value))
         return error(arg + " expects a number");
-      try {
-        size_t used = 0;
-        if (arg == "--lr") {
-          train.lr = std::stod(value, &used);
-          if (!(train.lr > 0))
-            return error("--lr must be positive");
-        } else {
-          long long n = std::stoll(value, &used);
-          if (n < 0)
-            return error(arg + " must not be negative");
-          if (arg == "--steps") train.steps = n;
-          else if (arg == "--seed") train.seed = uint64_t(n);
-          else if (arg == "--print-every") train.printEvery = n;
-          else if (arg == "--trace-step") train.traceStep = n;
-          else train.saveEvery = n;
-        }
-        if (used != value.size())
-          throw std::invalid_argument(value);
-      } catch (...) {
-        return error(arg + " expects a number, got '" + value + "'");
-      }
+      if (std::optional<int> code = parseNumericOption(arg, value, train))
+        return code;
     } else if (arg == "--inject-delay") {
       if (!next(value))
         return error("--inject-delay expects microseconds");
-      try {
-        size_t used = 0;
-        long long n = std::stoll(value, &used);
-        if (used != value.size() || n < 0)
-          throw std::invalid_argument(value);
-        train.injectDelayMicros = uint64_t(n);
-      } catch (...) {
-        return error("--inject-delay expects microseconds, got '" + value +
-                     "'");
-      }
+      if (std::optional<int> code = parseNumericOption(arg, value, train))
+        return code;
     } else if (arg == "--timeout") {
       if (!next(value))
         return error("--timeout expects seconds");
-      try {
-        train.timeoutSeconds = std::stod(value);
-      } catch (...) {
-        return error("--timeout expects seconds, got '" + value + "'");
-      }
-      if (!(train.timeoutSeconds > 0))
-        return error("--timeout must be positive");
+      if (std::optional<int> code = parseNumericOption(arg, value, train))
+        return code;
     } else if (arg == "--resume") {
       train.resume = true;
     } else if (arg == "--quiet") {
@@ -286,7 +318,7 @@ int runMain(int argc, char **argv) {
     } else if (arg == "--check-replicas") {
       train.checkReplicas = true;
     } else if (arg == "--backend") {
-      if (!next(backend))
+      if (!next(args.backend))
         return error("--backend expects cpu, cuda, auto or queued");
     } else if (arg == "--tf32") {
       train.tf32 = true;
@@ -294,68 +326,32 @@ int runMain(int argc, char **argv) {
       train.cudaGraph = true;
     } else if (!arg.empty() && arg[0] == '-') {
       return error("unknown option '" + arg + "' (see --help)");
-    } else if (artifactDir.empty()) {
-      artifactDir = arg;
+    } else if (args.artifactDir.empty()) {
+      args.artifactDir = arg;
     } else {
-      return error("more than one artifact given: '" + artifactDir + "' and '" +
-                   arg + "'");
+      return error("more than one artifact given: '" + args.artifactDir +
+                   "' and '" + arg + "'");
     }
   }
-  if (artifactDir.empty())
-    return error("no artifact given (see --help)");
-  std::string chosen, note;
-  if (Status s = chooseBackend(backend, chosen, note); !s)
-    return error(s.message());
-  if (!note.empty() && !train.quiet)
-    std::cerr << "strata-run: note: " << note << "\n";
-  train.backend = chosen;
-  if (!forward) {
-    train.artifactDir = artifactDir;
-    return runtime::train(train);
-  }
-  if (intHigh < 1)
-    return error("--int-high must be at least 1");
+  return std::nullopt;
+}
 
-  std::unique_ptr<Artifact> artifact;
-  if (Status s = Artifact::load(artifactDir, artifact); !s)
-    return error(s.message());
-  if (artifact->getPlan().has_topology() &&
-      artifact->getPlan().topology().world() > 1)
-    return error("--forward evaluates a one-rank artifact; '" + artifactDir +
-                 "' is sharded over " +
-                 std::to_string(artifact->getPlan().topology().world()) +
-                 " ranks (compile without --world to evaluate)");
-  std::shared_ptr<Device> device;
-  if (Status s = createDevice(chosen, 0, train.tf32, train.timeoutSeconds, device); !s)
-    return error(s.message());
-  std::unique_ptr<Executor> executor;
-  if (Status s = Executor::create(*artifact, device, executor,
-                                  ExecutorOptions());
-      !s)
-    return error(s.message());
-
-  if (train.resume) {
-    if (train.checkpointDir.empty())
-      return error("--resume needs --checkpoint-dir DIR");
-    uint64_t step = 0;
-    if (Status s = loadCheckpoint(train.checkpointDir,
-                                  artifact->getPlan().fingerprint(), *executor,
-                                  step);
-        !s)
-      return error(s.message());
-  }
-  std::mt19937_64 rng(static_cast<uint64_t>(std::max(randomSeed, 0LL)));
-  for (const auto &[name, file] : inputFiles)
-    if (!executor->findInput(name))
+/// --forward's inputs: each from its --input file, or random with
+/// --random-inputs.
+int fillForwardInputs(const RunArguments &args, Executor &executor) {
+  std::mt19937_64 rng(static_cast<uint64_t>(std::max(args.randomSeed, 0LL)));
+  for (const auto &[name, file] : args.inputFiles)
+    if (!executor.findInput(name))
       return error("--input names '" + name + "', which is not an input");
-  for (const std::string &name : executor->getInputNames("forward")) {
-    TensorView *t = executor->findInput(name);
-    auto it = inputFiles.find(name);
-    if (it == inputFiles.end()) {
-      if (randomSeed < 0)
+  for (const std::string &name : executor.getInputNames("forward")) {
+    TensorView *t = executor.findInput(name);
+    auto it = args.inputFiles.find(name);
+    if (it == args.inputFiles.end()) {
+      if (args.randomSeed < 0)
         return error("input '" + name + "' (" + t->describe() +
-                     ") needs --input " + name + "=FILE or --random-inputs SEED");
-      fillRandom(*t, rng, intHigh);
+                     ") needs --input " + name +
+                     "=FILE or --random-inputs SEED");
+      fillRandom(*t, rng, args.intHigh);
       continue;
     }
     std::ifstream in(it->second, std::ios::binary | std::ios::ate);
@@ -369,18 +365,19 @@ int runMain(int argc, char **argv) {
     in.seekg(0);
     in.read(static_cast<char *>(t->data), size);
   }
+  return 0;
+}
 
-  if (Status s = executor->run(); !s)
-    return error(s.message());
-
-  for (const auto &[name, file] : outputFiles)
-    if (!executor->findOutput(name))
+/// --forward's outputs: a line each, and the --output files.
+int writeForwardOutputs(const RunArguments &args, const Executor &executor) {
+  for (const auto &[name, file] : args.outputFiles)
+    if (!executor.findOutput(name))
       return error("--output names '" + name + "', which is not an output");
-  for (const std::string &name : executor->getOutputNames("forward")) {
-    const TensorView *t = executor->findOutput(name);
+  for (const std::string &name : executor.getOutputNames("forward")) {
+    const TensorView *t = executor.findOutput(name);
     std::cout << name << ": " << summarize(*t) << "\n";
-    auto it = outputFiles.find(name);
-    if (it != outputFiles.end()) {
+    auto it = args.outputFiles.find(name);
+    if (it != args.outputFiles.end()) {
       std::ofstream out(it->second, std::ios::binary);
       out.write(static_cast<const char *>(t->data), t->bytes());
       if (!out)
@@ -388,6 +385,70 @@ int runMain(int argc, char **argv) {
     }
   }
   return 0;
+}
+
+/// strata-run ARTIFACT --forward: evaluates the forward program once on
+/// `backend` and prints each output.
+int evaluateForward(const RunArguments &args, const std::string &backend) {
+  if (args.intHigh < 1)
+    return error("--int-high must be at least 1");
+  const std::string &artifactDir = args.artifactDir;
+  std::unique_ptr<Artifact> artifact;
+  if (Status s = Artifact::load(artifactDir, artifact); !s)
+    return error(s.message());
+  if (artifact->getPlan().has_topology() &&
+      artifact->getPlan().topology().world() > 1)
+    return error("--forward evaluates a one-rank artifact; '" + artifactDir +
+                 "' is sharded over " +
+                 std::to_string(artifact->getPlan().topology().world()) +
+                 " ranks (compile without --world to evaluate)");
+  std::shared_ptr<Device> device;
+  if (Status s = createDevice(backend, 0, args.train.tf32,
+                              args.train.timeoutSeconds, device);
+      !s)
+    return error(s.message());
+  std::unique_ptr<Executor> executor;
+  if (Status s = Executor::create(*artifact, device, executor,
+                                  ExecutorOptions());
+      !s)
+    return error(s.message());
+
+  if (args.train.resume) {
+    if (args.train.checkpointDir.empty())
+      return error("--resume needs --checkpoint-dir DIR");
+    uint64_t step = 0;
+    if (Status s =
+            loadCheckpoint(args.train.checkpointDir,
+                           artifact->getPlan().fingerprint(), *executor, step);
+        !s)
+      return error(s.message());
+  }
+  if (int code = fillForwardInputs(args, *executor))
+    return code;
+  if (Status s = executor->run(); !s)
+    return error(s.message());
+  return writeForwardOutputs(args, *executor);
+}
+
+} // namespace
+
+int runMain(int argc, char **argv) {
+  RunArguments args;
+  if (std::optional<int> code = parseArguments(argc, argv, args))
+    return *code;
+  if (args.artifactDir.empty())
+    return error("no artifact given (see --help)");
+  std::string chosen, note;
+  if (Status s = chooseBackend(args.backend, chosen, note); !s)
+    return error(s.message());
+  if (!note.empty() && !args.train.quiet)
+    std::cerr << "strata-run: note: " << note << "\n";
+  args.train.backend = chosen;
+  if (!args.forward) {
+    args.train.artifactDir = args.artifactDir;
+    return runtime::train(args.train);
+  }
+  return evaluateForward(args, chosen);
 }
 
 } // namespace strata::runtime

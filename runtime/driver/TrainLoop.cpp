@@ -311,448 +311,629 @@ Status createDevice(const std::string &backend, int rank, bool tf32,
   return Status::ok();
 }
 
-int train(const TrainOptions &options) {
-  std::unique_ptr<Artifact> artifact;
-  if (Status s = Artifact::load(options.artifactDir, artifact); !s)
-    return error(s.message());
-  const plan::Plan &plan = artifact->getPlan();
-  if (!plan.has_training())
-    return error("'" + options.artifactDir +
-                 "' was compiled with --forward-only; recompile without it to "
-                 "train, or pass --forward to evaluate it");
-  const plan::Training &training = plan.training();
-  bool distributed = plan.has_topology() && plan.topology().world() > 1;
-  if (!options.consolidateTo.empty())
-    return consolidate(*artifact, options);
-  std::unique_ptr<Executor> executor;
+namespace {
+
+/// Prints `message` as error() does; false, for the run's phases.
+bool fail(const std::string &message) {
+  error(message);
+  return false;
+}
+
+/// The step log's traffic slots: the loss, then [intra, inter] per
+/// collective summed over the ranks; each rank's [intra, inter] follow.
+constexpr int kRankSlots = 1 + 2 * Communicator::kKinds;
+
+/// One training run of strata-run, phase by phase: set-up (communicator,
+/// device, executor), the data and the programs' scalars, resuming, the
+/// loss-scaling state, then one optimizer step at a time (micro-steps, the
+/// optimizer, logging, checkpoints) and what follows the last. A phase that
+/// returns false has ended the run with exit code 1, its error printed
+/// (where every rank sees an error, rank 0 alone prints it).
+class TrainingRun {
+public:
+  TrainingRun(const TrainOptions &options, Artifact &artifact)
+      : options_(options), artifact_(artifact), plan_(artifact.getPlan()),
+        training_(plan_.training()) {}
+
+  /// Trains; returns the process exit code.
+  int run();
+
+private:
+  /// What one optimizer step measured, for the step log and progress line.
+  struct StepResult {
+    /// The mean loss over the micro-steps (and over the ranks).
+    double loss = 0;
+    double lr = 0, norm = 0;
+    /// The loss scale the step ran with (1 without loss scaling).
+    double usedScale = 1.0;
+    /// Heap allocations inside the step's programs (0 after the first).
+    uint64_t allocations = 0;
+    /// The step's bytes by collective and link class (kRankSlots).
+    std::vector<double> sums;
+    bool skipped = false, replicasChecked = false;
+    double ms = 0, perSecond = 0;
+  };
+
+  /// The communicator (distributed), this rank's shard, the device and
+  /// the executor.
+  bool createExecutor();
+  /// The data loader over every micro_step input but the optimizer's
+  /// scalars.
+  bool createLoader();
+  /// strata.lr, strata.step, strata.loss and strata.grad_norm, checked.
+  bool findScalars();
+  /// --resume's checkpoint, then the step log (appended to on --resume).
+  bool resumeAndOpenLog();
+  /// fp16: the loss-scaling counters, read from the executor (the initial
+  /// scale written in on a fresh run).
+  bool initLossScaling();
+  /// Writes the loss-scaling counters back into the executor's state.
+  Status storeScaling();
+
+  /// Optimizer step `s` (0-based), from the micro-steps to the checkpoint.
+  bool runStep(uint64_t s);
+  /// Every micro-step of step `s`: the loader's batch, then micro_step.
+  bool runMicroSteps(uint64_t s, bool tracing, StepResult &r);
+  /// strata.lr and strata.step, then optimizer_step.
+  bool runOptimizer(uint64_t s, StepResult &r);
+  /// --trace: the optimizer's events, then the traced step's file.
+  bool writeTrace(uint64_t s);
+  /// The step's traffic since `before` and its loss, summed over the ranks.
+  bool sumOverRanks(const Communicator::Traffic &before, StepResult &r);
+  /// --check-replicas: replicas (ranks r and r % P) must hold the same
+  /// bits after the update.
+  bool checkReplicas(uint64_t s);
+  /// fp16: halve the scale and skip on overflow, double it after 2000
+  /// good steps.
+  bool updateLossScaling(StepResult &r);
+  /// Adds the step to the totals the summary prints.
+  void recordLoss(uint64_t s, const StepResult &r);
+  /// The step's JSON object in --log.
+  void logStep(uint64_t s, const StepResult &r);
+  /// The step's progress line.
+  void printProgress(uint64_t s, const StepResult &r);
+  /// --save-every: a checkpoint after every K-th step.
+  bool saveIfDue(uint64_t s);
+
+  /// The line after the last step.
+  void printSummary();
+  /// --export-onnx: the model with the trained weights.
+  bool exportOnnx();
+  /// --sample: the text the trained model continues --prompt with.
+  bool printSample();
+
+  const TrainOptions &options_;
+  Artifact &artifact_;
+  const plan::Plan &plan_;
+  const plan::Training &training_;
   // A distributed artifact: one communicator per group kind, this rank's
   // section of params.bin, its own micro-batches.
-  std::unique_ptr<Communicator> comm;
-  int rank = 0, world = 1;
-  if (distributed) {
-    TopologyInfo topology{int(plan.topology().world()),
-                          int(plan.topology().ranks_per_node()),
-                          int(plan.topology().partition())};
-    if (Status s = Communicator::create(topology, options.timeoutSeconds, comm);
-        !s)
-      return error(s.message());
-    rank = comm->rank();
-    world = comm->world();
-    if (!options.exportOnnx.empty() || options.sampleTokens > 0)
-      return error("--export-onnx and --sample need whole weights: save a "
-                   "checkpoint (--save-every), then run strata-run " +
-                   options.artifactDir +
-                   " --checkpoint-dir DIR --consolidate OUT "
-                   "[--export-onnx OUT.onnx]");
-    if (Status s = artifact->mapShard(uint32_t(rank % topology.partition));
-        !s)
-      return error(s.message());
-  }
-  ExecutorOptions executorOptions;
-  executorOptions.rank = rank;
-  executorOptions.ssdDir = options.ssdDir;
-  executorOptions.injectDelayMicros = options.injectDelayMicros;
-  executorOptions.captureGraphs = options.cudaGraph;
-  std::shared_ptr<Device> device;
-  if (Status s = createDevice(options.backend, rank, options.tf32,
-                              options.timeoutSeconds, device); !s)
-    return error(s.message());
-  if (Status s = Executor::create(*artifact, device, executor,
-                                  executorOptions);
-      !s)
-    return error(s.message());
-  if (Status s = executor->setCommunicator(comm.get()); !s)
-    return error(s.message());
-  bool leader = rank == 0;
-  const std::string &checkpointDir = options.checkpointDir;
-
-  // The loader fills every micro_step input but the optimizer's scalars.
-  std::vector<LoaderInput> inputs;
-  for (const std::string &name : executor->getInputNames("micro_step")) {
-    auto high = training.int_input_high().find(name);
-    inputs.push_back({name, executor->findInput(name),
-                      high == training.int_input_high().end() ? 2
-                                                               : high->second});
-  }
-  std::unique_ptr<DataLoader> loader;
-  if (options.data == "synthetic")
-    loader = DataLoader::synthetic(inputs, options.seed, rank, world);
-  else if (Status s = DataLoader::tokens(options.data, options.dataDtype,
-                                         inputs, options.seed, loader, rank,
-                                         world);
-           !s)
-    return error(s.message());
-
-  TensorView *lrInput = executor->findInput("strata.lr");
-  TensorView *stepInput = executor->findInput("strata.step");
-  const TensorView *lossOutput = executor->findOutput("strata.loss");
-  const TensorView *normOutput = executor->findOutput("strata.grad_norm");
-  if (!lrInput || !stepInput || !lossOutput || !normOutput)
-    return error("the artifact's training programs lack strata.lr, "
-                 "strata.step, strata.loss or strata.grad_norm");
-  auto isScalar = [](const TensorView &t, std::initializer_list<DType> types) {
-    return t.numel() == 1 &&
-           std::find(types.begin(), types.end(), t.dtype) != types.end();
-  };
-  if (!isScalar(*lrInput, {DType::F64}) || !isScalar(*stepInput, {DType::I64}) ||
-      !isScalar(*lossOutput, {DType::F32, DType::F64}) ||
-      !isScalar(*normOutput, {DType::F32, DType::F64}))
-    return error("the artifact's strata.lr must be an f64 scalar, strata.step "
-                 "an i64 scalar, strata.loss and strata.grad_norm float "
-                 "scalars; got " + lrInput->describe() + ", " +
-                 stepInput->describe() + ", " + lossOutput->describe() + ", " +
-                 normOutput->describe());
-
-  uint64_t steps = options.steps >= 0 ? uint64_t(options.steps)
-                                      : training.total_steps();
-  double baseLr = options.lr > 0 ? options.lr : training.lr();
-  uint32_t accum = std::max<uint32_t>(training.accum(), 1);
-  uint64_t start = 0;
-  if (options.resume) {
-    if (options.checkpointDir.empty())
-      return error("--resume needs --checkpoint-dir DIR");
-    if (Status s = loadCheckpoint(checkpointDir, plan.fingerprint(),
-                                  *executor, start, comm.get());
-        !s)
-      return error(s.message());
-    if (start && !options.quiet && leader)
-      std::cout << "resumed from step " << start << " of "
-                << options.checkpointDir << "\n";
-  }
-  std::ofstream log;
-  if (!options.logPath.empty()) {
-    log.open(options.logPath, options.resume ? std::ios::app : std::ios::trunc);
-    if (!log)
-      return error("cannot write the log '" + options.logPath + "'");
-  }
-
+  std::unique_ptr<Communicator> comm_;
+  int rank_ = 0, world_ = 1;
+  bool leader_ = true;
+  std::shared_ptr<Device> device_;
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<DataLoader> loader_;
+  TensorView *lrInput_ = nullptr, *stepInput_ = nullptr;
+  const TensorView *lossOutput_ = nullptr, *normOutput_ = nullptr;
+  uint64_t steps_ = 0, start_ = 0;
+  double baseLr_ = 0;
+  uint32_t accum_ = 1;
+  std::ofstream log_;
   // fp16: dynamic loss scaling as torch.cuda.amp.GradScaler (init from the
   // artifact, halve on overflow and skip the update, double after 2000
   // good steps). The counters are persistent state, so checkpoints keep
   // them.
   // The counters are read and written through the executor (they may live
   // in device memory), kept here between steps.
-  std::optional<Executor::StateTensor> scaleState, goodState, appliedState;
-  for (const auto &state : executor->getStates()) {
-    if (state.name == "strata.loss_scale")
-      scaleState = state;
-    else if (state.name == "strata.good_steps")
-      goodState = state;
-    else if (state.name == "strata.applied_steps")
-      appliedState = state;
-  }
-  bool scaling = scaleState && goodState && appliedState;
-  if (training.dtype() == "fp16" && !scaling)
-    return error("the fp16 artifact lacks its loss-scaling state");
-  float lossScaleValue = 0;
-  int64_t goodStepsValue = 0, appliedStepsValue = 0;
-  float *lossScale = &lossScaleValue;
-  int64_t *goodSteps = &goodStepsValue, *appliedSteps = &appliedStepsValue;
-  auto storeScaling = [&]() -> Status {
-    if (Status st = executor->writeState(*scaleState, lossScale); !st)
-      return st;
-    if (Status st = executor->writeState(*goodState, goodSteps); !st)
-      return st;
-    return executor->writeState(*appliedState, appliedSteps);
-  };
-  if (scaling) {
-    for (auto [state, value] :
-         {std::pair{&*scaleState, static_cast<void *>(lossScale)},
-          std::pair{&*goodState, static_cast<void *>(goodSteps)},
-          std::pair{&*appliedState, static_cast<void *>(appliedSteps)}})
-      if (Status st = executor->readState(*state, value); !st)
-        return error(st.message());
-    if (*lossScale == 0.0f) {
-      *lossScale = static_cast<float>(training.loss_scale());
-      if (Status st = storeScaling(); !st)
-        return error(st.message());
-    }
-  }
-
-  std::string replicaBuffer; // --check-replicas reads states through it
-  uint64_t traceStep = options.traceStep > 0 ? uint64_t(options.traceStep)
-                                             : steps;
-  MeasuredTrace trace;
-  double firstLoss = NAN, lastLoss = NAN, totalMs = 0;
+  std::optional<Executor::StateTensor> scaleState_, goodState_, appliedState_;
+  bool scaling_ = false;
+  float lossScale_ = 0;
+  int64_t goodSteps_ = 0, appliedSteps_ = 0;
+  std::string replicaBuffer_; // --check-replicas reads states through it
+  uint64_t traceStep_ = 0;
+  MeasuredTrace trace_;
+  double firstLoss_ = NAN, lastLoss_ = NAN, totalMs_ = 0;
   // The mean loss of the last tenth of the run: one step's loss is noisy.
-  uint64_t tailFrom = steps - std::max<uint64_t>((steps - start) / 10, 1);
-  double tailSum = 0;
-  uint64_t tailCount = 0;
-  for (uint64_t s = start; s < steps; ++s) {
-    auto t0 = std::chrono::steady_clock::now();
-    Communicator::Traffic before = comm ? comm->traffic()
-                                        : Communicator::Traffic{};
-    if (accum > 1)
-      executor->zeroGradients();
-    double loss = 0;
-    // Heap allocations inside the step's programs (0 after the first).
-    uint64_t allocations = 0;
-    // Tests of the timeout: this rank stops participating at step 2.
-    if (comm && s == 1)
-      if (const char *stall = std::getenv("STRATA_TEST_STALL_RANK");
-          stall && std::atoi(stall) == rank)
-        for (;;)
-          std::this_thread::sleep_for(std::chrono::seconds(1));
-    bool tracing = !options.tracePath.empty() && s + 1 == traceStep;
-    executor->setTracing(tracing);
-    for (uint32_t m = 0; m < accum; ++m) {
-      if (Status st = loader->fill(s, m, accum); !st)
-        return error(st.message());
-      // Each rank its own dropout masks (one rank: (s * A + m)).
-      uint64_t microSeed = splitmix64(
-          splitmix64(options.seed) ^ ((s * accum + m) * uint64_t(world) + rank));
-      if (Status st = executor->run("micro_step", microSeed); !st)
-        return error("step " + std::to_string(s + 1) + ": " + st.message());
-      allocations += executor->getLastRunAllocations();
-      loss += scalar(*lossOutput);
-      if (tracing)
-        trace.add(*executor, plan, "micro_step",
-                  "micro_step " + std::to_string(m + 1) + "/" +
-                      std::to_string(accum));
-    }
-    loss /= accum;
-    double lr = scheduledLearningRate(training, baseLr, s + 1);
-    lrInput->as<double>()[0] = lr;
-    stepInput->as<int64_t>()[0] =
-        scaling ? *appliedSteps + 1 : int64_t(s + 1);
-    double usedScale = scaling ? *lossScale : 1.0;
-    if (Status st = executor->run("optimizer_step"); !st)
-      return error("step " + std::to_string(s + 1) + ": " + st.message());
-    allocations += executor->getLastRunAllocations();
-    if (tracing) {
-      trace.add(*executor, plan, "optimizer_step", "optimizer_step");
-      executor->setTracing(false);
-      std::string path = options.tracePath;
-      if (world > 1) { // one file a rank: out.rank-3.json
-        size_t dot = path.rfind('.');
-        std::string suffix = ".rank-" + std::to_string(rank);
-        path = dot == std::string::npos || dot < path.rfind('/') + 1
-                   ? path + suffix
-                   : path.substr(0, dot) + suffix + path.substr(dot);
-      }
-      if (!trace.write(path, rank, s + 1))
-        return error("cannot write the trace '" + path + "'");
-    }
-    double norm = scalar(*normOutput);
-    // The step's bytes by collective and link class, summed over the ranks,
-    // and its loss, the mean over the ranks (bookkeeping outside the
-    // counters).
-    // Layout: the loss, [intra, inter] per collective summed over the
-    // ranks, then [intra, inter] of each rank (the others' slots zero).
-    constexpr int kRankSlots = 1 + 2 * Communicator::kKinds;
-    std::vector<double> sums(kRankSlots + 2 * world, 0.0);
-    sums[0] = loss;
-    if (comm) {
-      const Communicator::Traffic &after = comm->traffic();
-      for (int k = 0; k < Communicator::kKinds; ++k)
-        for (int l = 0; l < 2; ++l) {
-          double bytes = after[k][l] - before[k][l];
-          sums[1 + 2 * k + l] = bytes;
-          sums[kRankSlots + 2 * rank + l] += bytes;
-        }
-      if (Status st = comm->sumOverWorld(sums.data(), sums.size(), "step log");
-          !st)
-        return error(st.message());
-      loss = sums[0] / world;
-    }
-    // Tests of the replica check: this rank's first state changes in its
-    // last bit at step 2.
-    if (comm && s == 1)
-      if (const char *perturb = std::getenv("STRATA_TEST_PERTURB_RANK");
-          perturb && std::atoi(perturb) == rank)
-        for (const auto &state : executor->getStates())
-          if (state.kind == plan::PARAMETER && state.view->bytes()) {
-            std::string bytes(state.view->bytes(), '\0');
-            if (!executor->readState(state, bytes.data()))
-              break;
-            bytes[0] = char(bytes[0] ^ 1);
-            (void)executor->writeState(state, bytes.data());
-            break;
-          }
-    // Replicas (ranks r and r % P) must hold the same bits after the update.
-    bool replicasChecked = false;
-    if (comm && options.checkReplicas) {
-      uint64_t hash = 0xcbf29ce484222325ull;
-      for (const auto &state : executor->getStates()) {
-        // Buffers (batch-norm statistics) follow each rank's own data.
-        if (state.kind != plan::PARAMETER &&
-            state.kind != plan::OPTIMIZER_STATE)
-          continue;
-        replicaBuffer.resize(state.view->bytes());
-        if (Status st = executor->readState(state, replicaBuffer.data()); !st)
-          return error(st.message());
-        hash = fnv1a64(replicaBuffer.data(), replicaBuffer.size(), hash);
-      }
-      std::vector<uint64_t> hashes;
-      if (Status st = comm->gatherOverWorld(hash, hashes, "replica check");
-          !st)
-        return error(st.message());
-      int p = int(plan.topology().partition());
-      for (int r = p; r < world; ++r)
-        if (hashes[r] != hashes[r % p]) // every rank sees it; one says it
-          return leader ? error("step " + std::to_string(s + 1) + ": rank " +
-                                std::to_string(r) + "'s state differs from "
-                                "its replica rank " + std::to_string(r % p))
-                        : 1;
-      replicasChecked = true;
-    }
-    bool skipped = false;
-    if (scaling) {
-      if (!std::isfinite(norm)) {
-        skipped = true;
-        *lossScale *= 0.5f;
-        *goodSteps = 0;
-      } else {
-        ++*appliedSteps;
-        if (++*goodSteps == 2000) {
-          *lossScale *= 2.0f;
-          *goodSteps = 0;
-        }
-      }
-      if (Status st = storeScaling(); !st)
-        return error(st.message());
-    }
-    double ms = std::chrono::duration<double, std::milli>(
-                    std::chrono::steady_clock::now() - t0)
-                    .count();
-    totalMs += ms;
-    if (std::isnan(firstLoss))
-      firstLoss = loss;
-    lastLoss = loss;
-    if (s >= tailFrom) {
-      tailSum += loss;
-      ++tailCount;
-    }
-    // The whole global batch: every rank's micro-batches.
-    double perSecond =
-        loader->itemsPerMicroStep() * accum * world / (ms / 1000.0);
-    const char *unit = loader->countsTokens() ? "tokens_per_s" : "samples_per_s";
-    if (log && leader) {
-      // JSON has no NaN or infinity: a diverged loss or an overflowed norm
-      // is null.
-      char normText[32] = "null", lossText[32] = "null";
-      if (std::isfinite(norm))
-        std::snprintf(normText, sizeof(normText), "%.9g", norm);
-      if (std::isfinite(loss))
-        std::snprintf(lossText, sizeof(lossText), "%.9g", loss);
-      char line[512];
-      std::snprintf(line, sizeof(line),
-                    "{\"step\": %llu, \"loss\": %s, \"lr\": %.9g, "
-                    "\"grad_norm\": %s, \"%s\": %.1f, \"step_ms\": %.3f, "
-                    "\"peak_memory_bytes\": %lld, \"device_bytes\": %llu, "
-                    "\"allocations\": %llu",
-                    static_cast<unsigned long long>(s + 1), lossText, lr, normText,
-                    unit, perSecond, ms,
-                    static_cast<long long>(peakMemoryBytes()),
-                    static_cast<unsigned long long>(executor->getArenaBytes()),
-                    static_cast<unsigned long long>(allocations));
-      log << line;
-      if (scaling) {
-        std::snprintf(line, sizeof(line),
-                      ", \"loss_scale\": %.9g, \"skipped\": %s", usedScale,
-                      skipped ? "true" : "false");
-        log << line;
-      }
-      if (comm) {
-        double intra = 0, inter = 0;
-        for (int k = 0; k < Communicator::kKinds; ++k) {
-          intra += sums[1 + 2 * k];
-          inter += sums[2 + 2 * k];
-        }
-        std::snprintf(line, sizeof(line),
-                      ", \"intra_node_bytes\": %.0f, \"inter_node_bytes\": "
-                      "%.0f, \"bytes\": {",
-                      intra, inter);
-        log << line;
-        for (int k = 0; k < Communicator::kKinds; ++k) {
-          std::snprintf(line, sizeof(line), "%s\"%s\": [%.0f, %.0f]",
-                        k ? ", " : "",
-                        Communicator::kindName(Communicator::Kind(k)),
-                        sums[1 + 2 * k], sums[2 + 2 * k]);
-          log << line;
-        }
-        log << "}, \"rank_bytes\": [";
-        for (int r = 0; r < world; ++r) {
-          std::snprintf(line, sizeof(line), "%s[%.0f, %.0f]", r ? ", " : "",
-                        sums[kRankSlots + 2 * r],
-                        sums[kRankSlots + 2 * r + 1]);
-          log << line;
-        }
-        log << "]";
-        if (replicasChecked)
-          log << ", \"replicas_identical\": true";
-      }
-      log << "}\n" << std::flush;
-    }
-    if (!options.quiet && leader && options.printEvery > 0 &&
-        ((s + 1) % uint64_t(options.printEvery) == 0 || s + 1 == steps ||
-         s == start)) {
-      char line[256];
-      std::snprintf(line, sizeof(line),
-                    "step %llu/%llu | loss %.4f | lr %.2e | grad_norm %.3f | "
-                    "%.1fk %s/s | %.1f ms/step\n",
-                    static_cast<unsigned long long>(s + 1),
-                    static_cast<unsigned long long>(steps), loss, lr, norm,
-                    perSecond / 1000.0,
-                    loader->countsTokens() ? "tok" : "samples", ms);
-      std::cout << line << std::flush;
-    }
-    if (options.saveEvery > 0 && (s + 1) % uint64_t(options.saveEvery) == 0) {
-      if (options.checkpointDir.empty())
-        return error("--save-every needs --checkpoint-dir DIR");
-      if (Status st = saveCheckpoint(checkpointDir, plan.fingerprint(),
-                                     s + 1, options.seed, *executor,
-                                     comm.get());
-          !st)
-        return error(st.message());
-    }
-  }
-  if (!options.quiet && leader && steps > start) {
-    char line[256];
-    std::snprintf(line, sizeof(line),
-                  "trained %llu steps: loss %.4f -> %.4f (mean of the last "
-                  "%llu steps: %.4f), %.1f ms/step\n",
-                  static_cast<unsigned long long>(steps - start), firstLoss,
-                  lastLoss, static_cast<unsigned long long>(tailCount),
-                  tailSum / double(std::max<uint64_t>(tailCount, 1)),
-                  totalMs / double(steps - start));
-    std::cout << line;
-  }
-  if (!options.exportOnnx.empty()) {
-    if (!onnxExporter())
-      return error("--export-onnx is not available in this build");
-    // Parameters and buffers, copied out through the executor.
-    std::map<std::string, std::string> values;
-    for (const auto &state : executor->getStates()) {
-      if (state.kind != plan::PARAMETER && state.kind != plan::BUFFER)
-        continue;
-      std::string &bytes = values[state.name];
-      bytes.resize(state.view->bytes());
-      if (Status st = executor->readState(state, bytes.data()); !st)
-        return error(st.message());
-    }
-    WeightLookup lookup = [&](const std::string &name) {
-      auto it = values.find(name);
-      return it == values.end() ? std::string_view()
-                                : std::string_view(it->second);
-    };
-    if (Status s = onnxExporter()(options.artifactDir, lookup,
-                                  options.exportOnnx);
-        !s)
-      return error(s.message());
-    if (!options.quiet)
-      std::cout << "wrote " << options.exportOnnx << "\n";
-  }
-  if (options.sampleTokens > 0) {
-    std::string text;
-    if (Status s = generateText(*executor, options.prompt, options.sampleTokens,
-                                options.topK, options.seed, text);
-        !s)
-      return error(s.message());
-    std::cout << "--- sample (top-k " << options.topK << ") ---\n"
-              << options.prompt << text << "\n---\n";
-  }
+  uint64_t tailFrom_ = 0;
+  double tailSum_ = 0;
+  uint64_t tailCount_ = 0;
+};
+
+int TrainingRun::run() {
+  if (!createExecutor() || !createLoader() || !findScalars() ||
+      !resumeAndOpenLog() || !initLossScaling())
+    return 1;
+  traceStep_ = options_.traceStep > 0 ? uint64_t(options_.traceStep) : steps_;
+  tailFrom_ = steps_ - std::max<uint64_t>((steps_ - start_) / 10, 1);
+  for (uint64_t s = start_; s < steps_; ++s)
+    if (!runStep(s))
+      return 1;
+  printSummary();
+  if (!options_.exportOnnx.empty() && !exportOnnx())
+    return 1;
+  if (options_.sampleTokens > 0 && !printSample())
+    return 1;
   return 0;
+}
+
+bool TrainingRun::createExecutor() {
+  if (plan_.has_topology() && plan_.topology().world() > 1) {
+    TopologyInfo topology{int(plan_.topology().world()),
+                          int(plan_.topology().ranks_per_node()),
+                          int(plan_.topology().partition())};
+    if (Status s =
+            Communicator::create(topology, options_.timeoutSeconds, comm_);
+        !s)
+      return fail(s.message());
+    rank_ = comm_->rank();
+    world_ = comm_->world();
+    if (!options_.exportOnnx.empty() || options_.sampleTokens > 0)
+      return fail("--export-onnx and --sample need whole weights: save a "
+                  "checkpoint (--save-every), then run strata-run " +
+                  options_.artifactDir +
+                  " --checkpoint-dir DIR --consolidate OUT "
+                  "[--export-onnx OUT.onnx]");
+    if (Status s = artifact_.mapShard(uint32_t(rank_ % topology.partition)); !s)
+      return fail(s.message());
+  }
+  ExecutorOptions executorOptions;
+  executorOptions.rank = rank_;
+  executorOptions.ssdDir = options_.ssdDir;
+  executorOptions.injectDelayMicros = options_.injectDelayMicros;
+  executorOptions.captureGraphs = options_.cudaGraph;
+  if (Status s = createDevice(options_.backend, rank_, options_.tf32,
+                              options_.timeoutSeconds, device_);
+      !s)
+    return fail(s.message());
+  if (Status s =
+          Executor::create(artifact_, device_, executor_, executorOptions);
+      !s)
+    return fail(s.message());
+  if (Status s = executor_->setCommunicator(comm_.get()); !s)
+    return fail(s.message());
+  leader_ = rank_ == 0;
+  return true;
+}
+
+bool TrainingRun::createLoader() {
+  // The loader fills every micro_step input but the optimizer's scalars.
+  std::vector<LoaderInput> inputs;
+  for (const std::string &name : executor_->getInputNames("micro_step")) {
+    auto high = training_.int_input_high().find(name);
+    inputs.push_back(
+        {name, executor_->findInput(name),
+         high == training_.int_input_high().end() ? 2 : high->second});
+  }
+  if (options_.data == "synthetic")
+    loader_ = DataLoader::synthetic(inputs, options_.seed, rank_, world_);
+  else if (Status s =
+               DataLoader::tokens(options_.data, options_.dataDtype, inputs,
+                                  options_.seed, loader_, rank_, world_);
+           !s)
+    return fail(s.message());
+  return true;
+}
+
+bool TrainingRun::findScalars() {
+  lrInput_ = executor_->findInput("strata.lr");
+  stepInput_ = executor_->findInput("strata.step");
+  lossOutput_ = executor_->findOutput("strata.loss");
+  normOutput_ = executor_->findOutput("strata.grad_norm");
+  if (!lrInput_ || !stepInput_ || !lossOutput_ || !normOutput_)
+    return fail("the artifact's training programs lack strata.lr, "
+                "strata.step, strata.loss or strata.grad_norm");
+  auto isScalar = [](const TensorView &t, std::initializer_list<DType> types) {
+    return t.numel() == 1 &&
+           std::find(types.begin(), types.end(), t.dtype) != types.end();
+  };
+  if (!isScalar(*lrInput_, {DType::F64}) ||
+      !isScalar(*stepInput_, {DType::I64}) ||
+      !isScalar(*lossOutput_, {DType::F32, DType::F64}) ||
+      !isScalar(*normOutput_, {DType::F32, DType::F64}))
+    return fail("the artifact's strata.lr must be an f64 scalar, strata.step "
+                "an i64 scalar, strata.loss and strata.grad_norm float "
+                "scalars; got " +
+                lrInput_->describe() + ", " + stepInput_->describe() + ", " +
+                lossOutput_->describe() + ", " + normOutput_->describe());
+  return true;
+}
+
+bool TrainingRun::resumeAndOpenLog() {
+  steps_ =
+      options_.steps >= 0 ? uint64_t(options_.steps) : training_.total_steps();
+  baseLr_ = options_.lr > 0 ? options_.lr : training_.lr();
+  accum_ = std::max<uint32_t>(training_.accum(), 1);
+  if (options_.resume) {
+    if (options_.checkpointDir.empty())
+      return fail("--resume needs --checkpoint-dir DIR");
+    if (Status s = loadCheckpoint(options_.checkpointDir, plan_.fingerprint(),
+                                  *executor_, start_, comm_.get());
+        !s)
+      return fail(s.message());
+    if (start_ && !options_.quiet && leader_)
+      std::cout << "resumed from step " << start_ << " of "
+                << options_.checkpointDir << "\n";
+  }
+  if (!options_.logPath.empty()) {
+    log_.open(options_.logPath,
+              options_.resume ? std::ios::app : std::ios::trunc);
+    if (!log_)
+      return fail("cannot write the log '" + options_.logPath + "'");
+  }
+  return true;
+}
+
+bool TrainingRun::initLossScaling() {
+  for (const auto &state : executor_->getStates()) {
+    if (state.name == "strata.loss_scale")
+      scaleState_ = state;
+    else if (state.name == "strata.good_steps")
+      goodState_ = state;
+    else if (state.name == "strata.applied_steps")
+      appliedState_ = state;
+  }
+  scaling_ = scaleState_ && goodState_ && appliedState_;
+  if (training_.dtype() == "fp16" && !scaling_)
+    return fail("the fp16 artifact lacks its loss-scaling state");
+  if (!scaling_)
+    return true;
+  for (auto [state, value] :
+       {std::pair{&*scaleState_, static_cast<void *>(&lossScale_)},
+        std::pair{&*goodState_, static_cast<void *>(&goodSteps_)},
+        std::pair{&*appliedState_, static_cast<void *>(&appliedSteps_)}})
+    if (Status st = executor_->readState(*state, value); !st)
+      return fail(st.message());
+  if (lossScale_ == 0.0f) {
+    lossScale_ = static_cast<float>(training_.loss_scale());
+    if (Status st = storeScaling(); !st)
+      return fail(st.message());
+  }
+  return true;
+}
+
+Status TrainingRun::storeScaling() {
+  if (Status st = executor_->writeState(*scaleState_, &lossScale_); !st)
+    return st;
+  if (Status st = executor_->writeState(*goodState_, &goodSteps_); !st)
+    return st;
+  return executor_->writeState(*appliedState_, &appliedSteps_);
+}
+
+bool TrainingRun::runStep(uint64_t s) {
+  auto t0 = std::chrono::steady_clock::now();
+  Communicator::Traffic before =
+      comm_ ? comm_->traffic() : Communicator::Traffic{};
+  if (accum_ > 1)
+    executor_->zeroGradients();
+  StepResult r;
+  // Tests of the timeout: this rank stops participating at step 2.
+  if (comm_ && s == 1)
+    if (const char *stall = std::getenv("STRATA_TEST_STALL_RANK");
+        stall && std::atoi(stall) == rank_)
+      for (;;)
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+  bool tracing = !options_.tracePath.empty() && s + 1 == traceStep_;
+  executor_->setTracing(tracing);
+  if (!runMicroSteps(s, tracing, r) || !runOptimizer(s, r))
+    return false;
+  if (tracing && !writeTrace(s))
+    return false;
+  r.norm = scalar(*normOutput_);
+  if (!sumOverRanks(before, r))
+    return false;
+  // Tests of the replica check: this rank's first state changes in its
+  // last bit at step 2.
+  if (comm_ && s == 1)
+    if (const char *perturb = std::getenv("STRATA_TEST_PERTURB_RANK");
+        perturb && std::atoi(perturb) == rank_)
+      for (const auto &state : executor_->getStates())
+        if (state.kind == plan::PARAMETER && state.view->bytes()) {
+          std::string bytes(state.view->bytes(), '\0');
+          if (!executor_->readState(state, bytes.data()))
+            break;
+          bytes[0] = char(bytes[0] ^ 1);
+          (void)executor_->writeState(state, bytes.data());
+          break;
+        }
+  if (comm_ && options_.checkReplicas) {
+    if (!checkReplicas(s))
+      return false;
+    r.replicasChecked = true;
+  }
+  if (scaling_ && !updateLossScaling(r))
+    return false;
+  r.ms = std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now() - t0)
+             .count();
+  recordLoss(s, r);
+  // The whole global batch: every rank's micro-batches.
+  r.perSecond =
+      loader_->itemsPerMicroStep() * accum_ * world_ / (r.ms / 1000.0);
+  if (log_ && leader_)
+    logStep(s, r);
+  if (!options_.quiet && leader_ && options_.printEvery > 0 &&
+      ((s + 1) % uint64_t(options_.printEvery) == 0 || s + 1 == steps_ ||
+       s == start_))
+    printProgress(s, r);
+  return saveIfDue(s);
+}
+
+bool TrainingRun::runMicroSteps(uint64_t s, bool tracing, StepResult &r) {
+  for (uint32_t m = 0; m < accum_; ++m) {
+    if (Status st = loader_->fill(s, m, accum_); !st)
+      return fail(st.message());
+    // Each rank its own dropout masks (one rank: (s * A + m)).
+    uint64_t microSeed =
+        splitmix64(splitmix64(options_.seed) ^
+                   ((s * accum_ + m) * uint64_t(world_) + rank_));
+    if (Status st = executor_->run("micro_step", microSeed); !st)
+      return fail("step " + std::to_string(s + 1) + ": " + st.message());
+    r.allocations += executor_->getLastRunAllocations();
+    r.loss += scalar(*lossOutput_);
+    if (tracing)
+      trace_.add(*executor_, plan_, "micro_step",
+                 "micro_step " + std::to_string(m + 1) + "/" +
+                     std::to_string(accum_));
+  }
+  r.loss /= accum_;
+  return true;
+}
+
+bool TrainingRun::runOptimizer(uint64_t s, StepResult &r) {
+  r.lr = scheduledLearningRate(training_, baseLr_, s + 1);
+  lrInput_->as<double>()[0] = r.lr;
+  stepInput_->as<int64_t>()[0] = scaling_ ? appliedSteps_ + 1 : int64_t(s + 1);
+  r.usedScale = scaling_ ? lossScale_ : 1.0;
+  if (Status st = executor_->run("optimizer_step"); !st)
+    return fail("step " + std::to_string(s + 1) + ": " + st.message());
+  r.allocations += executor_->getLastRunAllocations();
+  return true;
+}
+
+bool TrainingRun::writeTrace(uint64_t s) {
+  trace_.add(*executor_, plan_, "optimizer_step", "optimizer_step");
+  executor_->setTracing(false);
+  std::string path = options_.tracePath;
+  if (world_ > 1) { // one file a rank: out.rank-3.json
+    size_t dot = path.rfind('.');
+    std::string suffix = ".rank-" + std::to_string(rank_);
+    path = dot == std::string::npos || dot < path.rfind('/') + 1
+               ? path + suffix
+               : path.substr(0, dot) + suffix + path.substr(dot);
+  }
+  if (!trace_.write(path, rank_, s + 1))
+    return fail("cannot write the trace '" + path + "'");
+  return true;
+}
+
+bool TrainingRun::sumOverRanks(const Communicator::Traffic &before,
+                               StepResult &r) {
+  // The step's bytes by collective and link class, summed over the ranks,
+  // and its loss, the mean over the ranks (bookkeeping outside the
+  // counters).
+  // Layout: the loss, [intra, inter] per collective summed over the
+  // ranks, then [intra, inter] of each rank (the others' slots zero).
+  r.sums.assign(kRankSlots + 2 * world_, 0.0);
+  r.sums[0] = r.loss;
+  if (!comm_)
+    return true;
+  const Communicator::Traffic &after = comm_->traffic();
+  for (int k = 0; k < Communicator::kKinds; ++k)
+    for (int l = 0; l < 2; ++l) {
+      double bytes = after[k][l] - before[k][l];
+      r.sums[1 + 2 * k + l] = bytes;
+      r.sums[kRankSlots + 2 * rank_ + l] += bytes;
+    }
+  if (Status st = comm_->sumOverWorld(r.sums.data(), r.sums.size(), "step log");
+      !st)
+    return fail(st.message());
+  r.loss = r.sums[0] / world_;
+  return true;
+}
+
+bool TrainingRun::checkReplicas(uint64_t s) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (const auto &state : executor_->getStates()) {
+    // Buffers (batch-norm statistics) follow each rank's own data.
+    if (state.kind != plan::PARAMETER && state.kind != plan::OPTIMIZER_STATE)
+      continue;
+    replicaBuffer_.resize(state.view->bytes());
+    if (Status st = executor_->readState(state, replicaBuffer_.data()); !st)
+      return fail(st.message());
+    hash = fnv1a64(replicaBuffer_.data(), replicaBuffer_.size(), hash);
+  }
+  std::vector<uint64_t> hashes;
+  if (Status st = comm_->gatherOverWorld(hash, hashes, "replica check"); !st)
+    return fail(st.message());
+  int p = int(plan_.topology().partition());
+  for (int r = p; r < world_; ++r)
+    if (hashes[r] != hashes[r % p]) { // every rank sees it; one says it
+      if (leader_)
+        error("step " + std::to_string(s + 1) + ": rank " + std::to_string(r) +
+              "'s state differs from its replica rank " +
+              std::to_string(r % p));
+      return false;
+    }
+  return true;
+}
+
+bool TrainingRun::updateLossScaling(StepResult &r) {
+  if (!std::isfinite(r.norm)) {
+    r.skipped = true;
+    lossScale_ *= 0.5f;
+    goodSteps_ = 0;
+  } else {
+    ++appliedSteps_;
+    if (++goodSteps_ == 2000) {
+      lossScale_ *= 2.0f;
+      goodSteps_ = 0;
+    }
+  }
+  if (Status st = storeScaling(); !st)
+    return fail(st.message());
+  return true;
+}
+
+void TrainingRun::recordLoss(uint64_t s, const StepResult &r) {
+  totalMs_ += r.ms;
+  if (std::isnan(firstLoss_))
+    firstLoss_ = r.loss;
+  lastLoss_ = r.loss;
+  if (s >= tailFrom_) {
+    tailSum_ += r.loss;
+    ++tailCount_;
+  }
+}
+
+void TrainingRun::logStep(uint64_t s, const StepResult &r) {
+  const char *unit = loader_->countsTokens() ? "tokens_per_s" : "samples_per_s";
+  // JSON has no NaN or infinity: a diverged loss or an overflowed norm
+  // is null.
+  char normText[32] = "null", lossText[32] = "null";
+  if (std::isfinite(r.norm))
+    std::snprintf(normText, sizeof(normText), "%.9g", r.norm);
+  if (std::isfinite(r.loss))
+    std::snprintf(lossText, sizeof(lossText), "%.9g", r.loss);
+  char line[512];
+  std::snprintf(line, sizeof(line),
+                "{\"step\": %llu, \"loss\": %s, \"lr\": %.9g, "
+                "\"grad_norm\": %s, \"%s\": %.1f, \"step_ms\": %.3f, "
+                "\"peak_memory_bytes\": %lld, \"device_bytes\": %llu, "
+                "\"allocations\": %llu",
+                static_cast<unsigned long long>(s + 1), lossText, r.lr,
+                normText, unit, r.perSecond, r.ms,
+                static_cast<long long>(peakMemoryBytes()),
+                static_cast<unsigned long long>(executor_->getArenaBytes()),
+                static_cast<unsigned long long>(r.allocations));
+  log_ << line;
+  if (scaling_) {
+    std::snprintf(line, sizeof(line), ", \"loss_scale\": %.9g, \"skipped\": %s",
+                  r.usedScale, r.skipped ? "true" : "false");
+    log_ << line;
+  }
+  if (comm_) {
+    const std::vector<double> &sums = r.sums;
+    double intra = 0, inter = 0;
+    for (int k = 0; k < Communicator::kKinds; ++k) {
+      intra += sums[1 + 2 * k];
+      inter += sums[2 + 2 * k];
+    }
+    std::snprintf(line, sizeof(line),
+                  ", \"intra_node_bytes\": %.0f, \"inter_node_bytes\": "
+                  "%.0f, \"bytes\": {",
+                  intra, inter);
+    log_ << line;
+    for (int k = 0; k < Communicator::kKinds; ++k) {
+      std::snprintf(line, sizeof(line), "%s\"%s\": [%.0f, %.0f]", k ? ", " : "",
+                    Communicator::kindName(Communicator::Kind(k)),
+                    sums[1 + 2 * k], sums[2 + 2 * k]);
+      log_ << line;
+    }
+    log_ << "}, \"rank_bytes\": [";
+    for (int rank = 0; rank < world_; ++rank) {
+      std::snprintf(line, sizeof(line), "%s[%.0f, %.0f]", rank ? ", " : "",
+                    sums[kRankSlots + 2 * rank],
+                    sums[kRankSlots + 2 * rank + 1]);
+      log_ << line;
+    }
+    log_ << "]";
+    if (r.replicasChecked)
+      log_ << ", \"replicas_identical\": true";
+  }
+  log_ << "}\n" << std::flush;
+}
+
+void TrainingRun::printProgress(uint64_t s, const StepResult &r) {
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "step %llu/%llu | loss %.4f | lr %.2e | grad_norm %.3f | "
+                "%.1fk %s/s | %.1f ms/step\n",
+                static_cast<unsigned long long>(s + 1),
+                static_cast<unsigned long long>(steps_), r.loss, r.lr, r.norm,
+                r.perSecond / 1000.0,
+                loader_->countsTokens() ? "tok" : "samples", r.ms);
+  std::cout << line << std::flush;
+}
+
+bool TrainingRun::saveIfDue(uint64_t s) {
+  if (options_.saveEvery <= 0 || (s + 1) % uint64_t(options_.saveEvery) != 0)
+    return true;
+  if (options_.checkpointDir.empty())
+    return fail("--save-every needs --checkpoint-dir DIR");
+  if (Status st = saveCheckpoint(options_.checkpointDir, plan_.fingerprint(),
+                                 s + 1, options_.seed, *executor_, comm_.get());
+      !st)
+    return fail(st.message());
+  return true;
+}
+
+void TrainingRun::printSummary() {
+  if (options_.quiet || !leader_ || steps_ <= start_)
+    return;
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "trained %llu steps: loss %.4f -> %.4f (mean of the last "
+                "%llu steps: %.4f), %.1f ms/step\n",
+                static_cast<unsigned long long>(steps_ - start_), firstLoss_,
+                lastLoss_, static_cast<unsigned long long>(tailCount_),
+                tailSum_ / double(std::max<uint64_t>(tailCount_, 1)),
+                totalMs_ / double(steps_ - start_));
+  std::cout << line;
+}
+
+bool TrainingRun::exportOnnx() {
+  if (!onnxExporter())
+    return fail("--export-onnx is not available in this build");
+  // Parameters and buffers, copied out through the executor.
+  std::map<std::string, std::string> values;
+  for (const auto &state : executor_->getStates()) {
+    if (state.kind != plan::PARAMETER && state.kind != plan::BUFFER)
+      continue;
+    std::string &bytes = values[state.name];
+    bytes.resize(state.view->bytes());
+    if (Status st = executor_->readState(state, bytes.data()); !st)
+      return fail(st.message());
+  }
+  WeightLookup lookup = [&](const std::string &name) {
+    auto it = values.find(name);
+    return it == values.end() ? std::string_view()
+                              : std::string_view(it->second);
+  };
+  if (Status s =
+          onnxExporter()(options_.artifactDir, lookup, options_.exportOnnx);
+      !s)
+    return fail(s.message());
+  if (!options_.quiet)
+    std::cout << "wrote " << options_.exportOnnx << "\n";
+  return true;
+}
+
+bool TrainingRun::printSample() {
+  std::string text;
+  if (Status s =
+          generateText(*executor_, options_.prompt, options_.sampleTokens,
+                       options_.topK, options_.seed, text);
+      !s)
+    return fail(s.message());
+  std::cout << "--- sample (top-k " << options_.topK << ") ---\n"
+            << options_.prompt << text << "\n---\n";
+  return true;
+}
+
+} // namespace
+
+int train(const TrainOptions &options) {
+  std::unique_ptr<Artifact> artifact;
+  if (Status s = Artifact::load(options.artifactDir, artifact); !s)
+    return error(s.message());
+  if (!artifact->getPlan().has_training())
+    return error("'" + options.artifactDir +
+                 "' was compiled with --forward-only; recompile without it to "
+                 "train, or pass --forward to evaluate it");
+  if (!options.consolidateTo.empty())
+    return consolidate(*artifact, options);
+  return TrainingRun(options, *artifact).run();
 }
 
 } // namespace strata::runtime

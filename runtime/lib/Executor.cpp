@@ -95,22 +95,42 @@ Status Executor::create(const Artifact &artifact, std::shared_ptr<Device> device
   const plan::Plan &p = artifact.getPlan();
   std::unique_ptr<Executor> e(new Executor());
   e->device_ = std::move(device);
-  Device &d = *e->device_;
-  const KernelRegistry &kernels = d.getKernels();
-  int rank = options.rank;
+  e->options_ = options;
+  Layout layout;
+  if (Status s = e->layOutTensors(p, layout); !s)
+    return s;
+  if (Status s = e->allocateTiers(p, layout); !s)
+    return s;
+  if (Status s = e->copyInitialValues(artifact); !s)
+    return s;
+  e->collectStates(p);
+  for (const auto &prog : p.programs())
+    if (Status s = e->loadProgram(prog); !s)
+      return s;
+  if (Status s = e->createQueuesAndSeeds(); !s)
+    return s;
+  if (!e->device_->isHostAddressable())
+    if (Status s = e->allocateStaging(); !s)
+      return s;
+  e->trace_.resize(e->doneSize_);
+  out = std::move(e);
+  return Status::ok();
+}
 
+Status Executor::layOutTensors(const plan::Plan &p, Layout &layout) {
   // The device block: the persistent tensors and the constants end to end,
   // then the activation arena at the offsets strata-plan-memory chose
   // (without a memory plan, every activation its own slot after them).
   // Host-tier tensors go end to end in the host block, SSD-tier ones at
   // 4 KiB-aligned offsets in the SSD file.
-  e->tensors_.resize(p.tensors_size());
-  std::vector<size_t> offsets(p.tensors_size());
-  size_t total = 0, host = 0;
-  uint64_t ssd = 0;
+  tensors_.resize(p.tensors_size());
+  std::vector<size_t> &offsets = layout.offsets;
+  offsets.assign(p.tensors_size(), 0);
+  size_t &total = layout.deviceBytes, &host = layout.hostBytes;
+  uint64_t &ssd = layout.ssdBytes;
   bool planned = p.has_memory();
   for (const auto &t : p.tensors()) {
-    TensorView &v = e->tensors_[t.id()];
+    TensorView &v = tensors_[t.id()];
     v.dtype = fromPlanDType(t.dtype());
     v.shape.assign(t.shape().begin(), t.shape().end());
     if (planned && t.kind() == plan::ACTIVATION)
@@ -133,7 +153,7 @@ Status Executor::create(const Artifact &artifact, std::shared_ptr<Device> device
     for (const auto &t : p.tensors()) {
       if (t.kind() != plan::ACTIVATION)
         continue;
-      size_t bytes = e->tensors_[t.id()].bytes();
+      size_t bytes = tensors_[t.id()].bytes();
       if (t.offset() % kAlignment != 0 || t.offset() + bytes > arena)
         return Status::error("plan: activation tensor " +
                              std::to_string(t.id()) +
@@ -150,235 +170,266 @@ Status Executor::create(const Artifact &artifact, std::shared_ptr<Device> device
     total = (total + page - 1) / page * page;
     host = (host + page - 1) / page * page;
   }
-  if (Status s = d.allocate(MemoryKind::Device, total, &e->deviceBlock_); !s)
+  return Status::ok();
+}
+
+Status Executor::allocateTiers(const plan::Plan &p, const Layout &layout) {
+  Device &d = *device_;
+  if (Status s =
+          d.allocate(MemoryKind::Device, layout.deviceBytes, &deviceBlock_);
+      !s)
     return s;
-  e->deviceBytes_ = total;
-  if (host) {
-    if (Status s = d.allocate(MemoryKind::Host, host, &e->hostBlock_); !s)
+  deviceBytes_ = layout.deviceBytes;
+  if (layout.hostBytes) {
+    if (Status s = d.allocate(MemoryKind::Host, layout.hostBytes, &hostBlock_);
+        !s)
       return s;
-    e->hostBytes_ = host;
+    hostBytes_ = layout.hostBytes;
   }
   for (const auto &t : p.tensors()) {
-    TensorView &v = e->tensors_[t.id()];
+    TensorView &v = tensors_[t.id()];
     if (v.onSsd)
       continue;
     v.onHost = t.tier() == plan::HOST;
-    v.data = static_cast<unsigned char *>(v.onHost ? e->hostBlock_
-                                                   : e->deviceBlock_) +
-             offsets[t.id()];
+    v.data =
+        static_cast<unsigned char *>(v.onHost ? hostBlock_ : deviceBlock_) +
+        layout.offsets[t.id()];
   }
-  if (ssd) {
-    char name[64];
-    std::snprintf(name, sizeof(name), "/strata-ssd-%d-%d-XXXXXX", int(getpid()),
-                  rank);
-    std::string path = options.ssdDir + name;
-    int fd = mkstemp(path.data());
-    if (fd < 0)
-      return Status::error("cannot create the SSD tier's file in '" +
-                           options.ssdDir + "' (strata-run --ssd-dir DIR)");
-    ::unlink(path.c_str()); // gone when the process is
-    e->ssdFile_ = fd;
-    e->ssdBytes_ = ssd;
-    if (::ftruncate(fd, off_t(ssd)) != 0)
-      return Status::error("cannot size the SSD tier's file in '" +
-                           options.ssdDir + "' to " + std::to_string(ssd) +
-                           " bytes");
-  }
+  if (layout.ssdBytes)
+    return createSsdFile(layout.ssdBytes);
+  return Status::ok();
+}
 
+Status Executor::createSsdFile(uint64_t bytes) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "/strata-ssd-%d-%d-XXXXXX", int(getpid()),
+                options_.rank);
+  std::string path = options_.ssdDir + name;
+  int fd = mkstemp(path.data());
+  if (fd < 0)
+    return Status::error("cannot create the SSD tier's file in '" +
+                         options_.ssdDir + "' (strata-run --ssd-dir DIR)");
+  ::unlink(path.c_str()); // gone when the process is
+  ssdFile_ = fd;
+  ssdBytes_ = bytes;
+  if (::ftruncate(fd, off_t(bytes)) != 0)
+    return Status::error("cannot size the SSD tier's file in '" +
+                         options_.ssdDir + "' to " + std::to_string(bytes) +
+                         " bytes");
+  return Status::ok();
+}
+
+Status Executor::copyInitialValues(const Artifact &artifact) {
+  const plan::Plan &p = artifact.getPlan();
   for (const auto &t : p.tensors()) {
     if (t.kind() != plan::CONSTANT)
       continue;
-    TensorView &v = e->tensors_[t.id()];
+    TensorView &v = tensors_[t.id()];
     if (t.constant_data().size() != v.bytes())
       return Status::error("plan: constant '" + t.name() + "' has " +
                            std::to_string(t.constant_data().size()) +
                            " bytes, expected " + std::to_string(v.bytes()));
-    if (Status s = e->storeBytes(v, t.constant_data().data(),
-                                 "constant '" + t.name() + "'");
+    if (Status s = storeBytes(v, t.constant_data().data(),
+                              "constant '" + t.name() + "'");
         !s)
       return s;
   }
   for (const auto &param : p.parameters()) {
-    TensorView &v = e->tensors_[param.tensor()];
+    TensorView &v = tensors_[param.tensor()];
     if (param.size_bytes() != v.bytes())
       return Status::error("plan: parameter '" + param.name() +
                            "' size does not match its tensor");
     // A sharded parameter: this rank's slice, from its own section.
     uint32_t shards = std::max<uint32_t>(param.shards(), 1);
-    uint32_t section = shards > 1 ? 1 + uint32_t(rank) % shards : 0;
+    uint32_t section = shards > 1 ? 1 + uint32_t(options_.rank) % shards : 0;
     const unsigned char *base = artifact.getSection(section);
     if (!base)
       return Status::error("plan: parameter '" + param.name() +
                            "' is sharded but this rank's params.bin section "
                            "is not mapped");
-    if (Status s = e->storeBytes(v, base + param.offset(),
-                                 "'" + param.name() + "'");
+    if (Status s =
+            storeBytes(v, base + param.offset(), "'" + param.name() + "'");
         !s)
       return s;
   }
+  return Status::ok();
+}
+
+void Executor::collectStates(const plan::Plan &p) {
   for (const auto &t : p.tensors()) {
     if (t.kind() == plan::PARAMETER || t.kind() == plan::BUFFER ||
         t.kind() == plan::GRADIENT || t.kind() == plan::OPTIMIZER_STATE)
-      e->states_.push_back({t.name(), static_cast<int>(t.kind()),
-                            &e->tensors_[t.id()]});
+      states_.push_back(
+          {t.name(), static_cast<int>(t.kind()), &tensors_[t.id()]});
   }
-  for (const auto &prog : p.programs()) {
-    Program &program = e->programs_[prog.name()];
-    for (const auto &b : prog.inputs()) {
-      e->inputs_[b.name()] = b.tensor();
-      program.inputs.push_back(b.name());
-    }
-    for (const auto &b : prog.outputs()) {
-      e->outputs_[b.name()] = b.tensor();
-      program.outputs.push_back(b.name());
-    }
-    size_t streams = std::max<size_t>(prog.streams_size(), 1);
-    for (const auto &inst : prog.instructions()) {
-      Step step;
-      size_t index = program.steps.size();
-      step.kind = inst.kind();
-      step.stream = inst.stream();
-      if (step.stream >= streams)
-        return Status::error("plan: " + prog.name() + " instruction " +
-                             std::to_string(index) + " is on stream " +
-                             std::to_string(step.stream) + " of " +
-                             std::to_string(streams));
-      if (step.kind != plan::KERNEL) {
-        // An event: the plan numbered it; a wait must follow its record.
-        step.event = inst.event();
-        step.description = std::string(step.kind == plan::RECORD ? "record"
-                                                                 : "wait") +
-                           " of event " + std::to_string(step.event);
-        if (step.event >= prog.events())
-          return Status::error("plan: " + prog.name() + " instruction " +
-                               std::to_string(index) + " names event " +
-                               std::to_string(step.event) + " of " +
-                               std::to_string(prog.events()));
-        program.steps.push_back(std::move(step));
-        continue;
-      }
-      step.kernel = kernels.lookup(inst.op());
-      if (!step.kernel)
-        return Status::error("no kernel for " + inst.op() + " (node '" +
-                             inst.location() + "') in this backend");
-      for (uint32_t id : inst.inputs())
-        step.inputs.push_back(e->tensors_[id]);
-      for (uint32_t id : inst.outputs())
-        step.outputs.push_back(e->tensors_[id]);
-      for (const auto &a : inst.attributes())
-        setAttribute(step.attrs, a);
-      // Names the instruction in failures, wherever they surface (at the
-      // launch, or at the synchronize on an asynchronous queue) and in
-      // profiler ranges.
-      step.description = "instruction " + std::to_string(index) + ", " +
-                         inst.op() + " (node '" + inst.location() + "')";
-      step.delayable = inst.delayable();
-      if (inst.random()) {
-        if (inst.seed_slot() >= prog.seed_slots())
-          return Status::error("plan: " + prog.name() + " instruction " +
-                               std::to_string(index) + " has seed slot " +
-                               std::to_string(inst.seed_slot()) + " of " +
-                               std::to_string(prog.seed_slots()));
-        step.rngStream = inst.rng_stream();
-        step.seedSlot = int(inst.seed_slot());
-      }
-      if (inst.group() != plan::NO_GROUP)
-        step.group = fromPlanGroup(inst.group());
-      if (inst.collective() != plan::NO_COLLECTIVE)
-        step.collective = int(fromPlanCollective(inst.collective()));
-      if (const PrepareFn *prepare = kernels.lookupPrepare(inst.op())) {
-        KernelContext ctx{step.inputs, step.outputs, step.attrs, 0, nullptr,
-                          e->ssdFile_};
-        ctx.group = step.group;
-        if (Status s = (*prepare)(ctx, step.prepared); !s)
-          return Status::error(prog.name() + " " + step.description + ": " +
-                               s.message());
-      }
-      program.steps.push_back(std::move(step));
-    }
-    // A wait needs its event recorded on another stream before it.
-    std::vector<int> recordedOn(prog.events(), -1);
-    for (size_t i = 0; i < program.steps.size(); ++i) {
-      const Step &step = program.steps[i];
-      if (step.kind == plan::RECORD) {
-        recordedOn[step.event] = int(step.stream);
-      } else if (step.kind == plan::WAIT &&
-                 (recordedOn[step.event] < 0 ||
-                  recordedOn[step.event] == int(step.stream))) {
-        return Status::error("plan: " + prog.name() + " instruction " +
-                             std::to_string(i) + " waits for event " +
-                             std::to_string(step.event) +
-                             ", which no earlier instruction of another "
-                             "stream records");
-      }
-    }
-    program.events = prog.events();
-    program.seedSlots = prog.seed_slots();
-    program.streams.assign(streams, {});
-    program.streamNames.assign(prog.streams().begin(), prog.streams().end());
-    if (program.streamNames.empty())
-      program.streamNames.push_back("compute");
-    for (uint32_t i = 0; i < program.steps.size(); ++i)
-      program.streams[program.steps[i].stream].push_back(i);
-    e->doneSize_ = std::max(e->doneSize_, program.steps.size());
-    e->eventCount_ = std::max<size_t>(e->eventCount_, prog.events());
-  }
+}
 
-  {
-    uint32_t streams = 1;
-    for (auto &[name, program] : e->programs_)
-      streams = std::max(streams, uint32_t(program.streams.size()));
-    if (Status s = d.createQueues(streams, uint32_t(e->eventCount_)); !s)
+Status Executor::loadProgram(const plan::Program &prog) {
+  Program &program = programs_[prog.name()];
+  for (const auto &b : prog.inputs()) {
+    inputs_[b.name()] = b.tensor();
+    program.inputs.push_back(b.name());
+  }
+  for (const auto &b : prog.outputs()) {
+    outputs_[b.name()] = b.tensor();
+    program.outputs.push_back(b.name());
+  }
+  for (const auto &inst : prog.instructions()) {
+    Step step;
+    if (Status s = buildStep(prog, inst, program.steps.size(), step); !s)
       return s;
-    // Each program's seed slots, one after the other in one block.
-    uint32_t slots = 0;
-    for (auto &[name, program] : e->programs_) {
-      program.firstSeedSlot = slots;
-      slots += program.seedSlots;
-    }
-    if (slots) {
-      size_t bytes = slots * sizeof(uint64_t);
-      if (Status s = d.allocate(MemoryKind::Device, bytes, &e->seedBlock_); !s)
-        return s;
-      if (Status s = d.allocate(MemoryKind::Host, bytes, &e->seedStaging_); !s)
-        return s;
+    program.steps.push_back(std::move(step));
+  }
+  // A wait needs its event recorded on another stream before it.
+  std::vector<int> recordedOn(prog.events(), -1);
+  for (size_t i = 0; i < program.steps.size(); ++i) {
+    const Step &step = program.steps[i];
+    if (step.kind == plan::RECORD) {
+      recordedOn[step.event] = int(step.stream);
+    } else if (step.kind == plan::WAIT &&
+               (recordedOn[step.event] < 0 ||
+                recordedOn[step.event] == int(step.stream))) {
+      return Status::error("plan: " + prog.name() + " instruction " +
+                           std::to_string(i) + " waits for event " +
+                           std::to_string(step.event) +
+                           ", which no earlier instruction of another "
+                           "stream records");
     }
   }
-  if (!d.isHostAddressable()) {
-    // Inputs and outputs reach the host through buffers of their own, one
-    // per tensor (a name may be an input of one program and an output of
-    // another), in one block of host memory.
-    std::map<uint32_t, size_t> stagingOffsets;
-    size_t bytes = 0;
-    for (auto &[name, program] : e->programs_) {
-      for (const std::string &input : program.inputs)
-        program.stagedInputs.push_back(e->inputs_[input]);
-      for (const std::string &output : program.outputs)
-        program.stagedOutputs.push_back(e->outputs_[output]);
-      for (auto *ids : {&program.stagedInputs, &program.stagedOutputs})
-        for (uint32_t id : *ids)
-          if (!e->tensors_[id].onHost && !stagingOffsets.count(id)) {
-            stagingOffsets[id] = bytes;
-            bytes += alignUp(std::max<size_t>(e->tensors_[id].bytes(), 1));
-          }
-    }
-    // A HOST-tier input or output needs no staging: the host has it.
-    for (auto &[name, program] : e->programs_)
-      for (auto *ids : {&program.stagedInputs, &program.stagedOutputs})
-        std::erase_if(*ids, [&](uint32_t id) { return !stagingOffsets.count(id); });
-    if (bytes)
-      if (Status s = d.allocate(MemoryKind::Host, bytes, &e->stagingBlock_); !s)
-        return s;
-    for (auto [id, offset] : stagingOffsets) {
-      TensorView v = e->tensors_[id];
-      v.data = static_cast<unsigned char *>(e->stagingBlock_) + offset;
-      v.onHost = true;
-      e->staging_[id] = v;
-    }
+  program.events = prog.events();
+  program.seedSlots = prog.seed_slots();
+  program.streams.assign(std::max<size_t>(prog.streams_size(), 1), {});
+  program.streamNames.assign(prog.streams().begin(), prog.streams().end());
+  if (program.streamNames.empty())
+    program.streamNames.push_back("compute");
+  for (uint32_t i = 0; i < program.steps.size(); ++i)
+    program.streams[program.steps[i].stream].push_back(i);
+  doneSize_ = std::max(doneSize_, program.steps.size());
+  eventCount_ = std::max<size_t>(eventCount_, prog.events());
+  return Status::ok();
+}
+
+Status Executor::buildStep(const plan::Program &prog,
+                           const plan::Instruction &inst, size_t index,
+                           Step &step) {
+  size_t streams = std::max<size_t>(prog.streams_size(), 1);
+  step.kind = inst.kind();
+  step.stream = inst.stream();
+  if (step.stream >= streams)
+    return Status::error("plan: " + prog.name() + " instruction " +
+                         std::to_string(index) + " is on stream " +
+                         std::to_string(step.stream) + " of " +
+                         std::to_string(streams));
+  if (step.kind != plan::KERNEL) {
+    // An event: the plan numbered it; a wait must follow its record.
+    step.event = inst.event();
+    step.description =
+        std::string(step.kind == plan::RECORD ? "record" : "wait") +
+        " of event " + std::to_string(step.event);
+    if (step.event >= prog.events())
+      return Status::error("plan: " + prog.name() + " instruction " +
+                           std::to_string(index) + " names event " +
+                           std::to_string(step.event) + " of " +
+                           std::to_string(prog.events()));
+    return Status::ok();
   }
-  e->options_ = options;
-  e->trace_.resize(e->doneSize_);
-  out = std::move(e);
+  const KernelRegistry &kernels = device_->getKernels();
+  step.kernel = kernels.lookup(inst.op());
+  if (!step.kernel)
+    return Status::error("no kernel for " + inst.op() + " (node '" +
+                         inst.location() + "') in this backend");
+  for (uint32_t id : inst.inputs())
+    step.inputs.push_back(tensors_[id]);
+  for (uint32_t id : inst.outputs())
+    step.outputs.push_back(tensors_[id]);
+  for (const auto &a : inst.attributes())
+    setAttribute(step.attrs, a);
+  // Names the instruction in failures, wherever they surface (at the
+  // launch, or at the synchronize on an asynchronous queue) and in
+  // profiler ranges.
+  step.description = "instruction " + std::to_string(index) + ", " + inst.op() +
+                     " (node '" + inst.location() + "')";
+  step.delayable = inst.delayable();
+  if (inst.random()) {
+    if (inst.seed_slot() >= prog.seed_slots())
+      return Status::error("plan: " + prog.name() + " instruction " +
+                           std::to_string(index) + " has seed slot " +
+                           std::to_string(inst.seed_slot()) + " of " +
+                           std::to_string(prog.seed_slots()));
+    step.rngStream = inst.rng_stream();
+    step.seedSlot = int(inst.seed_slot());
+  }
+  if (inst.group() != plan::NO_GROUP)
+    step.group = fromPlanGroup(inst.group());
+  if (inst.collective() != plan::NO_COLLECTIVE)
+    step.collective = int(fromPlanCollective(inst.collective()));
+  if (const PrepareFn *prepare = kernels.lookupPrepare(inst.op())) {
+    KernelContext ctx{step.inputs, step.outputs, step.attrs,
+                      0,           nullptr,      ssdFile_};
+    ctx.group = step.group;
+    if (Status s = (*prepare)(ctx, step.prepared); !s)
+      return Status::error(prog.name() + " " + step.description + ": " +
+                           s.message());
+  }
+  return Status::ok();
+}
+
+Status Executor::createQueuesAndSeeds() {
+  Device &d = *device_;
+  uint32_t streams = 1;
+  for (auto &[name, program] : programs_)
+    streams = std::max(streams, uint32_t(program.streams.size()));
+  if (Status s = d.createQueues(streams, uint32_t(eventCount_)); !s)
+    return s;
+  // Each program's seed slots, one after the other in one block.
+  uint32_t slots = 0;
+  for (auto &[name, program] : programs_) {
+    program.firstSeedSlot = slots;
+    slots += program.seedSlots;
+  }
+  if (slots) {
+    size_t bytes = slots * sizeof(uint64_t);
+    if (Status s = d.allocate(MemoryKind::Device, bytes, &seedBlock_); !s)
+      return s;
+    if (Status s = d.allocate(MemoryKind::Host, bytes, &seedStaging_); !s)
+      return s;
+  }
+  return Status::ok();
+}
+
+Status Executor::allocateStaging() {
+  // Inputs and outputs reach the host through buffers of their own, one
+  // per tensor (a name may be an input of one program and an output of
+  // another), in one block of host memory.
+  std::map<uint32_t, size_t> stagingOffsets;
+  size_t bytes = 0;
+  for (auto &[name, program] : programs_) {
+    for (const std::string &input : program.inputs)
+      program.stagedInputs.push_back(inputs_[input]);
+    for (const std::string &output : program.outputs)
+      program.stagedOutputs.push_back(outputs_[output]);
+    for (auto *ids : {&program.stagedInputs, &program.stagedOutputs})
+      for (uint32_t id : *ids)
+        if (!tensors_[id].onHost && !stagingOffsets.count(id)) {
+          stagingOffsets[id] = bytes;
+          bytes += alignUp(std::max<size_t>(tensors_[id].bytes(), 1));
+        }
+  }
+  // A HOST-tier input or output needs no staging: the host has it.
+  for (auto &[name, program] : programs_)
+    for (auto *ids : {&program.stagedInputs, &program.stagedOutputs})
+      std::erase_if(*ids,
+                    [&](uint32_t id) { return !stagingOffsets.count(id); });
+  if (bytes)
+    if (Status s = device_->allocate(MemoryKind::Host, bytes, &stagingBlock_);
+        !s)
+      return s;
+  for (auto [id, offset] : stagingOffsets) {
+    TensorView v = tensors_[id];
+    v.data = static_cast<unsigned char *>(stagingBlock_) + offset;
+    v.onHost = true;
+    staging_[id] = v;
+  }
   return Status::ok();
 }
 
@@ -482,24 +533,11 @@ Status Executor::runProgram(Program &program, std::string_view name,
   Device &d = *device_;
   ++program.runs;
   ++runs_;
-  // This run's seeds, staged for the copy that opens the program (a
-  // captured graph holds that copy, so a replay reads them too).
-  auto *seeds = static_cast<uint64_t *>(seedStaging_);
-  if (program.seedSlots)
-    for (const Step &step : program.steps)
-      if (step.seedSlot >= 0)
-        seeds[program.firstSeedSlot + step.seedSlot] =
-            fnv1a64(&step.rngStream, sizeof(step.rngStream), seed);
+  stageSeeds(program, seed);
   // A traced run is enqueued step by step (a replayed graph has no
   // per-instruction timestamps).
-  if (program.graph && !tracing_) {
-    ++graphReplays_;
-    if (Status s = d.launchGraph(0, program.graph.get()); !s)
-      return Status::error(std::string(name) + ": " + s.message());
-    if (Status s = d.synchronize(0); !s)
-      return Status::error(std::string(name) + ": " + s.message());
-    return Status::ok();
-  }
+  if (program.graph && !tracing_)
+    return replayGraph(program, name);
   // The first run is a warm-up (kernels may finish preparing then); the
   // second is captured and replayed.
   bool capture = options_.captureGraphs && d.canCapture() && !tracing_ &&
@@ -527,19 +565,70 @@ Status Executor::runProgram(Program &program, std::string_view name,
     return Status::error(std::string(name) + (named ? " " : ": ") +
                          s.message());
   };
-  // Tracing: marker 0 opens the run on stream 0; step i's kernels lie
-  // between markers 1 + 2i and 2 + 2i on its stream.
   int64_t traceBase = 0;
-  if (tracing_) {
-    if (Status s = d.createTimers(uint32_t(1 + 2 * program.steps.size())); !s)
+  if (tracing_)
+    if (Status s = startTrace(program, traceBase); !s)
       return failCopy(s);
-    traceBase = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                    std::chrono::steady_clock::now().time_since_epoch())
-                    .count();
-    if (Status s = d.markTime(0, 0); !s)
+  if (Status s = enqueueInputs(program); !s)
+    return failCopy(s);
+  // Every step on its stream's queue, in program order: each queue gets
+  // its steps in order, and a wait follows its event's record (the plan
+  // opens the streams after stream 0's input copies and joins them into
+  // stream 0 at the end).
+  for (uint32_t i = 0; i < program.steps.size(); ++i)
+    if (Status s = enqueue(program, i, seed, runs_); !s)
+      return fail(i, s);
+  if (Status s = enqueueOutputs(program); !s)
+    return failCopy(s);
+  if (capture) {
+    capture = false;
+    if (Status s = finishCapture(program); !s)
       return failCopy(s);
   }
+  if (Status s = d.synchronize(0); !s)
+    return failCopy(s);
+  if (tracing_)
+    if (Status s = collectTrace(program, traceBase); !s)
+      return failCopy(s);
+  return Status::ok();
+}
+
+void Executor::stageSeeds(Program &program, uint64_t seed) {
+  // This run's seeds, staged for the copy that opens the program (a
+  // captured graph holds that copy, so a replay reads them too).
+  auto *seeds = static_cast<uint64_t *>(seedStaging_);
+  if (program.seedSlots)
+    for (const Step &step : program.steps)
+      if (step.seedSlot >= 0)
+        seeds[program.firstSeedSlot + step.seedSlot] =
+            fnv1a64(&step.rngStream, sizeof(step.rngStream), seed);
+}
+
+Status Executor::replayGraph(Program &program, std::string_view name) {
+  Device &d = *device_;
+  ++graphReplays_;
+  if (Status s = d.launchGraph(0, program.graph.get()); !s)
+    return Status::error(std::string(name) + ": " + s.message());
+  if (Status s = d.synchronize(0); !s)
+    return Status::error(std::string(name) + ": " + s.message());
+  return Status::ok();
+}
+
+Status Executor::startTrace(const Program &program, int64_t &traceBase) {
+  // Marker 0 opens the run on stream 0; step i's kernels lie between
+  // markers 1 + 2i and 2 + 2i on its stream.
+  Device &d = *device_;
+  if (Status s = d.createTimers(uint32_t(1 + 2 * program.steps.size())); !s)
+    return s;
+  traceBase = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                  std::chrono::steady_clock::now().time_since_epoch())
+                  .count();
+  return d.markTime(0, 0);
+}
+
+Status Executor::enqueueInputs(const Program &program) {
   // Seeds and inputs in, on stream 0; the other streams start after them.
+  Device &d = *device_;
   if (program.seedSlots) {
     size_t offset = program.firstSeedSlot * sizeof(uint64_t);
     if (Status s = d.copyAsync(
@@ -547,90 +636,93 @@ Status Executor::runProgram(Program &program, std::string_view name,
             static_cast<unsigned char *>(seedStaging_) + offset,
             program.seedSlots * sizeof(uint64_t), CopyKind::HostToDevice);
         !s)
-      return failCopy(s);
+      return s;
   }
   for (uint32_t id : program.stagedInputs)
     if (Status s = d.copyAsync(0, tensors_[id].data, staging_[id].data,
                                tensors_[id].bytes(), CopyKind::HostToDevice);
         !s)
-      return failCopy(s);
-  auto launch = [&](uint32_t i, uint32_t stream) -> Status {
-    Step &step = program.steps[i];
-    if (tracing_)
-      if (Status s = d.markTime(stream, 1 + 2 * i); !s)
-        return s;
-    if (step.kind == plan::RECORD || step.kind == plan::WAIT) {
-      Status s = step.kind == plan::RECORD ? d.record(stream, step.event)
-                                           : d.wait(stream, step.event);
-      if (!s)
-        return s;
-      return tracing_ ? d.markTime(stream, 2 + 2 * i) : Status::ok();
-    }
-    if (options_.injectDelayMicros && step.delayable) {
-      uint64_t key[2] = {runs_, i};
-      uint64_t r = fnv1a64(key, sizeof(key));
-      if (Status s = d.injectDelay(
-              stream, r % (options_.injectDelayMicros + 1));
-          !s)
-        return s;
-    }
-    KernelContext ctx{step.inputs, step.outputs, step.attrs,
-                      fnv1a64(&step.rngStream, sizeof(step.rngStream), seed),
-                      comm_, ssdFile_};
-    ctx.group = step.group;
-    ctx.prepared = step.prepared.get();
-    ctx.description = &step.description;
-    if (step.seedSlot >= 0)
-      ctx.seedSlot = static_cast<const uint64_t *>(seedBlock_) +
-                     program.firstSeedSlot + step.seedSlot;
-    if (Status s = d.launch(stream, *step.kernel, ctx); !s)
       return s;
-    // NCCL counts nothing: count its traffic as the MPI path does.
-    if (step.collective >= 0 && comm_ && d.collectives())
-      for (size_t b = 0; b < step.inputs.size(); ++b) {
-        auto kind = CollectiveKind(step.collective);
-        const TensorView &shard = kind == CollectiveKind::ReduceScatter
-                                      ? step.outputs[b]
-                                      : step.inputs[b];
-        comm_->countDeviceCollective(step.group, kind, shard.dtype,
-                                     size_t(shard.numel()));
-      }
-    if (tracing_) {
-      trace_[i].stream = stream;
-      return d.markTime(stream, 2 + 2 * i);
+  return Status::ok();
+}
+
+Status Executor::enqueue(Program &program, uint32_t i, uint64_t seed,
+                         uint64_t run) {
+  Device &d = *device_;
+  Step &step = program.steps[i];
+  uint32_t stream = step.stream;
+  if (tracing_)
+    if (Status s = d.markTime(stream, 1 + 2 * i); !s)
+      return s;
+  if (step.kind == plan::RECORD || step.kind == plan::WAIT) {
+    Status s = step.kind == plan::RECORD ? d.record(stream, step.event)
+                                         : d.wait(stream, step.event);
+    if (!s)
+      return s;
+    return tracing_ ? d.markTime(stream, 2 + 2 * i) : Status::ok();
+  }
+  if (options_.injectDelayMicros && step.delayable) {
+    uint64_t key[2] = {run, i};
+    uint64_t r = fnv1a64(key, sizeof(key));
+    if (Status s = d.injectDelay(stream, r % (options_.injectDelayMicros + 1));
+        !s)
+      return s;
+  }
+  KernelContext ctx{
+      step.inputs, step.outputs,
+      step.attrs,  fnv1a64(&step.rngStream, sizeof(step.rngStream), seed),
+      comm_,       ssdFile_};
+  ctx.group = step.group;
+  ctx.prepared = step.prepared.get();
+  ctx.description = &step.description;
+  if (step.seedSlot >= 0)
+    ctx.seedSlot = static_cast<const uint64_t *>(seedBlock_) +
+                   program.firstSeedSlot + step.seedSlot;
+  if (Status s = d.launch(stream, *step.kernel, ctx); !s)
+    return s;
+  // NCCL counts nothing: count its traffic as the MPI path does.
+  if (step.collective >= 0 && comm_ && d.collectives())
+    for (size_t b = 0; b < step.inputs.size(); ++b) {
+      auto kind = CollectiveKind(step.collective);
+      const TensorView &shard = kind == CollectiveKind::ReduceScatter
+                                    ? step.outputs[b]
+                                    : step.inputs[b];
+      comm_->countDeviceCollective(step.group, kind, shard.dtype,
+                                   size_t(shard.numel()));
     }
-    return Status::ok();
-  };
-  // Every step on its stream's queue, in program order: each queue gets
-  // its steps in order, and a wait follows its event's record (the plan
-  // opens the streams after stream 0's input copies and joins them into
-  // stream 0 at the end).
-  for (uint32_t i = 0; i < program.steps.size(); ++i)
-    if (Status s = launch(i, program.steps[i].stream); !s)
-      return fail(i, s);
+  if (tracing_) {
+    trace_[i].stream = stream;
+    return d.markTime(stream, 2 + 2 * i);
+  }
+  return Status::ok();
+}
+
+Status Executor::enqueueOutputs(const Program &program) {
+  Device &d = *device_;
   for (uint32_t id : program.stagedOutputs)
     if (Status s = d.copyAsync(0, staging_[id].data, tensors_[id].data,
                                tensors_[id].bytes(), CopyKind::DeviceToHost);
         !s)
-      return failCopy(s);
-  if (capture) {
-    capture = false;
-    if (Status s = d.endCapture(0, program.graph); !s)
-      return failCopy(s);
-    ++graphReplays_;
-    if (Status s = d.launchGraph(0, program.graph.get()); !s)
-      return failCopy(s);
-  }
-  if (Status s = d.synchronize(0); !s)
-    return failCopy(s);
-  if (tracing_) {
-    std::vector<int64_t> ns;
-    if (Status s = d.readTimes(uint32_t(1 + 2 * program.steps.size()), ns); !s)
-      return failCopy(s);
-    for (size_t i = 0; i < program.steps.size(); ++i)
-      trace_[i] = {traceBase + ns[1 + 2 * i], traceBase + ns[2 + 2 * i],
-                   trace_[i].stream};
-  }
+      return s;
+  return Status::ok();
+}
+
+Status Executor::finishCapture(Program &program) {
+  Device &d = *device_;
+  if (Status s = d.endCapture(0, program.graph); !s)
+    return s;
+  ++graphReplays_;
+  return d.launchGraph(0, program.graph.get());
+}
+
+Status Executor::collectTrace(const Program &program, int64_t traceBase) {
+  std::vector<int64_t> ns;
+  if (Status s = device_->readTimes(uint32_t(1 + 2 * program.steps.size()), ns);
+      !s)
+    return s;
+  for (size_t i = 0; i < program.steps.size(); ++i)
+    trace_[i] = {traceBase + ns[1 + 2 * i], traceBase + ns[2 + 2 * i],
+                 trace_[i].stream};
   return Status::ok();
 }
 

@@ -31,6 +31,11 @@
 #include <string_view>
 #include <vector>
 
+namespace strata::plan {
+class Instruction;
+class Program;
+} // namespace strata::plan
+
 namespace strata::runtime {
 
 struct ExecutorOptions {
@@ -175,12 +180,74 @@ private:
     /// Where the program's seed slots start in the seed block.
     uint32_t firstSeedSlot = 0;
   };
+  /// Where layOutTensors puts each tensor (by id: its offset in the device
+  /// or host block) and how large each tier is.
+  struct Layout {
+    std::vector<size_t> offsets;
+    size_t deviceBytes = 0, hostBytes = 0;
+    uint64_t ssdBytes = 0;
+  };
   /// Copies bytes into or out of a tensor wherever it lives (device memory,
   /// the host block, the SSD file).
   Status storeBytes(const TensorView &v, const void *in, const std::string &what);
   Status loadBytes(const TensorView &v, void *out, const std::string &what) const;
-  /// Enqueues step i of a program on its stream.
+
+  // The loader, in the order create calls it.
+
+  /// Gives every tensor its dtype and shape and places it: persistent
+  /// tensors and constants end to end in the device block (or the host
+  /// block, or the SSD file, by tier), then the activation arena at the
+  /// plan's offsets; each block rounded up to whole pages.
+  Status layOutTensors(const plan::Plan &p, Layout &layout);
+  /// Allocates the device and host blocks and the SSD file once, and
+  /// points every tensor at its bytes.
+  Status allocateTiers(const plan::Plan &p, const Layout &layout);
+  /// Creates the SSD tier's file of `bytes` in options_.ssdDir (unlinked at
+  /// once, so it vanishes with the process).
+  Status createSsdFile(uint64_t bytes);
+  /// Copies the constants and this rank's initial parameters in.
+  Status copyInitialValues(const Artifact &artifact);
+  /// Lists the tensors that keep their value between steps (states_).
+  void collectStates(const plan::Plan &p);
+  /// Builds a program's steps, checks its streams, events and seed slots,
+  /// and records its bindings (inputs_, outputs_).
+  Status loadProgram(const plan::Program &prog);
+  /// Builds the step of instruction `index` of `prog`: its kernel, views
+  /// and attributes, random stream and seed slot, group, and what its
+  /// kernel's prepare function makes.
+  Status buildStep(const plan::Program &prog, const plan::Instruction &inst,
+                   size_t index, Step &step);
+  /// Creates the device's queues (the most streams and events of any
+  /// program) and the seed block every program's seed slots share.
+  Status createQueuesAndSeeds();
+  /// Where the host cannot address device memory: one staging buffer per
+  /// input or output tensor, in one host block.
+  Status allocateStaging();
+
+  // The runner, in the order runProgram calls it.
+
+  /// Runs a program: replays its graph, or enqueues its steps (capturing
+  /// them on the run that captures), then waits for stream 0.
+  Status runProgram(Program &program, std::string_view name, uint64_t seed);
+  /// Writes this run's seeds of a program into the seed staging block.
+  void stageSeeds(Program &program, uint64_t seed);
+  /// Launches a program's captured graph and waits for it.
+  Status replayGraph(Program &program, std::string_view name);
+  /// Creates the run's timers and marks its start on stream 0; `traceBase`
+  /// receives the host clock the device's times are relative to.
+  Status startTrace(const Program &program, int64_t &traceBase);
+  /// Enqueues the copies of seeds and staged inputs on stream 0.
+  Status enqueueInputs(const Program &program);
+  /// Enqueues step i of a program on its stream (`run`: the runs since
+  /// load, which picks --inject-delay's delays).
   Status enqueue(Program &program, uint32_t i, uint64_t seed, uint64_t run);
+  /// Enqueues the copies of staged outputs on stream 0.
+  Status enqueueOutputs(const Program &program);
+  /// Ends the capture into the program's graph and launches it once.
+  Status finishCapture(Program &program);
+  /// Reads the run's timers into trace_.
+  Status collectTrace(const Program &program, int64_t traceBase);
+
   Executor() = default;
   std::shared_ptr<Device> device_;
   void *deviceBlock_ = nullptr, *hostBlock_ = nullptr, *stagingBlock_ = nullptr;
@@ -201,7 +268,6 @@ private:
   size_t doneSize_ = 0;
   /// Runs since load (each run's injected delays differ).
   uint64_t runs_ = 0;
-  Status runProgram(Program &program, std::string_view name, uint64_t seed);
   int ssdFile_ = -1;
   uint64_t ssdBytes_ = 0;
   uint64_t lastRunAllocations_ = 0;
