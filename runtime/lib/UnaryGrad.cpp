@@ -1,32 +1,32 @@
 //===- UnaryGrad.cpp - graph.unary_grad's checks and attributes -----------===//
 
 #include "strata/Runtime/UnaryGrad.h"
+#include "strata/Runtime/ElementwiseFormulas.h"
 #include "strata/Runtime/KernelChecks.h"
 
 #include <limits>
 #include <string>
+#include <tuple>
 #include <utility>
 
 namespace strata::runtime {
 namespace {
 
+/// The forward op `name` names (with its GELU approximation) as the
+/// derivative to take and the op whose attributes to read.
 bool parseKind(const std::string &name, const std::string &approximate,
-               UnaryGradKind &kind) {
+               UnaryGradKind &kind, Unary &forward) {
   using K = UnaryGradKind;
-  static const std::pair<const char *, K> kinds[] = {
-      {"abs", K::Abs},         {"exp", K::Exp},
-      {"log", K::Log},         {"sqrt", K::Sqrt},
-      {"reciprocal", K::Reciprocal}, {"tanh", K::Tanh},
-      {"erf", K::Erf},         {"sin", K::Sin},
-      {"cos", K::Cos},         {"relu", K::Relu},
-      {"sigmoid", K::Sigmoid}, {"softplus", K::Softplus},
-      {"gelu", K::Gelu},       {"leaky_relu", K::LeakyRelu},
-      {"elu", K::Elu},         {"hard_sigmoid", K::HardSigmoid},
-      {"hard_swish", K::HardSwish}, {"clip", K::Clip},
-      {"neg", K::Neg}};
-  for (auto &[n, k] : kinds)
+  // The unary ops ElementwiseOps.def differentiates by unary_grad.
+  static const std::tuple<const char *, K, Unary> kinds[] = {
+#define STRATA_UNARY(Kind, Mnemonic, OpClass, Types, Gradient)                 \
+  {Mnemonic, K::Kind, Unary::Kind},
+#include "strata/Runtime/ElementwiseOps.def"
+  };
+  for (auto &[n, k, u] : kinds)
     if (name == n) {
       kind = k;
+      forward = u;
       if (k == K::Gelu && approximate == "tanh")
         kind = K::GeluTanh;
       return true;
@@ -47,16 +47,17 @@ Status planUnaryGrad(const KernelContext &ctx, UnaryGradParams &p) {
                          dy.describe() + ", " + x.describe() + ", " +
                          y.describe());
   std::string name = ctx.attrs.getString("kind");
-  if (!parseKind(name, ctx.attrs.getString("approximate", "none"), p.kind))
+  Unary forward;
+  if (!parseKind(name, ctx.attrs.getString("approximate", "none"), p.kind,
+                 forward))
     return Status::error("graph.unary_grad: unknown kind '" + name + "'");
-  // The forward kernels' defaults (ElementwiseKernels.cpp).
-  p.alpha = ctx.attrs.getFloat("alpha", p.kind == UnaryGradKind::LeakyRelu ? 0.01
-                                        : p.kind == UnaryGradKind::Elu     ? 1.0
-                                                                           : 0.2);
-  p.beta = ctx.attrs.getFloat("beta", 0.5);
+  // The forward kernels' attributes and defaults.
+  UnaryParams attrs = readUnaryParams(forward, ctx.attrs);
+  p.alpha = attrs.alpha;
+  p.beta = attrs.beta;
   double inf = std::numeric_limits<double>::infinity();
-  p.lo = ctx.attrs.has("min") ? ctx.attrs.getFloat("min") : -inf;
-  p.hi = ctx.attrs.has("max") ? ctx.attrs.getFloat("max") : inf;
+  p.lo = attrs.hasMin ? attrs.min : -inf;
+  p.hi = attrs.hasMax ? attrs.max : inf;
   return Status::ok();
 }
 

@@ -14,6 +14,9 @@
 
 #include "Conformance.h"
 
+#include "strata/Runtime/ElementwiseOps.h"
+
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -106,6 +109,7 @@ std::vector<UnaryOp> floatUnaryOps() {
       {"graph.hard_sigmoid", -4, 4, false,
        attrs({{"alpha", 1.0 / 6}, {"beta", 0.25}})},
       {"graph.hard_swish", -5, 5, false, {}},
+      {"graph.softsign", -5, 5, false, {}},
       {"graph.clip", -3, 3, false, attrs({{"min", -1.0}, {"max", 1.5}})},
       {"graph.clip", -3, 3, false, attrs({{"min", int64_t(0)}})},
       {"graph.clip", -3, 3, false, attrs({{"max", 0.25}})},
@@ -448,15 +452,16 @@ TEST(ElementwiseConformance, BinaryErrors) {
 // Gradients: unary_grad, sum_squares, round_to, copy
 //===----------------------------------------------------------------------===//
 
-TEST(ElementwiseGradConformance, UnaryGrad) {
-  STRATA_REQUIRE_GPU();
-  std::mt19937_64 rng(11);
-  struct Kind {
-    const char *kind;
-    double lo, hi;
-    KernelAttrs attrs;
-  };
-  std::vector<Kind> kinds = {
+namespace {
+
+struct UnaryGradKindCase {
+  const char *kind;
+  double lo, hi;
+  KernelAttrs attrs;
+};
+
+std::vector<UnaryGradKindCase> unaryGradKinds() {
+  return {
       {"abs", -2, 2, {}},
       {"exp", -3, 3, {}},
       {"log", 0.1, 3, {}},
@@ -482,7 +487,17 @@ TEST(ElementwiseGradConformance, UnaryGrad) {
       {"clip", -2, 2, attrs({{"min", 0.5}})},
       {"clip", -2, 2, {}},
       {"neg", -2, 2, {}},
+      {"softsign", -3, 3, {}},
   };
+}
+
+} // namespace
+
+TEST(ElementwiseGradConformance, UnaryGrad) {
+  STRATA_REQUIRE_GPU();
+  std::mt19937_64 rng(11);
+  using Kind = UnaryGradKindCase;
+  std::vector<Kind> kinds = unaryGradKinds();
   for (Kind &k : kinds) {
     k.attrs.set("kind", std::string(k.kind));
     for (DType t : {DType::F32, DType::F64})
@@ -666,4 +681,26 @@ TEST(ElementwiseGradConformance, Copy) {
   expectConformance(makeCase("runtime.copy", {f}, {zeros(DType::F32, {5})}));
   expectConformance(makeCase("runtime.copy", {f}, {zeros(DType::I32, {4})}));
   expectConformance(makeCase("runtime.copy", {f}, {}));
+}
+
+//===----------------------------------------------------------------------===//
+// Coverage of the op table
+//===----------------------------------------------------------------------===//
+
+/// Every op of ElementwiseOps.def has a conformance case: a row added to the
+/// table without one fails here, not silently.
+TEST(ElementwiseConformance, EveryTableOpHasACase) {
+  std::vector<std::string> unary, grads;
+  for (const UnaryOp &u : floatUnaryOps())
+    unary.push_back(u.op);
+  unary.insert(unary.end(), {"graph.neg", "graph.abs"}); // NegAbsNot
+  for (const UnaryGradKindCase &k : unaryGradKinds())
+    grads.push_back(k.kind);
+  auto has = [](const std::vector<std::string> &list, const std::string &s) {
+    return std::find(list.begin(), list.end(), s) != list.end();
+  };
+#define STRATA_UNARY(Kind, Mnemonic, OpClass, Types, Gradient)                 \
+  EXPECT_TRUE(has(unary, "graph." Mnemonic)) << Mnemonic " has no case";       \
+  EXPECT_TRUE(has(grads, Mnemonic)) << "unary_grad of " Mnemonic " has no case";
+#include "strata/Runtime/ElementwiseOps.def"
 }

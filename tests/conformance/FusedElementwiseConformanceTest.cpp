@@ -98,7 +98,8 @@ TEST(FusedElementwiseConformance, EveryInstruction) {
   std::mt19937_64 rng(13);
   for (const char *unary :
        {"neg", "abs", "exp", "tanh", "erf", "sin", "cos", "relu", "sigmoid",
-        "softplus", "hard_swish", "gelu", "gelu_tanh", "reciprocal"})
+        "softplus", "hard_swish", "gelu", "gelu_tanh", "reciprocal",
+        "softsign"})
     expectConformance(fused(std::string(unary) + " 0", {1},
                             {randomTensor(DType::F32, {999}, rng, -4, 4)},
                             {zeros(DType::F32, {999})}));
@@ -107,7 +108,8 @@ TEST(FusedElementwiseConformance, EveryInstruction) {
                             {randomTensor(DType::F32, {999}, rng, 0.1, 4)},
                             {zeros(DType::F32, {999})}));
   for (const char *grad : {"grad_tanh", "grad_sigmoid", "grad_relu",
-                           "grad_gelu_tanh", "grad_softplus", "grad_exp"})
+                           "grad_gelu_tanh", "grad_softplus", "grad_exp",
+                           "grad_softsign"})
     expectConformance(fused(std::string(grad) + " 0 1 2", {3},
                             {randomTensor(DType::F32, {999}, rng),
                              randomTensor(DType::F32, {999}, rng, -3, 3),

@@ -60,6 +60,7 @@ std::vector<UnaryCase> unaryCases() {
        4,
        {-1.6, 2.4}},
       {"hard_swish", none, -4.5, 4.5, {-3, 3}},
+      {"softsign", none, -3, 3, {}},
       {"clip", floats({{"min", -0.5}, {"max", 0.7}}), -1.5, 1.5, {-0.5, 0.7}},
       {"clip", floats({{"max", 0.2}}), -1.5, 1.5, {0.2}},
       {"clip", none, -1.5, 1.5, {}},

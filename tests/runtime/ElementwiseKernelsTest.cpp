@@ -67,6 +67,18 @@ TEST(ElementwiseKernels, SoftplusIsLinearAboveThreshold) {
   EXPECT_NEAR(y.values<double>()[2], std::exp(-30.0), 1e-20);
 }
 
+TEST(ElementwiseKernels, SoftsignDividesByOnePlusAbs) {
+  OwnedTensor x = f32({5}, {-3.0f, -0.0f, 1.0f, 1e30f, NAN});
+  OwnedTensor y(DType::F32, {5});
+  ASSERT_TRUE(runCpuKernel("graph.softsign", {&x}, {&y}));
+  std::vector<float> v = y.values<float>();
+  EXPECT_EQ(v[0], -0.75f);
+  EXPECT_TRUE(v[1] == 0.0f && std::signbit(v[1])); // -0 / 1
+  EXPECT_EQ(v[2], 0.5f);
+  EXPECT_EQ(v[3], 1.0f);
+  EXPECT_TRUE(std::isnan(v[4]));
+}
+
 TEST(ElementwiseKernels, CastTruncatesAndMapsToBool) {
   OwnedTensor x = f32({4}, {-1.7f, 0.0f, 2.9f, 0.25f});
   OwnedTensor i(DType::I64, {4});

@@ -145,3 +145,36 @@ TEST(FusedElementwiseKernels, BadProgramsSayWhatIsWrong) {
 }
 
 } // namespace
+
+/// Codegen writes the opcode and gradient-kind numbers into artifacts: a
+/// number, once given, must never change (rows of ElementwiseOps.def are
+/// only appended), or a runtime would misread an older artifact.
+TEST(FusedProgram, NumbersNeverChange) {
+  const std::pair<const char *, std::pair<int64_t, int64_t>> want[] = {
+      {"gelu", {0, 0}}, {"gelu_tanh", {1, 0}}, {"cast_wide", {2, 0}},
+      {"cast_bf16", {3, 0}}, {"cast_f16", {4, 0}}, {"where", {6, 0}},
+      {"add", {32, 0}}, {"sub", {33, 0}}, {"mul", {34, 0}}, {"div", {35, 0}},
+      {"max", {37, 0}}, {"min", {38, 0}},
+      {"abs", {64, 0}}, {"exp", {65, 0}}, {"log", {66, 0}}, {"sqrt", {67, 0}},
+      {"reciprocal", {68, 0}}, {"tanh", {69, 0}}, {"erf", {70, 0}},
+      {"sin", {71, 0}}, {"cos", {72, 0}}, {"relu", {73, 0}},
+      {"sigmoid", {74, 0}}, {"softplus", {75, 0}}, {"hard_swish", {80, 0}},
+      {"neg", {82, 0}}, {"softsign", {83, 0}},
+      {"grad_abs", {5, 0}}, {"grad_exp", {5, 1}}, {"grad_log", {5, 2}},
+      {"grad_sqrt", {5, 3}}, {"grad_reciprocal", {5, 4}},
+      {"grad_tanh", {5, 5}}, {"grad_erf", {5, 6}}, {"grad_sin", {5, 7}},
+      {"grad_cos", {5, 8}}, {"grad_relu", {5, 9}}, {"grad_sigmoid", {5, 10}},
+      {"grad_softplus", {5, 11}}, {"grad_gelu", {5, 12}},
+      {"grad_hard_swish", {5, 16}}, {"grad_neg", {5, 18}},
+      {"grad_softsign", {5, 19}},
+      {"grad_gelu_tanh", {5, 128}}};
+  for (const auto &[name, numbers] : want) {
+    std::vector<int64_t> code = assembleFusedProgram(name);
+    ASSERT_EQ(code.size(), size_t(kFusedCodeWidth)) << name;
+    EXPECT_EQ(std::make_pair(code[0], code[1]), numbers) << name;
+  }
+  // The ops with attributes have numbers no fused program may use.
+  EXPECT_FALSE(isFusedOpcode(kFusedUnaryBase + int(Unary::Clip)));
+  EXPECT_FALSE(isFusedOpcode(kFusedBinaryBase + int(Binary::Pow)));
+  EXPECT_FALSE(isUnaryGradKind(127));
+}

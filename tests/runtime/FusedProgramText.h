@@ -30,26 +30,16 @@ inline std::vector<int64_t> assembleFusedProgram(const std::string &text) {
   using O = FusedOpcode;
   using K = UnaryGradKind;
   static const Name kNames[] = {
-      {"add", O::Add, {}}, {"sub", O::Sub, {}}, {"mul", O::Mul, {}},
-      {"div", O::Div, {}}, {"max", O::Max, {}}, {"min", O::Min, {}},
-      {"neg", O::Neg, {}}, {"abs", O::Abs, {}}, {"exp", O::Exp, {}},
-      {"log", O::Log, {}}, {"sqrt", O::Sqrt, {}},
-      {"reciprocal", O::Reciprocal, {}}, {"tanh", O::Tanh, {}},
-      {"erf", O::Erf, {}}, {"sin", O::Sin, {}}, {"cos", O::Cos, {}},
-      {"relu", O::Relu, {}}, {"sigmoid", O::Sigmoid, {}},
-      {"softplus", O::Softplus, {}}, {"hard_swish", O::HardSwish, {}},
+  // Every fusible op of ElementwiseOps.def by its mnemonic, and its
+  // gradient as grad_<mnemonic>.
+#define STRATA_FUSIBLE_BINARY(Kind, Mnemonic, OpClass, Types) {Mnemonic, O::Kind, {}},
+#define STRATA_FUSIBLE_UNARY(Kind, Mnemonic, OpClass, Types, Gradient)         \
+  {Mnemonic, O::Kind, {}}, {"grad_" Mnemonic, O::Grad, K::Kind},
+#include "strata/Runtime/ElementwiseOps.def"
       {"gelu", O::Gelu, {}}, {"gelu_tanh", O::GeluTanh, {}},
       {"cast_wide", O::CastWide, {}}, {"cast_bf16", O::CastBf16, {}},
       {"cast_f16", O::CastF16, {}}, {"where", O::Where, {}},
-      {"grad_abs", O::Grad, K::Abs}, {"grad_exp", O::Grad, K::Exp},
-      {"grad_log", O::Grad, K::Log}, {"grad_sqrt", O::Grad, K::Sqrt},
-      {"grad_reciprocal", O::Grad, K::Reciprocal},
-      {"grad_tanh", O::Grad, K::Tanh}, {"grad_erf", O::Grad, K::Erf},
-      {"grad_sin", O::Grad, K::Sin}, {"grad_cos", O::Grad, K::Cos},
-      {"grad_relu", O::Grad, K::Relu}, {"grad_sigmoid", O::Grad, K::Sigmoid},
-      {"grad_softplus", O::Grad, K::Softplus}, {"grad_gelu", O::Grad, K::Gelu},
-      {"grad_gelu_tanh", O::Grad, K::GeluTanh},
-      {"grad_hard_swish", O::Grad, K::HardSwish}, {"grad_neg", O::Grad, K::Neg},
+      {"grad_gelu", O::Grad, K::Gelu}, {"grad_gelu_tanh", O::Grad, K::GeluTanh},
   };
   std::vector<int64_t> code;
   std::stringstream all(text);

@@ -218,7 +218,7 @@ std::vector<GradCase> cases() {
   std::vector<GradCase> all;
   // Elementwise unary ops.
   for (const char *op : {"abs", "exp", "tanh", "erf", "sin", "cos", "relu",
-                         "sigmoid", "softplus", "neg"})
+                         "sigmoid", "softplus", "neg", "softsign"})
     all.push_back(unaryCase(op, op));
   all.push_back(unaryCase("log", "log", "", 0.5, 2.0));
   all.push_back(unaryCase("sqrt", "sqrt", "", 0.5, 2.0));

@@ -183,6 +183,7 @@ void strata::frontend::registerElementwiseHandlers(OpHandlerTable &table) {
   table["Sigmoid"] = importUnary<g::SigmoidOp>;
   table["Softplus"] = importUnary<g::SoftplusOp>;
   table["HardSwish"] = importUnary<g::HardSwishOp>;
+  table["Softsign"] = importUnary<g::SoftsignOp>;
   table["Not"] = importUnary<g::NotOp>;
   table["Sin"] = importUnary<g::SinOp>;
   table["Cos"] = importUnary<g::CosOp>;

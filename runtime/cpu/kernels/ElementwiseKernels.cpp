@@ -9,9 +9,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernels.h"
-#include "kernels/ElementwiseFormulas.h"
 #include "kernels/KernelUtils.h"
 
+#include "strata/Runtime/ElementwiseFormulas.h"
 #include "strata/Runtime/NarrowFloat.h"
 
 #include <cmath>
@@ -25,90 +25,36 @@ namespace {
 // Unary
 //===----------------------------------------------------------------------===//
 
-/// Registers a float unary op whose formula gets the element and the attrs.
-template <typename Formula>
-void addFloatUnary(KernelRegistry &r, std::string op, Formula formula) {
-  r.add(op, [op, formula](KernelContext &ctx) -> Status {
+/// Registers unary op `K` (ElementwiseOps.def): floats only, or every type.
+template <Unary K, bool FloatOnly>
+void addUnary(KernelRegistry &r, std::string op) {
+  r.add(op, [op](KernelContext &ctx) -> Status {
     if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
       return s;
     const TensorView &x = ctx.inputs[0];
     TensorView &y = ctx.outputs[0];
-    return dispatchFloat(x.dtype, op, [&](auto tag) -> Status {
+    UnaryParams p = readUnaryParams(K, ctx.attrs);
+    auto body = [&](auto tag) -> Status {
       using T = decltype(tag);
       const T *in = x.as<T>();
       T *out = y.as<T>();
       for (int64_t i = 0, n = x.numel(); i < n; ++i)
-        out[i] = formula(in[i], ctx.attrs);
+        out[i] = unaryFormula<K>(in[i], p);
       return Status::ok();
-    });
+    };
+    if constexpr (FloatOnly)
+      return dispatchFloat(x.dtype, op, body);
+    else
+      return dispatchAll(x.dtype, op, body);
   });
 }
 
-void registerUnary(KernelRegistry &r) {
-  using A = const KernelAttrs &;
-  addFloatUnary(r, "graph.exp", [](auto x, A) { return std::exp(x); });
-  addFloatUnary(r, "graph.log", [](auto x, A) { return std::log(x); });
-  addFloatUnary(r, "graph.sqrt", [](auto x, A) { return std::sqrt(x); });
-  addFloatUnary(r, "graph.reciprocal", [](auto x, A) {
-    return formulas::reciprocal(x);
-  });
-  addFloatUnary(r, "graph.tanh", [](auto x, A) { return std::tanh(x); });
-  addFloatUnary(r, "graph.erf", [](auto x, A) { return std::erf(x); });
-  addFloatUnary(r, "graph.sin", [](auto x, A) { return std::sin(x); });
-  addFloatUnary(r, "graph.cos", [](auto x, A) { return std::cos(x); });
-  addFloatUnary(r, "graph.relu", [](auto x, A) { return formulas::relu(x); });
-  addFloatUnary(r, "graph.sigmoid",
-                [](auto x, A) { return formulas::sigmoid(x); });
-  addFloatUnary(r, "graph.softplus",
-                [](auto x, A) { return formulas::softplus(x); });
-  addFloatUnary(r, "graph.gelu", [](auto x, A attrs) {
-    return attrs.getString("approximate", "none") == "tanh"
-               ? formulas::geluTanh(x)
-               : formulas::geluExact(x);
-  });
-  addFloatUnary(r, "graph.leaky_relu", [](auto x, A attrs) {
-    using T = decltype(x);
-    return x > 0 ? x : x * T(attrs.getFloat("alpha", 0.01));
-  });
-  addFloatUnary(r, "graph.elu", [](auto x, A attrs) {
-    using T = decltype(x);
-    return x > 0 ? x : T(attrs.getFloat("alpha", 1.0)) * std::expm1(x);
-  });
-  addFloatUnary(r, "graph.hard_sigmoid", [](auto x, A attrs) {
-    using T = decltype(x);
-    T v = T(attrs.getFloat("alpha", 0.2)) * x + T(attrs.getFloat("beta", 0.5));
-    return std::min(std::max(v, T(0)), T(1));
-  });
-  addFloatUnary(r, "graph.hard_swish",
-                [](auto x, A) { return formulas::hardSwish(x); });
-  addFloatUnary(r, "graph.clip", [](auto x, A attrs) {
-    using T = decltype(x);
-    if (x != x)
-      return x;
-    if (attrs.has("min"))
-      x = std::max(x, T(attrs.getFloat("min")));
-    if (attrs.has("max"))
-      x = std::min(x, T(attrs.getFloat("max")));
-    return x;
-  });
+constexpr bool kFloatOnlyFloat = true, kFloatOnlyAny = false;
 
-  // neg and abs also take integers.
-  for (std::string op : {"graph.neg", "graph.abs"}) {
-    bool isNeg = op == "graph.neg";
-    r.add(op, [op, isNeg](KernelContext &ctx) -> Status {
-      if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
-        return s;
-      const TensorView &x = ctx.inputs[0];
-      return dispatchAll(x.dtype, op, [&](auto tag) -> Status {
-        using T = decltype(tag);
-        const T *in = x.as<T>();
-        T *out = ctx.outputs[0].as<T>();
-        for (int64_t i = 0, n = x.numel(); i < n; ++i)
-          out[i] = isNeg ? T(-in[i]) : formulas::abs(in[i]);
-        return Status::ok();
-      });
-    });
-  }
+void registerUnary(KernelRegistry &r) {
+#define STRATA_UNARY(Kind, Mnemonic, OpClass, Types, Gradient)                 \
+  addUnary<Unary::Kind, kFloatOnly##Types>(r, "graph." Mnemonic);
+#include "strata/Runtime/ElementwiseOps.def"
   r.add("graph.not", [](KernelContext &ctx) -> Status {
     if (Status s = checkArity(ctx, "graph.not", 1, 1, 1); !s)
       return s;
@@ -211,32 +157,34 @@ void broadcastBinary(const TensorView &a, const TensorView &b, TensorView &y,
   }
 }
 
-template <typename Fn>
-void addArithmetic(KernelRegistry &r, std::string op, bool floatOnly, Fn fn) {
-  r.add(op, [op, floatOnly, fn](KernelContext &ctx) -> Status {
+template <Binary K, bool FloatOnly>
+void addBinary(KernelRegistry &r, std::string op) {
+  r.add(op, [op](KernelContext &ctx) -> Status {
     if (Status s = checkArity(ctx, op, 2, 2, 1); !s)
       return s;
     const TensorView &a = ctx.inputs[0];
     auto body = [&](auto tag) -> Status {
       using T = decltype(tag);
-      broadcastBinary<T, T>(a, ctx.inputs[1], ctx.outputs[0], fn);
+      broadcastBinary<T, T>(a, ctx.inputs[1], ctx.outputs[0],
+                            [](T x, T y) { return binaryFormula<K>(x, y); });
       return Status::ok();
     };
-    return floatOnly ? dispatchFloat(a.dtype, op, body)
-                     : dispatchAll(a.dtype, op, body);
+    if constexpr (FloatOnly)
+      return dispatchFloat(a.dtype, op, body);
+    else
+      return dispatchAll(a.dtype, op, body);
   });
 }
 
-template <typename Fn>
-void addComparison(KernelRegistry &r, std::string op, Fn fn) {
-  r.add(op, [op, fn](KernelContext &ctx) -> Status {
+template <Compare K> void addCompare(KernelRegistry &r, std::string op) {
+  r.add(op, [op](KernelContext &ctx) -> Status {
     if (Status s = checkArity(ctx, op, 2, 2, 1); !s)
       return s;
     return dispatchAll(ctx.inputs[0].dtype, op, [&](auto tag) -> Status {
       using T = decltype(tag);
       broadcastBinary<T, uint8_t>(ctx.inputs[0], ctx.inputs[1], ctx.outputs[0],
-                                  [&](T a, T b) -> uint8_t {
-                                    return fn(a, b) ? 1 : 0;
+                                  [](T a, T b) -> uint8_t {
+                                    return compareFormula<K>(a, b) ? 1 : 0;
                                   });
       return Status::ok();
     });
@@ -244,18 +192,11 @@ void addComparison(KernelRegistry &r, std::string op, Fn fn) {
 }
 
 void registerBinary(KernelRegistry &r) {
-  addArithmetic(r, "graph.add", false, [](auto a, auto b) { return decltype(a)(a + b); });
-  addArithmetic(r, "graph.sub", false, [](auto a, auto b) { return decltype(a)(a - b); });
-  addArithmetic(r, "graph.mul", false, [](auto a, auto b) { return decltype(a)(a * b); });
-  addArithmetic(r, "graph.div", false, [](auto a, auto b) { return formulas::divide(a, b); });
-  addArithmetic(r, "graph.pow", true, [](auto a, auto b) { return std::pow(a, b); });
-  addArithmetic(r, "graph.max", false, [](auto a, auto b) { return formulas::nanMax(a, b); });
-  addArithmetic(r, "graph.min", false, [](auto a, auto b) { return formulas::nanMin(a, b); });
-  addArithmetic(r, "graph.and", false, [](auto a, auto b) { return decltype(a)(a && b); });
-  addArithmetic(r, "graph.or", false, [](auto a, auto b) { return decltype(a)(a || b); });
-  addComparison(r, "graph.equal", [](auto a, auto b) { return a == b; });
-  addComparison(r, "graph.less", [](auto a, auto b) { return a < b; });
-  addComparison(r, "graph.greater", [](auto a, auto b) { return a > b; });
+#define STRATA_BINARY(Kind, Mnemonic, OpClass, Types)                          \
+  addBinary<Binary::Kind, kFloatOnly##Types>(r, "graph." Mnemonic);
+#define STRATA_COMPARE(Kind, Mnemonic, OpClass)                                \
+  addCompare<Compare::Kind>(r, "graph." Mnemonic);
+#include "strata/Runtime/ElementwiseOps.def"
 
   r.add("graph.where", [](KernelContext &ctx) -> Status {
     if (Status s = checkArity(ctx, "graph.where", 3, 3, 1); !s)

@@ -10,9 +10,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernels.h"
-#include "kernels/ElementwiseFormulas.h"
 #include "kernels/KernelUtils.h"
 
+#include "strata/Runtime/ElementwiseFormulas.h"
 #include "strata/Runtime/FusedProgram.h"
 #include "strata/Runtime/NarrowFloat.h"
 
@@ -98,7 +98,7 @@ void storeChunk(const TensorView &v, int64_t start, int64_t len,
 template <typename T>
 void evaluate(const FusedInstruction &in, const T *a, const T *b, const T *c,
               T *out, int64_t n) {
-  namespace f = formulas;
+  UnaryParams none;
   UnaryGradParams grad;
   grad.kind = in.kind;
   switch (in.op) {
@@ -107,28 +107,14 @@ void evaluate(const FusedInstruction &in, const T *a, const T *b, const T *c,
     for (int64_t j = 0; j < n; ++j)                                            \
       out[j] = EXPR;                                                           \
     break;
-    STRATA_FUSED_CASE(Add, T(a[j] + b[j]))
-    STRATA_FUSED_CASE(Sub, T(a[j] - b[j]))
-    STRATA_FUSED_CASE(Mul, T(a[j] * b[j]))
-    STRATA_FUSED_CASE(Div, f::divide(a[j], b[j]))
-    STRATA_FUSED_CASE(Max, f::nanMax(a[j], b[j]))
-    STRATA_FUSED_CASE(Min, f::nanMin(a[j], b[j]))
-    STRATA_FUSED_CASE(Neg, T(-a[j]))
-    STRATA_FUSED_CASE(Abs, f::abs(a[j]))
-    STRATA_FUSED_CASE(Exp, std::exp(a[j]))
-    STRATA_FUSED_CASE(Log, std::log(a[j]))
-    STRATA_FUSED_CASE(Sqrt, std::sqrt(a[j]))
-    STRATA_FUSED_CASE(Reciprocal, f::reciprocal(a[j]))
-    STRATA_FUSED_CASE(Tanh, std::tanh(a[j]))
-    STRATA_FUSED_CASE(Erf, std::erf(a[j]))
-    STRATA_FUSED_CASE(Sin, std::sin(a[j]))
-    STRATA_FUSED_CASE(Cos, std::cos(a[j]))
-    STRATA_FUSED_CASE(Relu, f::relu(a[j]))
-    STRATA_FUSED_CASE(Sigmoid, f::sigmoid(a[j]))
-    STRATA_FUSED_CASE(Softplus, f::softplus(a[j]))
-    STRATA_FUSED_CASE(HardSwish, f::hardSwish(a[j]))
-    STRATA_FUSED_CASE(Gelu, f::geluExact(a[j]))
-    STRATA_FUSED_CASE(GeluTanh, f::geluTanh(a[j]))
+    // The ops ElementwiseOps.def marks fusible, each by its formula.
+#define STRATA_FUSIBLE_BINARY(Kind, Mnemonic, OpClass, Types)                  \
+  STRATA_FUSED_CASE(Kind, binaryFormula<Binary::Kind>(a[j], b[j]))
+#define STRATA_FUSIBLE_UNARY(Kind, Mnemonic, OpClass, Types, Gradient)         \
+  STRATA_FUSED_CASE(Kind, unaryFormula<Unary::Kind>(a[j], none))
+#include "strata/Runtime/ElementwiseOps.def"
+    STRATA_FUSED_CASE(Gelu, geluExact(a[j]))
+    STRATA_FUSED_CASE(GeluTanh, geluTanh(a[j]))
     STRATA_FUSED_CASE(CastWide, a[j])
     STRATA_FUSED_CASE(CastBf16, T(roundToBf16(float(a[j]))))
     STRATA_FUSED_CASE(CastF16, T(roundToFp16(float(a[j]))))

@@ -2,9 +2,9 @@
 //
 // Private to the elementwise, elementwise-gradient, shape, shape-gradient and
 // reduction families (ElementwiseKernels.cu ... ReductionKernels.cu): the
-// grid-stride loop, device math in the element type, std::min/max semantics
-// (NaN handling follows the operand order, as the CPU's std::min/std::max
-// do), numpy broadcasting and strided copies described by value.
+// grid-stride loop, numpy broadcasting and strided copies described by
+// value. The per-element math (mathExp, stdMax, unaryFormula, ...) is the
+// CPU's, from strata/Runtime/ElementwiseFormulas.h.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +12,8 @@
 #define STRATA_RUNTIME_CUDA_KERNELS_ELEMENTWISECOMMON_CUH
 
 #include "CudaKernelUtils.cuh"
+
+#include "strata/Runtime/ElementwiseFormulas.h"
 
 #include <cstdint>
 #include <limits>
@@ -26,40 +28,6 @@ namespace strata::runtime::cuda {
 #define STRATA_GRID_STRIDE(i, n)                                               \
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);     \
        i += int64_t(gridDim.x) * blockDim.x)
-
-//===----------------------------------------------------------------------===//
-// Device math in the element type (expf for float, exp for double), as the
-// CPU's std:: overloads pick.
-//===----------------------------------------------------------------------===//
-
-#define STRATA_MATH1(NAME, F32, F64)                                           \
-  __device__ inline float NAME(float x) { return F32(x); }                     \
-  __device__ inline double NAME(double x) { return F64(x); }
-STRATA_MATH1(mathExp, expf, exp)
-STRATA_MATH1(mathLog, logf, log)
-STRATA_MATH1(mathSqrt, sqrtf, sqrt)
-STRATA_MATH1(mathTanh, tanhf, tanh)
-STRATA_MATH1(mathErf, erff, erf)
-STRATA_MATH1(mathSin, sinf, sin)
-STRATA_MATH1(mathCos, cosf, cos)
-STRATA_MATH1(mathLog1p, log1pf, log1p)
-STRATA_MATH1(mathExpm1, expm1f, expm1)
-#undef STRATA_MATH1
-
-__device__ inline float mathPow(float a, float b) { return powf(a, b); }
-__device__ inline double mathPow(double a, double b) { return pow(a, b); }
-
-/// std::max / std::min / std::clamp exactly: with a NaN operand the result
-/// depends on the order, as on the CPU (fmax/fmin would drop the NaN).
-template <typename T> __host__ __device__ inline T stdMax(T a, T b) {
-  return a < b ? b : a;
-}
-template <typename T> __host__ __device__ inline T stdMin(T a, T b) {
-  return b < a ? b : a;
-}
-template <typename T> __host__ __device__ inline T stdClamp(T v, T lo, T hi) {
-  return v < lo ? lo : hi < v ? hi : v;
-}
 
 //===----------------------------------------------------------------------===//
 // Host-side checks the CPU kernels leave to the compiler
@@ -248,120 +216,6 @@ inline Status planStrided(std::string_view op, const std::vector<int64_t> &shape
     plan.stride[d] = steps[d];
   }
   return Status::ok();
-}
-
-//===----------------------------------------------------------------------===//
-// The per-element formulas (the CPU's, ElementwiseFormulas.h, in CUDA's
-// math): shared by the elementwise kernels and the fused kernel.
-//===----------------------------------------------------------------------===//
-
-/// A unary formula's attributes, read once on the host.
-struct UnaryParams {
-  double alpha = 0, beta = 0, min = 0, max = 0;
-  bool hasMin = false, hasMax = false, tanhGelu = false;
-};
-
-enum class Unary {
-  Exp, Log, Sqrt, Reciprocal, Tanh, Erf, Sin, Cos, Relu, Sigmoid, Softplus,
-  Gelu, LeakyRelu, Elu, HardSigmoid, HardSwish, Clip
-};
-
-template <typename T> __device__ inline T geluExact(T x) {
-  return x * T(0.5) * (T(1) + mathErf(x * T(M_SQRT1_2)));
-}
-
-template <typename T> __device__ inline T geluTanh(T x) {
-  const T kBeta = T(M_SQRT2 * M_2_SQRTPI * 0.5); // sqrt(2 / pi)
-  const T kKappa = T(0.044715);
-  T inner = kBeta * (x + kKappa * x * x * x);
-  return T(0.5) * x * (T(1) + mathTanh(inner));
-}
-
-template <Unary K, typename T>
-__device__ inline T unaryFormula(T x, const UnaryParams &p) {
-  if constexpr (K == Unary::Exp)
-    return mathExp(x);
-  else if constexpr (K == Unary::Log)
-    return mathLog(x);
-  else if constexpr (K == Unary::Sqrt)
-    return mathSqrt(x);
-  else if constexpr (K == Unary::Reciprocal)
-    return T(1) / x;
-  else if constexpr (K == Unary::Tanh)
-    return mathTanh(x);
-  else if constexpr (K == Unary::Erf)
-    return mathErf(x);
-  else if constexpr (K == Unary::Sin)
-    return mathSin(x);
-  else if constexpr (K == Unary::Cos)
-    return mathCos(x);
-  else if constexpr (K == Unary::Relu)
-    return x > 0 || x != x ? x : T(0); // NaN stays NaN, as in PyTorch
-  else if constexpr (K == Unary::Sigmoid)
-    return T(1) / (T(1) + mathExp(-x));
-  else if constexpr (K == Unary::Softplus)
-    return x > T(20) ? x : mathLog1p(mathExp(x)); // beta 1, threshold 20
-  else if constexpr (K == Unary::Gelu)
-    return p.tanhGelu ? geluTanh(x) : geluExact(x);
-  else if constexpr (K == Unary::LeakyRelu)
-    return x > 0 ? x : x * T(p.alpha);
-  else if constexpr (K == Unary::Elu)
-    return x > 0 ? x : T(p.alpha) * mathExpm1(x);
-  else if constexpr (K == Unary::HardSigmoid) {
-    T v = T(p.alpha) * x + T(p.beta);
-    return stdMin(stdMax(v, T(0)), T(1));
-  } else if constexpr (K == Unary::HardSwish)
-    return x * stdMin(stdMax(x + T(3), T(0)), T(6)) / T(6);
-  else { // Clip
-    if (x != x)
-      return x;
-    if (p.hasMin)
-      x = stdMax(x, T(p.min));
-    if (p.hasMax)
-      x = stdMin(x, T(p.max));
-    return x;
-  }
-}
-
-template <typename T> __device__ inline T nanMax(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>)
-    if (a != a || b != b)
-      return std::numeric_limits<T>::quiet_NaN();
-  return a > b ? a : b;
-}
-
-template <typename T> __device__ inline T nanMin(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>)
-    if (a != a || b != b)
-      return std::numeric_limits<T>::quiet_NaN();
-  return a < b ? a : b;
-}
-
-enum class Binary { Add, Sub, Mul, Div, Pow, Max, Min, And, Or };
-enum class Compare { Equal, Less, Greater };
-
-template <Binary K, typename T> __device__ inline T binaryFormula(T a, T b) {
-  if constexpr (K == Binary::Add)
-    return T(a + b);
-  else if constexpr (K == Binary::Sub)
-    return T(a - b);
-  else if constexpr (K == Binary::Mul)
-    return T(a * b);
-  else if constexpr (K == Binary::Div) {
-    if constexpr (std::is_floating_point_v<T>)
-      return a / b;
-    else
-      return b == 0 ? T(0) : T(a / b); // truncation, as the folder does
-  } else if constexpr (K == Binary::Pow)
-    return mathPow(a, b); // floats only (dispatchFloat)
-  else if constexpr (K == Binary::Max)
-    return nanMax(a, b);
-  else if constexpr (K == Binary::Min)
-    return nanMin(a, b);
-  else if constexpr (K == Binary::And)
-    return T(a && b);
-  else
-    return T(a || b);
 }
 
 } // namespace strata::runtime::cuda

@@ -35,72 +35,40 @@ __global__ void __launch_bounds__(kBlock)
   STRATA_GRID_STRIDE(i, n) out[i] = unaryFormula<K>(in[i], p);
 }
 
-/// Registers a float unary op; `params` reads its attributes on the host.
-template <Unary K>
-void addFloatUnary(KernelRegistry &r, std::string op,
-                   UnaryParams (*params)(const KernelAttrs &)) {
-  r.add(op, [op, params](KernelContext &ctx) -> Status {
-    if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
-      return s;
-    const TensorView &x = ctx.inputs[0];
-    TensorView &y = ctx.outputs[0];
-    return dispatchFloat(x.dtype, op, [&](auto tag) -> Status {
-      using T = decltype(tag);
-      if (Status s = checkResultFits(op, y, x.dtype, x.shape); !s)
-        return s;
-      int64_t n = x.numel();
-      if (n == 0)
-        return Status::ok();
-      UnaryParams p = params ? params(ctx.attrs) : UnaryParams();
-      const CudaStream &cs = streamOf(ctx);
-      STRATA_LAUNCH(gridFor(cs, n), kBlock, 0, cs.stream, unaryKernel<K, T>)
-      (x.as<T>(), y.as<T>(), n, p);
-      return launchStatus(op);
-    });
-  });
-}
-
-/// neg and abs take every dtype; the CPU's expressions, integer promotion
-/// and narrowing included.
-template <bool IsNeg, typename T>
-__global__ void __launch_bounds__(kBlock)
-    negAbsKernel(const T *in, T *out, int64_t n) {
-  STRATA_GRID_STRIDE(i, n) {
-    T v = in[i];
-    if constexpr (IsNeg)
-      out[i] = T(-v);
-    else if constexpr (std::is_unsigned_v<T>) // i1: never negative
-      out[i] = v;
-    else
-      out[i] = v < 0 ? T(-v) : v;
-  }
-}
-
-__global__ void __launch_bounds__(kBlock)
-    notKernel(const uint8_t *in, uint8_t *out, int64_t n) {
-  STRATA_GRID_STRIDE(i, n) out[i] = in[i] ? 0 : 1;
-}
-
-template <bool IsNeg> void addNegAbs(KernelRegistry &r, std::string op) {
+/// Registers unary op `K` (ElementwiseOps.def): floats only, or every type
+/// (the CPU's expressions, integer promotion and narrowing included).
+template <Unary K, bool FloatOnly>
+void addUnary(KernelRegistry &r, std::string op) {
   r.add(op, [op](KernelContext &ctx) -> Status {
     if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
       return s;
     const TensorView &x = ctx.inputs[0];
     TensorView &y = ctx.outputs[0];
-    return dispatchAll(x.dtype, op, [&](auto tag) -> Status {
+    auto body = [&](auto tag) -> Status {
       using T = decltype(tag);
       if (Status s = checkResultFits(op, y, x.dtype, x.shape); !s)
         return s;
       int64_t n = x.numel();
       if (n == 0)
         return Status::ok();
+      UnaryParams p = readUnaryParams(K, ctx.attrs);
       const CudaStream &cs = streamOf(ctx);
-      STRATA_LAUNCH(gridFor(cs, n), kBlock, 0, cs.stream,
-                    negAbsKernel<IsNeg, T>)
-      (x.as<T>(), y.as<T>(), n);
+      STRATA_LAUNCH(gridFor(cs, n), kBlock, 0, cs.stream, unaryKernel<K, T>)
+      (x.as<T>(), y.as<T>(), n, p);
       return launchStatus(op);
-    });
+    };
+    if constexpr (FloatOnly)
+      return dispatchFloat(x.dtype, op, body);
+    else
+      return dispatchAll(x.dtype, op, body);
   });
+}
+
+constexpr bool kFloatOnlyFloat = true, kFloatOnlyAny = false;
+
+__global__ void __launch_bounds__(kBlock)
+    notKernel(const uint8_t *in, uint8_t *out, int64_t n) {
+  STRATA_GRID_STRIDE(i, n) out[i] = in[i] ? 0 : 1;
 }
 
 Status notKernelFn(KernelContext &ctx) {
@@ -121,57 +89,10 @@ Status notKernelFn(KernelContext &ctx) {
   return launchStatus(std::string(op));
 }
 
-UnaryParams noParams(const KernelAttrs &) { return UnaryParams(); }
-
 void registerUnary(KernelRegistry &r) {
-  addFloatUnary<Unary::Exp>(r, "graph.exp", noParams);
-  addFloatUnary<Unary::Log>(r, "graph.log", noParams);
-  addFloatUnary<Unary::Sqrt>(r, "graph.sqrt", noParams);
-  addFloatUnary<Unary::Reciprocal>(r, "graph.reciprocal", noParams);
-  addFloatUnary<Unary::Tanh>(r, "graph.tanh", noParams);
-  addFloatUnary<Unary::Erf>(r, "graph.erf", noParams);
-  addFloatUnary<Unary::Sin>(r, "graph.sin", noParams);
-  addFloatUnary<Unary::Cos>(r, "graph.cos", noParams);
-  addFloatUnary<Unary::Relu>(r, "graph.relu", noParams);
-  addFloatUnary<Unary::Sigmoid>(r, "graph.sigmoid", noParams);
-  addFloatUnary<Unary::Softplus>(r, "graph.softplus", noParams);
-  addFloatUnary<Unary::Gelu>(r, "graph.gelu", [](const KernelAttrs &a) {
-    UnaryParams p;
-    p.tanhGelu = a.getString("approximate", "none") == "tanh";
-    return p;
-  });
-  addFloatUnary<Unary::LeakyRelu>(r, "graph.leaky_relu",
-                                  [](const KernelAttrs &a) {
-                                    UnaryParams p;
-                                    p.alpha = a.getFloat("alpha", 0.01);
-                                    return p;
-                                  });
-  addFloatUnary<Unary::Elu>(r, "graph.elu", [](const KernelAttrs &a) {
-    UnaryParams p;
-    p.alpha = a.getFloat("alpha", 1.0);
-    return p;
-  });
-  addFloatUnary<Unary::HardSigmoid>(r, "graph.hard_sigmoid",
-                                    [](const KernelAttrs &a) {
-                                      UnaryParams p;
-                                      p.alpha = a.getFloat("alpha", 0.2);
-                                      p.beta = a.getFloat("beta", 0.5);
-                                      return p;
-                                    });
-  addFloatUnary<Unary::HardSwish>(r, "graph.hard_swish", noParams);
-  addFloatUnary<Unary::Clip>(r, "graph.clip", [](const KernelAttrs &a) {
-    UnaryParams p;
-    p.hasMin = a.has("min");
-    p.hasMax = a.has("max");
-    if (p.hasMin)
-      p.min = a.getFloat("min");
-    if (p.hasMax)
-      p.max = a.getFloat("max");
-    return p;
-  });
-
-  addNegAbs<true>(r, "graph.neg");
-  addNegAbs<false>(r, "graph.abs");
+#define STRATA_UNARY(Kind, Mnemonic, OpClass, Types, Gradient)                 \
+  addUnary<Unary::Kind, kFloatOnly##Types>(r, "graph." Mnemonic);
+#include "strata/Runtime/ElementwiseOps.def"
   r.add("graph.not", notKernelFn);
 }
 
@@ -275,15 +196,6 @@ Status castKernelFn(KernelContext &ctx) {
 // Binary with broadcasting
 //===----------------------------------------------------------------------===//
 
-template <Compare K, typename T> __device__ inline uint8_t compareFormula(T a, T b) {
-  if constexpr (K == Compare::Equal)
-    return a == b ? 1 : 0;
-  else if constexpr (K == Compare::Less)
-    return a < b ? 1 : 0;
-  else
-    return a > b ? 1 : 0;
-}
-
 template <Binary K, typename T>
 __global__ void __launch_bounds__(kBlock)
     binaryKernel(const T *a, const T *b, T *out, int64_t n, Broadcast plan) {
@@ -301,7 +213,7 @@ __global__ void __launch_bounds__(kBlock)
   STRATA_GRID_STRIDE(i, n) {
     int64_t at[2];
     broadcastOffsets<2>(plan, i, at);
-    out[i] = compareFormula<K>(a[at[0]], b[at[1]]);
+    out[i] = compareFormula<K>(a[at[0]], b[at[1]]) ? 1 : 0;
   }
 }
 
@@ -404,18 +316,11 @@ Status whereKernelFn(KernelContext &ctx) {
 }
 
 void registerBinary(KernelRegistry &r) {
-  addArithmetic<Binary::Add, false>(r, "graph.add");
-  addArithmetic<Binary::Sub, false>(r, "graph.sub");
-  addArithmetic<Binary::Mul, false>(r, "graph.mul");
-  addArithmetic<Binary::Div, false>(r, "graph.div");
-  addArithmetic<Binary::Pow, true>(r, "graph.pow");
-  addArithmetic<Binary::Max, false>(r, "graph.max");
-  addArithmetic<Binary::Min, false>(r, "graph.min");
-  addArithmetic<Binary::And, false>(r, "graph.and");
-  addArithmetic<Binary::Or, false>(r, "graph.or");
-  addComparison<Compare::Equal>(r, "graph.equal");
-  addComparison<Compare::Less>(r, "graph.less");
-  addComparison<Compare::Greater>(r, "graph.greater");
+#define STRATA_BINARY(Kind, Mnemonic, OpClass, Types)                          \
+  addArithmetic<Binary::Kind, kFloatOnly##Types>(r, "graph." Mnemonic);
+#define STRATA_COMPARE(Kind, Mnemonic, OpClass)                                \
+  addComparison<Compare::Kind>(r, "graph." Mnemonic);
+#include "strata/Runtime/ElementwiseOps.def"
   r.add("graph.where", whereKernelFn);
 }
 

@@ -5,7 +5,7 @@
 // keeps it in local memory, which L1 caches: 272 to 448 bytes a thread):
 // each input read once (bf16 / fp16 widened, broadcast by
 // strides), each returned value written once, no intermediate in memory.
-// The instructions are the unfused kernels' formulas (ElementwiseCommon.cuh,
+// The instructions are the unfused kernels' formulas (ElementwiseFormulas.h,
 // UnaryGrad.h, NarrowFloat.h); against the CPU's fused kernel the results
 // agree within the elementwise tolerances (CUDA's expf / erff / tanhf).
 //
@@ -73,26 +73,14 @@ __device__ inline T evaluate(FusedOpcode op, UnaryGradKind kind, T a, T b,
                              T c) {
   UnaryParams none;
   switch (op) {
-  case FusedOpcode::Add: return binaryFormula<Binary::Add>(a, b);
-  case FusedOpcode::Sub: return binaryFormula<Binary::Sub>(a, b);
-  case FusedOpcode::Mul: return binaryFormula<Binary::Mul>(a, b);
-  case FusedOpcode::Div: return binaryFormula<Binary::Div>(a, b);
-  case FusedOpcode::Max: return binaryFormula<Binary::Max>(a, b);
-  case FusedOpcode::Min: return binaryFormula<Binary::Min>(a, b);
-  case FusedOpcode::Neg: return T(-a);
-  case FusedOpcode::Abs: return a < 0 ? T(-a) : a;
-  case FusedOpcode::Exp: return unaryFormula<Unary::Exp>(a, none);
-  case FusedOpcode::Log: return unaryFormula<Unary::Log>(a, none);
-  case FusedOpcode::Sqrt: return unaryFormula<Unary::Sqrt>(a, none);
-  case FusedOpcode::Reciprocal: return unaryFormula<Unary::Reciprocal>(a, none);
-  case FusedOpcode::Tanh: return unaryFormula<Unary::Tanh>(a, none);
-  case FusedOpcode::Erf: return unaryFormula<Unary::Erf>(a, none);
-  case FusedOpcode::Sin: return unaryFormula<Unary::Sin>(a, none);
-  case FusedOpcode::Cos: return unaryFormula<Unary::Cos>(a, none);
-  case FusedOpcode::Relu: return unaryFormula<Unary::Relu>(a, none);
-  case FusedOpcode::Sigmoid: return unaryFormula<Unary::Sigmoid>(a, none);
-  case FusedOpcode::Softplus: return unaryFormula<Unary::Softplus>(a, none);
-  case FusedOpcode::HardSwish: return unaryFormula<Unary::HardSwish>(a, none);
+  // The ops ElementwiseOps.def marks fusible, each by its formula.
+#define STRATA_FUSIBLE_BINARY(Kind, Mnemonic, OpClass, Types)                  \
+  case FusedOpcode::Kind:                                                      \
+    return binaryFormula<Binary::Kind>(a, b);
+#define STRATA_FUSIBLE_UNARY(Kind, Mnemonic, OpClass, Types, Gradient)         \
+  case FusedOpcode::Kind:                                                      \
+    return unaryFormula<Unary::Kind>(a, none);
+#include "strata/Runtime/ElementwiseOps.def"
   case FusedOpcode::Gelu: return geluExact(a);
   case FusedOpcode::GeluTanh: return geluTanh(a);
   case FusedOpcode::CastWide: return a;

@@ -8,7 +8,8 @@
 // then each instruction's result in turn; `result_values` names the
 // values the op returns. Every value has the shape of the results (an
 // input may broadcast to it). The opcode numbers are the contract between
-// codegen (graph::fusedCodeOf) and the kernels, as plan.proto is.
+// codegen (graph::fusedCodeOf) and the kernels, as plan.proto is: they
+// never change (FusedOpcode).
 //
 // Values are computed in one wide type (f32, or f64 in a double graph);
 // a bf16 / fp16 value is held widened, exactly, and cast_bf16 / cast_f16
@@ -22,6 +23,7 @@
 #ifndef STRATA_RUNTIME_FUSEDPROGRAM_H
 #define STRATA_RUNTIME_FUSEDPROGRAM_H
 
+#include "strata/Runtime/ElementwiseOps.h"
 #include "strata/Runtime/Kernel.h"
 #include "strata/Runtime/UnaryGrad.h"
 
@@ -32,19 +34,54 @@
 
 namespace strata::runtime {
 
+/// Where the table's ops start among the opcodes: room for 32 binary ops
+/// and 192 unary ones.
+inline constexpr int kFusedBinaryBase = 32;
+inline constexpr int kFusedUnaryBase = 64;
+static_assert(kFusedBinaryBase + kNumBinary <= kFusedUnaryBase &&
+                  kFusedUnaryBase + kNumUnary <= 256,
+              "ElementwiseOps.def outgrew the fused opcodes' ranges");
+
+/// An instruction's operation. Artifacts hold these numbers, so they never
+/// change: the ops of the table are numbered from their Binary / Unary
+/// number (ElementwiseOps.h; rows are only appended), the others fixed.
 enum class FusedOpcode : uint8_t {
-  // Binary.
-  Add, Sub, Mul, Div, Max, Min,
-  // Unary: the forward ops.
-  Neg, Abs, Exp, Log, Sqrt, Reciprocal, Tanh, Erf, Sin, Cos, Relu, Sigmoid,
-  Softplus, HardSwish, Gelu, GeluTanh,
+  // graph.gelu by its approximation.
+  Gelu = 0, GeluTanh = 1,
   // Float casts: to the wide type (exact) or rounded to a narrow one.
-  CastWide, CastBf16, CastF16,
+  CastWide = 2, CastBf16 = 3, CastF16 = 4,
   // graph.unary_grad (dy, x, y) of a kind without parameters.
-  Grad,
+  Grad = 5,
   // graph.where (condition, a, b): the condition an i1 input.
-  Where,
+  Where = 6,
+  // The elementwise ops ElementwiseOps.def marks fusible.
+#define STRATA_FUSIBLE_BINARY(Kind, Mnemonic, OpClass, Types)                  \
+  Kind = kFusedBinaryBase + int(Binary::Kind),
+#define STRATA_FUSIBLE_UNARY(Kind, Mnemonic, OpClass, Types, Gradient)         \
+  Kind = kFusedUnaryBase + int(Unary::Kind),
+#include "strata/Runtime/ElementwiseOps.def"
 };
+
+/// Whether `op` numbers a FusedOpcode.
+inline bool isFusedOpcode(int64_t op) {
+  switch (op) {
+  case int64_t(FusedOpcode::Gelu):
+  case int64_t(FusedOpcode::GeluTanh):
+  case int64_t(FusedOpcode::CastWide):
+  case int64_t(FusedOpcode::CastBf16):
+  case int64_t(FusedOpcode::CastF16):
+  case int64_t(FusedOpcode::Grad):
+  case int64_t(FusedOpcode::Where):
+#define STRATA_FUSIBLE_BINARY(Kind, Mnemonic, OpClass, Types)                  \
+  case int64_t(FusedOpcode::Kind):
+#define STRATA_FUSIBLE_UNARY(Kind, Mnemonic, OpClass, Types, Gradient)         \
+  case int64_t(FusedOpcode::Kind):
+#include "strata/Runtime/ElementwiseOps.def"
+    return true;
+  default:
+    return false;
+  }
+}
 
 struct FusedInstruction {
   FusedOpcode op = FusedOpcode::Add;
@@ -71,9 +108,17 @@ struct FusedProgram {
 
 /// Operands an instruction reads.
 inline int fusedArity(FusedOpcode op) {
-  if (op <= FusedOpcode::Min)
+  switch (op) {
+#define STRATA_FUSIBLE_BINARY(Kind, Mnemonic, OpClass, Types)                  \
+  case FusedOpcode::Kind:
+#include "strata/Runtime/ElementwiseOps.def"
     return 2;
-  return op == FusedOpcode::Grad || op == FusedOpcode::Where ? 3 : 1;
+  case FusedOpcode::Grad:
+  case FusedOpcode::Where:
+    return 3;
+  default:
+    return 1;
+  }
 }
 
 /// Integers per instruction in the `program` attribute.
@@ -101,10 +146,10 @@ inline Status decodeFusedProgram(const std::vector<int64_t> &code,
     int index = int(at / kFusedCodeWidth);
     std::string where = "instruction " + std::to_string(index);
     int64_t op = code[at], kind = code[at + 1];
-    if (op < 0 || op > int64_t(FusedOpcode::Where))
+    if (!isFusedOpcode(op))
       return Status::error(what + where + " has unknown opcode " +
                            std::to_string(op));
-    if (kind < 0 || kind > int64_t(UnaryGradKind::Neg))
+    if (!isUnaryGradKind(kind))
       return Status::error(what + where + " has unknown gradient kind " +
                            std::to_string(kind));
     FusedInstruction instruction;

@@ -11,6 +11,7 @@
 #ifndef STRATA_RUNTIME_UNARYGRAD_H
 #define STRATA_RUNTIME_UNARYGRAD_H
 
+#include "strata/Runtime/ElementwiseOps.h"
 #include "strata/Runtime/Kernel.h"
 
 #include <math.h>
@@ -19,10 +20,28 @@
 
 namespace strata::runtime {
 
+/// The derivative to take: one per unary op of ElementwiseOps.def, by its
+/// Unary number, and the tanh form of GELU. Artifacts hold these numbers
+/// (a fused program's gradients), so they never change.
 enum class UnaryGradKind {
-  Abs, Exp, Log, Sqrt, Reciprocal, Tanh, Erf, Sin, Cos, Relu, Sigmoid,
-  Softplus, Gelu, GeluTanh, LeakyRelu, Elu, HardSigmoid, HardSwish, Clip, Neg
+#define STRATA_UNARY(Kind, Mnemonic, OpClass, Types, Gradient)                 \
+  Kind = int(Unary::Kind),
+#include "strata/Runtime/ElementwiseOps.def"
+  GeluTanh = 128,
 };
+
+/// Whether `k` numbers a UnaryGradKind.
+inline bool isUnaryGradKind(int64_t k) {
+  switch (k) {
+#define STRATA_UNARY(Kind, Mnemonic, OpClass, Types, Gradient)                 \
+  case int64_t(UnaryGradKind::Kind):
+#include "strata/Runtime/ElementwiseOps.def"
+  case int64_t(UnaryGradKind::GeluTanh):
+    return true;
+  default:
+    return false;
+  }
+}
 
 struct UnaryGradParams {
   UnaryGradKind kind = UnaryGradKind::Abs;
@@ -86,6 +105,10 @@ STRATA_HOST_DEVICE inline double unaryDerivative(const UnaryGradParams &p,
     return x < -3 ? 0.0 : x <= 3 ? dy * (x / 3 + 0.5) : dy;
   case UnaryGradKind::Clip: return x >= p.lo && x <= p.hi ? dy : 0.0;
   case UnaryGradKind::Neg: return -dy;
+  case UnaryGradKind::Softsign: {
+    double d = 1 + fabs(x);
+    return dy / (d * d);
+  }
   }
   return 0.0;
 }

@@ -190,30 +190,18 @@ Value unaryGrad(GradBuilder &g, Operation *op, Value dy, UnaryKind kind) {
       floatAttr("beta"), floatAttr("min"), floatAttr("max"));
 }
 
-#define STRATA_UNARY_GRADIENT(OP, KIND)                                        \
+// Every unary op ElementwiseOps.def differentiates by graph.unary_grad.
+#define STRATA_GRADIENT_UnaryGrad(OP, KIND)                                    \
   LogicalResult gradient(OP op, GradBuilder &g, ValueRange dys, Grads &dxs) { \
     dxs[0] = unaryGrad(g, op, dys[0], KIND);                                   \
     return success();                                                          \
   }
-STRATA_UNARY_GRADIENT(AbsOp, UnaryKind::Abs)
-STRATA_UNARY_GRADIENT(ExpOp, UnaryKind::Exp)
-STRATA_UNARY_GRADIENT(LogOp, UnaryKind::Log)
-STRATA_UNARY_GRADIENT(SqrtOp, UnaryKind::Sqrt)
-STRATA_UNARY_GRADIENT(ReciprocalOp, UnaryKind::Reciprocal)
-STRATA_UNARY_GRADIENT(TanhOp, UnaryKind::Tanh)
-STRATA_UNARY_GRADIENT(ErfOp, UnaryKind::Erf)
-STRATA_UNARY_GRADIENT(SinOp, UnaryKind::Sin)
-STRATA_UNARY_GRADIENT(CosOp, UnaryKind::Cos)
-STRATA_UNARY_GRADIENT(ReluOp, UnaryKind::Relu)
-STRATA_UNARY_GRADIENT(SigmoidOp, UnaryKind::Sigmoid)
-STRATA_UNARY_GRADIENT(SoftplusOp, UnaryKind::Softplus)
-STRATA_UNARY_GRADIENT(GeluOp, UnaryKind::Gelu)
-STRATA_UNARY_GRADIENT(LeakyReluOp, UnaryKind::LeakyRelu)
-STRATA_UNARY_GRADIENT(EluOp, UnaryKind::Elu)
-STRATA_UNARY_GRADIENT(HardSigmoidOp, UnaryKind::HardSigmoid)
-STRATA_UNARY_GRADIENT(HardSwishOp, UnaryKind::HardSwish)
-STRATA_UNARY_GRADIENT(ClipOp, UnaryKind::Clip)
-#undef STRATA_UNARY_GRADIENT
+#define STRATA_GRADIENT_Own(OP, KIND)
+#define STRATA_UNARY(Kind, Mnemonic, OpClass, Types, Gradient)                 \
+  STRATA_GRADIENT_##Gradient(OpClass, UnaryKind::Kind)
+#include "strata/Runtime/ElementwiseOps.def"
+#undef STRATA_GRADIENT_UnaryGrad
+#undef STRATA_GRADIENT_Own
 
 LogicalResult gradient(NegOp op, GradBuilder &g, ValueRange dys, Grads &dxs) {
   dxs[0] = g.neg(dys[0]);
@@ -626,9 +614,10 @@ void attachGradients(MLIRContext &context) {
 
 void registerGradientModels(MLIRContext &context) {
   attachGradients<
-      AbsOp, ExpOp, LogOp, SqrtOp, ReciprocalOp, TanhOp, ErfOp, SinOp, CosOp,
-      ReluOp, SigmoidOp, SoftplusOp, GeluOp, LeakyReluOp, EluOp, HardSigmoidOp,
-      HardSwishOp, ClipOp, NegOp, CastOp, RoundToOp, AddOp, SubOp, MulOp, DivOp, PowOp,
+  // Every unary op of ElementwiseOps.def.
+#define STRATA_UNARY(Kind, Mnemonic, OpClass, Types, Gradient) OpClass,
+#include "strata/Runtime/ElementwiseOps.def"
+      CastOp, RoundToOp, AddOp, SubOp, MulOp, DivOp, PowOp,
       MaxOp, MinOp, WhereOp, MatmulOp, LinearOp, LayerNormOp, BatchNormOp,
       SoftmaxOp, LogSoftmaxOp, DropoutOp, AttentionOp, EmbeddingOp, GatherOp,
       CrossEntropyOp, ReshapeOp, BroadcastToOp, TransposeOp, SliceOp, ConcatOp,

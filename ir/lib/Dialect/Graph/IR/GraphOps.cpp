@@ -8,6 +8,7 @@
 
 #include "strata/Dialect/Graph/IR/GraphOps.h"
 
+#include "strata/Runtime/ElementwiseFormulas.h"
 #include "strata/Runtime/FusedProgram.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -276,6 +277,14 @@ namespace {
 
 bool isNarrowFloat(Type t) { return t.isBF16() || t.isF16(); }
 
+// graph::UnaryKind (GraphBase.td) numbers the unary ops in
+// ElementwiseOps.def's order, so a unary_grad's kind names the runtime's
+// Unary of the same number.
+#define STRATA_UNARY(Kind, Mnemonic, OpClass, Types, Gradient)                 \
+  static_assert(int(UnaryKind::Kind) == int(strata::runtime::Unary::Kind),     \
+                "graph::UnaryKind and ElementwiseOps.def disagree on " #Kind);
+#include "strata/Runtime/ElementwiseOps.def"
+
 } // namespace
 
 std::optional<FusedCode> strata::graph::fusedCodeOf(Operation *op) {
@@ -285,27 +294,15 @@ std::optional<FusedCode> strata::graph::fusedCodeOf(Operation *op) {
     return std::optional<FusedCode>(FusedCode{int(op), int(kind)});
   };
   auto elementOf = [](Value v) { return getElementTypeOrSelf(v.getType()); };
+  // The ops ElementwiseOps.def marks fusible run as their own opcode.
+#define STRATA_FUSIBLE_BINARY(Kind, Mnemonic, OpClass, Types)                  \
+  if (isa<OpClass>(op))                                                        \
+    return code(FusedOpcode::Kind);
+#define STRATA_FUSIBLE_UNARY(Kind, Mnemonic, OpClass, Types, Gradient)         \
+  if (isa<OpClass>(op))                                                        \
+    return code(FusedOpcode::Kind);
+#include "strata/Runtime/ElementwiseOps.def"
   return llvm::TypeSwitch<Operation *, std::optional<FusedCode>>(op)
-      .Case([&](AddOp) { return code(FusedOpcode::Add); })
-      .Case([&](SubOp) { return code(FusedOpcode::Sub); })
-      .Case([&](MulOp) { return code(FusedOpcode::Mul); })
-      .Case([&](DivOp) { return code(FusedOpcode::Div); })
-      .Case([&](MaxOp) { return code(FusedOpcode::Max); })
-      .Case([&](MinOp) { return code(FusedOpcode::Min); })
-      .Case([&](NegOp) { return code(FusedOpcode::Neg); })
-      .Case([&](AbsOp) { return code(FusedOpcode::Abs); })
-      .Case([&](ExpOp) { return code(FusedOpcode::Exp); })
-      .Case([&](LogOp) { return code(FusedOpcode::Log); })
-      .Case([&](SqrtOp) { return code(FusedOpcode::Sqrt); })
-      .Case([&](ReciprocalOp) { return code(FusedOpcode::Reciprocal); })
-      .Case([&](TanhOp) { return code(FusedOpcode::Tanh); })
-      .Case([&](ErfOp) { return code(FusedOpcode::Erf); })
-      .Case([&](SinOp) { return code(FusedOpcode::Sin); })
-      .Case([&](CosOp) { return code(FusedOpcode::Cos); })
-      .Case([&](ReluOp) { return code(FusedOpcode::Relu); })
-      .Case([&](SigmoidOp) { return code(FusedOpcode::Sigmoid); })
-      .Case([&](SoftplusOp) { return code(FusedOpcode::Softplus); })
-      .Case([&](HardSwishOp) { return code(FusedOpcode::HardSwish); })
       .Case([&](WhereOp) { return code(FusedOpcode::Where); })
       .Case([&](GeluOp g) {
         return code(g.getApproximate() == GeluApproximation::Tanh
@@ -332,27 +329,13 @@ std::optional<FusedCode> strata::graph::fusedCodeOf(Operation *op) {
         if (tanh && g.getKind() != UnaryKind::Gelu)
           return std::nullopt;
         switch (g.getKind()) {
-        case UnaryKind::Abs: return code(FusedOpcode::Grad, UnaryGradKind::Abs);
-        case UnaryKind::Exp: return code(FusedOpcode::Grad, UnaryGradKind::Exp);
-        case UnaryKind::Log: return code(FusedOpcode::Grad, UnaryGradKind::Log);
-        case UnaryKind::Sqrt: return code(FusedOpcode::Grad, UnaryGradKind::Sqrt);
-        case UnaryKind::Reciprocal:
-          return code(FusedOpcode::Grad, UnaryGradKind::Reciprocal);
-        case UnaryKind::Tanh: return code(FusedOpcode::Grad, UnaryGradKind::Tanh);
-        case UnaryKind::Erf: return code(FusedOpcode::Grad, UnaryGradKind::Erf);
-        case UnaryKind::Sin: return code(FusedOpcode::Grad, UnaryGradKind::Sin);
-        case UnaryKind::Cos: return code(FusedOpcode::Grad, UnaryGradKind::Cos);
-        case UnaryKind::Relu: return code(FusedOpcode::Grad, UnaryGradKind::Relu);
-        case UnaryKind::Sigmoid:
-          return code(FusedOpcode::Grad, UnaryGradKind::Sigmoid);
-        case UnaryKind::Softplus:
-          return code(FusedOpcode::Grad, UnaryGradKind::Softplus);
         case UnaryKind::Gelu:
           return code(FusedOpcode::Grad, tanh ? UnaryGradKind::GeluTanh
                                               : UnaryGradKind::Gelu);
-        case UnaryKind::HardSwish:
-          return code(FusedOpcode::Grad, UnaryGradKind::HardSwish);
-        case UnaryKind::Neg: return code(FusedOpcode::Grad, UnaryGradKind::Neg);
+#define STRATA_FUSIBLE_UNARY(Kind, Mnemonic, OpClass, Types, Gradient)         \
+  case UnaryKind::Kind:                                                        \
+    return code(FusedOpcode::Grad, UnaryGradKind::Kind);
+#include "strata/Runtime/ElementwiseOps.def"
         default:
           return std::nullopt;
         }

@@ -104,7 +104,8 @@ def Graph_UnaryKind : Graph_Enum<"UnaryKind", "an elementwise unary op", [
     I32EnumAttrCase<"Elu", 14, "elu">,
     I32EnumAttrCase<"HardSigmoid", 15, "hard_sigmoid">,
     I32EnumAttrCase<"HardSwish", 16, "hard_swish">,
-    I32EnumAttrCase<"Clip", 17, "clip">, I32EnumAttrCase<"Neg", 18, "neg">]>;
+    I32EnumAttrCase<"Clip", 17, "clip">, I32EnumAttrCase<"Neg", 18, "neg">,
+    I32EnumAttrCase<"Softsign", 19, "softsign">]>;
 def Graph_UnaryKindAttr : EnumAttr<Graph_Dialect, Graph_UnaryKind, "unary"> {
   let summary = "The elementwise unary op a unary_grad differentiates";
 }

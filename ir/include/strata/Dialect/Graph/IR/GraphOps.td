@@ -158,6 +158,11 @@ def Graph_ClipOp : Graph_UnaryOp<"clip"> {
                        OptionalAttr<F64Attr>:$max);
 }
 
+def Graph_SoftsignOp : Graph_UnaryOp<"softsign"> {
+  let summary = "Elementwise x / (1 + |x|)";
+  let description = [{ `%y = graph.softsign %x : tensor<4xf32>` }];
+}
+
 def Graph_CastOp : Graph_Op<"cast", [Pure, SameOperandsAndResultShape]> {
   let summary = "Elementwise conversion of the element type";
   let description = [{
