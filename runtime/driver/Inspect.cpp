@@ -121,7 +121,7 @@ struct Inspection {
   /// Persistent state moved off the device: bytes per tier, and each
   /// tensor's name and tier.
   uint64_t hostBytes = 0, ssdBytes = 0;
-  std::vector<std::pair<std::string, std::string>> offloaded;
+  std::vector<std::pair<std::string, plan::Tier>> offloaded;
   /// Predicted bytes of one step, summed over the ranks.
   double traffic[kCollectiveKinds][2] = {};
   size_t collectives = 0;
@@ -168,7 +168,7 @@ void analyze(const plan::Plan &p, Inspection &in) {
     if (t.kind() != plan::ACTIVATION && t.kind() != plan::CONSTANT &&
         t.tier() != plan::DEVICE) {
       (t.tier() == plan::HOST ? in.hostBytes : in.ssdBytes) += bytes;
-      in.offloaded.push_back({t.name(), t.tier() == plan::HOST ? "host" : "ssd"});
+      in.offloaded.push_back({t.name(), t.tier()});
       continue;
     }
     switch (t.kind()) {
@@ -388,12 +388,12 @@ void printOffloadedAndRecomputed(const Inspection &in, std::ostream &os) {
   } else {
     size_t host = 0;
     for (const auto &[name, tier] : in.offloaded)
-      host += tier == "host";
+      host += tier == plan::HOST;
     os << "offloaded    " << in.offloaded.size() << " tensors (" << host
        << " to the host, " << in.offloaded.size() - host << " to SSD):";
     for (size_t i = 0; i < in.offloaded.size() && i < 6; ++i)
       os << (i ? ", " : " ") << in.offloaded[i].first << " ("
-         << in.offloaded[i].second << ")";
+         << (in.offloaded[i].second == plan::HOST ? "host" : "ssd") << ")";
     if (in.offloaded.size() > 6)
       os << ", ...";
     os << "\n";
