@@ -36,6 +36,10 @@ class GPTConfig:
 
 
 GPT_TINY = GPTConfig()
+# Eight blocks at a small width: deep enough to split into up to 8 pipeline
+# stages (one block each), small enough to train in seconds on a CPU.
+GPT_DEEP = GPTConfig(block_size=32, vocab_size=256, n_layer=8, n_head=4,
+                     n_embd=32)
 GPT2_124M = GPTConfig(block_size=1024, vocab_size=50257, n_layer=12, n_head=12,
                       n_embd=768)
 
@@ -164,6 +168,13 @@ class BertConfig:
     layer_norm_eps: float = 1e-12
     dropout: float = 0.0
     initializer_range: float = 0.02
+
+
+BERT_TINY = BertConfig()
+# Eight layers at a small width, for pipeline-stage tests (see GPT_DEEP).
+BERT_DEEP = BertConfig(hidden_size=32, num_hidden_layers=8,
+                       num_attention_heads=4, intermediate_size=128,
+                       max_position_embeddings=32)
 
 
 class BertEmbeddings(nn.Module):

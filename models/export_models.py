@@ -7,8 +7,10 @@ Usage (from the repository root, with Debian's Python which has torch):
     /usr/bin/python3 models/export_models.py --gpt2-124m [--out-dir DIR]
 
 Without --gpt2-124m this writes gpt_tiny.onnx, bert_tiny.onnx, mlp.onnx,
-mlp_dynamic_batch.onnx, mlp_external.onnx(+.data) and manifest.json into
---out-dir (default: the directory of this script).
+mlp_dynamic_batch.onnx, gpt_tiny_dynamic_batch.onnx,
+bert_tiny_dynamic_batch.onnx, mlp_external.onnx(+.data), the eight-layer
+gpt_deep.onnx and bert_deep.onnx (+ their *_dynamic_batch.onnx) and
+manifest.json into --out-dir (default: the directory of this script).
 
 With --gpt2-124m it writes only gpt2_124m.onnx + gpt2_124m.onnx.data (~500 MB,
 external data) and gpt2_124m.manifest.json into --out-dir (default: a fresh
@@ -37,7 +39,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from models.definitions import (  # noqa: E402
-    GPT, GPT_TINY, GPT2_124M, Bert, BertConfig, MLP, count_parameters)
+    GPT, GPT_TINY, GPT_DEEP, GPT2_124M, Bert, BERT_TINY, BERT_DEEP, MLP,
+    count_parameters)
 
 import dataclasses  # noqa: E402
 
@@ -168,9 +171,9 @@ def export_gpt(cfg, path, batch, seq, dropout, external=False, dynamic=False):
     return model, data
 
 
-def export_bert(path, dropout, dynamic=False):
+def export_bert(path, dropout, dynamic=False, cfg=BERT_TINY):
     torch.manual_seed(0)
-    cfg = BertConfig(dropout=dropout)
+    cfg = dataclasses.replace(cfg, dropout=dropout)
     model = Bert(cfg)
     batch, seq = 8, 32
     g = torch.Generator().manual_seed(1)
@@ -276,6 +279,20 @@ def main(argv=None):
     p = os.path.join(out, "mlp_external.onnx")
     m, data = export_mlp_external(p, args.dropout)
     manifest["mlp_external.onnx"] = describe(p, m, data)
+
+    # Eight-layer GPT and BERT at a small width, for pipeline-stage tests
+    # (up to 8 stages), each with its batch-dynamic twin for --accum.
+    for dynamic in (False, True):
+        suffix = "_dynamic_batch" if dynamic else ""
+        name = f"gpt_deep{suffix}.onnx"
+        p = os.path.join(out, name)
+        m, _ = export_gpt(GPT_DEEP, p, batch=8, seq=32, dropout=args.dropout,
+                          dynamic=dynamic)
+        manifest[name] = describe(p, m)
+        name = f"bert_deep{suffix}.onnx"
+        p = os.path.join(out, name)
+        m = export_bert(p, args.dropout, dynamic=dynamic, cfg=BERT_DEEP)
+        manifest[name] = describe(p, m)
 
     manifest_doc = {
         "generator": "models/export_models.py",

@@ -10,6 +10,9 @@ together with the strata-compile / strata-run flags that produce the same
 run. tests/training/check_trajectory.py compares a strata-run log with one.
 
     /usr/bin/python3 models/train_reference.py [--models mlp,gpt_tiny,...]
+
+The eight-layer models (gpt_deep, bert_deep) get the adamw configuration
+only, to keep the test suite's time down.
 """
 import argparse
 import json
@@ -24,7 +27,9 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
-from models.definitions import GPT, GPTConfig, Bert, BertConfig, MLP  # noqa
+from models.definitions import (  # noqa: E402
+    GPT, GPTConfig, GPT_DEEP, Bert, BertConfig, BERT_DEEP, MLP)
+import dataclasses  # noqa: E402
 from models.forward_reference import load_onnx_weights  # noqa: E402
 from models import strata_data  # noqa: E402
 
@@ -38,7 +43,16 @@ MODELS = {
                   [("input_ids", [8, 32], np.int64, 256),
                    ("token_type_ids", [8, 32], np.int64, 2),
                    ("attention_mask", [8, 32], np.int64, 2)]),
+    "gpt_deep": (lambda: GPT(dataclasses.replace(GPT_DEEP, dropout=0.0)),
+                 [("input_ids", [8, 32], np.int64, 256)]),
+    "bert_deep": (lambda: Bert(dataclasses.replace(BERT_DEEP, dropout=0.0)),
+                  [("input_ids", [8, 32], np.int64, 256),
+                   ("token_type_ids", [8, 32], np.int64, 2),
+                   ("attention_mask", [8, 32], np.int64, 2)]),
 }
+
+# Models trained with only some of CONFIGS (default: adamw and sgd).
+MODEL_CONFIGS = {"gpt_deep": ["adamw"], "bert_deep": ["adamw"]}
 
 # config -> optimizer settings; every run is fp32, seed 0.
 CONFIGS = {
@@ -135,7 +149,8 @@ def train(model_name, config_name, steps, data=None, seed=0):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--models", default="mlp,gpt_tiny,bert_tiny")
+    parser.add_argument("--models",
+                        default="mlp,gpt_tiny,bert_tiny,gpt_deep,bert_deep")
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--out-dir",
                         default=os.path.join(ROOT, "tests", "golden", "train"))
@@ -143,7 +158,8 @@ def main():
     torch.use_deterministic_algorithms(True)
     runs = []
     for model in args.models.split(","):
-        runs += [(model, "adamw", None), (model, "sgd", None)]
+        runs += [(model, config, None)
+                 for config in MODEL_CONFIGS.get(model, ["adamw", "sgd"])]
         if model == "gpt_tiny":
             runs.append((model, "adamw_cosine_clip",
                          "models/data/python-docs.txt"))
