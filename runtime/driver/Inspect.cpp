@@ -380,6 +380,11 @@ void printTraffic(const Inspection &in, std::ostream &os) {
   }
 }
 
+/// An offloaded tensor's tier as the user reads it.
+const char *tierName(plan::Tier tier) {
+  return tier == plan::HOST ? "host" : "ssd";
+}
+
 /// What is offloaded (the first six) and recomputed (the first four).
 void printOffloadedAndRecomputed(const Inspection &in, std::ostream &os) {
   const plan::Plan &p = *in.plan;
@@ -393,7 +398,7 @@ void printOffloadedAndRecomputed(const Inspection &in, std::ostream &os) {
        << " to the host, " << in.offloaded.size() - host << " to SSD):";
     for (size_t i = 0; i < in.offloaded.size() && i < 6; ++i)
       os << (i ? ", " : " ") << in.offloaded[i].first << " ("
-         << (in.offloaded[i].second == plan::HOST ? "host" : "ssd") << ")";
+         << tierName(in.offloaded[i].second) << ")";
     if (in.offloaded.size() > 6)
       os << ", ...";
     os << "\n";
@@ -459,7 +464,7 @@ void printJson(const std::string &dir, const Inspection &in,
   os << "}, \"offloaded\": [";
   for (size_t i = 0; i < in.offloaded.size(); ++i)
     os << (i ? ", " : "") << "{\"name\": " << jsonString(in.offloaded[i].first)
-       << ", \"tier\": \"" << in.offloaded[i].second << "\"}";
+       << ", \"tier\": \"" << tierName(in.offloaded[i].second) << "\"}";
   os << "], \"recomputed\": [";
   if (p.has_memory())
     for (int i = 0; i < p.memory().recomputed_size(); ++i)
