@@ -13,6 +13,7 @@
 #include "strata/Frontend/OnnxExport.h"
 #include "strata/Frontend/OnnxImporter.h"
 #include "strata/Tools/GraphSummary.h"
+#include "strata/Tools/PipelineReport.h"
 #include "strata/Tools/InitStrata.h"
 #include "strata/Transforms/Passes.h"
 
@@ -38,7 +39,15 @@ namespace cl = llvm::cl;
 
 namespace {
 
-enum class EmitStage { Onnx, Graph, Summary, Training, Distributed, Memory };
+enum class EmitStage {
+  Onnx,
+  Graph,
+  Summary,
+  Pipeline,
+  Training,
+  Distributed,
+  Memory
+};
 
 struct CompileOptions {
   cl::OptionCategory category{"strata-compile options"};
@@ -56,6 +65,10 @@ struct CompileOptions {
                      "the graph dialect after import and cleanup"),
           clEnumValN(EmitStage::Summary, "summary",
                      "a readable summary: inputs, parameters, op counts"),
+          clEnumValN(EmitStage::Pipeline, "pipeline",
+                     "the pipeline stages (--pipeline-stages): each "
+                     "stage's layers, parameters, FLOPs and the bytes "
+                     "passed between stages"),
           clEnumValN(EmitStage::Training, "training",
                      "the graph with @micro_step (loss, backward) and "
                      "@optimizer_step"),
@@ -146,14 +159,40 @@ llvm::Error checkTrainingConfig(const strata::TrainingConfig &c) {
 llvm::Expected<strata::codegen::TopologyOptions>
 readTopology(const strata::TrainingConfig &c) {
   strata::ResolvedTopology r = strata::resolveTopology(
-      c.world, c.gpusPerNode, c.partitionGroup, c.hierarchical);
+      c.world, c.gpusPerNode, c.partitionGroup, c.hierarchical,
+      c.pipelineStages);
   unsigned n = r.world, k = r.ranksPerNode, p = r.partition;
+  unsigned stages = c.pipelineStages;
+  if (stages < 1)
+    return fail("--pipeline-stages must be at least 1");
+  llvm::SmallVector<int64_t> boundaries;
+  if (!strata::parseStageBoundaries(c.stageBoundaries, boundaries))
+    return fail("--stage-boundaries must be comma-separated layer indices "
+                "such as 3,6, got '" + c.stageBoundaries + "'");
+  if (!boundaries.empty() && boundaries.size() + 1 != stages)
+    return fail("--stage-boundaries gives " +
+                std::to_string(boundaries.size()) + " boundaries; " +
+                std::to_string(stages) + " stages need " +
+                std::to_string(stages - 1));
+  if (stages > 1 && (p < 1 || n % (stages * p) != 0))
+    return fail("--world " + std::to_string(n) +
+                " must be a multiple of --pipeline-stages " +
+                std::to_string(stages) + " x --partition-group " +
+                std::to_string(p));
   if (n < 1 || p < 1 || p > n || n % p != 0)
     return fail("--partition-group " + std::to_string(p) +
                 " must divide --world " + std::to_string(n));
   if (k < 1 || n % k != 0)
     return fail("--gpus-per-node " + std::to_string(k) +
                 " must divide --world " + std::to_string(n));
+  // A stage's all-gathers stay inside a node unless the stage is bigger
+  // than a node (MiCS-Pipe's point): a stage group must not straddle two.
+  if (stages > 1 && (p <= k ? k % p != 0 : p % k != 0))
+    return fail("--partition-group " + std::to_string(p) +
+                " puts a stage group across two nodes of --gpus-per-node " +
+                std::to_string(k) + "; choose " +
+                (p <= k ? "a divisor of " : "a multiple of ") +
+                std::to_string(k));
   if (c.hierarchical == strata::Hierarchical::On && !(p > k && p % k == 0))
     return fail("--hierarchical on needs --partition-group > "
                 "--gpus-per-node and a multiple of it (P = " +
@@ -286,7 +325,10 @@ int printStage(ModuleOp module, const CompileOptions &options) {
     return error(errorMessage);
   if (options.emit == EmitStage::Summary)
     strata::printGraphSummary(module, out->os());
-  else
+  else if (options.emit == EmitStage::Pipeline &&
+           failed(strata::printPipelineReport(module, out->os())))
+    return 1;
+  else if (options.emit != EmitStage::Pipeline)
     module->print(out->os());
   out->keep();
   return 0;
@@ -336,7 +378,8 @@ int strata::compileMain(int argc, char **argv) {
   stages.planned = stages.writeArtifact || options.emit == EmitStage::Memory;
   stages.training = !options.forwardOnly &&
                     (stages.planned || options.emit == EmitStage::Training ||
-                     options.emit == EmitStage::Distributed);
+                     options.emit == EmitStage::Distributed ||
+                     options.emit == EmitStage::Pipeline);
   TrainingConfig config = options.config();
   codegen::TopologyOptions topology;
   if (stages.training) {
@@ -346,7 +389,20 @@ int strata::compileMain(int argc, char **argv) {
     if (!t)
       return error(llvm::toString(t.takeError()));
     topology = *t;
+    // The stages are cut and reported; the per-stage programs, their
+    // schedule and the runtime's send/receive come next.
+    if (config.pipelineStages > 1 && options.emit != EmitStage::Pipeline &&
+        options.emit != EmitStage::Training)
+      return error("--pipeline-stages " +
+                   std::to_string(config.pipelineStages) +
+                   ": the stage split is planned (--emit=pipeline, "
+                   "--emit=training) but artifacts with pipeline stages are "
+                   "not built yet");
   }
+  if (options.emit == EmitStage::Pipeline &&
+      (options.forwardOnly || config.pipelineStages < 2))
+    return error("--emit=pipeline needs --pipeline-stages 2 or more and a "
+                 "training step");
   if (stages.writeArtifact && options.output == "-")
     return error("give the artifact directory with -o NAME.strata");
   if (stages.planned && config.pageSize.bytes == 0)
@@ -369,8 +425,10 @@ int strata::compileMain(int argc, char **argv) {
   if (!module)
     return error(llvm::toString(module.takeError()));
   if (stages.training)
-    if (llvm::Error e = buildTrainingStep(context, **module, config,
-                                          options.emit != EmitStage::Training))
+    if (llvm::Error e = buildTrainingStep(
+            context, **module, config,
+            options.emit != EmitStage::Training &&
+                options.emit != EmitStage::Pipeline))
       return error(llvm::toString(std::move(e)));
   if (stages.planned) {
     MemoryPipelineOptions memory;

@@ -10,6 +10,7 @@
 #include "strata/Transforms/Passes.h"
 
 #include "strata/Dialect/Graph/IR/GraphOps.h"
+#include "strata/Dialect/Sched/IR/SchedOps.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -41,6 +42,30 @@ BlockArgument addArgument(func::FuncOp func, Type type, graph::Role role,
   (void)func.insertArgument(index, type, DictionaryAttr::get(ctx, attrs),
                             func.getLoc());
   return func.getArgument(index);
+}
+
+/// With pipeline stages: puts the ops after `after` and before `before`
+/// that have no stage yet on `stage` (nothing when `stage` is null).
+void stampStage(Block &body, Operation *after, Operation *before,
+                Attribute stage) {
+  if (!stage)
+    return;
+  Operation *op = after ? after->getNextNode() : &body.front();
+  for (; op && op != before; op = op->getNextNode())
+    if (!op->hasAttr(sched::SchedDialect::kStageAttrName))
+      op->setAttr(sched::SchedDialect::kStageAttrName, stage);
+}
+
+/// The last stage of a pipelined module (where the loss is), else null.
+Attribute lastStage(func::FuncOp func) {
+  auto module = func->getParentOfType<ModuleOp>();
+  auto pipeline = module ? module->getAttrOfType<sched::PipelineAttr>(
+                               sched::SchedDialect::kPipelineAttrName)
+                         : sched::PipelineAttr();
+  if (!pipeline)
+    return {};
+  return IntegerAttr::get(IntegerType::get(func.getContext(), 64),
+                          pipeline.getStages() - 1);
 }
 
 struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
@@ -146,6 +171,7 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
     Block &body = func.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     OpBuilder b(ret);
+    Operation *lastForward = ret->getPrevNode();
     FailureOr<Value> loss = buildLoss(func, ret, b);
     if (failed(loss))
       return failure();
@@ -162,6 +188,8 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
     // Reverse sweep; gradient ops go before the return, in creation order.
     llvm::DenseMap<Value, Value> grads;
     grads[*loss] = seedLossGradient(func, *loss, b);
+    // The loss and its seed run on the last stage.
+    stampStage(body, lastForward, ret, lastStage(func));
     if (failed(backpropagate(forward, needsGrad, ret, b, grads)))
       return failure();
 
@@ -274,6 +302,7 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
                << op->getName() << "'";
       SmallVector<Value> operandGrads;
       b.setInsertionPoint(ret);
+      Operation *mark = ret->getPrevNode();
       if (failed(iface.buildGradient(b, resultGrads, operandGrads)))
         return failure();
       for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads)) {
@@ -288,6 +317,10 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
                           .getResult()
                     : g;
       }
+      // A gradient op (and a sum of gradients reaching this op's operands)
+      // runs on the stage of the op it differentiates.
+      stampStage(*ret->getBlock(), mark, ret,
+                 op->getAttr(sched::SchedDialect::kStageAttrName));
     }
     return success();
   }
@@ -317,7 +350,12 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
       if (accumulate) {
         BlockArgument sum = addArgument(func, g.getType(),
                                         graph::Role::Gradient, gradNames.back());
+        Operation *mark = ret->getPrevNode();
+        Operation *def = g.getDefiningOp();
         g = b.create<graph::AddOp>(func.getLoc(), g.getType(), sum, g);
+        stampStage(*ret->getBlock(), mark, ret,
+                   def ? def->getAttr(sched::SchedDialect::kStageAttrName)
+                       : Attribute());
       }
       results.push_back(g);
       resultInfo.push_back({graph::Role::Gradient, gradNames.back()});

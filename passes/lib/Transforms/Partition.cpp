@@ -14,6 +14,8 @@
 
 #include "strata/Transforms/Passes.h"
 
+#include "strata/Transforms/Layers.h"
+
 #include "strata/Dialect/Graph/IR/GraphOps.h"
 #include "strata/Dialect/Graph/IR/StateUpdates.h"
 #include "strata/Dialect/Sched/IR/SchedOps.h"
@@ -70,21 +72,6 @@ void shardArgument(func::FuncOp func, BlockArgument arg, int64_t parts) {
                   b.getI64IntegerAttr(parts));
   func.setArgAttr(arg.getArgNumber(), "graph.full_shape",
                   b.getDenseI64ArrayAttr(full.getShape()));
-}
-
-/// The layer a parameter belongs to, from the module path in its name: up
-/// to the first numeric component ("transformer.h.0.attn.c_attn.weight" ->
-/// "transformer.h.0"), else its module ("transformer.wte.weight" ->
-/// "transformer.wte"); a name without dots is its own layer.
-std::string layerOf(StringRef name) {
-  SmallVector<StringRef> parts;
-  name.split(parts, '.');
-  if (parts.size() == 1)
-    return name.str();
-  for (size_t i = 0; i < parts.size(); ++i)
-    if (!parts[i].empty() && llvm::all_of(parts[i], llvm::isDigit))
-      return llvm::join(ArrayRef(parts).take_front(i + 1), ".");
-  return llvm::join(ArrayRef(parts).drop_back(), ".");
 }
 
 /// The position of `op` in its block, for ordering uses.

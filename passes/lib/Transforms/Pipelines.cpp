@@ -36,6 +36,16 @@ void strata::buildTrainingPipeline(OpPassManager &pm,
     precision.storage = options.precisionStorage;
     pm.addNestedPass<func::FuncOp>(createMixedPrecisionPass(precision));
   }
+  if (options.pipelineStages > 1) {
+    PipelinePassOptions pipeline;
+    pipeline.stages = options.pipelineStages;
+    SmallVector<int64_t> boundaries;
+    // Text the pass rejects stands for text that is no list of integers.
+    if (!parseStageBoundaries(options.stageBoundaries, boundaries))
+      boundaries.assign(1, -1);
+    pipeline.boundaries = boundaries;
+    pm.addPass(createPipelinePass(pipeline));
+  }
   bool lossScale = options.dtype == Precision::FP16;
   AutodiffPassOptions autodiff;
   autodiff.freeze = llvm::SmallVector<std::string>(options.freeze.begin(),
@@ -68,7 +78,8 @@ void strata::buildTrainingPipeline(OpPassManager &pm,
   if (options.world > 1 && options.distribute) {
     ResolvedTopology topology =
         resolveTopology(options.world, options.gpusPerNode,
-                        options.partitionGroup, options.hierarchical);
+                        options.partitionGroup, options.hierarchical,
+                        options.pipelineStages);
     PartitionPassOptions partition;
     partition.world = topology.world;
     partition.ranksPerNode = topology.ranksPerNode;

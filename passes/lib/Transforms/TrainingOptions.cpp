@@ -72,4 +72,20 @@ std::optional<uint64_t> parseByteSize(llvm::StringRef text) {
   return uint64_t(value * scale);
 }
 
+bool parseStageBoundaries(llvm::StringRef text,
+                          llvm::SmallVectorImpl<int64_t> &out) {
+  out.clear();
+  if (text.trim().empty())
+    return true;
+  llvm::SmallVector<llvm::StringRef> parts;
+  text.split(parts, ',');
+  for (llvm::StringRef part : parts) {
+    int64_t value;
+    if (part.trim().getAsInteger(10, value))
+      return false;
+    out.push_back(value);
+  }
+  return true;
+}
+
 } // namespace strata

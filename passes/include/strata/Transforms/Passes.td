@@ -186,6 +186,48 @@ def OptimizerPass : Pass<"strata-optimizer", "::mlir::ModuleOp"> {
 // Distribution
 //===----------------------------------------------------------------------===//
 
+def PipelinePass : Pass<"strata-pipeline", "::mlir::ModuleOp"> {
+  let summary = "Cut the forward graph into pipeline stages between layers";
+  let description = [{
+    Cuts `@main` into `stages` pipeline stages at layer boundaries. A layer
+    is a module path up to its first numeric component (`transformer.h.3`),
+    numbered from 0 in the order the model first uses it; the ops before
+    the first layer (embeddings) go with it, those after the last (final
+    norm, heads) with the last. Every op is placed no earlier than the
+    parameters and the values it reads, so values only flow to later
+    stages; an op that reads no parameter (a constant, a mask computed from
+    an input) takes the earliest stage that uses it (any stage may compute
+    it again).
+
+    The split balances the layers' forward FLOPs: of the contiguous splits,
+    the one whose largest stage is smallest. `boundaries` gives a split
+    instead: the first layer of each stage after the first.
+
+    Writes `sched.pipeline = #sched.pipeline<stages = S, boundaries = [...]>`
+    on the module and `sched.stage = s` on every op of `@main`; autodiff
+    then places each gradient op on the stage of the op it differentiates.
+    `stages = 1` changes nothing.
+
+    ```mlir
+    // stages=2 on a model of 4 layers of equal cost
+    module attributes {sched.pipeline = #sched.pipeline<stages = 2, boundaries = [2]>} {
+      func.func @main(...) {
+        %0 = graph.linear %arg0, %arg1, %arg2 {sched.stage = 0 : i64, ...}
+        ...
+        %6 = graph.linear %5, %arg7, %arg8 {sched.stage = 1 : i64, ...}
+    ```
+  }];
+  let dependentDialects = ["::strata::graph::GraphDialect",
+                           "::strata::sched::SchedDialect"];
+  let options = [
+    Option<"stages", "stages", "unsigned", /*default=*/"1",
+           "Pipeline stages (1: no pipeline)">,
+    ListOption<"boundaries", "boundaries", "int64_t",
+               "The first layer of each stage after the first (default: "
+               "balanced by forward FLOPs)">,
+  ];
+}
+
 def PartitionPass : Pass<"strata-partition", "::mlir::ModuleOp"> {
   let summary = "Shard parameters, gradients and optimizer states (ZeRO-3 / MiCS)";
   let description = [{

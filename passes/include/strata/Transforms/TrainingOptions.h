@@ -13,10 +13,12 @@
 #ifndef STRATA_TRANSFORMS_TRAININGOPTIONS_H
 #define STRATA_TRANSFORMS_TRAININGOPTIONS_H
 
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -84,17 +86,26 @@ struct ResolvedTopology {
 };
 inline ResolvedTopology resolveTopology(unsigned world, unsigned gpusPerNode,
                                         unsigned partitionGroup,
-                                        Hierarchical hierarchical) {
+                                        Hierarchical hierarchical,
+                                        unsigned pipelineStages = 1) {
   ResolvedTopology t;
-  t.world = world ? world : 1;
+  unsigned stages = pipelineStages ? pipelineStages : 1;
+  // --pipeline-stages p alone: one rank per stage.
+  t.world = world > 1 ? world : stages;
   t.ranksPerNode = gpusPerNode ? gpusPerNode : t.world;
-  t.partition = partitionGroup ? partitionGroup : t.world;
+  t.partition = partitionGroup ? partitionGroup
+                               : std::max(1u, t.world / stages);
   bool possible = t.partition > t.ranksPerNode &&
                   t.partition % t.ranksPerNode == 0;
   t.hierarchical = hierarchical == Hierarchical::On ||
                    (hierarchical == Hierarchical::Auto && possible);
   return t;
 }
+
+/// --stage-boundaries: comma-separated layer indices ("3,6"); false when
+/// the text is not that.
+bool parseStageBoundaries(llvm::StringRef text,
+                          llvm::SmallVectorImpl<int64_t> &out);
 
 } // namespace strata
 

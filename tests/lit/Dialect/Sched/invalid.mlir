@@ -202,3 +202,35 @@ func.func @stream_not_enum() attributes {sched.stream = "compute"} {
 func.func @tier_not_enum(%m: tensor<8xf32> {sched.tier = "host"}) {
   return
 }
+
+// -----
+
+// A stage past the pipeline's last.
+module attributes {sched.pipeline = #sched.pipeline<stages = 2, boundaries = [3]>} {
+  func.func @stage_past_last(%x: tensor<4xf32>) -> tensor<4xf32> {
+    // expected-error @+1 {{runs on stage 2 of a pipeline of 2 stages}}
+    %0 = graph.tanh %x {sched.stage = 2 : i64} : tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}
+
+// -----
+
+func.func @stage_without_pipeline(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{has 'sched.stage' but its module has no 'sched.pipeline'}}
+  %0 = graph.tanh %x {sched.stage = 0 : i64} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{pipeline boundaries must be strictly increasing layer indices above 0, got [3, 3]}}
+module attributes {sched.pipeline = #sched.pipeline<stages = 3, boundaries = [3, 3]>} {
+}
+
+// -----
+
+// expected-error @+1 {{'sched.pipeline' must be a #sched.pipeline on a module}}
+func.func @pipeline_on_a_function() attributes {sched.pipeline = #sched.pipeline<stages = 1, boundaries = []>} {
+  return
+}

@@ -98,6 +98,24 @@ LogicalResult ArenaAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 }
 
 LogicalResult
+PipelineAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                     int64_t stages, ArrayRef<int64_t> boundaries) {
+  if (stages < 1)
+    return emitError() << "a pipeline needs at least one stage, got "
+                       << stages;
+  if (int64_t(boundaries.size()) != stages - 1)
+    return emitError() << "a pipeline of " << stages << " stages needs "
+                       << stages - 1 << " boundaries, got "
+                       << boundaries.size();
+  for (size_t i = 0; i < boundaries.size(); ++i)
+    if (boundaries[i] < 1 || (i > 0 && boundaries[i] <= boundaries[i - 1]))
+      return emitError() << "pipeline boundaries must be strictly increasing "
+                            "layer indices above 0, got ["
+                         << boundaries << "]";
+  return success();
+}
+
+LogicalResult
 MemoryPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        int64_t arena, int64_t live, int64_t pageSize,
                        int64_t alignment, int64_t device, int64_t host,
@@ -294,6 +312,27 @@ LogicalResult SchedDialect::verifyOperationAttribute(Operation *op,
     auto type = dyn_cast<TypeAttr>(value);
     return expect(type && (type.getValue().isBF16() || type.getValue().isF16()),
                   "bf16 or f16: the narrow type both factors hold");
+  }
+  if (name == kPipelineAttrName)
+    return expect(isa<PipelineAttr>(value) && isa<ModuleOp>(op),
+                  "a #sched.pipeline on a module");
+  if (name == kStageAttrName) {
+    auto integer = dyn_cast<IntegerAttr>(value);
+    if (!integer || !integer.getType().isInteger(64) || integer.getInt() < 0)
+      return expect(false, "a non-negative i64");
+    auto module = op->getParentOfType<ModuleOp>();
+    auto pipeline =
+        module ? module->getAttrOfType<PipelineAttr>(kPipelineAttrName)
+               : PipelineAttr();
+    if (!pipeline)
+      return op->emitOpError("has '")
+             << name << "' but its module has no '" << kPipelineAttrName
+             << "'";
+    if (integer.getInt() >= pipeline.getStages())
+      return op->emitOpError("runs on stage ")
+             << integer.getInt() << " of a pipeline of "
+             << pipeline.getStages() << " stages";
+    return success();
   }
   return op->emitOpError("has unknown sched dialect attribute '")
          << name << "'";

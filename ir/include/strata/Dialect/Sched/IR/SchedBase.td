@@ -38,6 +38,9 @@ def Sched_Dialect : Dialect {
       live at once in the same bytes.
     - `sched.memory_plan = #sched.memory_plan<...>` on the module: the
       plan's totals per tier.
+    - `sched.pipeline = #sched.pipeline<stages = 2, boundaries = [4]>` on the
+      module: the model is cut into pipeline stages; `sched.stage = 1` on an
+      op: the stage that runs it (below the module's stage count).
   }];
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;
@@ -64,6 +67,9 @@ def Sched_Dialect : Dialect {
         "sched.seed_slot";
     static constexpr ::llvm::StringLiteral kExactTf32AttrName =
         "sched.exact_tf32";
+    static constexpr ::llvm::StringLiteral kPipelineAttrName =
+        "sched.pipeline";
+    static constexpr ::llvm::StringLiteral kStageAttrName = "sched.stage";
   }];
 }
 
@@ -165,6 +171,24 @@ def Sched_MemoryPlanAttr : Sched_Attr<"MemoryPlan", "memory_plan"> {
                         "int64_t":$device, "int64_t":$host, "int64_t":$ssd,
                         "int64_t":$budget);
   let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Sched_PipelineAttr : Sched_Attr<"Pipeline", "pipeline"> {
+  let summary = "How the model is cut into pipeline stages";
+  let description = [{
+    `stages`: how many; `boundaries`: for each stage after the first, the
+    index of its first layer (layers numbered from 0 in the order the model
+    first uses them; a layer is a module path up to its first numeric
+    component, `transformer.h.3`), strictly increasing.
+    ```mlir
+    module attributes {sched.pipeline = #sched.pipeline<stages = 2, boundaries = [4]>}
+    ```
+  }];
+  let parameters = (ins "int64_t":$stages,
+                        OptionalArrayRefParameter<"int64_t">:$boundaries);
+  let assemblyFormat =
+      "`<` `stages` `=` $stages `,` `boundaries` `=` `[` (`]`) : ($boundaries^ `]`)? `>`";
   let genVerifyDecl = 1;
 }
 
