@@ -318,7 +318,8 @@ llvm::Error writeArtifactStage(ModuleOp module, const CompileOptions &options,
 }
 
 /// Prints the module (or its summary) after the stage --emit names.
-int printStage(ModuleOp module, const CompileOptions &options) {
+int printStage(ModuleOp module, const CompileOptions &options,
+               int64_t microBatches) {
   std::string errorMessage;
   auto out = openOutputFile(options.output, &errorMessage);
   if (!out)
@@ -326,7 +327,8 @@ int printStage(ModuleOp module, const CompileOptions &options) {
   if (options.emit == EmitStage::Summary)
     strata::printGraphSummary(module, out->os());
   else if (options.emit == EmitStage::Pipeline &&
-           failed(strata::printPipelineReport(module, out->os())))
+           failed(strata::printPipelineReport(module, microBatches,
+                                              out->os())))
     return 1;
   else if (options.emit != EmitStage::Pipeline)
     module->print(out->os());
@@ -445,5 +447,5 @@ int strata::compileMain(int argc, char **argv) {
       return error(llvm::toString(std::move(e)));
     return 0;
   }
-  return printStage(**module, options);
+  return printStage(**module, options, config.accum);
 }

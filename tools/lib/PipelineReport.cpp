@@ -5,6 +5,7 @@
 #include "strata/Dialect/Graph/IR/GraphOps.h"
 #include "strata/Dialect/Sched/IR/SchedOps.h"
 #include "strata/Transforms/Layers.h"
+#include "strata/Transforms/PipelineSchedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/SetVector.h"
@@ -38,7 +39,8 @@ std::string typeString(Type type) {
 
 } // namespace
 
-LogicalResult printPipelineReport(ModuleOp module, llvm::raw_ostream &os) {
+LogicalResult printPipelineReport(ModuleOp module, int64_t microBatches,
+                                  llvm::raw_ostream &os) {
   auto pipeline = module->getAttrOfType<sched::PipelineAttr>(
       sched::SchedDialect::kPipelineAttrName);
   auto main = module.lookupSymbol<func::FuncOp>("main");
@@ -151,6 +153,37 @@ LogicalResult printPipelineReport(ModuleOp module, llvm::raw_ostream &os) {
       os << " " << s;
     os << "\n";
   }
+
+  // The schedules on the forward FLOPs: a backward costs two forwards, its
+  // input gradient and its weight gradient one each (matmul-bound layers).
+  std::vector<pipeline::StageCost> costs;
+  for (int64_t s = 0; s < stages; ++s)
+    costs.push_back({totals[s].flops, totals[s].flops, totals[s].flops});
+  os << "predicted bubble (idle time over the step, by stage) with "
+     << microBatches << " micro-batches a step:\n";
+  for (auto [kind, label] :
+       {std::pair(pipeline::ScheduleKind::OneFOneB, "1f1b"),
+        std::pair(pipeline::ScheduleKind::ZeroBubble, "zb  ")}) {
+    pipeline::StageOrders orders =
+        pipeline::buildSchedule(kind, microBatches, costs);
+    std::string problem = pipeline::verifySchedule(kind, orders, microBatches);
+    if (!problem.empty())
+      return module.emitError("internal error: the ")
+             << label << " schedule fails its check: " << problem;
+    pipeline::Timeline timeline = pipeline::simulate(kind, orders, costs);
+    os << "  " << label << " mean " << llvm::format("%.3f", timeline.meanBubble())
+       << " (";
+    for (int64_t s = 0; s < stages; ++s)
+      os << (s ? " " : "") << llvm::format("%.3f", timeline.bubble(s));
+    os << "), micro-batches in flight by stage:";
+    for (int64_t s = 0; s < stages; ++s)
+      os << " " << pipeline::peakInFlight(kind, orders[s]);
+    os << "\n";
+  }
+  os << "  (1F1B on equal stages: (p-1)/(m+p-1) = "
+     << llvm::format("%.3f", double(stages - 1) /
+                                 double(microBatches + stages - 1))
+     << ")\n";
   return success();
 }
 

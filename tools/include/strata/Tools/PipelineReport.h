@@ -13,9 +13,11 @@
 
 namespace strata {
 
-/// Prints the stages of a module strata-pipeline has cut; fails (with a
-/// diagnostic) when it has not.
+/// Prints the stages of a module strata-pipeline has cut and the bubble
+/// each schedule is predicted to leave with `microBatches` per step; fails
+/// (with a diagnostic) when the module has no stages.
 mlir::LogicalResult printPipelineReport(mlir::ModuleOp module,
+                                        int64_t microBatches,
                                         llvm::raw_ostream &os);
 
 } // namespace strata
