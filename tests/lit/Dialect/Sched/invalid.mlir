@@ -234,3 +234,51 @@ module attributes {sched.pipeline = #sched.pipeline<stages = 3, boundaries = [3,
 func.func @pipeline_on_a_function() attributes {sched.pipeline = #sched.pipeline<stages = 1, boundaries = []>} {
   return
 }
+
+// -----
+
+module attributes {sched.pipeline = #sched.pipeline<stages = 3, boundaries = [1, 2]>} {
+  func.func @send_past_a_neighbour(%h: tensor<4xf32>) {
+    // expected-error @+1 {{'sched.send' op on stage 0 names stage 2, which is not a neighbour}}
+    sched.send %h to 2 {micro_batch = 0 : i64, tag = 0 : i64, sched.stage = 0 : i64} : tensor<4xf32>
+    return
+  }
+}
+
+// -----
+
+module attributes {sched.pipeline = #sched.pipeline<stages = 2, boundaries = [1]>} {
+  func.func @recv_from_no_stage() -> tensor<4xf32> {
+    // expected-error @+1 {{'sched.recv' op names stage 2 of a pipeline of 2 stages}}
+    %h = sched.recv from 2 {micro_batch = 0 : i64, tag = 0 : i64, sched.stage = 1 : i64} : tensor<4xf32>
+    return %h : tensor<4xf32>
+  }
+}
+
+// -----
+
+module attributes {sched.pipeline = #sched.pipeline<stages = 2, boundaries = [1]>} {
+  func.func @send_without_a_stage(%h: tensor<4xf32>) {
+    // expected-error @+1 {{'sched.send' op needs a 'sched.stage': the stage it runs on}}
+    sched.send %h to 1 {micro_batch = 0 : i64, tag = 0 : i64} : tensor<4xf32>
+    return
+  }
+}
+
+// -----
+
+func.func @send_outside_a_pipeline(%h: tensor<4xf32>) {
+  // expected-error @+1 {{'sched.send' op needs a module with 'sched.pipeline'}}
+  sched.send %h to 1 {micro_batch = 0 : i64, tag = 0 : i64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+module attributes {sched.pipeline = #sched.pipeline<stages = 2, boundaries = [1]>} {
+  func.func @negative_micro_batch(%h: tensor<4xf32>) {
+    // expected-error @+1 {{'sched.send' op needs a non-negative micro_batch and tag, got -1 and 0}}
+    sched.send %h to 1 {micro_batch = -1 : i64, tag = 0 : i64, sched.stage = 0 : i64} : tensor<4xf32>
+    return
+  }
+}

@@ -443,6 +443,52 @@ LogicalResult LocalShardOp::verify() {
   return success();
 }
 
+void SendOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>> &e) {
+  collectiveEffects(e);
+}
+void RecvOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>> &e) {
+  collectiveEffects(e);
+}
+
+/// A send or receive names a neighbouring stage of its pipeline.
+static LogicalResult verifyPeer(Operation *op, int64_t peer,
+                                int64_t microBatch, int64_t tag) {
+  if (microBatch < 0 || tag < 0)
+    return op->emitOpError("needs a non-negative micro_batch and tag, got ")
+           << microBatch << " and " << tag;
+  auto module = op->getParentOfType<ModuleOp>();
+  auto pipeline =
+      module ? module->getAttrOfType<PipelineAttr>(
+                   SchedDialect::kPipelineAttrName)
+             : PipelineAttr();
+  if (!pipeline)
+    return op->emitOpError("needs a module with '")
+           << SchedDialect::kPipelineAttrName << "'";
+  if (peer < 0 || peer >= pipeline.getStages())
+    return op->emitOpError("names stage ")
+           << peer << " of a pipeline of " << pipeline.getStages()
+           << " stages";
+  auto stage =
+      op->getAttrOfType<IntegerAttr>(SchedDialect::kStageAttrName);
+  if (!stage)
+    return op->emitOpError("needs a '")
+           << SchedDialect::kStageAttrName << "': the stage it runs on";
+  if (peer != stage.getInt() - 1 && peer != stage.getInt() + 1)
+    return op->emitOpError("on stage ")
+           << stage.getInt() << " names stage " << peer
+           << ", which is not a neighbour";
+  return success();
+}
+
+LogicalResult SendOp::verify() {
+  return verifyPeer(*this, getPeer(), getMicroBatch(), getTag());
+}
+LogicalResult RecvOp::verify() {
+  return verifyPeer(*this, getPeer(), getMicroBatch(), getTag());
+}
+
 void ReloadOp::getEffects(
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>> &e) {
   collectiveEffects(e);

@@ -88,6 +88,45 @@ def Sched_LocalShardOp : Sched_Op<"local_shard", [Pure]> {
 }
 
 //===----------------------------------------------------------------------===//
+// Between pipeline stages
+//===----------------------------------------------------------------------===//
+
+def Sched_SendOp : Sched_Op<"send",
+    [DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
+  let summary = "Send a value to a neighbouring pipeline stage";
+  let description = [{
+    The rank at this rank's position in the stage group of stage `peer`, in
+    this rank's pipeline group, receives `value` with the `sched.recv` of
+    the same `micro_batch` and `tag`. A send does not wait for its receive
+    (each neighbour has its own send stream). `peer` is the stage before or
+    after the op's `sched.stage`.
+    ```mlir
+    sched.send %h to 1 {micro_batch = 0 : i64, tag = 0 : i64, sched.stage = 0 : i64} : tensor<8x32x32xf32>
+    ```
+  }];
+  let arguments = (ins Sched_Tensor:$value, I64Attr:$peer, I64Attr:$micro_batch,
+                       I64Attr:$tag);
+  let assemblyFormat = "$value `to` $peer attr-dict `:` type($value)";
+  let hasVerifier = 1;
+}
+
+def Sched_RecvOp : Sched_Op<"recv",
+    [DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
+  let summary = "Receive a value from a neighbouring pipeline stage";
+  let description = [{
+    Waits for the `sched.send` of stage `peer` with the same `micro_batch`
+    and `tag`; the messages between two stages arrive in the order sent.
+    ```mlir
+    %h = sched.recv from 0 {micro_batch = 0 : i64, tag = 0 : i64, sched.stage = 1 : i64} : tensor<8x32x32xf32>
+    ```
+  }];
+  let arguments = (ins I64Attr:$peer, I64Attr:$micro_batch, I64Attr:$tag);
+  let results = (outs Sched_Tensor:$value);
+  let assemblyFormat = "`from` $peer attr-dict `:` type($value)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Moves between memory tiers
 //===----------------------------------------------------------------------===//
 
