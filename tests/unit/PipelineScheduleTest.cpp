@@ -103,7 +103,7 @@ TEST(PipelineSchedule, SwappedMicroBatchOrderIsCaught) {
   std::swap(*b1, *b2);
   EXPECT_EQ(verifySchedule(ScheduleKind::OneFOneB, o, 4),
             "stage 1 waits for the activation of micro-batch 2 from stage 0, "
-            "but stage 0 sent micro-batch 1 first");
+            "but stage 0 sent the activation of micro-batch 1 first");
 }
 
 TEST(PipelineSchedule, DeadlockIsCaught) {

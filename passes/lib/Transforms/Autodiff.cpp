@@ -45,15 +45,21 @@ BlockArgument addArgument(func::FuncOp func, Type type, graph::Role role,
 }
 
 /// With pipeline stages: puts the ops after `after` and before `before`
-/// that have no stage yet on `stage` (nothing when `stage` is null).
+/// that have no stage yet on `stage` (nothing when `stage` is null), and
+/// marks them `sched.backward` when they are gradient ops.
 void stampStage(Block &body, Operation *after, Operation *before,
-                Attribute stage) {
+                Attribute stage, bool backward) {
   if (!stage)
     return;
   Operation *op = after ? after->getNextNode() : &body.front();
-  for (; op && op != before; op = op->getNextNode())
-    if (!op->hasAttr(sched::SchedDialect::kStageAttrName))
-      op->setAttr(sched::SchedDialect::kStageAttrName, stage);
+  for (; op && op != before; op = op->getNextNode()) {
+    if (op->hasAttr(sched::SchedDialect::kStageAttrName))
+      continue;
+    op->setAttr(sched::SchedDialect::kStageAttrName, stage);
+    if (backward)
+      op->setAttr(sched::SchedDialect::kBackwardAttrName,
+                  UnitAttr::get(op->getContext()));
+  }
 }
 
 /// The last stage of a pipelined module (where the loss is), else null.
@@ -189,7 +195,7 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
     llvm::DenseMap<Value, Value> grads;
     grads[*loss] = seedLossGradient(func, *loss, b);
     // The loss and its seed run on the last stage.
-    stampStage(body, lastForward, ret, lastStage(func));
+    stampStage(body, lastForward, ret, lastStage(func), /*backward=*/false);
     if (failed(backpropagate(forward, needsGrad, ret, b, grads)))
       return failure();
 
@@ -320,7 +326,8 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
       // A gradient op (and a sum of gradients reaching this op's operands)
       // runs on the stage of the op it differentiates.
       stampStage(*ret->getBlock(), mark, ret,
-                 op->getAttr(sched::SchedDialect::kStageAttrName));
+                 op->getAttr(sched::SchedDialect::kStageAttrName),
+                 /*backward=*/true);
     }
     return success();
   }
@@ -355,7 +362,8 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
         g = b.create<graph::AddOp>(func.getLoc(), g.getType(), sum, g);
         stampStage(*ret->getBlock(), mark, ret,
                    def ? def->getAttr(sched::SchedDialect::kStageAttrName)
-                       : Attribute());
+                       : Attribute(),
+                   /*backward=*/true);
       }
       results.push_back(g);
       resultInfo.push_back({graph::Role::Gradient, gradNames.back()});

@@ -59,6 +59,12 @@ double forwardFlops(Operation *op) {
     out += double(elements(r.getType()));
   if (auto linear = dyn_cast<graph::LinearOp>(op))
     return 2.0 * out * double(lastDim(linear->getOperand(0)));
+  if (auto gradWeight = dyn_cast<graph::LinearGradWeightOp>(op)) {
+    // dW = dy^T x: every row of dy and x adds one outer product.
+    double rows = double(elements(gradWeight.getGrad().getType())) /
+                  double(std::max<int64_t>(1, lastDim(gradWeight.getGrad())));
+    return 2.0 * out * rows;
+  }
   if (auto matmul = dyn_cast<graph::MatmulOp>(op))
     return 2.0 * out * double(lastDim(matmul->getOperand(0)));
   if (auto attention = dyn_cast<graph::AttentionOp>(op)) {

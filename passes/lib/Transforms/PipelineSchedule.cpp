@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -131,21 +132,19 @@ StageOrders zeroBubble(int64_t m, llvm::ArrayRef<StageCost> costs) {
   return orders;
 }
 
-/// One send or receive of a stage's program.
-struct Message {
-  bool send;
-  bool gradient; // else an activation
-  int64_t peer, microBatch;
-};
-
-std::string describe(const Message &m, int64_t stage) {
-  std::string what = std::string(m.gradient ? "the gradient" : "the activation") +
-                     " of micro-batch " + std::to_string(m.microBatch);
+std::string describe(const Message &m, int64_t stage,
+                     const std::function<std::string(int64_t)> &tagName) {
+  std::string what =
+      tagName(m.tag) + " of micro-batch " + std::to_string(m.microBatch);
   if (m.send)
     return "stage " + std::to_string(stage) + " sends " + what + " to stage " +
            std::to_string(m.peer);
   return "stage " + std::to_string(stage) + " waits for " + what +
          " from stage " + std::to_string(m.peer);
+}
+
+std::string scheduleTag(int64_t tag) {
+  return tag == 0 ? "the activation" : "the gradient";
 }
 
 std::vector<Message> messagesOf(const std::vector<Action> &order,
@@ -154,14 +153,14 @@ std::vector<Message> messagesOf(const std::vector<Action> &order,
   for (const Action &a : order) {
     if (a.phase == Phase::Forward) {
       if (stage > 0)
-        out.push_back({false, false, stage - 1, a.microBatch});
+        out.push_back({false, stage - 1, a.microBatch, 0});
       if (stage + 1 < stages)
-        out.push_back({true, false, stage + 1, a.microBatch});
+        out.push_back({true, stage + 1, a.microBatch, 0});
     } else if (a.phase == Phase::Backward) {
       if (stage + 1 < stages)
-        out.push_back({false, true, stage + 1, a.microBatch});
+        out.push_back({false, stage + 1, a.microBatch, 1});
       if (stage > 0)
-        out.push_back({true, true, stage - 1, a.microBatch});
+        out.push_back({true, stage - 1, a.microBatch, 1});
     }
   }
   return out;
@@ -215,14 +214,25 @@ std::string verifySchedule(ScheduleKind kind, const StageOrders &orders,
       }
   }
 
-  // The sends and receives: sends never block, a receive takes the oldest
-  // message of its channel, which must be the one it expects.
   std::vector<std::vector<Message>> programs;
   for (int64_t s = 0; s < p; ++s)
     programs.push_back(messagesOf(orders[s], s, p));
-  // channel[(from, to, gradient)]: micro-batches sent, not yet received.
-  std::map<std::tuple<int64_t, int64_t, bool>, std::deque<int64_t>> channels;
+  return verifyMessages(programs, scheduleTag);
+}
+
+std::string
+verifyMessages(const std::vector<std::vector<Message>> &programs,
+               const std::function<std::string(int64_t)> &tagName) {
+  int64_t p = int64_t(programs.size());
+  // Sends never block; a receive takes the oldest message of its channel,
+  // which must be the one it expects. channel[(from, to)]: sent, not yet
+  // received.
+  std::map<std::pair<int64_t, int64_t>, std::deque<Message>> channels;
   std::vector<size_t> next(p, 0);
+  for (int64_t s = 0; s < p; ++s)
+    for (const Message &m : programs[s])
+      if (m.peer < 0 || m.peer >= p || m.peer == s)
+        return describe(m, s, tagName) + ", which is no other stage";
   bool progress = true;
   while (progress) {
     progress = false;
@@ -230,15 +240,17 @@ std::string verifySchedule(ScheduleKind kind, const StageOrders &orders,
       while (next[s] < programs[s].size()) {
         const Message &msg = programs[s][next[s]];
         if (msg.send) {
-          channels[{s, msg.peer, msg.gradient}].push_back(msg.microBatch);
+          channels[{s, msg.peer}].push_back(msg);
         } else {
-          auto &queue = channels[{msg.peer, s, msg.gradient}];
+          auto &queue = channels[{msg.peer, s}];
           if (queue.empty())
             break;
-          if (queue.front() != msg.microBatch)
-            return describe(msg, s) + ", but stage " +
-                   std::to_string(msg.peer) + " sent micro-batch " +
-                   std::to_string(queue.front()) + " first";
+          const Message &head = queue.front();
+          if (head.microBatch != msg.microBatch || head.tag != msg.tag)
+            return describe(msg, s, tagName) + ", but stage " +
+                   std::to_string(msg.peer) + " sent " + tagName(head.tag) +
+                   " of micro-batch " + std::to_string(head.microBatch) +
+                   " first";
           queue.pop_front();
         }
         ++next[s];
@@ -251,17 +263,15 @@ std::string verifySchedule(ScheduleKind kind, const StageOrders &orders,
       continue;
     const Message &msg = programs[s][next[s]];
     if (next[msg.peer] == programs[msg.peer].size())
-      return describe(msg, s) + ", which never sends it";
-    blocked += (blocked.empty() ? "" : "; ") + describe(msg, s);
+      return describe(msg, s, tagName) + ", which never sends it";
+    blocked += (blocked.empty() ? "" : "; ") + describe(msg, s, tagName);
   }
   if (!blocked.empty())
     return "the schedule deadlocks: " + blocked;
   for (const auto &[key, queue] : channels)
-    if (!queue.empty()) {
-      auto [from, to, gradient] = key;
-      return describe({true, gradient, to, queue.front()}, from) +
+    if (!queue.empty())
+      return describe(queue.front(), key.first, tagName) +
              ", which never receives it";
-    }
   return "";
 }
 

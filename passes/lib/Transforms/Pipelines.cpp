@@ -75,6 +75,13 @@ void strata::buildTrainingPipeline(OpPassManager &pm,
   optimizer.accum = options.accum;
   optimizer.lossScale = lossScale;
   pm.addPass(createOptimizerPass(optimizer));
+  if (options.pipelineStages > 1) {
+    StageProgramsPassOptions stagePrograms;
+    stagePrograms.schedule = options.pipelineSchedule;
+    stagePrograms.microBatches = std::max(1u, unsigned(options.accum));
+    pm.addPass(createStageProgramsPass(stagePrograms));
+    pm.addPass(createVerifyPipelinePass());
+  }
   if (options.world > 1 && options.distribute) {
     ResolvedTopology topology =
         resolveTopology(options.world, options.gpusPerNode,

@@ -3,6 +3,8 @@
 #ifndef STRATA_TRANSFORMS_PASSES_H
 #define STRATA_TRANSFORMS_PASSES_H
 
+#include "strata/Transforms/PipelineSchedule.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"

@@ -228,6 +228,55 @@ def PipelinePass : Pass<"strata-pipeline", "::mlir::ModuleOp"> {
   ];
 }
 
+def StageProgramsPass : Pass<"strata-stage-programs", "::mlir::ModuleOp"> {
+  let summary = "One training-step program per pipeline stage, unrolled over the micro-batches";
+  let description = [{
+    Splits `@micro_step`, whose ops `strata-pipeline` and `strata-autodiff`
+    placed on stages, into `@pipeline_step_<s>` for each stage `s`: the
+    stage's forward (F) and backward (B) ops, and with the zero-bubble
+    schedule its weight-gradient ops (W: the backward ops the values sent
+    to the previous stage do not need) apart from B, cloned once per
+    micro-batch in the order the schedule gives the stage
+    (`strata/Transforms/PipelineSchedule.h`). A value computed on one stage
+    and read on another is sent (`sched.send`) at the end of the action
+    that computes it and received (`sched.recv`) at the start of the
+    consumer's action of the same micro-batch, through every stage in
+    between; its tag numbers it among the values that cross. Ops that read
+    no state (constants, masks computed from inputs) are computed again on
+    every stage that needs them. Inputs become one argument per
+    micro-batch (`sched.micro_batch`); gradient accumulators and buffers
+    chain from one micro-batch to the next; each stage returns the losses
+    (the last stage, one per micro-batch), the gradients and buffers it
+    computes. `@micro_step` is removed.
+  }];
+  let dependentDialects = ["::strata::graph::GraphDialect",
+                           "::strata::sched::SchedDialect"];
+  let options = [
+    Option<"schedule", "schedule", "::strata::pipeline::ScheduleKind",
+           /*default=*/"::strata::pipeline::ScheduleKind::OneFOneB",
+           "1f1b or zb (zero bubble)",
+           [{::llvm::cl::values(
+               clEnumValN(::strata::pipeline::ScheduleKind::OneFOneB, "1f1b", ""),
+               clEnumValN(::strata::pipeline::ScheduleKind::ZeroBubble, "zb", ""))}]>,
+    Option<"microBatches", "micro-batches", "unsigned", /*default=*/"1",
+           "Micro-batches per step (m)">,
+  ];
+}
+
+def VerifyPipelinePass : Pass<"strata-verify-pipeline", "::mlir::ModuleOp"> {
+  let summary = "Prove that the stage programs' sends and receives match and cannot deadlock";
+  let description = [{
+    Replays the `sched.send` / `sched.recv` ops of every `@pipeline_step_<s>`
+    in program order under the runtime's model (a send never blocks its
+    stage; a receive waits for its neighbour's send; the messages between
+    two stages arrive in the order sent) and fails, naming stage,
+    micro-batch and tag, when a receive would get another message than the
+    one it expects, a message is never received, or stages wait on each
+    other forever.
+  }];
+  let dependentDialects = ["::strata::sched::SchedDialect"];
+}
+
 def PartitionPass : Pass<"strata-partition", "::mlir::ModuleOp"> {
   let summary = "Shard parameters, gradients and optimizer states (ZeRO-3 / MiCS)";
   let description = [{

@@ -29,6 +29,7 @@
 #include "llvm/ADT/ArrayRef.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,22 @@ Timeline simulate(ScheduleKind kind, const StageOrders &orders,
 /// naming the stage and micro-batch.
 std::string verifySchedule(ScheduleKind kind, const StageOrders &orders,
                            int64_t microBatches);
+
+/// One send or receive of a stage's program: to or from stage `peer`, the
+/// value `tag` of micro-batch `microBatch`.
+struct Message {
+  bool send;
+  int64_t peer, microBatch, tag;
+};
+
+/// The communication check verifySchedule makes, on each stage's sends and
+/// receives in program order: every receive finds the message it expects
+/// at the head of its channel, every send is received, no stage waits
+/// forever. `tagName` names a tag in the one-line error ("the activation",
+/// "value 3").
+std::string
+verifyMessages(const std::vector<std::vector<Message>> &programs,
+               const std::function<std::string(int64_t)> &tagName);
 
 /// The most micro-batches stage `stage` holds activations for at once.
 int64_t peakInFlight(ScheduleKind kind, const std::vector<Action> &order);

@@ -13,6 +13,8 @@
 #ifndef STRATA_TRANSFORMS_TRAININGOPTIONS_H
 #define STRATA_TRANSFORMS_TRAININGOPTIONS_H
 
+#include "strata/Transforms/PipelineSchedule.h"
+
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"

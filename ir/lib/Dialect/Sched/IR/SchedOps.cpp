@@ -295,7 +295,8 @@ LogicalResult SchedDialect::verifyOperationAttribute(Operation *op,
   if (name == kMemoryPlanAttrName)
     return expect(isa<MemoryPlanAttr>(value) && isa<ModuleOp>(op),
                   "a #sched.memory_plan on a module");
-  if (name == kRecomputedAttrName || name == kDelayableAttrName)
+  if (name == kRecomputedAttrName || name == kDelayableAttrName ||
+      name == kBackwardAttrName)
     return expect(isa<UnitAttr>(value), "a unit attribute");
   if (name == kRngStreamAttrName) {
     auto integer = dyn_cast<IntegerAttr>(value);
@@ -347,6 +348,14 @@ LogicalResult SchedDialect::verifyRegionArgAttribute(Operation *op,
       return op->emitOpError("argument ")
              << argIndex << ": '" << kTierAttrName
              << "' must be a #sched<tier ...>";
+    return success();
+  }
+  if (attr.getName() == kMicroBatchAttrName) {
+    auto integer = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!integer || !integer.getType().isInteger(64) || integer.getInt() < 0)
+      return op->emitOpError("argument ")
+             << argIndex << ": '" << kMicroBatchAttrName
+             << "' must be a non-negative i64";
     return success();
   }
   return op->emitOpError("argument ")

@@ -70,6 +70,10 @@ def Sched_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kPipelineAttrName =
         "sched.pipeline";
     static constexpr ::llvm::StringLiteral kStageAttrName = "sched.stage";
+    static constexpr ::llvm::StringLiteral kBackwardAttrName =
+        "sched.backward";
+    static constexpr ::llvm::StringLiteral kMicroBatchAttrName =
+        "sched.micro_batch";
   }];
 }
 

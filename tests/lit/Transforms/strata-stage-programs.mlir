@@ -1,0 +1,68 @@
+// RUN: strata-opt %s --strata-pipeline=stages=2 --strata-autodiff=accumulate=true --strata-optimizer=accum=2 "--strata-stage-programs=micro-batches=2" --strata-verify-pipeline | FileCheck %s
+// RUN: strata-opt %s --strata-pipeline=stages=2 --strata-autodiff=accumulate=true --strata-optimizer=accum=2 "--strata-stage-programs=micro-batches=2 schedule=zb" --strata-verify-pipeline | FileCheck %s --check-prefix=ZB
+// RUN: not strata-opt %s --strata-stage-programs 2>&1 | FileCheck %s --check-prefix=UNCUT
+
+// Two layers a stage; the embedding-like scale `emb` is read on both
+// stages (a tied weight): its gradient from stage 1 goes back to stage 0,
+// where it is summed with stage 0's.
+func.func @main(%x: tensor<2x4xf32> {graph.name = "x", graph.role = #graph<role input>},
+                %e: tensor<4xf32> {graph.name = "emb.weight", graph.role = #graph<role parameter>},
+                %w0: tensor<4x4xf32> {graph.name = "h.0.weight", graph.role = #graph<role parameter>},
+                %w1: tensor<4x4xf32> {graph.name = "h.1.weight", graph.role = #graph<role parameter>},
+                %w2: tensor<4x4xf32> {graph.name = "h.2.weight", graph.role = #graph<role parameter>},
+                %w3: tensor<4x4xf32> {graph.name = "h.3.weight", graph.role = #graph<role parameter>})
+    -> (tensor<2x4xf32> {graph.name = "logits", graph.role = #graph<role output>}) {
+  %m = graph.mul %x, %e : tensor<2x4xf32>, tensor<4xf32> -> tensor<2x4xf32>
+  %0 = graph.linear %m, %w0 {transpose_weight = true} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %1 = graph.tanh %0 : tensor<2x4xf32>
+  %2 = graph.linear %1, %w1 {transpose_weight = true} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %3 = graph.tanh %2 : tensor<2x4xf32>
+  %4 = graph.linear %3, %w2 {transpose_weight = true} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %5 = graph.tanh %4 : tensor<2x4xf32>
+  %6 = graph.linear %5, %w3 {transpose_weight = true} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %7 = graph.mul %6, %e : tensor<2x4xf32>, tensor<4xf32> -> tensor<2x4xf32>
+  return %7 : tensor<2x4xf32>
+}
+
+// @micro_step is gone; each stage has its program, the inputs one argument
+// per micro-batch, the loss of each micro-batch from the last stage.
+// CHECK-NOT: func.func @micro_step
+// CHECK-LABEL: func.func @pipeline_step_1(
+// CHECK-SAME: graph.name = "labels", graph.role = #graph<role input>, sched.micro_batch = 0 : i64
+// CHECK-SAME: graph.name = "labels", graph.role = #graph<role input>, sched.micro_batch = 1 : i64
+// CHECK-SAME: -> (tensor<f32> {graph.name = "strata.loss", graph.role = #graph<role output>}, tensor<f32> {graph.name = "strata.loss", graph.role = #graph<role output>}
+// CHECK-SAME: attributes {sched.stage = 1 : i64}
+// 1F1B on the last stage: F0 B0 F1 B1.
+// CHECK: %[[A0:.*]] = sched.recv from 0 {micro_batch = 0 : i64, sched.stage = 1 : i64, tag = 0 : i64}
+// CHECK: graph.cross_entropy
+// CHECK: graph.cross_entropy_grad
+// CHECK: sched.send %{{.*}} to 0 {micro_batch = 0 : i64, sched.stage = 1 : i64, tag = 1 : i64} : tensor<4xf32>
+// CHECK: sched.send %{{.*}} to 0 {micro_batch = 0 : i64, sched.stage = 1 : i64, tag = 2 : i64} : tensor<2x4xf32>
+// CHECK: sched.recv from 0 {micro_batch = 1 : i64, sched.stage = 1 : i64, tag = 0 : i64}
+// CHECK: graph.cross_entropy
+// CHECK: sched.send %{{.*}} to 0 {micro_batch = 1 : i64, sched.stage = 1 : i64, tag = 2 : i64}
+// CHECK: return
+// CHECK-LABEL: func.func @pipeline_step_0(
+// CHECK-SAME: graph.name = "x", graph.role = #graph<role input>, sched.micro_batch = 0 : i64
+// CHECK-SAME: graph.name = "x", graph.role = #graph<role input>, sched.micro_batch = 1 : i64
+// 1F1B on the first of two stages: F0 F1 B0 B1; the gradient accumulators
+// chain from micro-batch 0 to 1.
+// CHECK: sched.send %{{.*}} to 1 {micro_batch = 0 : i64, sched.stage = 0 : i64, tag = 0 : i64}
+// CHECK: sched.send %{{.*}} to 1 {micro_batch = 1 : i64, sched.stage = 0 : i64, tag = 0 : i64}
+// CHECK: sched.recv from 1 {micro_batch = 0 : i64, sched.stage = 0 : i64, tag = 1 : i64}
+// CHECK: sched.recv from 1 {micro_batch = 0 : i64, sched.stage = 0 : i64, tag = 2 : i64}
+// CHECK: %[[G0:.*]] = graph.add %arg{{[0-9]+}}, %{{.*}} {sched.backward, sched.stage = 0 : i64} : tensor<4x4xf32>
+// CHECK: sched.recv from 1 {micro_batch = 1 : i64, sched.stage = 0 : i64, tag = 1 : i64}
+// CHECK: graph.add %[[G0]], %{{.*}} {sched.backward, sched.stage = 0 : i64} : tensor<4x4xf32>
+// CHECK: return
+
+// Zero bubble, last stage: B sends the input gradients first, W (the
+// weight gradients and their accumulation) follows.
+// ZB-LABEL: func.func @pipeline_step_1(
+// ZB: graph.cross_entropy_grad
+// ZB: sched.send %{{.*}} to 0 {micro_batch = 0 : i64, sched.stage = 1 : i64, tag = 2 : i64}
+// ZB-NEXT: graph.linear_grad_weight
+// ZB: graph.add
+// ZB: sched.recv from 0 {micro_batch = 1 : i64
+
+// UNCUT: strata-stage-programs: needs a module cut into stages (strata-pipeline) with @micro_step (strata-autodiff)
