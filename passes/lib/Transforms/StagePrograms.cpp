@@ -17,6 +17,9 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <map>
 
 namespace strata {
 #define GEN_PASS_DEF_STAGEPROGRAMSPASS
@@ -43,6 +46,22 @@ struct StepAnalysis {
   /// For each crossing value, the stages that receive it (every stage
   /// between its own and the farthest reader).
   DenseMap<Value, SmallVector<int64_t>> path;
+
+  /// A parameter read on several stages (a tied weight): each stage sums
+  /// its own contributions to the gradient over the micro-batches, and the
+  /// stages add their sums once per step in the optimizer programs.
+  struct Shared {
+    std::string gradName;
+    /// The accumulator argument (null without accumulation).
+    Value accumulator;
+    /// The contributions of each holding stage, in the order autodiff
+    /// summed them.
+    std::map<int64_t, SmallVector<Value>> contributions;
+  };
+  SmallVector<Shared> shared;
+  /// The adds autodiff built to sum a shared parameter's contributions and
+  /// to accumulate them: replaced by each stage's own sums.
+  llvm::DenseSet<Operation *> dropped;
 };
 
 struct StageProgramsPass
@@ -79,10 +98,272 @@ struct StageProgramsPass
     }
     OpBuilder b(module.getContext());
     b.setInsertionPointAfter(step);
-    for (int64_t s = a.stages - 1; s >= 0; --s)
-      if (failed(buildStage(step, a, s, orders[s], b)))
+    SmallVector<llvm::StringSet<>> held(a.stages);
+    for (int64_t s = 0; s < a.stages; ++s) {
+      FailureOr<func::FuncOp> program =
+          buildStage(step, a, s, orders[s], b);
+      if (failed(program))
         return signalPassFailure();
+      b.setInsertionPointAfter(*program);
+      held[s] = heldParameters(*program);
+    }
+    if (auto update = module.lookupSymbol<func::FuncOp>("optimizer_step")) {
+      b.setInsertionPointAfter(update);
+      for (int64_t s = 0; s < a.stages; ++s) {
+        FailureOr<func::FuncOp> program = buildOptimizer(update, a, held, s, b);
+        if (failed(program))
+          return signalPassFailure();
+        b.setInsertionPointAfter(*program);
+      }
+      update.erase();
+    }
     step.erase();
+  }
+
+  /// The parameters whose gradients a stage program returns.
+  static llvm::StringSet<> heldParameters(func::FuncOp program) {
+    llvm::StringSet<> names;
+    for (unsigned i = 0; i < program.getNumResults(); ++i) {
+      auto name =
+          program.getResultAttrOfType<StringAttr>(i, graph::kNameAttrName);
+      if (graph::getResultRole(program, i) != graph::Role::Gradient || !name)
+        continue;
+      if (std::optional<StringRef> param = graph::stateParameter(
+              graph::StateKind::Gradient, name.getValue()))
+        names.insert(*param);
+    }
+    return names;
+  }
+
+  /// @optimizer_step_<s>: the updates of the parameters stage `s` holds. A
+  /// shared parameter's gradient is first summed over its stages (each sends
+  /// its sum to the others, each adds them in stage order, so every copy
+  /// gets the same bits); the squared gradient norm is summed up the chain
+  /// of stages and the total sent back down, each parameter counted on the
+  /// first stage that holds it.
+  FailureOr<func::FuncOp> buildOptimizer(func::FuncOp update,
+                                         const StepAnalysis &a,
+                                         ArrayRef<llvm::StringSet<>> held,
+                                         int64_t s, OpBuilder &moduleBuilder) {
+    MLIRContext *ctx = update.getContext();
+    Location loc = update.getLoc();
+    Block &body = update.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    auto stageAttr = IntegerAttr::get(IntegerType::get(ctx, 64), s);
+    int64_t p = a.stages;
+    int64_t nextTag = int64_t(a.crossing.size());
+
+    auto argName = [&](Value v) -> StringRef {
+      auto arg = dyn_cast<BlockArgument>(v);
+      if (!arg)
+        return {};
+      auto name = update.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                      graph::kNameAttrName);
+      return name ? name.getValue() : StringRef();
+    };
+    // The parameter an op updates or whose gradient it reads.
+    auto parameterOf = [&](Operation *op) -> std::optional<std::string> {
+      for (Value operand : op->getOperands()) {
+        StringRef name = argName(operand);
+        if (name.empty())
+          continue;
+        if (auto param = graph::stateParameter(graph::StateKind::Gradient, name))
+          return param->str();
+        auto arg = cast<BlockArgument>(operand);
+        if (graph::getArgumentRole(update, arg.getArgNumber()) ==
+            graph::Role::Parameter)
+          return name.str();
+      }
+      return std::nullopt;
+    };
+    auto firstHolder = [&](StringRef param) {
+      for (int64_t t = 0; t < p; ++t)
+        if (held[t].contains(param))
+          return t;
+      return int64_t(-1);
+    };
+
+    // The norm: sum_squares ops, the adds over them, the sqrt.
+    llvm::DenseSet<Operation *> norm;
+    graph::SqrtOp root;
+    for (Operation &op : body.without_terminator())
+      if (isa<graph::SumSquaresOp>(op))
+        norm.insert(&op);
+    for (Operation &op : body.without_terminator()) {
+      if (!isa<graph::AddOp, graph::SqrtOp>(op))
+        continue;
+      bool over = llvm::all_of(op.getOperands(), [&](Value v) {
+        Operation *def = v.getDefiningOp();
+        return def && norm.contains(def);
+      });
+      if (!over)
+        continue;
+      norm.insert(&op);
+      if (auto sqrt = dyn_cast<graph::SqrtOp>(op))
+        root = sqrt;
+    }
+
+    Block *block = new Block();
+    SmallVector<DictionaryAttr> argAttrs;
+    IRMapping map;
+    OpBuilder b(ctx);
+    b.setInsertionPointToEnd(block);
+    auto stamp = [&](Operation *op) {
+      op->setAttr(sched::SchedDialect::kStageAttrName, stageAttr);
+      return op;
+    };
+    std::function<FailureOr<Value>(Value)> lookup =
+        [&](Value v) -> FailureOr<Value> {
+      if (Value mapped = map.lookupOrNull(v))
+        return mapped;
+      if (auto arg = dyn_cast<BlockArgument>(v)) {
+        Value x = block->addArgument(arg.getType(), arg.getLoc());
+        argAttrs.push_back(update.getArgAttrDict(arg.getArgNumber()));
+        map.map(v, x);
+        return x;
+      }
+      Operation *def = v.getDefiningOp();
+      if (norm.contains(def) && def != root.getOperation())
+        return emitError(def->getLoc(), "strata-stage-programs: a use of a "
+                                        "partial gradient norm");
+      for (Value operand : def->getOperands())
+        if (failed(lookup(operand)))
+          return failure();
+      stamp(b.clone(*def, map));
+      return map.lookup(v);
+    };
+
+    // Shared gradients: send this stage's sum to the other holders, then
+    // add every holder's in stage order.
+    for (const StepAnalysis::Shared &sh : a.shared) {
+      int64_t tag = nextTag++;
+      std::optional<StringRef> param =
+          graph::stateParameter(graph::StateKind::Gradient, sh.gradName);
+      if (!param || !held[s].contains(*param))
+        continue;
+      Value grad;
+      for (BlockArgument arg : update.getArguments())
+        if (argName(arg) == sh.gradName)
+          grad = arg;
+      if (!grad)
+        continue;
+      FailureOr<Value> mine = lookup(grad);
+      if (failed(mine))
+        return failure();
+      SmallVector<int64_t> holders;
+      for (int64_t t = 0; t < p; ++t)
+        if (held[t].contains(*param))
+          holders.push_back(t);
+      for (int64_t t : holders)
+        if (t != s)
+          stamp(b.create<sched::SendOp>(loc, *mine, b.getI64IntegerAttr(t),
+                                        b.getI64IntegerAttr(0),
+                                        b.getI64IntegerAttr(tag)));
+      Value total;
+      for (int64_t t : holders) {
+        Value part = *mine;
+        if (t != s)
+          part = stamp(b.create<sched::RecvOp>(loc, grad.getType(),
+                                               b.getI64IntegerAttr(t),
+                                               b.getI64IntegerAttr(0),
+                                               b.getI64IntegerAttr(tag)))
+                     ->getResult(0);
+        total = total ? stamp(b.create<graph::AddOp>(loc, grad.getType(),
+                                                     total, part))
+                            ->getResult(0)
+                      : part;
+      }
+      map.map(grad, total);
+    }
+
+    // The norm over the stages.
+    if (root) {
+      int64_t up = nextTag++, down = nextTag++;
+      auto scalar = cast<RankedTensorType>(root.getOperand().getType());
+      Value local;
+      for (Operation &op : body.without_terminator()) {
+        auto squares = dyn_cast<graph::SumSquaresOp>(op);
+        if (!squares)
+          continue;
+        std::optional<std::string> param = parameterOf(&op);
+        if (!param || firstHolder(*param) != s)
+          continue;
+        FailureOr<Value> grad = lookup(squares->getOperand(0));
+        if (failed(grad))
+          return failure();
+        map.map(squares->getOperand(0), *grad);
+        Value sq = stamp(b.clone(op, map))->getResult(0);
+        local = local ? stamp(b.create<graph::AddOp>(loc, scalar, local, sq))
+                            ->getResult(0)
+                      : sq;
+      }
+      if (!local)
+        local = stamp(b.create<graph::ConstantOp>(
+                          loc, DenseElementsAttr::get(
+                                   scalar, b.getFloatAttr(
+                                               scalar.getElementType(), 0.0))))
+                    ->getResult(0);
+      auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
+      if (s > 0) {
+        Value below = stamp(b.create<sched::RecvOp>(loc, scalar, i64(s - 1),
+                                                    i64(0), i64(up)))
+                          ->getResult(0);
+        local = stamp(b.create<graph::AddOp>(loc, scalar, below, local))
+                    ->getResult(0);
+      }
+      if (s + 1 < p)
+        stamp(b.create<sched::SendOp>(loc, local, i64(s + 1), i64(0), i64(up)));
+      Value total = local;
+      if (s + 1 < p)
+        total = stamp(b.create<sched::RecvOp>(loc, scalar, i64(s + 1), i64(0),
+                                              i64(down)))
+                    ->getResult(0);
+      if (s > 0)
+        stamp(b.create<sched::SendOp>(loc, total, i64(s - 1), i64(0), i64(down)));
+      map.map(root.getResult(),
+              stamp(b.create<graph::SqrtOp>(loc, scalar, total))->getResult(0));
+    }
+
+    // The updates of this stage's parameters and whatever they read.
+    for (Operation &op : body.without_terminator()) {
+      if (norm.contains(&op) || op.getNumResults() == 0)
+        continue;
+      std::optional<std::string> param = parameterOf(&op);
+      if (!param || !held[s].contains(*param))
+        continue;
+      for (Value operand : op.getOperands())
+        if (failed(lookup(operand)))
+          return failure();
+      stamp(b.clone(op, map));
+    }
+    SmallVector<Value> results;
+    SmallVector<DictionaryAttr> resultAttrs;
+    for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+      Value v = ret.getOperand(i);
+      Operation *def = v.getDefiningOp();
+      bool mine = def && map.contains(v);
+      if (!mine && def && !norm.contains(def)) {
+        std::optional<std::string> param = parameterOf(def);
+        mine = !param; // a global result (the clipped norm): every stage
+      }
+      if (!mine)
+        continue;
+      FailureOr<Value> value = lookup(v);
+      if (failed(value))
+        return failure();
+      results.push_back(*value);
+      resultAttrs.push_back(update.getResultAttrDict(i));
+    }
+    b.create<func::ReturnOp>(loc, results);
+    auto func = moduleBuilder.create<func::FuncOp>(
+        loc, "optimizer_step_" + std::to_string(s),
+        FunctionType::get(ctx, block->getArgumentTypes(),
+                          ValueRange(results).getTypes()));
+    func.getBody().push_back(block);
+    func.setAllArgAttrs(argAttrs);
+    func.setAllResultAttrs(resultAttrs);
+    func->setAttr(sched::SchedDialect::kStageAttrName, stageAttr);
+    return func;
   }
 
   /// Stages and phases of every op, the replicable ops, the crossing values.
@@ -113,15 +394,16 @@ struct StageProgramsPass
                          ? Phase::Backward
                          : Phase::Forward;
     }
+    findSharedParameters(step, a);
     // Crossing values and their paths.
     for (Operation &op : body.without_terminator()) {
-      if (a.replicable.contains(&op))
+      if (a.replicable.contains(&op) || a.dropped.contains(&op))
         continue;
       int64_t own = a.stage[&op];
       for (Value r : op.getResults()) {
         int64_t lo = own, hi = own;
         for (Operation *user : r.getUsers()) {
-          if (isa<func::ReturnOp>(user))
+          if (isa<func::ReturnOp>(user) || a.dropped.contains(user))
             continue;
           lo = std::min(lo, a.stage[user]);
           hi = std::max(hi, a.stage[user]);
@@ -145,6 +427,56 @@ struct StageProgramsPass
     if (schedule == pipeline::ScheduleKind::ZeroBubble)
       splitWeightGradients(step, a);
     return success();
+  }
+
+  /// The gradients whose contributions come from several stages: autodiff
+  /// summed them in a chain add(add(c0, c1), c2) (then added the sum to the
+  /// accumulator); each contribution is a leaf of that chain.
+  void findSharedParameters(func::FuncOp step, StepAnalysis &a) {
+    auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
+    for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+      if (graph::getResultRole(step, i) != graph::Role::Gradient)
+        continue;
+      auto name = step.getResultAttrOfType<StringAttr>(i, graph::kNameAttrName);
+      Value total = ret.getOperand(i);
+      SmallVector<Operation *> chain;
+      Value accumulator;
+      if (auto add = total.getDefiningOp<graph::AddOp>()) {
+        auto arg = dyn_cast<BlockArgument>(add.getLhs());
+        if (arg && graph::getArgumentRole(step, arg.getArgNumber()) ==
+                       graph::Role::Gradient) {
+          accumulator = arg;
+          chain.push_back(add);
+          total = add.getRhs();
+        }
+      }
+      SmallVector<Value> leaves;
+      Value v = total;
+      while (auto add = v.getDefiningOp<graph::AddOp>()) {
+        if (!add->hasOneUse() && v != total)
+          break;
+        chain.push_back(add);
+        leaves.push_back(add.getRhs());
+        v = add.getLhs();
+      }
+      leaves.push_back(v);
+      std::reverse(leaves.begin(), leaves.end());
+      StepAnalysis::Shared shared;
+      bool regroupable = true;
+      for (Value leaf : leaves) {
+        Operation *def = leaf.getDefiningOp();
+        regroupable &= def && !a.replicable.contains(def);
+        if (regroupable)
+          shared.contributions[a.stage[def]].push_back(leaf);
+      }
+      if (!regroupable || shared.contributions.size() < 2)
+        continue;
+      shared.gradName = name ? name.getValue().str() : std::string();
+      shared.accumulator = accumulator;
+      a.shared.push_back(std::move(shared));
+      for (Operation *op : chain)
+        a.dropped.insert(op);
+    }
   }
 
   /// Zero bubble: a stage's backward ops that no value sent to another
@@ -191,7 +523,7 @@ struct StageProgramsPass
   }
 
   /// @pipeline_step_<s>: the stage's actions in `order`.
-  LogicalResult buildStage(func::FuncOp step, const StepAnalysis &a,
+  FailureOr<func::FuncOp> buildStage(func::FuncOp step, const StepAnalysis &a,
                            int64_t s, ArrayRef<pipeline::Action> order,
                            OpBuilder &moduleBuilder) {
     MLIRContext *ctx = step.getContext();
@@ -212,6 +544,7 @@ struct StageProgramsPass
     }
 
     Block *block = new Block();
+    SmallVector<Value> sharedSums(a.shared.size());
     SmallVector<DictionaryAttr> argAttrs;
     DenseMap<Value, Value> shared;
     std::vector<IRMapping> maps(m);
@@ -294,13 +627,50 @@ struct StageProgramsPass
       }
       // The stage's own ops of this phase.
       for (Operation &op : body.without_terminator()) {
-        if (a.replicable.contains(&op) || a.stage.lookup(&op) != s ||
-            a.phase.lookup(&op) != action.phase)
+        if (a.replicable.contains(&op) || a.dropped.contains(&op) ||
+            a.stage.lookup(&op) != s || a.phase.lookup(&op) != action.phase)
           continue;
         for (Value operand : op.getOperands())
           if (failed(lookup(operand, k)))
             return failure();
         b.clone(op, maps[k]);
+      }
+      // This stage's sum of its contributions to a shared parameter's
+      // gradient, once the last of them in this micro-batch is computed.
+      for (size_t i = 0; i < a.shared.size(); ++i) {
+        const StepAnalysis::Shared &sh = a.shared[i];
+        auto it = sh.contributions.find(s);
+        if (it == sh.contributions.end())
+          continue;
+        Phase last = Phase::Forward;
+        for (Value c : it->second)
+          last = std::max(last, a.phase.lookup(c.getDefiningOp()));
+        if (last != action.phase)
+          continue;
+        Value sum;
+        for (Value c : it->second) {
+          Value mine = maps[k].lookup(c);
+          sum = sum ? b.create<graph::AddOp>(loc, sum.getType(), sum, mine)
+                          .getResult()
+                    : mine;
+        }
+        Value &acc = sharedSums[i];
+        if (!acc && sh.accumulator) {
+          FailureOr<Value> start = lookup(sh.accumulator, 0);
+          if (failed(start))
+            return failure();
+          acc = *start;
+        }
+        acc = acc ? b.create<graph::AddOp>(loc, acc.getType(), acc, sum)
+                        .getResult()
+                  : sum;
+        for (Operation *op = acc.getDefiningOp(); op && op->getBlock() == block;
+             op = op->getPrevNode()) {
+          if (op->hasAttr(sched::SchedDialect::kStageAttrName))
+            break;
+          op->setAttr(sched::SchedDialect::kStageAttrName, stageAttr);
+          op->setAttr(sched::SchedDialect::kBackwardAttrName, b.getUnitAttr());
+        }
       }
       // Send on what the next stages of each path need.
       for (Value v : a.crossing) {
@@ -327,6 +697,17 @@ struct StageProgramsPass
     SmallVector<DictionaryAttr> resultAttrs;
     for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
       Value v = ret.getOperand(i);
+      auto name = step.getResultAttrOfType<StringAttr>(i, graph::kNameAttrName);
+      auto shared = llvm::find_if(a.shared, [&](const StepAnalysis::Shared &sh) {
+        return name && sh.gradName == name.getValue();
+      });
+      if (shared != a.shared.end()) {
+        if (Value sum = sharedSums[shared - a.shared.begin()]) {
+          results.push_back(sum);
+          resultAttrs.push_back(step.getResultAttrDict(i));
+        }
+        continue;
+      }
       Operation *def = v.getDefiningOp();
       if (!def || a.replicable.contains(def) || a.stage.lookup(def) != s)
         continue;
@@ -348,7 +729,7 @@ struct StageProgramsPass
     func.setAllArgAttrs(argAttrs);
     func.setAllResultAttrs(resultAttrs);
     func->setAttr(sched::SchedDialect::kStageAttrName, stageAttr);
-    return success();
+    return func;
   }
 };
 

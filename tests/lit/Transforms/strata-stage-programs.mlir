@@ -3,8 +3,9 @@
 // RUN: not strata-opt %s --strata-stage-programs 2>&1 | FileCheck %s --check-prefix=UNCUT
 
 // Two layers a stage; the embedding-like scale `emb` is read on both
-// stages (a tied weight): its gradient from stage 1 goes back to stage 0,
-// where it is summed with stage 0's.
+// stages (a tied weight): each stage sums its own contributions to its
+// gradient over the micro-batches, and the optimizer programs add the two
+// sums once per step.
 func.func @main(%x: tensor<2x4xf32> {graph.name = "x", graph.role = #graph<role input>},
                 %e: tensor<4xf32> {graph.name = "emb.weight", graph.role = #graph<role parameter>},
                 %w0: tensor<4x4xf32> {graph.name = "h.0.weight", graph.role = #graph<role parameter>},
@@ -27,6 +28,20 @@ func.func @main(%x: tensor<2x4xf32> {graph.name = "x", graph.role = #graph<role 
 // @micro_step is gone; each stage has its program, the inputs one argument
 // per micro-batch, the loss of each micro-batch from the last stage.
 // CHECK-NOT: func.func @micro_step
+// CHECK-LABEL: func.func @pipeline_step_0(
+// CHECK-SAME: graph.name = "x", graph.role = #graph<role input>, sched.micro_batch = 0 : i64
+// CHECK-SAME: graph.name = "x", graph.role = #graph<role input>, sched.micro_batch = 1 : i64
+// 1F1B on the first of two stages: F0 F1 B0 B1; the gradient accumulators
+// chain from micro-batch 0 to 1.
+// CHECK: sched.send %{{.*}} to 1 {micro_batch = 0 : i64, sched.stage = 0 : i64, tag = 0 : i64}
+// CHECK: sched.send %{{.*}} to 1 {micro_batch = 1 : i64, sched.stage = 0 : i64, tag = 0 : i64}
+// CHECK: sched.recv from 1 {micro_batch = 0 : i64, sched.stage = 0 : i64, tag = 1 : i64}
+// CHECK: %[[G0:.*]] = graph.add %arg{{[0-9]+}}, %{{.*}} {sched.backward, sched.stage = 0 : i64} : tensor<4x4xf32>
+// CHECK: sched.recv from 1 {micro_batch = 1 : i64, sched.stage = 0 : i64, tag = 1 : i64}
+// CHECK: graph.add %[[G0]], %{{.*}} {sched.backward, sched.stage = 0 : i64} : tensor<4x4xf32>
+// CHECK: return
+
+
 // CHECK-LABEL: func.func @pipeline_step_1(
 // CHECK-SAME: graph.name = "labels", graph.role = #graph<role input>, sched.micro_batch = 0 : i64
 // CHECK-SAME: graph.name = "labels", graph.role = #graph<role input>, sched.micro_batch = 1 : i64
@@ -36,32 +51,45 @@ func.func @main(%x: tensor<2x4xf32> {graph.name = "x", graph.role = #graph<role 
 // CHECK: %[[A0:.*]] = sched.recv from 0 {micro_batch = 0 : i64, sched.stage = 1 : i64, tag = 0 : i64}
 // CHECK: graph.cross_entropy
 // CHECK: graph.cross_entropy_grad
-// CHECK: sched.send %{{.*}} to 0 {micro_batch = 0 : i64, sched.stage = 1 : i64, tag = 1 : i64} : tensor<4xf32>
-// CHECK: sched.send %{{.*}} to 0 {micro_batch = 0 : i64, sched.stage = 1 : i64, tag = 2 : i64} : tensor<2x4xf32>
+// CHECK: sched.send %{{.*}} to 0 {micro_batch = 0 : i64, sched.stage = 1 : i64, tag = 1 : i64} : tensor<2x4xf32>
 // CHECK: sched.recv from 0 {micro_batch = 1 : i64, sched.stage = 1 : i64, tag = 0 : i64}
 // CHECK: graph.cross_entropy
-// CHECK: sched.send %{{.*}} to 0 {micro_batch = 1 : i64, sched.stage = 1 : i64, tag = 2 : i64}
+// CHECK: sched.send %{{.*}} to 0 {micro_batch = 1 : i64, sched.stage = 1 : i64, tag = 1 : i64}
+// The last stage's own sum of the tied weight's gradient is a result.
 // CHECK: return
-// CHECK-LABEL: func.func @pipeline_step_0(
-// CHECK-SAME: graph.name = "x", graph.role = #graph<role input>, sched.micro_batch = 0 : i64
-// CHECK-SAME: graph.name = "x", graph.role = #graph<role input>, sched.micro_batch = 1 : i64
-// 1F1B on the first of two stages: F0 F1 B0 B1; the gradient accumulators
-// chain from micro-batch 0 to 1.
-// CHECK: sched.send %{{.*}} to 1 {micro_batch = 0 : i64, sched.stage = 0 : i64, tag = 0 : i64}
-// CHECK: sched.send %{{.*}} to 1 {micro_batch = 1 : i64, sched.stage = 0 : i64, tag = 0 : i64}
-// CHECK: sched.recv from 1 {micro_batch = 0 : i64, sched.stage = 0 : i64, tag = 1 : i64}
-// CHECK: sched.recv from 1 {micro_batch = 0 : i64, sched.stage = 0 : i64, tag = 2 : i64}
-// CHECK: %[[G0:.*]] = graph.add %arg{{[0-9]+}}, %{{.*}} {sched.backward, sched.stage = 0 : i64} : tensor<4x4xf32>
-// CHECK: sched.recv from 1 {micro_batch = 1 : i64, sched.stage = 0 : i64, tag = 1 : i64}
-// CHECK: graph.add %[[G0]], %{{.*}} {sched.backward, sched.stage = 0 : i64} : tensor<4x4xf32>
-// CHECK: return
+// CHECK-SAME: tensor<4xf32>
+
+// The optimizer per stage: the tied weight's two sums exchanged and added
+// in stage order on both stages (the same bits on both copies), the
+// squared norm summed up the chain and the total sent back down; each
+// stage updates its own parameters.
+// CHECK-LABEL: func.func @optimizer_step_0(
+// CHECK: sched.send %arg0 to 1 {micro_batch = 0 : i64, sched.stage = 0 : i64, tag = 2 : i64} : tensor<4xf32>
+// CHECK: %[[THEIRS:.*]] = sched.recv from 1 {micro_batch = 0 : i64, sched.stage = 0 : i64, tag = 2 : i64}
+// CHECK: %[[TIED:.*]] = graph.add %arg0, %[[THEIRS]]
+// CHECK: graph.sum_squares %[[TIED]]
+// CHECK: sched.send %{{.*}} to 1 {micro_batch = 0 : i64, sched.stage = 0 : i64, tag = 3 : i64} : tensor<f32>
+// CHECK: %[[TOTAL:.*]] = sched.recv from 1 {micro_batch = 0 : i64, sched.stage = 0 : i64, tag = 4 : i64} : tensor<f32>
+// CHECK: graph.sqrt %[[TOTAL]]
+// CHECK: graph.adamw_update %{{.*}}, %[[TIED]],
+// CHECK-COUNT-2: graph.adamw_update
+// CHECK-NOT: graph.adamw_update
+// CHECK-LABEL: func.func @optimizer_step_1(
+// CHECK: sched.send %arg0 to 0 {micro_batch = 0 : i64, sched.stage = 1 : i64, tag = 2 : i64}
+// CHECK: %[[MINE:.*]] = sched.recv from 0 {micro_batch = 0 : i64, sched.stage = 1 : i64, tag = 2 : i64}
+// CHECK: graph.add %[[MINE]], %arg0
+// CHECK: %[[BELOW:.*]] = sched.recv from 0 {micro_batch = 0 : i64, sched.stage = 1 : i64, tag = 3 : i64}
+// CHECK: %[[SUM:.*]] = graph.add %[[BELOW]], %{{.*}}
+// CHECK: sched.send %[[SUM]] to 0 {micro_batch = 0 : i64, sched.stage = 1 : i64, tag = 4 : i64}
+// CHECK-COUNT-3: graph.adamw_update
+// CHECK-NOT: func.func @optimizer_step(
 
 // Zero bubble, last stage: B sends the input gradients first, W (the
 // weight gradients and their accumulation) follows.
 // ZB-LABEL: func.func @pipeline_step_1(
 // ZB: graph.cross_entropy_grad
-// ZB: sched.send %{{.*}} to 0 {micro_batch = 0 : i64, sched.stage = 1 : i64, tag = 2 : i64}
-// ZB-NEXT: graph.linear_grad_weight
+// ZB: sched.send %{{.*}} to 0 {micro_batch = 0 : i64, sched.stage = 1 : i64, tag = 1 : i64}
+// ZB: graph.linear_grad_weight
 // ZB: graph.add
 // ZB: sched.recv from 0 {micro_batch = 1 : i64
 

@@ -247,7 +247,14 @@ def StageProgramsPass : Pass<"strata-stage-programs", "::mlir::ModuleOp"> {
     micro-batch (`sched.micro_batch`); gradient accumulators and buffers
     chain from one micro-batch to the next; each stage returns the losses
     (the last stage, one per micro-batch), the gradients and buffers it
-    computes. `@micro_step` is removed.
+    computes. A parameter read on several stages (a tied weight) has a
+    gradient sum on each. `@micro_step` is removed.
+
+    `@optimizer_step` becomes `@optimizer_step_<s>`: the updates of the
+    parameters stage `s` holds, after a shared parameter's sums are
+    exchanged between its stages and added in stage order (the same bits
+    on every copy), and with the squared gradient norm summed up the chain
+    of stages and the total sent back down.
   }];
   let dependentDialects = ["::strata::graph::GraphDialect",
                            "::strata::sched::SchedDialect"];
@@ -267,7 +274,7 @@ def VerifyPipelinePass : Pass<"strata-verify-pipeline", "::mlir::ModuleOp"> {
   let summary = "Prove that the stage programs' sends and receives match and cannot deadlock";
   let description = [{
     Replays the `sched.send` / `sched.recv` ops of every `@pipeline_step_<s>`
-    in program order under the runtime's model (a send never blocks its
+    and then its `@optimizer_step_<s>` in program order under the runtime's model (a send never blocks its
     stage; a receive waits for its neighbour's send; the messages between
     two stages arrive in the order sent) and fails, naming stage,
     micro-batch and tag, when a receive would get another message than the

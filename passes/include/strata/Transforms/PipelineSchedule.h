@@ -17,7 +17,7 @@
 // done, W not: 1F1B's activation memory), then a pending W.
 //
 // Communication model (what the runtime implements): sends never block
-// the stage's program (each neighbour has its own send stream, in program
+// the stage's program (each peer has its own send stream, in program
 // order); a receive blocks until the neighbour's matching send; the messages
 // of one channel (stage to stage, one direction) arrive in the order sent.
 //

@@ -238,9 +238,9 @@ func.func @pipeline_on_a_function() attributes {sched.pipeline = #sched.pipeline
 // -----
 
 module attributes {sched.pipeline = #sched.pipeline<stages = 3, boundaries = [1, 2]>} {
-  func.func @send_past_a_neighbour(%h: tensor<4xf32>) {
-    // expected-error @+1 {{'sched.send' op on stage 0 names stage 2, which is not a neighbour}}
-    sched.send %h to 2 {micro_batch = 0 : i64, tag = 0 : i64, sched.stage = 0 : i64} : tensor<4xf32>
+  func.func @send_to_itself(%h: tensor<4xf32>) {
+    // expected-error @+1 {{'sched.send' op on stage 2 names its own stage}}
+    sched.send %h to 2 {micro_batch = 0 : i64, tag = 0 : i64, sched.stage = 2 : i64} : tensor<4xf32>
     return
   }
 }

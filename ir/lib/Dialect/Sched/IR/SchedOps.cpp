@@ -461,7 +461,7 @@ void RecvOp::getEffects(
   collectiveEffects(e);
 }
 
-/// A send or receive names a neighbouring stage of its pipeline.
+/// A send or receive names another stage of its pipeline.
 static LogicalResult verifyPeer(Operation *op, int64_t peer,
                                 int64_t microBatch, int64_t tag) {
   if (microBatch < 0 || tag < 0)
@@ -484,10 +484,9 @@ static LogicalResult verifyPeer(Operation *op, int64_t peer,
   if (!stage)
     return op->emitOpError("needs a '")
            << SchedDialect::kStageAttrName << "': the stage it runs on";
-  if (peer != stage.getInt() - 1 && peer != stage.getInt() + 1)
+  if (peer == stage.getInt())
     return op->emitOpError("on stage ")
-           << stage.getInt() << " names stage " << peer
-           << ", which is not a neighbour";
+           << stage.getInt() << " names its own stage";
   return success();
 }
 

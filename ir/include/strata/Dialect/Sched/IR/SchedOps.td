@@ -93,13 +93,14 @@ def Sched_LocalShardOp : Sched_Op<"local_shard", [Pure]> {
 
 def Sched_SendOp : Sched_Op<"send",
     [DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
-  let summary = "Send a value to a neighbouring pipeline stage";
+  let summary = "Send a value to another pipeline stage";
   let description = [{
     The rank at this rank's position in the stage group of stage `peer`, in
     this rank's pipeline group, receives `value` with the `sched.recv` of
     the same `micro_batch` and `tag`. A send does not wait for its receive
-    (each neighbour has its own send stream). `peer` is the stage before or
-    after the op's `sched.stage`.
+    (each peer has its own send stream). `peer` is another stage than the
+    op's `sched.stage`: the stage before or after it for activations and
+    their gradients, any holder of a shared parameter for its gradient.
     ```mlir
     sched.send %h to 1 {micro_batch = 0 : i64, tag = 0 : i64, sched.stage = 0 : i64} : tensor<8x32x32xf32>
     ```
@@ -112,7 +113,7 @@ def Sched_SendOp : Sched_Op<"send",
 
 def Sched_RecvOp : Sched_Op<"recv",
     [DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
-  let summary = "Receive a value from a neighbouring pipeline stage";
+  let summary = "Receive a value from another pipeline stage";
   let description = [{
     Waits for the `sched.send` of stage `peer` with the same `micro_batch`
     and `tag`; the messages between two stages arrive in the order sent.
