@@ -384,6 +384,8 @@ public:
         addEvent(program, plan::WAIT, *stream, eventOf.lookup(token));
       return Error::success();
     }
+    if (isa<sched::SendOp, sched::RecvOp>(op))
+      return lowerMessage(op, *stream);
     return lowerInstruction(op, *stream);
   }
 
@@ -424,8 +426,14 @@ private:
                                                      "graph.shards");
     auto fullShape = func.getArgAttrOfType<DenseI64ArrayAttr>(
         arg.getArgNumber(), "graph.full_shape");
+    // A pipeline stage's program takes each micro-batch's inputs:
+    // "input_ids#3".
+    std::string bound = name.str();
+    if (auto microBatch = func.getArgAttrOfType<IntegerAttr>(
+            arg.getArgNumber(), sched::SchedDialect::kMicroBatchAttrName))
+      bound += "#" + std::to_string(microBatch.getInt());
     Expected<uint32_t> id = b.sharedTensor(
-        arg.getType(), *kind, name.getValue(), shards ? shards.getInt() : 1,
+        arg.getType(), *kind, bound, shards ? shards.getInt() : 1,
         fullShape ? fullShape.asArrayRef() : ArrayRef<int64_t>());
     if (!id)
       return id.takeError();
@@ -442,7 +450,7 @@ private:
     ids[arg] = *id;
     if (*kind == plan::INPUT) {
       plan::Binding *binding = program.add_inputs();
-      binding->set_name(name.str());
+      binding->set_name(bound);
       binding->set_tensor(*id);
     } else {
       stateArgs[name.getValue()] = arg;
@@ -483,6 +491,24 @@ private:
       return fail("codegen: stream " + sched::stringifyStream(*stream) +
                   " is not in @" + func.getSymName() + "'s sched.streams");
     return uint32_t(at - streams.begin());
+  }
+
+  /// A send to or receive from another pipeline stage.
+  Error lowerMessage(Operation &op, uint32_t stream) {
+    plan::Instruction *inst = program.add_instructions();
+    auto send = dyn_cast<sched::SendOp>(op);
+    auto recv = dyn_cast<sched::RecvOp>(op);
+    inst->set_kind(send ? plan::SEND : plan::RECV);
+    inst->set_op(op.getName().getStringRef().str());
+    inst->set_location(graph::onnxNodeName(op.getLoc()));
+    inst->set_stream(stream);
+    inst->set_peer_stage(uint32_t(send ? send.getPeer() : recv.getPeer()));
+    inst->set_tag(uint32_t(send ? send.getTag() : recv.getTag()));
+    inst->set_micro_batch(
+        uint32_t(send ? send.getMicroBatch() : recv.getMicroBatch()));
+    if (Error e = addOperands(op, *inst))
+      return e;
+    return addResults(op, *inst);
   }
 
   /// One instruction for a graph or sched op that runs a kernel.
@@ -711,7 +737,27 @@ Error writeArtifact(ModuleOp module, llvm::StringRef dir,
     return e;
   auto step = module.lookupSymbol<func::FuncOp>("micro_step");
   auto update = module.lookupSymbol<func::FuncOp>("optimizer_step");
-  if (options.training) {
+  auto pipeline = module->getAttrOfType<sched::PipelineAttr>(
+      sched::SchedDialect::kPipelineAttrName);
+  if (options.training && pipeline) {
+    // One step and one optimizer program per stage; each rank runs its
+    // stage's.
+    for (int64_t s = 0; s < pipeline.getStages(); ++s) {
+      std::string stepName = "pipeline_step_" + std::to_string(s);
+      std::string updateName = "optimizer_step_" + std::to_string(s);
+      auto stageStep = module.lookupSymbol<func::FuncOp>(stepName);
+      auto stageUpdate = module.lookupSymbol<func::FuncOp>(updateName);
+      if (!stageStep || !stageUpdate)
+        return fail("codegen: a pipelined training artifact needs @" +
+                    stepName + " and @" + updateName +
+                    " (run strata-stage-programs)");
+      if (Error e = buildProgram(stageStep, stepName, builder))
+        return e;
+      if (Error e = buildProgram(stageUpdate, updateName, builder))
+        return e;
+      setTraining(*options.training, stageStep, *plan.mutable_training());
+    }
+  } else if (options.training) {
     if (!step || !update)
       return fail("codegen: a training artifact needs @micro_step and "
                   "@optimizer_step (run strata-autodiff and strata-optimizer)");
@@ -729,6 +775,7 @@ Error writeArtifact(ModuleOp module, llvm::StringRef dir,
     t.set_grad_sync(stringify(options.topology->gradSync).str());
     t.set_hierarchical(options.topology->hierarchical);
     t.set_bucket_bytes(options.topology->bucketBytes);
+    t.set_pipeline_stages(pipeline ? uint32_t(pipeline.getStages()) : 1);
   }
 
   std::string ir;

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <set>
 #include <thread>
 
@@ -39,11 +40,21 @@ std::string list(const std::vector<int> &ranks) {
 
 } // namespace
 
+struct Communicator::PendingSend {
+  MPI_Request request;
+  std::string bytes;
+};
+
 Communicator::~Communicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized)
     return;
+  (void)finishSends();
+  if (p2p_) {
+    MPI_Comm m = comm(p2p_);
+    MPI_Comm_free(&m);
+  }
   for (void *&c : comms_)
     if (c) {
       MPI_Comm m = comm(c);
@@ -90,7 +101,8 @@ Status Communicator::create(const TopologyInfo &topology, double timeoutSeconds,
   int p = topology.partition, r = c->rank_;
   int k = std::max(topology.ranksPerNode, 1);
   // Colours in Group order; within a colour, ranks keep their order.
-  int colors[kGroups] = {r / p, r % p, 0, r / p * k + r % k, r / k};
+  int colors[kGroups] = {r / p, r % (p * std::max(topology.stages, 1)), 0,
+                         r / p * k + r % k, r / k};
   for (int i = 0; i < kGroups; ++i) {
     MPI_Comm m;
     MPI_Comm_split(MPI_COMM_WORLD, colors[i], r, &m);
@@ -101,7 +113,96 @@ Status Communicator::create(const TopologyInfo &topology, double timeoutSeconds,
   MPI_Comm notices;
   MPI_Comm_dup(MPI_COMM_WORLD, &notices);
   c->notices_ = notices;
+  if (topology.stages > 1) {
+    MPI_Comm p2p;
+    MPI_Comm_dup(MPI_COMM_WORLD, &p2p);
+    c->p2p_ = p2p;
+  }
   out = std::move(c);
+  return Status::ok();
+}
+
+namespace {
+constexpr int kStageTag = 7702;
+} // namespace
+
+Status Communicator::sendToStage(int stage, const void *data, size_t bytes,
+                                 const std::string &what) {
+  if (!p2p_ || stage < 0 || stage >= topology_.stages || stage == this->stage())
+    return Status::error(what + ": no stage " + std::to_string(stage) +
+                         " to send to from stage " +
+                         std::to_string(this->stage()));
+  if (bytes > size_t(std::numeric_limits<int>::max()))
+    return Status::error(what + ": " + std::to_string(bytes) +
+                         " bytes is more than one message carries");
+  // Reap the sends that completed.
+  for (size_t i = 0; i < sends_.size();) {
+    int done = 0;
+    MPI_Test(&sends_[i]->request, &done, MPI_STATUS_IGNORE);
+    if (done) {
+      sends_[i] = std::move(sends_.back());
+      sends_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  auto pending = std::make_unique<PendingSend>();
+  pending->bytes.assign(static_cast<const char *>(data), bytes);
+  MPI_Isend(pending->bytes.data(), int(bytes), MPI_BYTE,
+            rankOnStage(topology_, rank_, stage), kStageTag, comm(p2p_),
+            &pending->request);
+  sends_.push_back(std::move(pending));
+  p2pBytes_ += double(bytes);
+  return Status::ok();
+}
+
+Status Communicator::recvFromStage(int stage, void *data, size_t bytes,
+                                   const std::string &what) {
+  if (!p2p_ || stage < 0 || stage >= topology_.stages || stage == this->stage())
+    return Status::error(what + ": no stage " + std::to_string(stage) +
+                         " to receive from on stage " +
+                         std::to_string(this->stage()));
+  int peer = rankOnStage(topology_, rank_, stage);
+  MPI_Request request;
+  MPI_Irecv(data, int(bytes), MPI_BYTE, peer, kStageTag, comm(p2p_),
+            &request);
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::duration<double>(timeout_);
+  MPI_Status status;
+  for (int spins = 0;; ++spins) {
+    int done = 0;
+    MPI_Test(&request, &done, &status);
+    if (done)
+      break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      char seconds[32];
+      std::snprintf(seconds, sizeof(seconds), "%g", timeout_);
+      std::string line = "strata-run: error: rank " + std::to_string(rank_) +
+                         " (stage " + std::to_string(this->stage()) +
+                         "): waited " + seconds + " s for " + what +
+                         " from stage " + std::to_string(stage) + " (rank " +
+                         std::to_string(peer) + "); aborting every rank\n";
+      std::fwrite(line.data(), 1, line.size(), stderr);
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 3);
+      std::abort();
+    }
+    if (spins > 1000)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  int received = 0;
+  MPI_Get_count(&status, MPI_BYTE, &received);
+  if (size_t(received) != bytes)
+    return Status::error(what + " from stage " + std::to_string(stage) +
+                         ": got " + std::to_string(received) +
+                         " bytes, expected " + std::to_string(bytes));
+  return Status::ok();
+}
+
+Status Communicator::finishSends() {
+  for (auto &pending : sends_)
+    MPI_Wait(&pending->request, MPI_STATUS_IGNORE);
+  sends_.clear();
   return Status::ok();
 }
 

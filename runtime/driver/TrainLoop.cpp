@@ -360,6 +360,20 @@ private:
   /// The data loader over every micro_step input but the optimizer's
   /// scalars.
   bool createLoader();
+  /// Pipeline stages: a loader per micro-batch over its "<input>#k".
+  bool createStageLoaders();
+  /// The loader throughput is counted by (null on a middle stage, which
+  /// reads no input).
+  const DataLoader *statsLoader() const {
+    if (loader_)
+      return loader_.get();
+    for (const auto &l : stageLoaders_)
+      if (l)
+        return l.get();
+    return nullptr;
+  }
+  /// Pipeline stages: the step's micro-batches, then this stage's program.
+  bool runStageStep(uint64_t s, bool tracing, StepResult &r);
   /// strata.lr, strata.step, strata.loss and strata.grad_norm, checked.
   bool findScalars();
   /// --resume's checkpoint, then the step log (appended to on --resume).
@@ -414,6 +428,13 @@ private:
   std::shared_ptr<Device> device_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<DataLoader> loader_;
+  // Pipeline stages: this rank's stage and its programs, the lanes the
+  // micro-batches are sampled for, a loader per micro-batch, the last
+  // stage's losses.
+  int stages_ = 1, stage_ = 0, lane_ = 0, lanes_ = 1;
+  std::string stepProgram_ = "micro_step", updateProgram_ = "optimizer_step";
+  std::vector<std::unique_ptr<DataLoader>> stageLoaders_;
+  std::vector<const TensorView *> stageLosses_;
   TensorView *lrInput_ = nullptr, *stepInput_ = nullptr;
   const TensorView *lossOutput_ = nullptr, *normOutput_ = nullptr;
   uint64_t steps_ = 0, start_ = 0;
@@ -461,13 +482,25 @@ bool TrainingRun::createExecutor() {
   if (plan_.has_topology() && plan_.topology().world() > 1) {
     TopologyInfo topology{int(plan_.topology().world()),
                           int(plan_.topology().ranks_per_node()),
-                          int(plan_.topology().partition())};
+                          int(plan_.topology().partition()),
+                          int(std::max(1u, plan_.topology().pipeline_stages()))};
     if (Status s =
             Communicator::create(topology, options_.timeoutSeconds, comm_);
         !s)
       return fail(s.message());
     rank_ = comm_->rank();
     world_ = comm_->world();
+    stages_ = topology.stages;
+    stage_ = comm_->stage();
+    // The ranks of one pipeline share its micro-batches: the data-parallel
+    // lanes are the stage's position and the pipeline group.
+    int partition = std::max(topology.partition, 1);
+    lanes_ = world_ / stages_;
+    lane_ = rank_ / (partition * stages_) * partition + rank_ % partition;
+    if (stages_ > 1) {
+      stepProgram_ = "pipeline_step_" + std::to_string(stage_);
+      updateProgram_ = "optimizer_step_" + std::to_string(stage_);
+    }
     if (!options_.exportOnnx.empty() || options_.sampleTokens > 0)
       return fail("--export-onnx and --sample need whole weights: save a "
                   "checkpoint (--save-every), then run strata-run " +
@@ -497,6 +530,8 @@ bool TrainingRun::createExecutor() {
 }
 
 bool TrainingRun::createLoader() {
+  if (stages_ > 1)
+    return createStageLoaders();
   // The loader fills every micro_step input but the optimizer's scalars.
   std::vector<LoaderInput> inputs;
   for (const std::string &name : executor_->getInputNames("micro_step")) {
@@ -515,11 +550,59 @@ bool TrainingRun::createLoader() {
   return true;
 }
 
+bool TrainingRun::createStageLoaders() {
+  accum_ = std::max<uint32_t>(training_.accum(), 1);
+  // Micro-batch k's inputs are bound as "<input>#k"; each stage reads
+  // those it needs by the sampling rule, as lane `lane_` of `lanes_`.
+  std::map<uint32_t, std::vector<LoaderInput>> byMicroBatch;
+  for (const std::string &bound : executor_->getInputNames(stepProgram_)) {
+    size_t hash = bound.rfind('#');
+    if (hash == std::string::npos)
+      continue; // strata.lr and the like
+    std::string name = bound.substr(0, hash);
+    uint32_t k = uint32_t(std::stoul(bound.substr(hash + 1)));
+    auto high = training_.int_input_high().find(name);
+    byMicroBatch[k].push_back(
+        {name, executor_->findInput(bound),
+         high == training_.int_input_high().end() ? 2 : high->second});
+  }
+  stageLoaders_.clear();
+  stageLoaders_.resize(accum_);
+  for (auto &[k, inputs] : byMicroBatch) {
+    if (k >= accum_)
+      return fail("the artifact's " + stepProgram_ + " reads micro-batch " +
+                  std::to_string(k) + " of " + std::to_string(accum_));
+    if (options_.data == "synthetic")
+      stageLoaders_[k] =
+          DataLoader::synthetic(inputs, options_.seed, lane_, lanes_);
+    else if (Status s = DataLoader::tokens(options_.data, options_.dataDtype,
+                                           inputs, options_.seed,
+                                           stageLoaders_[k], lane_, lanes_);
+             !s)
+      return fail(s.message());
+  }
+  return true;
+}
+
 bool TrainingRun::findScalars() {
   lrInput_ = executor_->findInput("strata.lr");
   stepInput_ = executor_->findInput("strata.step");
   lossOutput_ = executor_->findOutput("strata.loss");
   normOutput_ = executor_->findOutput("strata.grad_norm");
+  if (stages_ > 1) {
+    // This stage's norm; the last stage's per-micro-batch losses (the
+    // others have none).
+    normOutput_ = executor_->findOutput(updateProgram_, "strata.grad_norm");
+    stageLosses_.clear();
+    for (uint32_t k = 0; k < accum_; ++k)
+      if (const TensorView *loss = executor_->findOutput(
+              stepProgram_, "strata.loss#" + std::to_string(k)))
+        stageLosses_.push_back(loss);
+    if (stage_ + 1 == stages_ && stageLosses_.size() != accum_)
+      return fail("the last stage's program lacks its strata.loss#k "
+                  "outputs");
+    lossOutput_ = stageLosses_.empty() ? normOutput_ : stageLosses_.front();
+  }
   if (!lrInput_ || !stepInput_ || !lossOutput_ || !normOutput_)
     return fail("the artifact's training programs lack strata.lr, "
                 "strata.step, strata.loss or strata.grad_norm");
@@ -649,7 +732,8 @@ bool TrainingRun::runStep(uint64_t s) {
   recordLoss(s, r);
   // The whole global batch: every rank's micro-batches.
   r.perSecond =
-      loader_->itemsPerMicroStep() * accum_ * world_ / (r.ms / 1000.0);
+      (statsLoader() ? statsLoader()->itemsPerMicroStep() : 0) * accum_ *
+      lanes_ / (r.ms / 1000.0);
   if (log_ && leader_)
     logStep(s, r);
   if (!options_.quiet && leader_ && options_.printEvery > 0 &&
@@ -660,6 +744,8 @@ bool TrainingRun::runStep(uint64_t s) {
 }
 
 bool TrainingRun::runMicroSteps(uint64_t s, bool tracing, StepResult &r) {
+  if (stages_ > 1)
+    return runStageStep(s, tracing, r);
   for (uint32_t m = 0; m < accum_; ++m) {
     if (Status st = loader_->fill(s, m, accum_); !st)
       return fail(st.message());
@@ -680,12 +766,33 @@ bool TrainingRun::runMicroSteps(uint64_t s, bool tracing, StepResult &r) {
   return true;
 }
 
+bool TrainingRun::runStageStep(uint64_t s, bool tracing, StepResult &r) {
+  for (uint32_t k = 0; k < accum_; ++k)
+    if (stageLoaders_[k])
+      if (Status st = stageLoaders_[k]->fill(s, k, accum_); !st)
+        return fail(st.message());
+  uint64_t seed = splitmix64(splitmix64(options_.seed) ^
+                             (s * uint64_t(world_) + rank_));
+  if (Status st = executor_->run(stepProgram_, seed); !st)
+    return fail("step " + std::to_string(s + 1) + ": " + st.message());
+  r.allocations += executor_->getLastRunAllocations();
+  // The last stage's loss, the mean over its micro-batches; the log sums
+  // it over the ranks (the other stages add 0).
+  for (const TensorView *loss : stageLosses_)
+    r.loss += scalar(*loss);
+  if (!stageLosses_.empty())
+    r.loss /= accum_;
+  if (tracing)
+    trace_.add(*executor_, plan_, stepProgram_, stepProgram_);
+  return true;
+}
+
 bool TrainingRun::runOptimizer(uint64_t s, StepResult &r) {
   r.lr = scheduledLearningRate(training_, baseLr_, s + 1);
   lrInput_->as<double>()[0] = r.lr;
   stepInput_->as<int64_t>()[0] = scaling_ ? appliedSteps_ + 1 : int64_t(s + 1);
   r.usedScale = scaling_ ? lossScale_ : 1.0;
-  if (Status st = executor_->run("optimizer_step"); !st)
+  if (Status st = executor_->run(updateProgram_); !st)
     return fail("step " + std::to_string(s + 1) + ": " + st.message());
   r.allocations += executor_->getLastRunAllocations();
   return true;
@@ -728,7 +835,8 @@ bool TrainingRun::sumOverRanks(const Communicator::Traffic &before,
   if (Status st = comm_->sumOverWorld(r.sums.data(), r.sums.size(), "step log");
       !st)
     return fail(st.message());
-  r.loss = r.sums[0] / world_;
+  // Every lane's loss once: with stages only the last stage's ranks add.
+  r.loss = r.sums[0] / lanes_;
   return true;
 }
 
@@ -787,7 +895,9 @@ void TrainingRun::recordLoss(uint64_t s, const StepResult &r) {
 }
 
 void TrainingRun::logStep(uint64_t s, const StepResult &r) {
-  const char *unit = loader_->countsTokens() ? "tokens_per_s" : "samples_per_s";
+  const char *unit = statsLoader() && statsLoader()->countsTokens()
+                         ? "tokens_per_s"
+                         : "samples_per_s";
   // JSON has no NaN or infinity: a diverged loss or an overflowed norm
   // is null.
   char normText[32] = "null", lossText[32] = "null";
@@ -852,7 +962,9 @@ void TrainingRun::printProgress(uint64_t s, const StepResult &r) {
                 static_cast<unsigned long long>(s + 1),
                 static_cast<unsigned long long>(steps_), r.loss, r.lr, r.norm,
                 r.perSecond / 1000.0,
-                loader_->countsTokens() ? "tok" : "samples", r.ms);
+                statsLoader() && statsLoader()->countsTokens() ? "tok"
+                                                               : "samples",
+                r.ms);
   std::cout << line << std::flush;
 }
 

@@ -273,6 +273,7 @@ Status Executor::loadProgram(const plan::Program &prog) {
   for (const auto &b : prog.outputs()) {
     outputs_[b.name()] = b.tensor();
     program.outputs.push_back(b.name());
+    program.outputIds.push_back(b.tensor());
   }
   for (const auto &inst : prog.instructions()) {
     Step step;
@@ -320,6 +321,24 @@ Status Executor::buildStep(const plan::Program &prog,
                          std::to_string(index) + " is on stream " +
                          std::to_string(step.stream) + " of " +
                          std::to_string(streams));
+  if (step.kind == plan::SEND || step.kind == plan::RECV) {
+    bool send = step.kind == plan::SEND;
+    if (inst.inputs_size() != (send ? 1 : 0) ||
+        inst.outputs_size() != (send ? 0 : 1))
+      return Status::error("plan: " + prog.name() + " instruction " +
+                           std::to_string(index) + ": a " +
+                           (send ? "send takes one input" :
+                                   "receive makes one output"));
+    for (uint32_t id : inst.inputs())
+      step.inputs.push_back(tensors_[id]);
+    for (uint32_t id : inst.outputs())
+      step.outputs.push_back(tensors_[id]);
+    step.peerStage = int(inst.peer_stage());
+    step.description = std::string(send ? "send" : "receive") + " of value " +
+                       std::to_string(inst.tag()) + " of micro-batch " +
+                       std::to_string(inst.micro_batch());
+    return Status::ok();
+  }
   if (step.kind != plan::KERNEL) {
     // An event: the plan numbered it; a wait must follow its record.
     step.event = inst.event();
@@ -406,8 +425,10 @@ Status Executor::allocateStaging() {
   for (auto &[name, program] : programs_) {
     for (const std::string &input : program.inputs)
       program.stagedInputs.push_back(inputs_[input]);
-    for (const std::string &output : program.outputs)
-      program.stagedOutputs.push_back(outputs_[output]);
+    // By the program's own bindings: two programs may name different
+    // tensors alike (each pipeline stage's strata.grad_norm).
+    for (uint32_t id : program.outputIds)
+      program.stagedOutputs.push_back(id);
     for (auto *ids : {&program.stagedInputs, &program.stagedOutputs})
       for (uint32_t id : *ids)
         if (!tensors_[id].onHost && !stagingOffsets.count(id)) {
@@ -472,6 +493,21 @@ const TensorView *Executor::findOutput(const std::string &name) const {
     return nullptr;
   auto staged = staging_.find(it->second);
   return staged != staging_.end() ? &staged->second : &tensors_[it->second];
+}
+
+const TensorView *Executor::findOutput(std::string_view programName,
+                                       const std::string &name) const {
+  auto program = programs_.find(programName);
+  if (program == programs_.end())
+    return nullptr;
+  const Program &p = program->second;
+  for (size_t i = 0; i < p.outputs.size(); ++i)
+    if (p.outputs[i] == name) {
+      uint32_t id = p.outputIds[i];
+      auto staged = staging_.find(id);
+      return staged != staging_.end() ? &staged->second : &tensors_[id];
+    }
+  return nullptr;
 }
 
 std::vector<std::string> Executor::getInputNames(std::string_view program) const {
@@ -661,6 +697,11 @@ Status Executor::enqueue(Program &program, uint32_t i, uint64_t seed,
       return s;
     return tracing_ ? d.markTime(stream, 2 + 2 * i) : Status::ok();
   }
+  if (step.kind == plan::SEND || step.kind == plan::RECV) {
+    if (Status s = exchange(step, stream); !s)
+      return s;
+    return tracing_ ? d.markTime(stream, 2 + 2 * i) : Status::ok();
+  }
   if (options_.injectDelayMicros && step.delayable) {
     uint64_t key[2] = {run, i};
     uint64_t r = fnv1a64(key, sizeof(key));
@@ -695,6 +736,38 @@ Status Executor::enqueue(Program &program, uint32_t i, uint64_t seed,
     return d.markTime(stream, 2 + 2 * i);
   }
   return Status::ok();
+}
+
+Status Executor::exchange(Step &step, uint32_t stream) {
+  if (!comm_)
+    return Status::error(step.description + ": the artifact has pipeline "
+                         "stages but this run has no communicator (launch "
+                         "it with mpirun)");
+  Device &d = *device_;
+  // Everything before it on its stream has run; the message moves through
+  // host memory.
+  if (Status s = d.synchronize(stream); !s)
+    return s;
+  bool send = step.kind == plan::SEND;
+  TensorView &t = send ? step.inputs[0] : step.outputs[0];
+  size_t bytes = t.bytes();
+  bool host = d.isHostAddressable() || t.onHost;
+  std::string staging;
+  void *data = t.data;
+  if (!host) {
+    staging.resize(bytes);
+    data = staging.data();
+    if (send)
+      if (Status s = d.copyToHost(data, t.data, bytes); !s)
+        return s;
+  }
+  if (send)
+    return comm_->sendToStage(step.peerStage, data, bytes, step.description);
+  if (Status s = comm_->recvFromStage(step.peerStage, data, bytes,
+                                      step.description);
+      !s)
+    return s;
+  return host ? Status::ok() : d.copyToDevice(t.data, data, bytes);
 }
 
 Status Executor::enqueueOutputs(const Program &program) {

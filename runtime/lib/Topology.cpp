@@ -35,10 +35,12 @@ std::vector<int> groupMembers(const TopologyInfo &t, Group group, int rank) {
     for (int i = 0; i < p; ++i)
       ranks.push_back(rank / p * p + i);
     break;
-  case Group::Replication:
-    for (int i = rank % p; i < n; i += p)
+  case Group::Replication: {
+    int stride = p * std::max(t.stages, 1);
+    for (int i = rank % stride; i < n; i += stride)
       ranks.push_back(i);
     break;
+  }
   case Group::World:
     for (int i = 0; i < n; ++i)
       ranks.push_back(i);

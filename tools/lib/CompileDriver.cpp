@@ -391,15 +391,18 @@ int strata::compileMain(int argc, char **argv) {
     if (!t)
       return error(llvm::toString(t.takeError()));
     topology = *t;
-    // The stages are cut and reported; the per-stage programs, their
-    // schedule and the runtime's send/receive come next.
-    if (config.pipelineStages > 1 && options.emit != EmitStage::Pipeline &&
-        options.emit != EmitStage::Training)
+    // Stages run one rank each so far: partitioning inside a stage and
+    // several pipelines come next (docs/pipeline.md).
+    if (config.pipelineStages > 1 && stages.planned &&
+        (topology.partition > 1 ||
+         topology.world != config.pipelineStages))
       return error("--pipeline-stages " +
                    std::to_string(config.pipelineStages) +
-                   ": the stage split is planned (--emit=pipeline, "
-                   "--emit=training) but artifacts with pipeline stages are "
-                   "not built yet");
+                   " runs one rank per stage so far (--world " +
+                   std::to_string(config.pipelineStages) +
+                   " --partition-group 1); a partition group of " +
+                   std::to_string(topology.partition) + " over --world " +
+                   std::to_string(topology.world) + " is not built yet");
   }
   if (options.emit == EmitStage::Pipeline &&
       (options.forwardOnly || config.pipelineStages < 2))

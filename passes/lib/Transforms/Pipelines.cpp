@@ -56,7 +56,11 @@ void strata::buildTrainingPipeline(OpPassManager &pm,
   autodiff.lossScale = lossScale;
   // Every rank's loss is the mean over its micro-batch; the step's loss is
   // their mean, so each backward pass is seeded with 1/N.
-  autodiff.lossWeight = 1.0 / std::max(1u, unsigned(options.world));
+  // With pipeline stages, the ranks of one pipeline share a micro-batch:
+  // the data-parallel lanes are the world over the stages.
+  unsigned stages = std::max(1u, unsigned(options.pipelineStages));
+  autodiff.lossWeight =
+      1.0 / std::max(1u, unsigned(options.world) / stages);
   pm.addPass(createAutodiffPass(autodiff));
   OptimizerPassOptions optimizer;
   optimizer.optimizer = options.optimizer;
@@ -82,7 +86,7 @@ void strata::buildTrainingPipeline(OpPassManager &pm,
     pm.addPass(createStageProgramsPass(stagePrograms));
     pm.addPass(createVerifyPipelinePass());
   }
-  if (options.world > 1 && options.distribute) {
+  if (options.world > 1 && options.distribute && stages == 1) {
     ResolvedTopology topology =
         resolveTopology(options.world, options.gpusPerNode,
                         options.partitionGroup, options.hierarchical,

@@ -716,6 +716,10 @@ struct StageProgramsPass
       for (int64_t k = perMicroBatch ? 0 : m - 1; k < m; ++k) {
         results.push_back(maps[k].lookup(v));
         NamedAttrList attrs(step.getResultAttrDict(i));
+        // One output a micro-batch: "strata.loss#3".
+        if (perMicroBatch && name)
+          attrs.set(graph::kNameAttrName,
+                    b.getStringAttr(name.getValue() + "#" + std::to_string(k)));
         resultAttrs.push_back(attrs.getDictionary(ctx));
       }
     }

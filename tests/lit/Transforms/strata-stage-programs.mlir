@@ -45,7 +45,7 @@ func.func @main(%x: tensor<2x4xf32> {graph.name = "x", graph.role = #graph<role 
 // CHECK-LABEL: func.func @pipeline_step_1(
 // CHECK-SAME: graph.name = "labels", graph.role = #graph<role input>, sched.micro_batch = 0 : i64
 // CHECK-SAME: graph.name = "labels", graph.role = #graph<role input>, sched.micro_batch = 1 : i64
-// CHECK-SAME: -> (tensor<f32> {graph.name = "strata.loss", graph.role = #graph<role output>}, tensor<f32> {graph.name = "strata.loss", graph.role = #graph<role output>}
+// CHECK-SAME: -> (tensor<f32> {graph.name = "strata.loss#0", graph.role = #graph<role output>}, tensor<f32> {graph.name = "strata.loss#1", graph.role = #graph<role output>}
 // CHECK-SAME: attributes {sched.stage = 1 : i64}
 // 1F1B on the last stage: F0 B0 F1 B1.
 // CHECK: %[[A0:.*]] = sched.recv from 0 {micro_batch = 0 : i64, sched.stage = 1 : i64, tag = 0 : i64}

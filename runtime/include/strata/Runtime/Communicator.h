@@ -99,6 +99,24 @@ public:
 
   const Traffic &traffic() const { return traffic_; }
 
+  /// Pipeline stages: this rank's stage.
+  int stage() const { return stageOf(topology_, rank_); }
+  /// Sends `bytes` to this rank's counterpart on `stage` without waiting
+  /// for the receive: the bytes are copied, the send completes in the
+  /// background (the messages to one rank arrive in the order sent).
+  /// `what` names the message in errors.
+  Status sendToStage(int stage, const void *data, size_t bytes,
+                     const std::string &what);
+  /// Receives the oldest message from this rank's counterpart on `stage`,
+  /// which must be `bytes` long; waits at most the run's timeout, then
+  /// names `what` and aborts every rank.
+  Status recvFromStage(int stage, void *data, size_t bytes,
+                       const std::string &what);
+  /// Waits for every background send (before the run ends).
+  Status finishSends();
+  /// Bytes sent to other stages.
+  double pointToPointBytes() const { return p2pBytes_; }
+
 private:
   Communicator() = default;
   void count(Group group, Kind kind, double bytes);
@@ -121,6 +139,12 @@ private:
   uint64_t sequence_[kGroups] = {};
   Traffic traffic_ = {};
   std::vector<int> members_[kGroups];
+  /// Point-to-point between stages: a duplicate of the world communicator,
+  /// and the sends still in flight.
+  void *p2p_ = nullptr;
+  struct PendingSend;
+  std::vector<std::unique_ptr<PendingSend>> sends_;
+  double p2pBytes_ = 0;
 };
 
 } // namespace strata::runtime

@@ -98,6 +98,10 @@ public:
   /// itself, or its staging buffer on a device the host cannot address.
   TensorView *findInput(const std::string &name);
   const TensorView *findOutput(const std::string &name) const;
+  /// `program`'s output `name` (programs may bind different tensors to one
+  /// name); null when it has none.
+  const TensorView *findOutput(std::string_view program,
+                               const std::string &name) const;
   /// The inputs and outputs of one program, by name.
   std::vector<std::string> getInputNames(std::string_view program = "forward") const;
   std::vector<std::string> getOutputNames(std::string_view program = "forward") const;
@@ -162,10 +166,13 @@ private:
     /// executor when the device runs collectives.
     Group group = Group::Partition;
     int collective = -1;
+    /// SEND / RECV: the other stage.
+    int peerStage = -1;
   };
   struct Program {
     std::vector<Step> steps;
     std::vector<std::string> inputs, outputs;
+    std::vector<uint32_t> outputIds;
     /// Per stream, its steps in order.
     std::vector<std::vector<uint32_t>> streams;
     std::vector<std::string> streamNames;
@@ -243,6 +250,8 @@ private:
   Status enqueue(Program &program, uint32_t i, uint64_t seed, uint64_t run);
   /// Enqueues the copies of staged outputs on stream 0.
   Status enqueueOutputs(const Program &program);
+  /// A SEND or RECV: after its stream drains, through the communicator.
+  Status exchange(Step &step, uint32_t stream);
   /// Ends the capture into the program's graph and launches it once.
   Status finishCapture(Program &program);
   /// Reads the run's timers into trace_.

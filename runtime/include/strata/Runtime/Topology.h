@@ -19,9 +19,26 @@ namespace strata::runtime {
 
 struct TopologyInfo {
   int world = 1, ranksPerNode = 1, partition = 1;
+  /// Pipeline stages p: every p*P consecutive ranks a pipeline, every P of
+  /// those a stage (1: no pipeline).
+  int stages = 1;
 };
 
-/// Partition {gP..gP+P-1}; Replication {j, j+P, ...}; World; Inter: the
+/// The pipeline stage `rank` runs.
+inline int stageOf(const TopologyInfo &t, int rank) {
+  int p = t.partition > 0 ? t.partition : 1;
+  int stages = t.stages > 0 ? t.stages : 1;
+  return rank / p % stages;
+}
+
+/// The rank at `rank`'s position in `rank`'s pipeline on stage `stage`.
+inline int rankOnStage(const TopologyInfo &t, int rank, int stage) {
+  int p = t.partition > 0 ? t.partition : 1;
+  return rank + (stage - stageOf(t, rank)) * p;
+}
+
+/// Partition {gP..gP+P-1}; Replication {j, j+pP, ...} (p stages: the ranks
+/// holding the same shard of the same stage); World; Inter: the
 /// ranks of this partition group with this rank's local rank (one per
 /// node); Intra: the ranks of this node (K | P: a partition group holds
 /// whole nodes).
