@@ -166,14 +166,18 @@ Status Communicator::recvFromStage(int stage, void *data, size_t bytes,
   MPI_Request request;
   MPI_Irecv(data, int(bytes), MPI_BYTE, peer, kStageTag, comm(p2p_),
             &request);
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::duration<double>(timeout_);
+  auto started = std::chrono::steady_clock::now();
+  auto deadline = started + std::chrono::duration<double>(timeout_);
   MPI_Status status;
   for (int spins = 0;; ++spins) {
     int done = 0;
     MPI_Test(&request, &done, &status);
-    if (done)
+    if (done) {
+      recvWait_ += std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - started)
+                       .count();
       break;
+    }
     if (std::chrono::steady_clock::now() > deadline) {
       char seconds[32];
       std::snprintf(seconds, sizeof(seconds), "%g", timeout_);

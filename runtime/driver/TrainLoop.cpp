@@ -352,6 +352,9 @@ private:
     std::vector<double> sums;
     bool skipped = false, replicasChecked = false;
     double ms = 0, perSecond = 0;
+    /// Pipeline stages: this rank's waits for other stages and its step
+    /// time (ms), and the bytes it sent to other stages.
+    double bubbleMs = 0, busyMs = 0, p2pBytes = 0;
   };
 
   /// The communicator (distributed), this rank's shard, the device and
@@ -698,8 +701,18 @@ bool TrainingRun::runStep(uint64_t s) {
         std::this_thread::sleep_for(std::chrono::seconds(1));
   bool tracing = !options_.tracePath.empty() && s + 1 == traceStep_;
   executor_->setTracing(tracing);
+  double waited = comm_ ? comm_->receiveWaitSeconds() : 0;
+  double sent = comm_ ? comm_->pointToPointBytes() : 0;
   if (!runMicroSteps(s, tracing, r) || !runOptimizer(s, r))
     return false;
+  if (comm_ && stages_ > 1) {
+    // The pipeline's idle time: this rank's waits for other stages.
+    r.bubbleMs = (comm_->receiveWaitSeconds() - waited) * 1000.0;
+    r.busyMs = std::chrono::duration<double, std::milli>(
+                   std::chrono::steady_clock::now() - t0)
+                   .count();
+    r.p2pBytes = comm_->pointToPointBytes() - sent;
+  }
   if (tracing && !writeTrace(s))
     return false;
   r.norm = scalar(*normOutput_);
@@ -821,10 +834,18 @@ bool TrainingRun::sumOverRanks(const Communicator::Traffic &before,
   // counters).
   // Layout: the loss, [intra, inter] per collective summed over the
   // ranks, then [intra, inter] of each rank (the others' slots zero).
-  r.sums.assign(kRankSlots + 2 * world_, 0.0);
+  // With stages, then each rank's [idle ms, step ms] and the bytes sent
+  // between stages.
+  size_t stageSlots = kRankSlots + 2 * size_t(world_);
+  r.sums.assign(stageSlots + (stages_ > 1 ? 2 * size_t(world_) + 1 : 0), 0.0);
   r.sums[0] = r.loss;
   if (!comm_)
     return true;
+  if (stages_ > 1) {
+    r.sums[stageSlots + 2 * rank_] = r.bubbleMs;
+    r.sums[stageSlots + 2 * rank_ + 1] = r.busyMs;
+    r.sums[stageSlots + 2 * world_] = r.p2pBytes;
+  }
   const Communicator::Traffic &after = comm_->traffic();
   for (int k = 0; k < Communicator::kKinds; ++k)
     for (int l = 0; l < 2; ++l) {
@@ -948,6 +969,26 @@ void TrainingRun::logStep(uint64_t s, const StepResult &r) {
       log_ << line;
     }
     log_ << "]";
+    if (stages_ > 1) {
+      // Per rank: the time it waited for other stages, over its step.
+      size_t base = kRankSlots + 2 * size_t(world_);
+      log_ << ", \"bubble\": [";
+      for (int rank = 0; rank < world_; ++rank) {
+        double idle = sums[base + 2 * rank], busy = sums[base + 2 * rank + 1];
+        std::snprintf(line, sizeof(line), "%s%.4f", rank ? ", " : "",
+                      busy > 0 ? idle / busy : 0.0);
+        log_ << line;
+      }
+      log_ << "], \"bubble_ms\": [";
+      for (int rank = 0; rank < world_; ++rank) {
+        std::snprintf(line, sizeof(line), "%s%.3f", rank ? ", " : "",
+                      sums[base + 2 * rank]);
+        log_ << line;
+      }
+      std::snprintf(line, sizeof(line), "], \"stage_bytes\": %.0f",
+                    sums[base + 2 * world_]);
+      log_ << line;
+    }
     if (r.replicasChecked)
       log_ << ", \"replicas_identical\": true";
   }

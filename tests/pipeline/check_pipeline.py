@@ -7,8 +7,13 @@ rank per stage and must match the one-rank run on the same global batch
         --stages 4 --schedule zb --accum 4
 
 `--matrix` runs every stage count in {2, 4, 8}, both schedules, accumulation
-1 and 4, GPT and BERT.
+1 and 4, GPT and BERT. `--stall` instead stops the last stage's rank at step
+2 (STRATA_TEST_STALL_RANK): the others must exit within --timeout (5 s)
+plus a margin, with a line naming the stage, micro-batch and rank they
+waited for.
 """
+import re
+import time
 import argparse
 import json
 import os
@@ -69,6 +74,29 @@ def check(args, work, model, stages, schedule, accum, reference_cache):
     return ok
 
 
+def stall(args, work):
+    compile_ = os.path.join(args.bin, "strata-compile")
+    strata_run = os.path.join(args.bin, "strata-run")
+    onnx = os.path.join(ROOT, "models", args.model + ".onnx")
+    art = os.path.join(work, "stall.strata")
+    run([compile_, onnx, "-o", art, "--pipeline-stages", str(args.stages),
+         "--accum", str(args.accum), "--steps", "10"])
+    env = dict(os.environ, STRATA_TEST_STALL_RANK=str(args.stages - 1))
+    start = time.monotonic()
+    proc = subprocess.run(MPIRUN + ["-np", str(args.stages), strata_run, art,
+                                    "--quiet", "--timeout", "5"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    seconds = time.monotonic() - start
+    line = re.search(r"strata-run: error: rank \d+ \(stage \d+\): waited 5 s "
+                     r"for receive of value \d+ of micro-batch \d+ from stage "
+                     r"\d+ \(rank \d+\); aborting every rank", proc.stderr)
+    ok = proc.returncode != 0 and line is not None and seconds < 60
+    print("stall of rank %d: %s after %.1f s (exit %d): %s" % (
+        args.stages - 1, "ok" if ok else "FAIL", seconds, proc.returncode,
+        line.group(0) if line else proc.stderr[-500:]))
+    return ok
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bin", required=True)
@@ -79,7 +107,11 @@ def main():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--rtol", type=float, default=1e-6)
     p.add_argument("--matrix", action="store_true")
+    p.add_argument("--stall", action="store_true")
     args = p.parse_args()
+    if args.stall:
+        with tempfile.TemporaryDirectory(prefix="pipeline-") as work:
+            sys.exit(0 if stall(args, work) else 1)
     configs = [(args.model, args.stages, args.schedule, args.accum)]
     if args.matrix:
         configs = [(m, s, sch, a) for m in ("gpt_deep", "bert_deep")

@@ -116,6 +116,9 @@ public:
   Status finishSends();
   /// Bytes sent to other stages.
   double pointToPointBytes() const { return p2pBytes_; }
+  /// Seconds spent waiting in recvFromStage: the pipeline's idle time on
+  /// this rank.
+  double receiveWaitSeconds() const { return recvWait_; }
 
 private:
   Communicator() = default;
@@ -144,7 +147,7 @@ private:
   void *p2p_ = nullptr;
   struct PendingSend;
   std::vector<std::unique_ptr<PendingSend>> sends_;
-  double p2pBytes_ = 0;
+  double p2pBytes_ = 0, recvWait_ = 0;
 };
 
 } // namespace strata::runtime
