@@ -81,8 +81,11 @@ public:
       munmap(const_cast<void *>(data_), bytes_);
   }
   Status fill(uint64_t step, uint32_t micro, uint32_t accum) override {
-    TensorView &x = *tokens_.view, &y = *labels_.view;
-    int64_t batch = x.shape[0], length = x.shape[1];
+    // A pipeline stage may hold the tokens or the labels alone.
+    TensorView *x = tokens_.view, *y = labels_.view;
+    const TensorView &shape = x ? *x : *y;
+    int64_t high = x ? tokens_.high : labels_.high;
+    int64_t batch = shape.shape[0], length = shape.shape[1];
     uint64_t windows = count_ - uint64_t(length);
     for (int64_t b = 0; b < batch; ++b) {
       uint64_t k =
@@ -90,21 +93,23 @@ public:
       uint64_t start = splitmix64(seedMix_ ^ k) % windows;
       for (int64_t t = 0; t <= length; ++t) {
         uint64_t token = at(start + t);
-        if (int64_t(token) >= tokens_.high)
+        if (int64_t(token) >= high)
           return Status::error("token " + std::to_string(token) +
                                " at position " + std::to_string(start + t) +
                                " of the data is outside the model's "
                                "vocabulary of " +
-                               std::to_string(tokens_.high));
-        if (t < length)
-          store(x, b * length + t, token);
-        if (t > 0)
-          store(y, b * length + t - 1, token);
+                               std::to_string(high));
+        if (t < length && x)
+          store(*x, b * length + t, token);
+        if (t > 0 && y)
+          store(*y, b * length + t - 1, token);
       }
     }
     return Status::ok();
   }
-  int64_t itemsPerMicroStep() const override { return tokens_.view->numel(); }
+  int64_t itemsPerMicroStep() const override {
+    return (tokens_.view ? tokens_.view : labels_.view)->numel();
+  }
   bool countsTokens() const override { return true; }
 
   LoaderInput tokens_, labels_;
@@ -149,7 +154,7 @@ std::unique_ptr<DataLoader> DataLoader::synthetic(std::vector<LoaderInput> input
 Status DataLoader::tokens(const std::string &path, const std::string &dtype,
                           std::vector<LoaderInput> inputs, uint64_t seed,
                           std::unique_ptr<DataLoader> &out, int rank,
-                          int world) {
+                          int world, bool partial) {
   if (dtype != "uint8" && dtype != "uint16" && dtype != "uint32")
     return Status::error("--data-dtype must be uint8, uint16 or uint32, not '" +
                          dtype + "'");
@@ -170,8 +175,12 @@ Status DataLoader::tokens(const std::string &path, const std::string &dtype,
                            t.describe() + "); use --data synthetic");
     }
   }
-  if (!haveTokens || !haveLabels ||
-      loader->labels_.view->shape != loader->tokens_.view->shape)
+  bool complete = haveTokens && haveLabels &&
+                  loader->labels_.view->shape == loader->tokens_.view->shape;
+  bool stage = partial && (haveTokens || haveLabels) &&
+               (haveTokens ? *loader->tokens_.view : *loader->labels_.view)
+                       .rank() == 2;
+  if (!complete && !stage)
     return Status::error("token data needs a model with one integer [B, T] "
                          "input whose logits are [B, T, V] (next-token "
                          "labels); use --data synthetic");
@@ -189,7 +198,8 @@ Status DataLoader::tokens(const std::string &path, const std::string &dtype,
   }
   loader->count_ = loader->bytes_ / width;
   loader->width_ = width;
-  int64_t length = loader->tokens_.view->shape[1];
+  int64_t length =
+      (haveTokens ? loader->tokens_ : loader->labels_).view->shape[1];
   if (loader->count_ <= uint64_t(length)) {
     close(fd);
     return Status::error("'" + path + "' holds " +

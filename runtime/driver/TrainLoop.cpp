@@ -251,6 +251,12 @@ int consolidate(const Artifact &artifact, const TrainOptions &options) {
                  "checkpoint holds whole weights already");
   if (options.checkpointDir.empty())
     return error("--consolidate needs --checkpoint-dir DIR");
+  // Each stage's ranks hold the up-to-date values of that stage's
+  // parameters only; reading them per stage is not built yet, and rank 0's
+  // copy of a later stage's parameter would be its initial value.
+  if (plan.topology().pipeline_stages() > 1)
+    return error("--consolidate of an artifact with pipeline stages is not "
+                 "built yet: each stage's ranks hold that stage's weights");
   uint64_t step = 0;
   if (Status s = consolidateCheckpoint(artifact, options.checkpointDir,
                                        options.consolidateTo, step);
@@ -580,7 +586,8 @@ bool TrainingRun::createStageLoaders() {
           DataLoader::synthetic(inputs, options_.seed, lane_, lanes_);
     else if (Status s = DataLoader::tokens(options_.data, options_.dataDtype,
                                            inputs, options_.seed,
-                                           stageLoaders_[k], lane_, lanes_);
+                                           stageLoaders_[k], lane_, lanes_,
+                                           /*partial=*/true);
              !s)
       return fail(s.message());
   }

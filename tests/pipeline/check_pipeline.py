@@ -7,7 +7,9 @@ rank per stage and must match the one-rank run on the same global batch
         --stages 4 --schedule zb --accum 4
 
 `--matrix` runs every stage count in {2, 4, 8}, both schedules, accumulation
-1 and 4, GPT and BERT. `--stall` instead stops the last stage's rank at step
+1 and 4, GPT and BERT. `--resume` instead saves at step 10, resumes and must reproduce the
+uninterrupted run bit for bit, and --consolidate must refuse with one line.
+`--stall` instead stops the last stage's rank at step
 2 (STRATA_TEST_STALL_RANK): the others must exit within --timeout (5 s)
 plus a margin, with a line naming the stage, micro-batch and rank they
 waited for.
@@ -97,6 +99,38 @@ def stall(args, work):
     return ok
 
 
+def resume(args, work):
+    compile_ = os.path.join(args.bin, "strata-compile")
+    strata_run = os.path.join(args.bin, "strata-run")
+    onnx = os.path.join(ROOT, "models", args.model + ".onnx")
+    art = os.path.join(work, "resume.strata")
+    run([compile_, onnx, "-o", art, "--pipeline-stages", str(args.stages),
+         "--accum", str(args.accum), "--steps", "20"])
+    mpi = MPIRUN + ["-np", str(args.stages), strata_run, art, "--quiet"]
+    full, part = os.path.join(work, "full.jsonl"), os.path.join(work, "part.jsonl")
+    ckpt = os.path.join(work, "ckpt")
+    run(mpi + ["--log", full])
+    run(mpi + ["--log", part, "--steps", "10", "--save-every", "10",
+               "--checkpoint-dir", ckpt])
+    run(mpi + ["--log", part, "--checkpoint-dir", ckpt, "--resume"])
+    a = [s["loss"] for s in log(full)]
+    b = [s["loss"] for s in log(part)]
+    consolidated = subprocess.run(
+        [strata_run, art, "--checkpoint-dir", ckpt, "--consolidate",
+         os.path.join(work, "whole")], capture_output=True, text=True)
+    refused = consolidated.returncode != 0 and \
+        "--consolidate of an artifact with pipeline stages is not built yet" \
+        in consolidated.stderr
+    ok = a == b and len(a) == 20 and refused
+    print("resume at step 10 of 20 on %d stages: %s (losses %s; "
+          "--consolidate %s)" % (
+              args.stages, "ok" if ok else "FAIL",
+              "bit-identical" if a == b else "differ: %s / %s" % (a, b),
+              "refused" if refused else "not refused: " +
+              consolidated.stderr[-300:]))
+    return ok
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--bin", required=True)
@@ -108,7 +142,11 @@ def main():
     p.add_argument("--rtol", type=float, default=1e-6)
     p.add_argument("--matrix", action="store_true")
     p.add_argument("--stall", action="store_true")
+    p.add_argument("--resume", action="store_true")
     args = p.parse_args()
+    if args.resume:
+        with tempfile.TemporaryDirectory(prefix="pipeline-") as work:
+            sys.exit(0 if resume(args, work) else 1)
     if args.stall:
         with tempfile.TemporaryDirectory(prefix="pipeline-") as work:
             sys.exit(0 if stall(args, work) else 1)

@@ -45,10 +45,13 @@ public:
                                                uint64_t seed, int rank = 0,
                                                int world = 1);
   /// Windows of a token file: the one integer [B, T] input and `labels`.
+  /// `partial`: a pipeline stage may take the tokens or the labels alone
+  /// (the first stage reads the tokens, the last the labels of the same
+  /// windows).
   static Status tokens(const std::string &path, const std::string &dtype,
                        std::vector<LoaderInput> inputs, uint64_t seed,
                        std::unique_ptr<DataLoader> &out, int rank = 0,
-                       int world = 1);
+                       int world = 1, bool partial = false);
 };
 
 } // namespace strata::runtime
