@@ -882,7 +882,8 @@ bool TrainingRun::checkReplicas(uint64_t s) {
   std::vector<uint64_t> hashes;
   if (Status st = comm_->gatherOverWorld(hash, hashes, "replica check"); !st)
     return fail(st.message());
-  int p = int(plan_.topology().partition());
+  // A replica holds the same shard of the same stage: rank r % (p * P).
+  int p = int(plan_.topology().partition()) * stages_;
   for (int r = p; r < world_; ++r)
     if (hashes[r] != hashes[r % p]) { // every rank sees it; one says it
       if (leader_)

@@ -40,25 +40,36 @@ def log(path):
     return [json.loads(line) for line in open(path)]
 
 
-def check(args, work, model, stages, schedule, accum, reference_cache):
+def check(args, work, model, stages, schedule, accum, reference_cache,
+          partition=1, pipelines=1, hierarchical="off"):
+    """p stages of `partition` ranks, `pipelines` pipelines: the reference
+    is one rank with accumulation accum * partition * pipelines (the lanes'
+    micro-batches in the sampling rule's order)."""
     compile_ = os.path.join(args.bin, "strata-compile")
     strata_run = os.path.join(args.bin, "strata-run")
     onnx = os.path.join(ROOT, "models", model + ".onnx")
-    common = ["--accum", str(accum), "--steps", str(args.steps)]
-    key = (model, accum)
+    lanes = partition * pipelines
+    world = stages * lanes
+    key = (model, accum * lanes)
     if key not in reference_cache:
         art = os.path.join(work, "%s-a%d-one.strata" % key)
-        run([compile_, onnx, "-o", art] + common)
+        run([compile_, onnx, "-o", art, "--accum", str(accum * lanes),
+             "--steps", str(args.steps)])
         path = os.path.join(work, "%s-a%d-one.jsonl" % key)
         run([strata_run, art, "--quiet", "--log", path])
         reference_cache[key] = log(path)
-    name = "%s.p%d.%s.accum%d" % (model, stages, schedule, accum)
+    name = "%s.p%d.t%d.d%d.%s.accum%d%s" % (
+        model, stages, partition, pipelines, schedule, accum,
+        ".hier" if hierarchical == "on" else "")
     art = os.path.join(work, name + ".strata")
     run([compile_, onnx, "-o", art, "--pipeline-stages", str(stages),
-         "--pipeline-schedule", schedule] + common)
+         "--pipeline-schedule", schedule, "--accum", str(accum),
+         "--steps", str(args.steps), "--world", str(world),
+         "--partition-group", str(partition), "--gpus-per-node",
+         str(args.gpus_per_node), "--hierarchical", hierarchical])
     path = os.path.join(work, name + ".jsonl")
-    run(MPIRUN + ["-np", str(stages), strata_run, art, "--quiet", "--log",
-                  path, "--timeout", "60"])
+    run(MPIRUN + ["-np", str(world), strata_run, art, "--quiet", "--log",
+                  path, "--timeout", "120", "--check-replicas"])
     ref, got = reference_cache[key], log(path)
     if len(got) != len(ref):
         print("%s: %d steps logged, expected %d" % (name, len(got), len(ref)))
@@ -140,7 +151,13 @@ def main():
     p.add_argument("--accum", type=int, default=4)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--rtol", type=float, default=1e-6)
+    p.add_argument("--partition-group", type=int, default=1)
+    p.add_argument("--pipelines", type=int, default=1)
+    p.add_argument("--hierarchical", default="off")
+    p.add_argument("--gpus-per-node", type=int, default=2)
     p.add_argument("--matrix", action="store_true")
+    p.add_argument("--topologies", action="store_true",
+                   help="the issue's (p, t, d) on 8 ranks")
     p.add_argument("--stall", action="store_true")
     p.add_argument("--resume", action="store_true")
     args = p.parse_args()
@@ -150,14 +167,24 @@ def main():
     if args.stall:
         with tempfile.TemporaryDirectory(prefix="pipeline-") as work:
             sys.exit(0 if stall(args, work) else 1)
-    configs = [(args.model, args.stages, args.schedule, args.accum)]
+    configs = [(args.model, args.stages, args.schedule, args.accum,
+                args.partition_group, args.pipelines, args.hierarchical)]
     if args.matrix:
-        configs = [(m, s, sch, a) for m in ("gpt_deep", "bert_deep")
+        configs = [(m, s, sch, a, 1, 1, "off")
+                   for m in ("gpt_deep", "bert_deep")
                    for s in (2, 4, 8) for sch in ("1f1b", "zb")
+                   for a in (1, 4)]
+    if args.topologies:
+        # (p, t, d) on 8 ranks, 2 per node; hierarchical where t > 2.
+        shapes = [(2, 2, 2, "off"), (4, 1, 2, "off"), (2, 4, 1, "off"),
+                  (2, 4, 1, "on"), (8, 1, 1, "off"), (4, 2, 1, "off")]
+        configs = [(m, p_, sch, a, t, d, h)
+                   for m in ("gpt_deep", "bert_deep")
+                   for (p_, t, d, h) in shapes for sch in ("1f1b", "zb")
                    for a in (1, 4)]
     cache = {}
     with tempfile.TemporaryDirectory(prefix="pipeline-") as work:
-        results = [check(args, work, *c, cache) for c in configs]
+        results = [check(args, work, *c[:4], cache, *c[4:]) for c in configs]
     if not all(results):
         sys.exit(1)
 

@@ -391,18 +391,9 @@ int strata::compileMain(int argc, char **argv) {
     if (!t)
       return error(llvm::toString(t.takeError()));
     topology = *t;
-    // Stages run one rank each so far: partitioning inside a stage and
-    // several pipelines come next (docs/pipeline.md).
-    if (config.pipelineStages > 1 && stages.planned &&
-        (topology.partition > 1 ||
-         topology.world != config.pipelineStages))
-      return error("--pipeline-stages " +
-                   std::to_string(config.pipelineStages) +
-                   " runs one rank per stage so far (--world " +
-                   std::to_string(config.pipelineStages) +
-                   " --partition-group 1); a partition group of " +
-                   std::to_string(topology.partition) + " over --world " +
-                   std::to_string(topology.world) + " is not built yet");
+    if (config.pipelineStages > 1 && config.gradSync == strata::GradSync::Global)
+      return error("--grad-sync global all-reduces over every rank, which "
+                   "with --pipeline-stages would mix the stages; use 2hop");
   }
   if (options.emit == EmitStage::Pipeline &&
       (options.forwardOnly || config.pipelineStages < 2))

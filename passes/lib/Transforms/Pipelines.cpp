@@ -11,6 +11,7 @@
 #include "mlir/Transforms/Passes.h"
 
 #include <algorithm>
+#include <numeric>
 
 using namespace mlir;
 using namespace strata;
@@ -79,26 +80,31 @@ void strata::buildTrainingPipeline(OpPassManager &pm,
   optimizer.accum = options.accum;
   optimizer.lossScale = lossScale;
   pm.addPass(createOptimizerPass(optimizer));
-  if (options.pipelineStages > 1) {
-    StageProgramsPassOptions stagePrograms;
-    stagePrograms.schedule = options.pipelineSchedule;
-    stagePrograms.microBatches = std::max(1u, unsigned(options.accum));
-    pm.addPass(createStageProgramsPass(stagePrograms));
-    pm.addPass(createVerifyPipelinePass());
-  }
-  if (options.world > 1 && options.distribute && stages == 1) {
-    ResolvedTopology topology =
-        resolveTopology(options.world, options.gpusPerNode,
-                        options.partitionGroup, options.hierarchical,
-                        options.pipelineStages);
+  ResolvedTopology topology =
+      resolveTopology(options.world, options.gpusPerNode,
+                      options.partitionGroup, options.hierarchical,
+                      options.pipelineStages);
+  // With stages, the partition pass sees one stage's ranks: its groups
+  // (the stage group, the replication group at stride p*P) are the same
+  // for every stage.
+  unsigned stageWorld = std::max(1u, topology.world / stages);
+  if (stageWorld > 1 && options.distribute) {
     PartitionPassOptions partition;
-    partition.world = topology.world;
-    partition.ranksPerNode = topology.ranksPerNode;
+    partition.world = stageWorld;
+    unsigned k = topology.ranksPerNode;
+    partition.ranksPerNode = stageWorld % k == 0 ? k : std::gcd(k, stageWorld);
     partition.partition = topology.partition;
     partition.hierarchical = topology.hierarchical;
     partition.gradSync = options.gradSync;
     partition.bucketBytes = options.bucketBytes;
     pm.addPass(createPartitionPass(partition));
+  }
+  if (stages > 1) {
+    StageProgramsPassOptions stagePrograms;
+    stagePrograms.schedule = options.pipelineSchedule;
+    stagePrograms.microBatches = std::max(1u, unsigned(options.accum));
+    pm.addPass(createStageProgramsPass(stagePrograms));
+    pm.addPass(createVerifyPipelinePass());
   }
   // Narrow storage: attention's heads and their gradients move as bf16.
   if (options.dtype != Precision::FP32 &&

@@ -59,6 +59,8 @@ struct StepAnalysis {
     std::map<int64_t, SmallVector<Value>> contributions;
   };
   SmallVector<Shared> shared;
+  /// The parameters each stage's step program reads.
+  SmallVector<llvm::StringSet<>> reads;
   /// The adds autodiff built to sum a shared parameter's contributions and
   /// to accumulate them: replaced by each stage's own sums.
   llvm::DenseSet<Operation *> dropped;
@@ -85,6 +87,7 @@ struct StageProgramsPass
     }
     StepAnalysis a;
     a.stages = pipelineAttr.getStages();
+    a.reads.resize(a.stages);
     if (failed(analyze(step, a)))
       return signalPassFailure();
 
@@ -106,6 +109,11 @@ struct StageProgramsPass
         return signalPassFailure();
       b.setInsertionPointAfter(*program);
       held[s] = heldParameters(*program);
+      for (unsigned i = 0; i < program->getNumArguments(); ++i)
+        if (graph::getArgumentRole(*program, i) == graph::Role::Parameter)
+          if (auto name = program->getArgAttrOfType<StringAttr>(
+                  i, graph::kNameAttrName))
+            a.reads[s].insert(name.getValue());
     }
     if (auto update = module.lookupSymbol<func::FuncOp>("optimizer_step")) {
       b.setInsertionPointAfter(update);
@@ -161,19 +169,29 @@ struct StageProgramsPass
                                                       graph::kNameAttrName);
       return name ? name.getValue() : StringRef();
     };
+    // The parameter a value is, or is the gradient of (through the
+    // replication all-reduce of 2-hop sync: result i is operand i's sum).
+    std::function<std::optional<std::string>(Value)> parameterOfValue =
+        [&](Value v) -> std::optional<std::string> {
+      if (auto reduce = v.getDefiningOp<sched::AllReduceOp>())
+        return parameterOfValue(
+            reduce->getOperand(cast<OpResult>(v).getResultNumber()));
+      StringRef name = argName(v);
+      if (name.empty())
+        return std::nullopt;
+      if (auto param = graph::stateParameter(graph::StateKind::Gradient, name))
+        return param->str();
+      auto arg = cast<BlockArgument>(v);
+      if (graph::getArgumentRole(update, arg.getArgNumber()) ==
+          graph::Role::Parameter)
+        return name.str();
+      return std::nullopt;
+    };
     // The parameter an op updates or whose gradient it reads.
     auto parameterOf = [&](Operation *op) -> std::optional<std::string> {
-      for (Value operand : op->getOperands()) {
-        StringRef name = argName(operand);
-        if (name.empty())
-          continue;
-        if (auto param = graph::stateParameter(graph::StateKind::Gradient, name))
-          return param->str();
-        auto arg = cast<BlockArgument>(operand);
-        if (graph::getArgumentRole(update, arg.getArgNumber()) ==
-            graph::Role::Parameter)
-          return name.str();
-      }
+      for (Value operand : op->getOperands())
+        if (std::optional<std::string> param = parameterOfValue(operand))
+          return param;
       return std::nullopt;
     };
     auto firstHolder = [&](StringRef param) {
@@ -189,8 +207,11 @@ struct StageProgramsPass
     for (Operation &op : body.without_terminator())
       if (isa<graph::SumSquaresOp>(op))
         norm.insert(&op);
+    // With a partition group the shards' squares are all-reduced over it
+    // before the square root (strata-partition).
+    sched::AllReduceOp normReduce;
     for (Operation &op : body.without_terminator()) {
-      if (!isa<graph::AddOp, graph::SqrtOp>(op))
+      if (!isa<graph::AddOp, graph::SqrtOp, sched::AllReduceOp>(op))
         continue;
       bool over = llvm::all_of(op.getOperands(), [&](Value v) {
         Operation *def = v.getDefiningOp();
@@ -201,6 +222,8 @@ struct StageProgramsPass
       norm.insert(&op);
       if (auto sqrt = dyn_cast<graph::SqrtOp>(op))
         root = sqrt;
+      if (auto reduce = dyn_cast<sched::AllReduceOp>(op))
+        normReduce = reduce;
     }
 
     Block *block = new Block();
@@ -303,6 +326,11 @@ struct StageProgramsPass
                                    scalar, b.getFloatAttr(
                                                scalar.getElementType(), 0.0))))
                     ->getResult(0);
+      if (normReduce) {
+        IRMapping over;
+        over.map(normReduce->getOperand(0), local);
+        local = stamp(b.clone(*normReduce, over))->getResult(0);
+      }
       auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
       if (s > 0) {
         Value below = stamp(b.create<sched::RecvOp>(loc, scalar, i64(s - 1),
@@ -336,8 +364,44 @@ struct StageProgramsPass
           return failure();
       stamp(b.clone(op, map));
     }
+    // A parameter a stage reads but whose gradient another stage holds
+    // (a tied weight whose gradient strata-partition's reduce-scatter
+    // gathered on one stage): the holder sends the updated value to every
+    // such reader, which takes it as its own new value.
     SmallVector<Value> results;
     SmallVector<DictionaryAttr> resultAttrs;
+    for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+      auto name = update.getResultAttrOfType<StringAttr>(i, graph::kNameAttrName);
+      if (graph::getResultRole(update, i) != graph::Role::Parameter || !name)
+        continue;
+      int64_t tag = nextTag++;
+      int64_t holder = firstHolder(name.getValue());
+      if (holder < 0)
+        continue;
+      SmallVector<int64_t> readers;
+      for (int64_t t = 0; t < p; ++t)
+        if (!held[t].contains(name.getValue()) &&
+            a.reads[t].contains(name.getValue()))
+          readers.push_back(t);
+      if (s == holder) {
+        FailureOr<Value> updated = lookup(ret.getOperand(i));
+        if (failed(updated))
+          return failure();
+        for (int64_t t : readers)
+          stamp(b.create<sched::SendOp>(loc, *updated, b.getI64IntegerAttr(t),
+                                        b.getI64IntegerAttr(0),
+                                        b.getI64IntegerAttr(tag)));
+      } else if (llvm::is_contained(readers, s)) {
+        Value copy = stamp(b.create<sched::RecvOp>(
+                               loc, ret.getOperand(i).getType(),
+                               b.getI64IntegerAttr(holder),
+                               b.getI64IntegerAttr(0),
+                               b.getI64IntegerAttr(tag)))
+                         ->getResult(0);
+        results.push_back(copy);
+        resultAttrs.push_back(update.getResultAttrDict(i));
+      }
+    }
     for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
       Value v = ret.getOperand(i);
       Operation *def = v.getDefiningOp();
@@ -369,30 +433,72 @@ struct StageProgramsPass
   /// Stages and phases of every op, the replicable ops, the crossing values.
   LogicalResult analyze(func::FuncOp step, StepAnalysis &a) {
     Block &body = step.getBody().front();
-    // Values that depend on state (anything but inputs and constants).
-    llvm::DenseSet<Value> stateful;
-    for (BlockArgument arg : step.getArguments())
-      if (graph::getArgumentRole(step, arg.getArgNumber()) !=
-          graph::Role::Input)
+    // Values that depend on state other than the parameters (anything but
+    // inputs, constants and parameters).
+    llvm::DenseSet<Value> stateful, parameters;
+    for (BlockArgument arg : step.getArguments()) {
+      std::optional<graph::Role> role =
+          graph::getArgumentRole(step, arg.getArgNumber());
+      if (role == graph::Role::Parameter)
+        parameters.insert(arg);
+      else if (role != graph::Role::Input)
         stateful.insert(arg);
+    }
     for (Operation &op : body.without_terminator()) {
-      auto stage =
-          op.getAttrOfType<IntegerAttr>(sched::SchedDialect::kStageAttrName);
-      if (!stage)
-        return op.emitError("strata-stage-programs: op has no stage");
-      a.stage[&op] = stage.getInt();
       bool reads = llvm::any_of(op.getOperands(), [&](Value v) {
         return stateful.contains(v);
       });
-      if (reads || !isMemoryEffectFree(&op) || op.getNumRegions() > 0) {
-        for (Value r : op.getResults())
-          stateful.insert(r);
-      } else {
+      bool readsParameter = llvm::any_of(op.getOperands(), [&](Value v) {
+        return parameters.contains(v);
+      });
+      // A pure op of inputs and constants, or the gather of a parameter's
+      // shards (strata-partition) and what reshapes it: any stage computes
+      // it again where it needs it (a gathered weight is not sent between
+      // stages: each stage gathers over its own stage group).
+      bool parameterOnly = llvm::all_of(op.getOperands(), [&](Value v) {
+        Operation *def = v.getDefiningOp();
+        return parameters.contains(v) || (def && a.replicable.contains(def));
+      });
+      bool gather = readsParameter && parameterOnly &&
+                    (isa<sched::AllGatherOp>(op) || isMemoryEffectFree(&op));
+      if (!reads && op.getNumRegions() == 0 &&
+          ((isMemoryEffectFree(&op) && !readsParameter) || gather)) {
         a.replicable.insert(&op);
+        for (Value r : op.getResults())
+          if (gather)
+            parameters.insert(r);
+        continue;
       }
-      a.phase[&op] = op.hasAttr(sched::SchedDialect::kBackwardAttrName)
-                         ? Phase::Backward
-                         : Phase::Forward;
+      for (Value r : op.getResults())
+        stateful.insert(r);
+    }
+    // Stages and phases: strata-pipeline and autodiff placed every op they
+    // made; an op strata-partition added (a reduce-scatter, a shard's
+    // accumulation) takes the stage and phase of what it reads.
+    for (Operation &op : body.without_terminator()) {
+      if (a.replicable.contains(&op))
+        continue;
+      auto stage =
+          op.getAttrOfType<IntegerAttr>(sched::SchedDialect::kStageAttrName);
+      Phase phase = op.hasAttr(sched::SchedDialect::kBackwardAttrName)
+                        ? Phase::Backward
+                        : Phase::Forward;
+      if (!stage) {
+        int64_t from = -1;
+        for (Value operand : op.getOperands())
+          if (Operation *def = operand.getDefiningOp())
+            if (a.stage.count(def)) {
+              from = std::max(from, a.stage[def]);
+              phase = std::max(phase, a.phase[def]);
+            }
+        if (from < 0)
+          return op.emitError("strata-stage-programs: op has no stage and "
+                              "reads nothing that has one");
+        a.stage[&op] = from;
+      } else {
+        a.stage[&op] = stage.getInt();
+      }
+      a.phase[&op] = phase;
     }
     findSharedParameters(step, a);
     // Crossing values and their paths.
