@@ -54,7 +54,7 @@ def check(args, work, model, stages, schedule, accum, reference_cache,
     if key not in reference_cache:
         art = os.path.join(work, "%s-a%d-one.strata" % key)
         run([compile_, onnx, "-o", art, "--accum", str(accum * lanes),
-             "--steps", str(args.steps)])
+             "--steps", str(args.steps), "--dtype", args.dtype])
         path = os.path.join(work, "%s-a%d-one.jsonl" % key)
         run([strata_run, art, "--quiet", "--log", path])
         reference_cache[key] = log(path)
@@ -66,7 +66,8 @@ def check(args, work, model, stages, schedule, accum, reference_cache,
          "--pipeline-schedule", schedule, "--accum", str(accum),
          "--steps", str(args.steps), "--world", str(world),
          "--partition-group", str(partition), "--gpus-per-node",
-         str(args.gpus_per_node), "--hierarchical", hierarchical])
+         str(args.gpus_per_node), "--hierarchical", hierarchical,
+         "--dtype", args.dtype])
     path = os.path.join(work, name + ".jsonl")
     run(MPIRUN + ["-np", str(world), strata_run, art, "--quiet", "--log",
                   path, "--timeout", "120", "--check-replicas"])
@@ -155,6 +156,8 @@ def main():
     p.add_argument("--pipelines", type=int, default=1)
     p.add_argument("--hierarchical", default="off")
     p.add_argument("--gpus-per-node", type=int, default=2)
+    p.add_argument("--dtype", default="fp32",
+                   help="bf16: compare with --rtol at bf16's noise")
     p.add_argument("--matrix", action="store_true")
     p.add_argument("--topologies", action="store_true",
                    help="the issue's (p, t, d) on 8 ranks")
