@@ -6,6 +6,11 @@ rank per stage and must match the one-rank run on the same global batch
     tests/pipeline/check_pipeline.py --bin build/bin --model gpt_deep \\
         --stages 4 --schedule zb --accum 4
 
+With one rank per stage it also checks the bytes sent between stages per
+step against 2(p-1)*b*s*h elements per micro-batch (each cut's bytes from
+--emit=pipeline, both ways) plus the shared parameters' gradient sums and
+the norm's chain.
+
 `--matrix` runs every stage count in {2, 4, 8}, both schedules, accumulation
 1 and 4, GPT and BERT. `--resume` instead saves at step 10, resumes and must reproduce the
 uninterrupted run bit for bit, and --consolidate must refuse with one line.
@@ -81,6 +86,33 @@ def check(args, work, model, stages, schedule, accum, reference_cache,
             worst[field] = max(worst[field],
                                abs(a[field] - b[field]) / abs(a[field]))
     ok = all(v <= args.rtol for v in worst.values())
+    # The bytes between stages (one rank per stage): per micro-batch each
+    # cut's activations forward and their gradients back, 2(p-1)*b*s*h
+    # elements for a transformer (the --emit=pipeline report gives each
+    # cut's bytes); per step each shared parameter's gradient sum both ways
+    # between its two stages, and the squared norm up and down the chain.
+    if lanes == 1 and args.dtype == "fp32":
+        report = run([compile_, onnx, "--emit=pipeline", "--pipeline-stages",
+                      str(stages), "--accum", str(accum)]).stdout
+        cuts = sum(int(b) for b in re.findall(
+            r"stage \d+ -> \d+: \d+ tensors?, (\d+) bytes", report))
+        summary = run([compile_, onnx, "--emit=summary"]).stdout
+        shared = 0
+        for param in re.findall(r"^  (\S+): stages", report, re.M):
+            shape = re.search(re.escape(param) + r"\s+tensor<([0-9x]+)xf32>",
+                              summary).group(1)
+            elements = 1
+            for d in shape.split("x"):
+                elements *= int(d)
+            shared += 2 * 4 * elements
+        expected = accum * 2 * cuts + shared + 2 * (stages - 1) * 4
+        measured = got[-1]["stage_bytes"]
+        if measured != expected:
+            ok = False
+        print("%s: bytes between stages per step %d, expected %d "
+              "(%d x 2 x %d per micro-batch + %d shared + %d norm)" % (
+                  name, measured, expected, accum, cuts, shared,
+                  2 * (stages - 1) * 4))
     print("%s: %s, worst relative difference over %d steps: loss %.2e, "
           "grad norm %.2e (first loss %.9g, last %.9g)" % (
               name, "ok" if ok else "FAIL", len(ref), worst["loss"],
