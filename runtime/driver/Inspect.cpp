@@ -220,7 +220,8 @@ void analyze(const plan::Plan &p, Inspection &in) {
   // Predicted traffic: every collective of the step, every rank, the ring.
   if (p.has_topology() && p.topology().world() > 1) {
     TopologyInfo t{int(p.topology().world()), int(p.topology().ranks_per_node()),
-                   int(p.topology().partition())};
+                   int(p.topology().partition()),
+                   int(std::max(1u, p.topology().pipeline_stages()))};
     for (const Phase &phase : in.phases) {
       for (const auto &inst : phase.program->instructions()) {
         if (inst.collective() == plan::NO_COLLECTIVE)
@@ -305,6 +306,9 @@ void printParameters(const Inspection &in, std::ostream &os) {
 }
 
 /// A distributed artifact's topology and rank 0's groups.
+void printStages(const plan::Plan &p, const TopologyInfo &info,
+                 std::ostream &os);
+
 void printTopology(const plan::Plan &p, std::ostream &os) {
   if (!p.has_topology() || p.topology().world() <= 1)
     return;
@@ -315,7 +319,8 @@ void printTopology(const plan::Plan &p, std::ostream &os) {
      << ", gradient sync " << t.grad_sync() << ", buckets up to "
      << human(double(t.bucket_bytes())) << "\n";
   TopologyInfo info{int(t.world()), int(t.ranks_per_node()),
-                    int(t.partition())};
+                    int(t.partition()),
+                    int(std::max(1u, t.pipeline_stages()))};
   os << "groups       of rank 0:";
   for (int g = 0; g < kGroups; ++g) {
     std::vector<int> m = groupMembers(info, Group(g), 0);
@@ -325,6 +330,42 @@ void printTopology(const plan::Plan &p, std::ostream &os) {
     os << "}";
   }
   os << "\n";
+  printStages(p, info, os);
+}
+
+/// Pipeline stages: which ranks run each stage, and what each stage's
+/// programs send to and receive from the others per step.
+void printStages(const plan::Plan &p, const TopologyInfo &info,
+                 std::ostream &os) {
+  if (info.stages <= 1)
+    return;
+  os << "stages       " << info.stages << ", rank r runs stage (r / "
+     << info.partition << ") mod " << info.stages << "\n";
+  for (int s = 0; s < info.stages; ++s) {
+    uint64_t sent = 0, received = 0, sends = 0, receives = 0;
+    size_t instructions = 0;
+    for (const char *prefix : {"pipeline_step_", "optimizer_step_"}) {
+      const plan::Program *program =
+          findProgram(p, prefix + std::to_string(s));
+      if (!program)
+        continue;
+      instructions += size_t(program->instructions_size());
+      for (const auto &inst : program->instructions()) {
+        if (inst.kind() == plan::SEND) {
+          ++sends;
+          for (uint32_t id : inst.inputs())
+            sent += tensorBytes(p.tensors(int(id)));
+        } else if (inst.kind() == plan::RECV) {
+          ++receives;
+          for (uint32_t id : inst.outputs())
+            received += tensorBytes(p.tensors(int(id)));
+        }
+      }
+    }
+    os << "  stage " << s << "    " << instructions << " instructions; per step "
+       << sends << " sends (" << human(double(sent)) << "), " << receives
+       << " receives (" << human(double(received)) << ")\n";
+  }
 }
 
 /// Each tier: the device tier by kind, the planned peak against the lower
