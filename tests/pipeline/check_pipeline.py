@@ -120,13 +120,19 @@ def check(args, work, model, stages, schedule, accum, reference_cache,
     return ok
 
 
+def compile_stages(args, work, name, steps):
+    """The model on --stages stages, one rank each: the artifact's path."""
+    art = os.path.join(work, name + ".strata")
+    run([os.path.join(args.bin, "strata-compile"),
+         os.path.join(ROOT, "models", args.model + ".onnx"), "-o", art,
+         "--pipeline-stages", str(args.stages), "--accum", str(args.accum),
+         "--steps", str(steps)])
+    return art
+
+
 def stall(args, work):
-    compile_ = os.path.join(args.bin, "strata-compile")
     strata_run = os.path.join(args.bin, "strata-run")
-    onnx = os.path.join(ROOT, "models", args.model + ".onnx")
-    art = os.path.join(work, "stall.strata")
-    run([compile_, onnx, "-o", art, "--pipeline-stages", str(args.stages),
-         "--accum", str(args.accum), "--steps", "10"])
+    art = compile_stages(args, work, "stall", 10)
     env = dict(os.environ, STRATA_TEST_STALL_RANK=str(args.stages - 1))
     start = time.monotonic()
     proc = subprocess.run(MPIRUN + ["-np", str(args.stages), strata_run, art,
@@ -144,12 +150,8 @@ def stall(args, work):
 
 
 def resume(args, work):
-    compile_ = os.path.join(args.bin, "strata-compile")
     strata_run = os.path.join(args.bin, "strata-run")
-    onnx = os.path.join(ROOT, "models", args.model + ".onnx")
-    art = os.path.join(work, "resume.strata")
-    run([compile_, onnx, "-o", art, "--pipeline-stages", str(args.stages),
-         "--accum", str(args.accum), "--steps", "20"])
+    art = compile_stages(args, work, "resume", 20)
     mpi = MPIRUN + ["-np", str(args.stages), strata_run, art, "--quiet"]
     full, part = os.path.join(work, "full.jsonl"), os.path.join(work, "part.jsonl")
     ckpt = os.path.join(work, "ckpt")

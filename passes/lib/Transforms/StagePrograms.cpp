@@ -419,9 +419,22 @@ struct StageProgramsPass
       resultAttrs.push_back(update.getResultAttrDict(i));
     }
     b.create<func::ReturnOp>(loc, results);
+    return makeStageFunction(moduleBuilder, loc,
+                             "optimizer_step_" + std::to_string(s), block,
+                             results, argAttrs, resultAttrs, stageAttr);
+  }
+
+  /// The function `name` of stage `stageAttr` around `block`, which ends in
+  /// a return of `results`.
+  static func::FuncOp makeStageFunction(OpBuilder &moduleBuilder, Location loc,
+                                        const std::string &name, Block *block,
+                                        ArrayRef<Value> results,
+                                        ArrayRef<DictionaryAttr> argAttrs,
+                                        ArrayRef<DictionaryAttr> resultAttrs,
+                                        IntegerAttr stageAttr) {
     auto func = moduleBuilder.create<func::FuncOp>(
-        loc, "optimizer_step_" + std::to_string(s),
-        FunctionType::get(ctx, block->getArgumentTypes(),
+        loc, name,
+        FunctionType::get(loc.getContext(), block->getArgumentTypes(),
                           ValueRange(results).getTypes()));
     func.getBody().push_back(block);
     func.setAllArgAttrs(argAttrs);
@@ -830,16 +843,9 @@ struct StageProgramsPass
       }
     }
     b.create<func::ReturnOp>(loc, results);
-
-    auto func = moduleBuilder.create<func::FuncOp>(
-        loc, ("pipeline_step_" + std::to_string(s)),
-        FunctionType::get(ctx, block->getArgumentTypes(),
-                          ValueRange(results).getTypes()));
-    func.getBody().push_back(block);
-    func.setAllArgAttrs(argAttrs);
-    func.setAllResultAttrs(resultAttrs);
-    func->setAttr(sched::SchedDialect::kStageAttrName, stageAttr);
-    return func;
+    return makeStageFunction(moduleBuilder, loc,
+                             "pipeline_step_" + std::to_string(s), block,
+                             results, argAttrs, resultAttrs, stageAttr);
   }
 };
 
