@@ -479,20 +479,21 @@ Status Executor::setCommunicator(Communicator *comm) {
   return Status::ok();
 }
 
+const TensorView *Executor::hostView(uint32_t id) const {
+  auto staged = staging_.find(id);
+  return staged != staging_.end() ? &staged->second : &tensors_[id];
+}
+
 TensorView *Executor::findInput(const std::string &name) {
   auto it = inputs_.find(name);
-  if (it == inputs_.end())
-    return nullptr;
-  auto staged = staging_.find(it->second);
-  return staged != staging_.end() ? &staged->second : &tensors_[it->second];
+  // Non-const here: the executor owns the view.
+  return it == inputs_.end() ? nullptr
+                             : const_cast<TensorView *>(hostView(it->second));
 }
 
 const TensorView *Executor::findOutput(const std::string &name) const {
   auto it = outputs_.find(name);
-  if (it == outputs_.end())
-    return nullptr;
-  auto staged = staging_.find(it->second);
-  return staged != staging_.end() ? &staged->second : &tensors_[it->second];
+  return it == outputs_.end() ? nullptr : hostView(it->second);
 }
 
 const TensorView *Executor::findOutput(std::string_view programName,
@@ -502,11 +503,8 @@ const TensorView *Executor::findOutput(std::string_view programName,
     return nullptr;
   const Program &p = program->second;
   for (size_t i = 0; i < p.outputs.size(); ++i)
-    if (p.outputs[i] == name) {
-      uint32_t id = p.outputIds[i];
-      auto staged = staging_.find(id);
-      return staged != staging_.end() ? &staged->second : &tensors_[id];
-    }
+    if (p.outputs[i] == name)
+      return hostView(p.outputIds[i]);
   return nullptr;
 }
 

@@ -252,6 +252,9 @@ private:
   Status enqueueOutputs(const Program &program);
   /// A SEND or RECV: after its stream drains, through the communicator.
   Status exchange(Step &step, uint32_t stream);
+  /// Where the host reads or writes tensor `id`: its staging buffer, or
+  /// the tensor itself when the host can address it.
+  const TensorView *hostView(uint32_t id) const;
   /// Ends the capture into the program's graph and launches it once.
   Status finishCapture(Program &program);
   /// Reads the run's timers into trace_.
