@@ -639,6 +639,11 @@ private:
 Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
   plan::Program &program = *b.plan.add_programs();
   program.set_name(programName.str());
+  if (auto arena = func->getAttrOfType<sched::ArenaAttr>(
+          sched::SchedDialect::kArenaAttrName)) {
+    program.set_activation_bytes(uint64_t(arena.getSize()));
+    program.set_activation_lower_bound(uint64_t(arena.getLive()));
+  }
   ProgramLowering lowering(func, program, b);
   if (Error e = lowering.bindArguments())
     return e;

@@ -14,6 +14,7 @@
 #include "strata/Runtime/Inspect.h"
 
 #include "strata/Runtime/Artifact.h"
+#include "strata/Runtime/Footprint.h"
 #include "strata/Runtime/Topology.h"
 
 #include "JsonText.h"
@@ -365,6 +366,18 @@ void printStages(const plan::Plan &p, const TopologyInfo &info,
     os << "  stage " << s << "    " << instructions << " instructions; per step "
        << sends << " sends (" << human(double(sent)) << "), " << receives
        << " receives (" << human(double(received)) << ")\n";
+    // What each of the stage's ranks allocates: its own stage's tensors.
+    Footprint f = footprintOf(p, s);
+    uint64_t bound = f.state + f.constants + f.activationLowerBound;
+    char ratio[32];
+    std::snprintf(ratio, sizeof(ratio), "%.4f",
+                  bound ? double(f.device()) / double(bound) : 0.0);
+    os << "             parameters " << f.parameters << " elements ("
+       << f.parameterBytes << " bytes); planned device peak " << f.device()
+       << " bytes (" << human(double(f.device())) << ") = state " << f.state
+       << " + constants " << f.constants << " + activation arena "
+       << f.activations << " = " << ratio << " x the lower bound " << bound
+       << " (activations at once " << f.activationLowerBound << ")\n";
   }
 }
 
@@ -373,7 +386,11 @@ void printStages(const plan::Plan &p, const TopologyInfo &info,
 void printMemory(const Inspection &in, std::ostream &os) {
   const plan::Plan &p = *in.plan;
   uint64_t state = persistentTotal(in);
-  os << "memory       device tier (this rank):\n";
+  if (pipelineStages(p) > 1)
+    os << "memory       device tier (every stage's tensors; a rank holds "
+          "its stage's, above):\n";
+  else
+    os << "memory       device tier (this rank):\n";
   for (int c = 0; c < int(Category::GatheredParameters); ++c)
     os << "               " << categoryName(Category(c)) << ": "
        << in.persistent[c] << " bytes\n";

@@ -251,12 +251,6 @@ int consolidate(const Artifact &artifact, const TrainOptions &options) {
                  "checkpoint holds whole weights already");
   if (options.checkpointDir.empty())
     return error("--consolidate needs --checkpoint-dir DIR");
-  // Each stage's ranks hold the up-to-date values of that stage's
-  // parameters only; reading them per stage is not built yet, and rank 0's
-  // copy of a later stage's parameter would be its initial value.
-  if (plan.topology().pipeline_stages() > 1)
-    return error("--consolidate of an artifact with pipeline stages is not "
-                 "built yet: each stage's ranks hold that stage's weights");
   uint64_t step = 0;
   if (Status s = consolidateCheckpoint(artifact, options.checkpointDir,
                                        options.consolidateTo, step);
@@ -524,6 +518,9 @@ bool TrainingRun::createExecutor() {
   executorOptions.ssdDir = options_.ssdDir;
   executorOptions.injectDelayMicros = options_.injectDelayMicros;
   executorOptions.captureGraphs = options_.cudaGraph;
+  // A stage's rank allocates its own stage's tensors only.
+  if (stages_ > 1)
+    executorOptions.stage = stage_;
   if (Status s = createDevice(options_.backend, rank_, options_.tf32,
                               options_.timeoutSeconds, device_);
       !s)
@@ -841,10 +838,11 @@ bool TrainingRun::sumOverRanks(const Communicator::Traffic &before,
   // counters).
   // Layout: the loss, [intra, inter] per collective summed over the
   // ranks, then [intra, inter] of each rank (the others' slots zero).
-  // With stages, then each rank's [idle ms, step ms] and the bytes sent
-  // between stages.
+  // With stages, then each rank's [idle ms, step ms], the bytes sent
+  // between stages, and each rank's planned device bytes (its stage's
+  // only, before rounding to pages).
   size_t stageSlots = kRankSlots + 2 * size_t(world_);
-  r.sums.assign(stageSlots + (stages_ > 1 ? 2 * size_t(world_) + 1 : 0), 0.0);
+  r.sums.assign(stageSlots + (stages_ > 1 ? 3 * size_t(world_) + 1 : 0), 0.0);
   r.sums[0] = r.loss;
   if (!comm_)
     return true;
@@ -852,6 +850,8 @@ bool TrainingRun::sumOverRanks(const Communicator::Traffic &before,
     r.sums[stageSlots + 2 * rank_] = r.bubbleMs;
     r.sums[stageSlots + 2 * rank_ + 1] = r.busyMs;
     r.sums[stageSlots + 2 * world_] = r.p2pBytes;
+    r.sums[stageSlots + 2 * world_ + 1 + rank_] =
+        double(executor_->getPlannedDeviceBytes());
   }
   const Communicator::Traffic &after = comm_->traffic();
   for (int k = 0; k < Communicator::kKinds; ++k)
@@ -996,6 +996,13 @@ void TrainingRun::logStep(uint64_t s, const StepResult &r) {
       std::snprintf(line, sizeof(line), "], \"stage_bytes\": %.0f",
                     sums[base + 2 * world_]);
       log_ << line;
+      log_ << ", \"device_bytes_by_rank\": [";
+      for (int rank = 0; rank < world_; ++rank) {
+        std::snprintf(line, sizeof(line), "%s%.0f", rank ? ", " : "",
+                      sums[base + 2 * world_ + 1 + rank]);
+        log_ << line;
+      }
+      log_ << "]";
     }
     if (r.replicasChecked)
       log_ << ", \"replicas_identical\": true";

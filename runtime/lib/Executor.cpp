@@ -3,6 +3,7 @@
 #include "strata/Runtime/Executor.h"
 
 #include "strata/Runtime/Communicator.h"
+#include "strata/Runtime/Footprint.h"
 #include "strata/Runtime/ScratchArena.h"
 
 #include <chrono>
@@ -96,6 +97,11 @@ Status Executor::create(const Artifact &artifact, std::shared_ptr<Device> device
   std::unique_ptr<Executor> e(new Executor());
   e->device_ = std::move(device);
   e->options_ = options;
+  e->loaded_ = programsOfStage(p, options.stage);
+  if (e->loaded_.empty() && options.stage >= 0)
+    return Status::error("plan: no program of stage " +
+                         std::to_string(options.stage));
+  e->used_ = tensorsOfStage(p, options.stage);
   Layout layout;
   if (Status s = e->layOutTensors(p, layout); !s)
     return s;
@@ -104,8 +110,8 @@ Status Executor::create(const Artifact &artifact, std::shared_ptr<Device> device
   if (Status s = e->copyInitialValues(artifact); !s)
     return s;
   e->collectStates(p);
-  for (const auto &prog : p.programs())
-    if (Status s = e->loadProgram(prog); !s)
+  for (const plan::Program *prog : e->loaded_)
+    if (Status s = e->loadProgram(*prog); !s)
       return s;
   if (Status s = e->createQueuesAndSeeds(); !s)
     return s;
@@ -133,7 +139,7 @@ Status Executor::layOutTensors(const plan::Plan &p, Layout &layout) {
     TensorView &v = tensors_[t.id()];
     v.dtype = fromPlanDType(t.dtype());
     v.shape.assign(t.shape().begin(), t.shape().end());
-    if (planned && t.kind() == plan::ACTIVATION)
+    if (!used_[t.id()] || (planned && t.kind() == plan::ACTIVATION))
       continue;
     size_t bytes = alignUp(std::max<size_t>(v.bytes(), 1));
     if (t.tier() == plan::HOST) {
@@ -149,9 +155,11 @@ Status Executor::layOutTensors(const plan::Plan &p, Layout &layout) {
     }
   }
   if (planned) {
-    size_t arena = p.memory().activation_bytes();
+    // The arena: the largest of the loaded programs' (a stage's rank
+    // holds its own stage's only).
+    size_t arena = footprintOf(p, options_.stage).activations;
     for (const auto &t : p.tensors()) {
-      if (t.kind() != plan::ACTIVATION)
+      if (t.kind() != plan::ACTIVATION || !used_[t.id()])
         continue;
       size_t bytes = tensors_[t.id()].bytes();
       if (t.offset() % kAlignment != 0 || t.offset() + bytes > arena)
@@ -163,6 +171,7 @@ Status Executor::layOutTensors(const plan::Plan &p, Layout &layout) {
     }
     total += arena;
   }
+  layout.plannedDeviceBytes = total;
   // Each tier's block is a whole number of pages: the pool the plan's
   // page accounting describes.
   if (planned && p.memory().page_size()) {
@@ -180,6 +189,7 @@ Status Executor::allocateTiers(const plan::Plan &p, const Layout &layout) {
       !s)
     return s;
   deviceBytes_ = layout.deviceBytes;
+  plannedDeviceBytes_ = layout.plannedDeviceBytes;
   if (layout.hostBytes) {
     if (Status s = d.allocate(MemoryKind::Host, layout.hostBytes, &hostBlock_);
         !s)
@@ -188,7 +198,7 @@ Status Executor::allocateTiers(const plan::Plan &p, const Layout &layout) {
   }
   for (const auto &t : p.tensors()) {
     TensorView &v = tensors_[t.id()];
-    if (v.onSsd)
+    if (v.onSsd || !used_[t.id()])
       continue;
     v.onHost = t.tier() == plan::HOST;
     v.data =
@@ -222,7 +232,7 @@ Status Executor::createSsdFile(uint64_t bytes) {
 Status Executor::copyInitialValues(const Artifact &artifact) {
   const plan::Plan &p = artifact.getPlan();
   for (const auto &t : p.tensors()) {
-    if (t.kind() != plan::CONSTANT)
+    if (t.kind() != plan::CONSTANT || !used_[t.id()])
       continue;
     TensorView &v = tensors_[t.id()];
     if (t.constant_data().size() != v.bytes())
@@ -235,6 +245,8 @@ Status Executor::copyInitialValues(const Artifact &artifact) {
       return s;
   }
   for (const auto &param : p.parameters()) {
+    if (!used_[param.tensor()])
+      continue; // another stage's
     TensorView &v = tensors_[param.tensor()];
     if (param.size_bytes() != v.bytes())
       return Status::error("plan: parameter '" + param.name() +
@@ -257,6 +269,8 @@ Status Executor::copyInitialValues(const Artifact &artifact) {
 
 void Executor::collectStates(const plan::Plan &p) {
   for (const auto &t : p.tensors()) {
+    if (!used_[t.id()])
+      continue;
     if (t.kind() == plan::PARAMETER || t.kind() == plan::BUFFER ||
         t.kind() == plan::GRADIENT || t.kind() == plan::OPTIMIZER_STATE)
       states_.push_back(
