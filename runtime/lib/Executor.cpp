@@ -293,6 +293,7 @@ Status Executor::loadProgram(const plan::Program &prog) {
     Step step;
     if (Status s = buildStep(prog, inst, program.steps.size(), step); !s)
       return s;
+    program.exchanges |= step.kind == plan::SEND || step.kind == plan::RECV;
     program.steps.push_back(std::move(step));
   }
   // A wait needs its event recorded on another stream before it.
@@ -589,6 +590,7 @@ Status Executor::runProgram(Program &program, std::string_view name,
   // The first run is a warm-up (kernels may finish preparing then); the
   // second is captured and replayed.
   bool capture = options_.captureGraphs && d.canCapture() && !tracing_ &&
+                 !program.exchanges &&
                  !program.graph && program.runs >= 2;
   if (capture)
     if (Status s = d.beginCapture(0); !s)
@@ -756,13 +758,27 @@ Status Executor::exchange(Step &step, uint32_t stream) {
                          "stages but this run has no communicator (launch "
                          "it with mpirun)");
   Device &d = *device_;
-  // Everything before it on its stream has run; the message moves through
-  // host memory.
-  if (Status s = d.synchronize(stream); !s)
-    return s;
   bool send = step.kind == plan::SEND;
   TensorView &t = send ? step.inputs[0] : step.outputs[0];
   size_t bytes = t.bytes();
+  // A device with its own collectives (NCCL) moves the tensor itself, in
+  // stream order: a send from a copy on a stream of its own per peer, a
+  // receive on the instruction's stream.
+  if (DeviceCollectives *c = d.collectives(); c && !t.onHost) {
+    const TopologyInfo &topology = comm_->topology();
+    int peer = rankOnStage(topology, comm_->rank(), step.peerStage);
+    std::string what = step.description + (send ? " to" : " from") +
+                       " stage " + std::to_string(step.peerStage) + " (rank " +
+                       std::to_string(peer) + ")";
+    if (!send)
+      return c->recvFromRank(stream, t.data, bytes, peer, what);
+    comm_->countDeviceSend(bytes);
+    return c->sendToRank(stream, t.data, bytes, peer, what);
+  }
+  // Otherwise everything before it on its stream has run, and the message
+  // moves through host memory.
+  if (Status s = d.synchronize(stream); !s)
+    return s;
   bool host = d.isHostAddressable() || t.onHost;
   std::string staging;
   void *data = t.data;

@@ -190,6 +190,9 @@ private:
     /// The inputs and outputs copied through staging buffers (a device the
     /// host cannot address), by tensor id.
     std::vector<uint32_t> stagedInputs, stagedOutputs;
+    /// Whether it sends to or receives from other stages (never captured:
+    /// the host takes part in each message).
+    bool exchanges = false;
     /// Graphs: runs so far, and the captured graph.
     uint64_t runs = 0;
     std::shared_ptr<void> graph;
