@@ -356,6 +356,11 @@ struct StageProgramsPass
     for (Operation &op : body.without_terminator()) {
       if (norm.contains(&op) || op.getNumResults() == 0)
         continue;
+      // Already cloned for the norm (2-hop sync's replication all-reduce
+      // of the gradients): cloning it again would all-reduce them twice.
+      if (llvm::all_of(op.getResults(),
+                       [&](Value r) { return map.contains(r); }))
+        continue;
       std::optional<std::string> param = parameterOf(&op);
       if (!param || !held[s].contains(*param))
         continue;
