@@ -135,6 +135,9 @@ struct Inspection {
     uint64_t sends = 0, receives = 0, sentBytes = 0, receivedBytes = 0;
     double traffic[kCollectiveKinds][2] = {}; // over the stage's ranks
     const plan::PipelineStage *costs = nullptr;
+    /// The schedule's actions in the order the step program runs them
+    /// ("F0", "B0", "W0"; empty in artifacts without instruction phases).
+    std::vector<std::string> order;
   };
   std::vector<Stage> stages;
 };
@@ -236,6 +239,20 @@ void analyzeStages(const plan::Plan &p, Inspection &in) {
       for (const auto &b : program->outputs())
         reference(b.tensor());
       stage.arenaBytes = std::max(stage.arenaBytes, arena);
+      // The actions: the compute stream's runs of one phase and micro-batch.
+      std::string last;
+      for (const auto &inst : program->instructions()) {
+        if (inst.phase() == plan::NO_PHASE || inst.stream() != 0 ||
+            inst.kind() == plan::RECORD || inst.kind() == plan::WAIT)
+          continue;
+        std::string action = (inst.phase() == plan::FORWARD    ? "F"
+                              : inst.phase() == plan::BACKWARD ? "B"
+                                                               : "W") +
+                             std::to_string(inst.micro_batch());
+        if (action != last)
+          stage.order.push_back(action);
+        last = action;
+      }
     }
   }
 }
@@ -517,6 +534,12 @@ void printStages(const Inspection &in, const TopologyInfo &info,
                     st.costs->bubble_1f1b(), st.costs->bubble_zb());
       os << line;
     }
+    if (!st.order.empty()) {
+      os << "             order";
+      for (const std::string &action : st.order)
+        os << " " << action;
+      os << "\n";
+    }
   }
   if (p.has_pipeline() && p.pipeline().stages_size()) {
     double one = 0, zb = 0;
@@ -703,7 +726,10 @@ void printJson(const std::string &dir, const Inspection &in,
                       st.costs->bubble_zb());
         os << entry;
       }
-      os << ", \"traffic\": {";
+      os << ", \"order\": [";
+      for (size_t i = 0; i < st.order.size(); ++i)
+        os << (i ? ", " : "") << jsonString(st.order[i]);
+      os << "], \"traffic\": {";
       for (int k = 0; k < kCollectiveKinds; ++k) {
         std::snprintf(entry, sizeof(entry), "%s\"%s\": [%.0f, %.0f]",
                       k ? ", " : "", collectiveName(CollectiveKind(k)),

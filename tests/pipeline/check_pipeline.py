@@ -23,6 +23,11 @@ stage's padded parameter, gathered and gradient bytes (read from
 figures (2(t-1)M/t all-gather and (t-1)M/t reduce-scatter per micro-batch,
 2(d-1)M/(dpt) all-reduce per step, 2(p-1)bsh elements between stages per
 micro-batch) differ from them by what is printed, each term accounted for.
+`--trace` instead runs --stages stages (one rank each) under both schedules
+with strata-run --trace: each rank's schedule track must hold m F, m B (and
+with zb m W) spans one after another in its program's order (strata-inspect
+reads it from the plan; for 1f1b it is also the textbook order), and idle
+spans; tools/merge-traces.py must give one process row per stage.
 `--stall` instead stops the last stage's rank at step
 2 (STRATA_TEST_STALL_RANK): the others must exit within --timeout (5 s)
 plus a margin, with a line naming the stage, micro-batch and rank they
@@ -340,6 +345,81 @@ def check_bytes(args, work, stages, partition, pipelines, accum):
     return ok and accounted
 
 
+def one_f_one_b(stage, stages, m):
+    """1F1B's order on a stage (the thesis's synchronized schedule)."""
+    warmup = min(stages - stage - 1, m)
+    order = ["F%d" % k for k in range(warmup)]
+    f, b = warmup, 0
+    while b < m:
+        if f < m:
+            order.append("F%d" % f)
+            f += 1
+        order.append("B%d" % b)
+        b += 1
+    return order
+
+
+def trace(args, work):
+    """strata-run --trace on --stages stages (one rank each), both
+    schedules: each rank's schedule track holds m F, m B (and with zb m W)
+    spans, one after another, in the order its program runs them
+    (strata-inspect's, from the plan; for 1f1b also the textbook order),
+    and idle spans for its receives; tools/merge-traces.py puts the ranks
+    in one file, one process row per stage."""
+    ok = True
+    p, m = args.stages, args.accum
+    for schedule in ("1f1b", "zb"):
+        art = os.path.join(work, "trace-%s.strata" % schedule)
+        run([os.path.join(args.bin, "strata-compile"),
+             os.path.join(ROOT, "models", args.model + ".onnx"), "-o", art,
+             "--pipeline-stages", str(p), "--pipeline-schedule", schedule,
+             "--accum", str(m), "--steps", "2"])
+        out = os.path.join(work, "trace-%s.json" % schedule)
+        run(MPIRUN + ["-np", str(p), os.path.join(args.bin, "strata-run"), art,
+                      "--quiet", "--trace", out])
+        planned = json.loads(run([os.path.join(args.bin, "strata-inspect"),
+                                  art, "--json"]).stdout)["pipeline"]["stages"]
+        paths = []
+        for rank in range(p):
+            path = out.replace(".json", ".rank-%d.json" % rank)
+            paths.append(path)
+            events = json.load(open(path))["traceEvents"]
+            spans = sorted((e for e in events
+                            if e["ph"] == "X" and e.get("tid") == 1001),
+                           key=lambda e: (e["ts"], e["dur"]))
+            actions = [e for e in spans if e["cat"] != "idle"]
+            names = [e["name"] for e in actions]
+            phases = "FBW" if schedule == "zb" else "FB"
+            counts = {ph: sum(n[0] == ph for n in names) for ph in "FBW"}
+            expected = {ph: m if ph in phases else 0 for ph in "FBW"}
+            # One after another: no span starts before the previous ended.
+            serial = all(b["ts"] >= a["ts"] + a["dur"] - 1e-3
+                         for a, b in zip(actions, actions[1:]))
+            order = planned[rank]["order"]
+            textbook = schedule != "1f1b" or names == one_f_one_b(rank, p, m)
+            idle = sum(e["cat"] == "idle" for e in spans)
+            good = (counts == expected and serial and names == order and
+                    textbook and idle > 0 and
+                    all(e.get("cname") for e in actions))
+            ok &= good
+            print("%s rank %d (stage %d): %s: %s; %d idle spans%s" % (
+                schedule, rank, rank, "ok" if good else "FAIL",
+                " ".join(names), idle,
+                "" if names == order else "; the plan's order: " +
+                " ".join(order)))
+        merged = os.path.join(work, "merged-%s.json" % schedule)
+        run([sys.executable, os.path.join(ROOT, "tools", "merge-traces.py"),
+             merged] + paths)
+        events = json.load(open(merged))["traceEvents"]
+        rows = {e["pid"] for e in events if e["ph"] == "X"}
+        ranks = {e["tid"] // 10000 for e in events if e["ph"] == "X"}
+        if rows != set(range(p)) or ranks != set(range(p)):
+            print("%s: the merged trace has process rows %s, ranks %s" % (
+                schedule, sorted(rows), sorted(ranks)))
+            ok = False
+    return ok
+
+
 def compile_stages(args, work, name, steps):
     """The model on --stages stages, one rank each: the artifact's path."""
     art = os.path.join(work, name + ".strata")
@@ -421,6 +501,9 @@ def main():
                         "--stages/--partition-group/--pipelines/--accum; "
                         "with --topologies: (2,2,2), (4,1,2), (2,4,1), "
                         "(4,2,1) x accumulation 1 and 4")
+    p.add_argument("--trace", action="store_true",
+                   help="strata-run --trace on --stages stages (one rank "
+                        "each), 1f1b and zb: the schedule's spans")
     p.add_argument("--stall", action="store_true")
     p.add_argument("--resume", action="store_true")
     args = p.parse_args()
@@ -437,6 +520,9 @@ def main():
         with tempfile.TemporaryDirectory(prefix="pipeline-") as work:
             results = [check_bytes(args, work, *shape) for shape in shapes]
         sys.exit(0 if all(results) else 1)
+    if args.trace:
+        with tempfile.TemporaryDirectory(prefix="pipeline-") as work:
+            sys.exit(0 if trace(args, work) else 1)
     if args.stall:
         with tempfile.TemporaryDirectory(prefix="pipeline-") as work:
             sys.exit(0 if stall(args, work) else 1)
