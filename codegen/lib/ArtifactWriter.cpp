@@ -539,9 +539,8 @@ private:
   }
 
   /// A stage program's instruction: its action (strata-stage-programs
-  /// marks it on the op's location); an op a later pass built (an event's
-  /// neighbour, a fused chain whose members lost it) takes the action of
-  /// the instruction before it.
+  /// marks it on the op's location); an op a later pass built without the
+  /// mark takes the action of the instruction before it.
   void setAction(Operation &op, plan::Instruction &inst) {
     if (!func->hasAttr(sched::SchedDialect::kScheduleAttrName))
       return;
