@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <thread>
 #include <cstring>
@@ -792,12 +793,17 @@ bool TrainingRun::runStep(uint64_t s) {
   if (accum_ > 1)
     executor_->zeroGradients();
   StepResult r;
-  // Tests of the timeout: this rank stops participating at step 2.
-  if (comm_ && s == 1)
+  // Tests of the timeout: this rank stops participating at step 2, or
+  // dies there as `kill -9` would kill it.
+  if (comm_ && s == 1) {
     if (const char *stall = std::getenv("STRATA_TEST_STALL_RANK");
         stall && std::atoi(stall) == rank_)
       for (;;)
         std::this_thread::sleep_for(std::chrono::seconds(1));
+    if (const char *kill = std::getenv("STRATA_TEST_KILL_RANK");
+        kill && std::atoi(kill) == rank_)
+      std::raise(SIGKILL);
+  }
   bool tracing = !options_.tracePath.empty() && s + 1 == traceStep_;
   executor_->setTracing(tracing);
   double waited = comm_ ? comm_->receiveWaitSeconds() : 0;

@@ -32,7 +32,9 @@ spans; tools/merge-traces.py must give one process row per stage.
 `--stall` instead stops the last stage's rank at step
 2 (STRATA_TEST_STALL_RANK): the others must exit within --timeout (5 s)
 plus a margin, with a line naming the stage, micro-batch and rank they
-waited for.
+waited for; then kills a middle stage's rank there (STRATA_TEST_KILL_RANK,
+SIGKILL): the job must end within the same bound, the launcher naming
+the rank.
 """
 import re
 import time
@@ -461,7 +463,22 @@ def stall(args, work):
     print("stall of rank %d: %s after %.1f s (exit %d): %s" % (
         args.stages - 1, "ok" if ok else "FAIL", seconds, proc.returncode,
         line.group(0) if line else proc.stderr[-500:]))
-    return ok
+    # A rank killed mid-pipeline (a middle stage where there is one, which
+    # both neighbours wait on): the launcher ends the job at once, naming it.
+    killed = args.stages // 2
+    env = dict(os.environ, STRATA_TEST_KILL_RANK=str(killed))
+    start = time.monotonic()
+    proc = subprocess.run(MPIRUN + ["-np", str(args.stages), strata_run, art,
+                                    "--quiet", "--timeout", "5"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    seconds = time.monotonic() - start
+    named = re.search(r"process rank %d .*exited on signal 9" % killed,
+                      proc.stdout + proc.stderr)
+    dead = proc.returncode != 0 and named is not None and seconds < 5 + 30
+    print("kill of rank %d: %s after %.1f s (exit %d): %s" % (
+        killed, "ok" if dead else "FAIL", seconds, proc.returncode,
+        named.group(0) if named else (proc.stdout + proc.stderr)[-500:]))
+    return ok and dead
 
 
 def resume(args, work):

@@ -8,6 +8,7 @@ each rank's time waiting for the other stage over its step time (strata-run
 equal-stage formula (p-1)/(m+p-1).
 
     tests/pipeline/measure_bubble.py --bin build/bin [--model gpt_deep]
+        [--stage-boundaries 3] [--schedules 1f1b,zb] [--micro-batches 2,4,8]
 """
 import argparse
 import json
@@ -25,6 +26,11 @@ def main():
     p.add_argument("--bin", required=True)
     p.add_argument("--model", default="gpt_deep")
     p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--stage-boundaries", default="",
+                   help="the cut (strata-compile --stage-boundaries); "
+                   "default: the cost model's")
+    p.add_argument("--schedules", default="1f1b,zb")
+    p.add_argument("--micro-batches", default="2,4,8")
     args = p.parse_args()
     compile_ = os.path.join(args.bin, "strata-compile")
     run = os.path.join(args.bin, "strata-run")
@@ -33,10 +39,12 @@ def main():
     print("| schedule | m | measured mean (stage 0, 1) | predicted mean (stage 0, 1) | (p-1)/(m+p-1) | step ms |")
     print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="bubble-") as work:
-        for schedule in ("1f1b", "zb"):
-            for m in (2, 4, 8):
+        for schedule in args.schedules.split(","):
+            for m in [int(x) for x in args.micro_batches.split(",")]:
                 common = [onnx, "--pipeline-stages", str(stages),
                           "--pipeline-schedule", schedule, "--accum", str(m)]
+                if args.stage_boundaries:
+                    common += ["--stage-boundaries", args.stage_boundaries]
                 report = subprocess.run(
                     [compile_] + common + ["--emit=pipeline"], check=True,
                     capture_output=True, text=True).stdout
