@@ -25,6 +25,7 @@
 #include "plan.pb.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -138,14 +139,18 @@ std::string field(const std::string &line, const std::string &key) {
 /// STRATA_TEST_KILL_DURING_SAVE.
 Status writeStateFolder(const std::string &folder, const std::string &killKey,
                         const std::string &fingerprint, uint64_t step,
-                        uint64_t seed, Executor &executor) {
+                        uint64_t seed, Executor &executor, int rank = -1) {
   std::error_code ec;
   if (!fs::create_directory(folder, ec))
     return Status::error("cannot create '" + folder + "'");
   std::ostringstream index;
-  index << "{\n  \"format\": 1,\n  \"fingerprint\": " << jsonString(fingerprint)
-        << ",\n  \"step\": " << step << ",\n  \"seed\": " << seed
-        << ",\n  \"tensors\": [\n";
+  // Format 2: a rank's folder names its rank, so a folder moved to another
+  // rank's place is refused on resume.
+  index << "{\n  \"format\": 2,\n  \"fingerprint\": " << jsonString(fingerprint)
+        << ",\n  \"step\": " << step << ",\n  \"seed\": " << seed;
+  if (rank >= 0)
+    index << ",\n  \"rank\": " << rank;
+  index << ",\n  \"tensors\": [\n";
   std::string statePath = folder + "/state.bin";
   int fd = ::open(statePath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0)
@@ -272,6 +277,8 @@ struct Index {
   bool haveStep = false;
   /// A distributed checkpoint's top-level index: its topology.
   int ranks = 0, ranksPerNode = 0, partition = 0;
+  /// A rank's folder (format 2): its rank; -1 where not recorded.
+  int format = 1, rank = -1;
   std::map<std::string, Entry> entries;
 };
 
@@ -297,6 +304,10 @@ Status readIndex(const std::string &folder, Index &out) {
         out.haveStep = true;
       } else if (line.find("\"seed\"") != std::string::npos) {
         out.seed = std::stoull(field(line, "seed"));
+      } else if (line.find("\"format\"") != std::string::npos) {
+        out.format = std::stoi(field(line, "format"));
+      } else if (line.find("\"rank\"") != std::string::npos) {
+        out.rank = std::stoi(field(line, "rank"));
       } else if (line.find("\"ranks\"") != std::string::npos) {
         out.ranks = std::stoi(field(line, "ranks"));
         out.ranksPerNode = std::stoi(field(line, "ranks_per_node"));
@@ -312,14 +323,104 @@ Status readIndex(const std::string &folder, Index &out) {
   return Status::ok();
 }
 
-/// The folder DIR/latest names ("" and a note when there is none).
+/// Whether `folder` holds a whole checkpoint of `fingerprint`: its index
+/// reads, and a distributed one has every rank's folder with its index.
+/// `why` says what is wrong otherwise.
+bool complete(const std::string &folder, const std::string &fingerprint,
+              std::string &why) {
+  Index index;
+  if (Status s = readIndex(folder, index); !s) {
+    why = s.message();
+    return false;
+  }
+  if (index.fingerprint != fingerprint) {
+    why = "written by a different artifact";
+    return false;
+  }
+  for (int r = 0; r < index.ranks; ++r) {
+    Index shard;
+    if (Status s = readIndex(folder + "/" + rankName(r), shard); !s) {
+      why = s.message();
+      return false;
+    }
+  }
+  return true;
+}
+
+/// The checkpoint to resume from: the one DIR/latest names; when `latest`
+/// is missing or names no whole checkpoint, the newest whole step folder
+/// (with a note). "" when DIR holds no step folder at all (a note: the run
+/// starts at step 1); an error when it holds some and none is whole.
+Status resumableFolder(const std::string &dir, const std::string &fingerprint,
+                       bool note, std::string &out) {
+  out.clear();
+  std::string name, why;
+  {
+    std::ifstream latest(dir + "/latest");
+    if (latest)
+      std::getline(latest, name);
+  }
+  std::string latestWhy;
+  if (!name.empty() && name.find('/') == std::string::npos &&
+      fs::is_directory(dir + "/" + name)) {
+    if (complete(dir + "/" + name, fingerprint, latestWhy)) {
+      out = dir + "/" + name;
+      return Status::ok();
+    }
+    // A checkpoint of another artifact is refused at the load, naming it.
+    if (latestWhy == "written by a different artifact") {
+      out = dir + "/" + name;
+      return Status::ok();
+    }
+  }
+  std::string state =
+      name.empty() ? "missing or empty"
+      : latestWhy.empty()
+          ? "naming '" + name + "', which is gone"
+          : "naming '" + name + "', which is damaged (" + latestWhy + ")";
+  std::vector<std::string> steps;
+  std::error_code ec;
+  for (const auto &entry : fs::directory_iterator(dir, ec)) {
+    std::string n = entry.path().filename().string();
+    if (n.rfind("step-", 0) == 0 && entry.is_directory())
+      steps.push_back(n);
+  }
+  std::sort(steps.rbegin(), steps.rend());
+  std::string found;
+  for (const std::string &n : steps) {
+    std::string reason;
+    if (n == name)
+      continue; // latest's, found damaged above
+    if (complete(dir + "/" + n, fingerprint, reason)) {
+      out = dir + "/" + n;
+      if (note)
+        std::cerr << "strata-run: note: '" << dir << "/latest' is " << state
+                  << "; resuming from " << n
+                  << ", the newest whole checkpoint\n";
+      return Status::ok();
+    }
+    found += (found.empty() ? "" : ", ") + n + " (" + reason + ")";
+  }
+  if (!steps.empty())
+    return Status::error("'" + dir + "/latest' is " + state +
+                         " and no step folder holds a whole checkpoint of "
+                         "this artifact" + (found.empty() ? "" : ": " + found) +
+                         "; refusing to start over (move the folder away to "
+                         "train from step 1)");
+  if (note)
+    std::cerr << "strata-run: note: no checkpoint in '" << dir
+              << "' yet; starting from step 1\n";
+  return Status::ok();
+}
+
+/// The folder DIR/latest names, or "" (for --consolidate, which needs it).
 std::string latestFolder(const std::string &dir, bool note) {
   std::ifstream latest(dir + "/latest");
   std::string name;
   if (!latest || !std::getline(latest, name) || name.empty()) {
     if (note)
       std::cerr << "strata-run: note: no checkpoint in '" << dir
-                << "' yet; starting from step 1\n";
+                << "' yet\n";
     return "";
   }
   return dir + "/" + name;
@@ -391,8 +492,9 @@ Status saveCheckpoint(const std::string &dir, const std::string &fingerprint,
   }
   if (Status s = agree(*comm, prepared, "checkpoint " + name); !s)
     return s;
-  Status written = writeStateFolder(staging + "/" + rankName(comm->rank()),
-                                    dir, fingerprint, step, seed, executor);
+  Status written =
+      writeStateFolder(staging + "/" + rankName(comm->rank()), dir,
+                       fingerprint, step, seed, executor, comm->rank());
   if (Status s = agree(*comm, written, "checkpoint " + name); !s)
     return s;
   Status committed = Status::ok();
@@ -417,7 +519,11 @@ Status loadCheckpoint(const std::string &dir, const std::string &fingerprint,
                       Executor &executor, uint64_t &step,
                       Communicator *comm) {
   step = 0;
-  std::string folder = latestFolder(dir, !comm || comm->rank() == 0);
+  std::string folder;
+  if (Status s = resumableFolder(dir, fingerprint, !comm || comm->rank() == 0,
+                                 folder);
+      !s)
+    return s;
   if (folder.empty())
     return Status::ok();
   Index index;
@@ -451,11 +557,78 @@ Status loadCheckpoint(const std::string &dir, const std::string &fingerprint,
     if (shard.fingerprint != fingerprint || shard.step != index.step)
       return Status::error("checkpoint '" + folder +
                            "' does not belong to its step folder");
+    if (shard.format >= 2 && shard.rank != comm->rank())
+      return Status::error("checkpoint '" + folder + "' holds rank " +
+                           std::to_string(shard.rank) + "'s shards, not rank " +
+                           std::to_string(comm->rank()) + "'s");
     index.entries = std::move(shard.entries);
   }
   if (Status s = loadStateFolder(folder, index, executor); !s)
     return s;
   step = index.step;
+  return Status::ok();
+}
+
+Status peekCheckpoint(const std::string &dir, const std::string &fingerprint,
+                      bool &found, uint64_t &step, uint64_t &seed) {
+  found = false;
+  std::string folder;
+  if (Status s = resumableFolder(dir, fingerprint, false, folder); !s)
+    return s;
+  if (folder.empty())
+    return Status::ok();
+  Index index;
+  if (Status s = readIndex(folder, index); !s)
+    return s;
+  found = true;
+  step = index.step;
+  seed = index.seed;
+  return Status::ok();
+}
+
+CheckpointLock::~CheckpointLock() {
+  if (fd_ < 0)
+    return;
+  // No pid left behind for a later holder's message to name.
+  (void)!::ftruncate(fd_, 0);
+  ::close(fd_); // releases the lock
+}
+
+Status CheckpointLock::acquire(const std::string &dir, Communicator *comm,
+                               std::unique_ptr<CheckpointLock> &out) {
+  std::unique_ptr<CheckpointLock> lock(new CheckpointLock());
+  Status mine = Status::ok();
+  if (!comm || comm->rank() == 0) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    std::string path = dir + "/.lock";
+    lock->fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock->fd_ < 0) {
+      mine = Status::error("cannot open '" + path + "': " +
+                           std::strerror(errno));
+    } else if (::flock(lock->fd_, LOCK_EX | LOCK_NB) != 0) {
+      char holder[64] = {};
+      ssize_t n = ::pread(lock->fd_, holder, sizeof(holder) - 1, 0);
+      std::string who = n > 0 ? std::string(holder, size_t(n)) : "";
+      while (!who.empty() && (who.back() == '\n' || who.back() == ' '))
+        who.pop_back();
+      mine = Status::error(
+          "checkpoint folder '" + dir + "' is in use by another run" +
+          (who.empty() ? "" : " (" + who + ")") +
+          "; give this run its own --checkpoint-dir");
+    } else {
+      char line[64];
+      int len = std::snprintf(line, sizeof(line), "pid %d\n", int(getpid()));
+      if (::ftruncate(lock->fd_, 0) == 0)
+        (void)!::pwrite(lock->fd_, line, size_t(len), 0);
+    }
+  }
+  if (comm)
+    if (Status s = agree(*comm, mine, "locking the checkpoint folder"); !s)
+      return s;
+  if (!mine)
+    return mine;
+  out = std::move(lock);
   return Status::ok();
 }
 

@@ -201,16 +201,19 @@ std::optional<int> parseNumericOption(const std::string &arg,
     size_t used = 0;
     if (arg == "--lr") {
       train.lr = std::stod(value, &used);
-      if (!(train.lr > 0))
-        return error("--lr must be positive");
+      if (!(train.lr > 0) || !std::isfinite(train.lr))
+        return error("--lr must be a positive finite number, got '" + value +
+                     "'");
     } else {
       long long n = std::stoll(value, &used);
       if (n < 0)
         return error(arg + " must not be negative");
       if (arg == "--steps")
         train.steps = n;
-      else if (arg == "--seed")
+      else if (arg == "--seed") {
         train.seed = uint64_t(n);
+        train.seedGiven = true;
+      }
       else if (arg == "--print-every")
         train.printEvery = n;
       else if (arg == "--trace-step")

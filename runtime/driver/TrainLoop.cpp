@@ -475,6 +475,9 @@ private:
   /// strata.lr, strata.step, strata.loss and strata.grad_norm, checked.
   bool findScalars();
   /// --resume's checkpoint, then the step log (appended to on --resume).
+  /// Locks the checkpoint folder this run writes or resumes from, and
+  /// takes the resumed checkpoint's seed.
+  bool lockAndPeekCheckpoint();
   bool resumeAndOpenLog();
   /// fp16: the loss-scaling counters, read from the executor (the initial
   /// scale written in on a fresh run).
@@ -552,6 +555,9 @@ private:
   std::string replicaBuffer_; // --check-replicas reads states through it
   uint64_t traceStep_ = 0;
   MeasuredTrace trace_;
+  std::unique_ptr<CheckpointLock> checkpointLock_;
+  /// The sampling seed: --seed, or a resumed checkpoint's.
+  uint64_t seed_ = 0;
   double firstLoss_ = NAN, lastLoss_ = NAN, totalMs_ = 0;
   // The mean loss of the last tenth of the run: one step's loss is noisy.
   uint64_t tailFrom_ = 0;
@@ -560,8 +566,8 @@ private:
 };
 
 int TrainingRun::run() {
-  if (!createExecutor() || !createLoader() || !findScalars() ||
-      !resumeAndOpenLog() || !initLossScaling())
+  if (!createExecutor() || !lockAndPeekCheckpoint() || !createLoader() ||
+      !findScalars() || !resumeAndOpenLog() || !initLossScaling())
     return 1;
   traceStep_ = options_.traceStep > 0 ? uint64_t(options_.traceStep) : steps_;
   tailFrom_ = steps_ - std::max<uint64_t>((steps_ - start_) / 10, 1);
@@ -643,10 +649,10 @@ bool TrainingRun::createLoader() {
          high == training_.int_input_high().end() ? 2 : high->second});
   }
   if (options_.data == "synthetic")
-    loader_ = DataLoader::synthetic(inputs, options_.seed, rank_, world_);
+    loader_ = DataLoader::synthetic(inputs, seed_, rank_, world_);
   else if (Status s =
                DataLoader::tokens(options_.data, options_.dataDtype, inputs,
-                                  options_.seed, loader_, rank_, world_);
+                                  seed_, loader_, rank_, world_);
            !s)
     return fail(s.message());
   return true;
@@ -676,9 +682,9 @@ bool TrainingRun::createStageLoaders() {
                   std::to_string(k) + " of " + std::to_string(accum_));
     if (options_.data == "synthetic")
       stageLoaders_[k] =
-          DataLoader::synthetic(inputs, options_.seed, lane_, lanes_);
+          DataLoader::synthetic(inputs, seed_, lane_, lanes_);
     else if (Status s = DataLoader::tokens(options_.data, options_.dataDtype,
-                                           inputs, options_.seed,
+                                           inputs, seed_,
                                            stageLoaders_[k], lane_, lanes_,
                                            /*partial=*/true);
              !s)
@@ -722,6 +728,36 @@ bool TrainingRun::findScalars() {
                 "scalars; got " +
                 lrInput_->describe() + ", " + stepInput_->describe() + ", " +
                 lossOutput_->describe() + ", " + normOutput_->describe());
+  return true;
+}
+
+bool TrainingRun::lockAndPeekCheckpoint() {
+  seed_ = options_.seed;
+  bool saving = options_.saveEvery > 0 && !options_.checkpointDir.empty();
+  if (saving || (options_.resume && !options_.checkpointDir.empty()))
+    if (Status s = CheckpointLock::acquire(options_.checkpointDir, comm_.get(),
+                                           checkpointLock_);
+        !s)
+      return fail(s.message());
+  if (!options_.resume || options_.checkpointDir.empty())
+    return true;
+  // The resumed run draws the batches the interrupted one would have: its
+  // seed, from the checkpoint.
+  bool found = false;
+  uint64_t step = 0, seed = 0;
+  if (Status s = peekCheckpoint(options_.checkpointDir, plan_.fingerprint(),
+                                found, step, seed);
+      !s)
+    return fail(s.message());
+  if (!found)
+    return true;
+  if (options_.seedGiven && options_.seed != seed)
+    return fail("--seed " + std::to_string(options_.seed) +
+                " differs from the seed " + std::to_string(seed) +
+                " the checkpoint of step " + std::to_string(step) +
+                " was trained with; resume without --seed (or with --seed " +
+                std::to_string(seed) + ")");
+  seed_ = seed;
   return true;
 }
 
@@ -844,6 +880,20 @@ bool TrainingRun::runStep(uint64_t s) {
   }
   if (scaling_ && !updateLossScaling(r))
     return false;
+  // A diverged step (without fp16's loss scaling, which skips it) already
+  // updated the weights with non-finite numbers: stop before anything
+  // saves them. Every rank sees the same sums and stops alike.
+  if (!scaling_ && (!std::isfinite(r.loss) || !std::isfinite(r.norm))) {
+    if (log_ && leader_)
+      logStep(s, r);
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "step %llu: the loss is %g and the gradient norm %g: "
+                  "training diverged; stopped before saving anything "
+                  "non-finite (lower --lr, or clip with --clip-norm)",
+                  static_cast<unsigned long long>(s + 1), r.loss, r.norm);
+    return leader_ ? fail(line) : false;
+  }
   r.ms = std::chrono::duration<double, std::milli>(
              std::chrono::steady_clock::now() - t0)
              .count();
@@ -869,7 +919,7 @@ bool TrainingRun::runMicroSteps(uint64_t s, bool tracing, StepResult &r) {
       return fail(st.message());
     // Each rank its own dropout masks (one rank: (s * A + m)).
     uint64_t microSeed =
-        splitmix64(splitmix64(options_.seed) ^
+        splitmix64(splitmix64(seed_) ^
                    ((s * accum_ + m) * uint64_t(world_) + rank_));
     if (Status st = executor_->run("micro_step", microSeed); !st)
       return fail("step " + std::to_string(s + 1) + ": " + st.message());
@@ -889,7 +939,7 @@ bool TrainingRun::runStageStep(uint64_t s, bool tracing, StepResult &r) {
     if (stageLoaders_[k])
       if (Status st = stageLoaders_[k]->fill(s, k, accum_); !st)
         return fail(st.message());
-  uint64_t seed = splitmix64(splitmix64(options_.seed) ^
+  uint64_t seed = splitmix64(splitmix64(seed_) ^
                              (s * uint64_t(world_) + rank_));
   if (Status st = executor_->run(stepProgram_, seed); !st)
     return fail("step " + std::to_string(s + 1) + ": " + st.message());
@@ -1131,7 +1181,7 @@ bool TrainingRun::saveIfDue(uint64_t s) {
   if (options_.checkpointDir.empty())
     return fail("--save-every needs --checkpoint-dir DIR");
   if (Status st = saveCheckpoint(options_.checkpointDir, plan_.fingerprint(),
-                                 s + 1, options_.seed, *executor_, comm_.get());
+                                 s + 1, seed_, *executor_, comm_.get());
       !st)
     return fail(st.message());
   return true;
@@ -1182,7 +1232,7 @@ bool TrainingRun::printSample() {
   std::string text;
   if (Status s =
           generateText(*executor_, options_.prompt, options_.sampleTokens,
-                       options_.topK, options_.seed, text);
+                       options_.topK, seed_, text);
       !s)
     return fail(s.message());
   std::cout << "--- sample (top-k " << options_.topK << ") ---\n"

@@ -36,6 +36,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -390,6 +391,23 @@ def checkpoint_test(args, work):
     if proc.returncode == 0 or "different artifact" not in proc.stderr:
         print("a checkpoint of another topology was not refused:",
               proc.stderr)
+        return 1
+    # A rank's folder swapped with another's (a copy gone wrong): refused,
+    # naming both ranks, where it once trained on (loss 3.43 -> 4.05).
+    swapped = os.path.join(work, "swapped")
+    shutil.copytree(full, swapped)
+    step6 = os.path.join(swapped, "step-00000006")
+    os.rename(os.path.join(step6, "rank-00000"), os.path.join(step6, "tmp"))
+    os.rename(os.path.join(step6, "rank-00001"),
+              os.path.join(step6, "rank-00000"))
+    os.rename(os.path.join(step6, "tmp"), os.path.join(step6, "rank-00001"))
+    proc = subprocess.run(mpi + [strata_run, art, "--quiet", "--steps", "8",
+                                 "--checkpoint-dir", swapped, "--resume"],
+                          capture_output=True, text=True, timeout=120)
+    if proc.returncode == 0 or \
+            "holds rank 1's shards, not rank 0's" not in proc.stderr:
+        print("a rank's folder swapped with another's was not refused:",
+              proc.stderr[-500:])
         return 1
     # Consolidate: whole weights, equal to a one-rank run on the same
     # global batch (within float reduction order), and an ONNX export.

@@ -133,7 +133,7 @@ TEST(CheckpointTest, IndexDescribesEveryTensor) {
   trainOneStep(*e, 1);
   ASSERT_TRUE(saveCheckpoint(dir / "ckpt", "abc\"def", 1, 77, *e).isOk());
   std::string index = readFile(dir / "ckpt/step-00000001/index.json");
-  EXPECT_NE(index.find("\"format\": 1"), std::string::npos) << index;
+  EXPECT_NE(index.find("\"format\": 2"), std::string::npos) << index;
   EXPECT_NE(index.find("\"fingerprint\": \"abc\\\"def\""), std::string::npos)
       << index;
   EXPECT_NE(index.find("\"step\": 1,"), std::string::npos) << index;
@@ -270,7 +270,15 @@ TEST(CheckpointTest, RefusesForeignAndDamagedCheckpoints) {
   }
   s = loadCheckpoint(dir / "ckpt", "fp", *e, step);
   ASSERT_FALSE(s.isOk());
-  EXPECT_EQ(s.message(), "checkpoint '" + folder + "' has a damaged index.json");
+  // The only checkpoint is damaged: no other to fall back to, so a refusal
+  // naming it rather than a fresh start.
+  EXPECT_EQ(s.message(), "'" + std::string(dir / "ckpt") +
+                             "/latest' is naming 'step-00000001', which is "
+                             "damaged (checkpoint '" + folder +
+                             "' has a damaged index.json) and no step folder "
+                             "holds a whole checkpoint of this artifact; "
+                             "refusing to start over (move the folder away "
+                             "to train from step 1)");
   {
     std::ofstream index(folder + "/index.json");
     index << "{\n  \"step\": 1,\n  \"fingerprint\": \"fp\",\n"
@@ -278,7 +286,15 @@ TEST(CheckpointTest, RefusesForeignAndDamagedCheckpoints) {
   }
   s = loadCheckpoint(dir / "ckpt", "fp", *e, step);
   ASSERT_FALSE(s.isOk());
-  EXPECT_EQ(s.message(), "checkpoint '" + folder + "' has a damaged index.json");
+  // The only checkpoint is damaged: no other to fall back to, so a refusal
+  // naming it rather than a fresh start.
+  EXPECT_EQ(s.message(), "'" + std::string(dir / "ckpt") +
+                             "/latest' is naming 'step-00000001', which is "
+                             "damaged (checkpoint '" + folder +
+                             "' has a damaged index.json) and no step folder "
+                             "holds a whole checkpoint of this artifact; "
+                             "refusing to start over (move the folder away "
+                             "to train from step 1)");
   (void)before;
 }
 
@@ -419,7 +435,7 @@ TEST(CheckpointTest, KillDuringSaveLeavesThePreviousCheckpoint) {
       ::testing::KilledBySignal(SIGKILL), "");
   EXPECT_EQ(readFile(dir / "ckpt/latest"), "step-00000002\n");
   EXPECT_EQ(listDir(dir / "ckpt"),
-            (std::vector<std::string>{"latest", "step-00000002",
+            (std::vector<std::string>{".lock", "latest", "step-00000002",
                                       "step-00000004.tmp"}));
   EXPECT_LT(fs::file_size(dir / "ckpt/step-00000004.tmp/state.bin"), 124u);
   EXPECT_EQ(loggedLosses(o.logPath).size(), 4u);
@@ -435,6 +451,6 @@ TEST(CheckpointTest, KillDuringSaveLeavesThePreviousCheckpoint) {
             std::vector<std::string>(full.losses.begin() + 2, full.losses.end()));
   EXPECT_EQ(readFile(dir / "ckpt/step-00000006/state.bin"), full.finalState);
   EXPECT_EQ(listDir(dir / "ckpt"),
-            (std::vector<std::string>{"latest", "step-00000004",
+            (std::vector<std::string>{".lock", "latest", "step-00000004",
                                       "step-00000006"}));
 }

@@ -38,6 +38,7 @@ struct TrainOptions {
   std::string dataDtype = "uint16";
   int64_t steps = -1;   // -1: the artifact's
   uint64_t seed = 0;
+  bool seedGiven = false; // --seed on the command line
   double lr = -1;       // -1: the artifact's
   std::string logPath;
   int64_t printEvery = 10;
@@ -120,6 +121,27 @@ Status saveCheckpoint(const std::string &dir, const std::string &fingerprint,
 Status loadCheckpoint(const std::string &dir, const std::string &fingerprint,
                       Executor &executor, uint64_t &step,
                       Communicator *comm = nullptr);
+
+/// What `--resume` would load from `dir` (loadCheckpoint's choice):
+/// `found` false when `dir` holds no checkpoint yet; else the step it was
+/// written after and the seed the run used, which a resumed run keeps.
+Status peekCheckpoint(const std::string &dir, const std::string &fingerprint,
+                      bool &found, uint64_t &step, uint64_t &seed);
+
+/// An exclusive lock on a checkpoint folder (`dir`/.lock, flock), held
+/// while the object lives and released by the system on any exit, so a
+/// second run writing into the same folder is refused. With `comm` rank 0
+/// takes it and every rank learns whether it could.
+class CheckpointLock {
+public:
+  ~CheckpointLock();
+  static Status acquire(const std::string &dir, Communicator *comm,
+                        std::unique_ptr<CheckpointLock> &out);
+
+private:
+  CheckpointLock() = default;
+  int fd_ = -1;
+};
 
 /// Writes the whole parameters and buffers of the distributed checkpoint
 /// `dir`/latest (written by `artifact`) to `outDir`/{state.bin, index.json}
