@@ -899,6 +899,9 @@ Error writeArtifact(ModuleOp module, llvm::StringRef dir,
   std::string serialized;
   if (!plan.SerializeToString(&serialized))
     return fail("codegen: cannot serialize the plan");
+  // The checksum of everything before it, appended as the last field.
+  serialized += runtime::planChecksumField(
+      runtime::fnv1a64(serialized.data(), serialized.size()));
   if (Error e = writeFile(staging + "/plan.pb", serialized))
     return e;
   if (Error e = writeFile(staging + "/params.bin", params))

@@ -4,12 +4,16 @@
 
 #include "plan.pb.h"
 
+#include <google/protobuf/stubs/logging.h>
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
+#include <limits>
+#include <sstream>
 #include <vector>
 
 namespace strata::runtime {
@@ -63,6 +67,149 @@ uint64_t tensorBytes(const plan::Tensor &t) {
   return n * byteWidth(fromPlanDType(t.dtype()));
 }
 
+std::string planChecksumField(uint64_t checksum) {
+  // Field 100, wire type 1 (64-bit): the key 100 << 3 | 1 as a varint,
+  // then the value little-endian.
+  std::string out = {char(0xA1), char(0x06)};
+  for (int i = 0; i < 8; ++i)
+    out += char((checksum >> (8 * i)) & 0xFF);
+  return out;
+}
+
+namespace {
+
+/// Bounds no artifact of this runtime comes near; a count past them is a
+/// damaged plan, not a big model.
+constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 48;
+constexpr uint32_t kMaxAccum = 1u << 20;
+constexpr uint32_t kMaxWorld = 1u << 20;
+
+/// a + b <= limit, without wrapping.
+bool fits(uint64_t a, uint64_t b, uint64_t limit) {
+  return a <= limit && b <= limit - a;
+}
+
+Status planError(const std::string &what) {
+  return Status::error("plan: " + what + " (a damaged plan.pb? recompile "
+                       "the model)");
+}
+
+/// Every count, index, enum and size of the plan checked before anything
+/// uses one: the loader, the executor and the kernels may then trust it.
+Status validatePlan(const plan::Plan &p) {
+  uint32_t count = uint32_t(p.tensors_size());
+  std::vector<bool> seen(count, false);
+  std::vector<uint64_t> bytes(count, 0);
+  for (const auto &t : p.tensors()) {
+    std::string name = "tensor " + std::to_string(t.id());
+    if (t.id() >= count)
+      return planError(name + " is out of range (" + std::to_string(count) +
+                       " tensors)");
+    if (seen[t.id()])
+      return planError(name + " is defined twice");
+    seen[t.id()] = true;
+    if (!plan::DType_IsValid(t.dtype()))
+      return planError(name + " has an unknown dtype " +
+                       std::to_string(t.dtype()));
+    if (!plan::TensorKind_IsValid(t.kind()))
+      return planError(name + " has an unknown kind " +
+                       std::to_string(t.kind()));
+    if (!plan::Tier_IsValid(t.tier()))
+      return planError(name + " has an unknown tier " +
+                       std::to_string(t.tier()));
+    uint64_t n = byteWidth(fromPlanDType(t.dtype()));
+    for (int64_t d : t.shape()) {
+      if (d < 0 || (d > 0 && n > kMaxTensorBytes / uint64_t(d)))
+        return planError(name + " has a shape of " +
+                         (d < 0 ? "a negative dimension" : "over 2^48 bytes"));
+      n *= uint64_t(d);
+    }
+    bytes[t.id()] = n;
+    if (t.kind() == plan::CONSTANT && t.constant_data().size() != n)
+      return planError("constant '" + t.name() + "' has " +
+                       std::to_string(t.constant_data().size()) +
+                       " bytes, its shape " + std::to_string(n));
+  }
+  if (p.has_memory()) {
+    const plan::MemoryPlan &m = p.memory();
+    if (m.activation_bytes() > kMaxTensorBytes)
+      return planError("the activation arena is over 2^48 bytes");
+    for (const auto &t : p.tensors())
+      if (t.kind() == plan::ACTIVATION &&
+          !fits(t.offset(), bytes[t.id()], m.activation_bytes()))
+        return planError("activation tensor " + std::to_string(t.id()) +
+                         " lies outside the planned arena of " +
+                         std::to_string(m.activation_bytes()) + " bytes");
+  }
+  for (const auto &program : p.programs()) {
+    const std::string where = "program '" + program.name() + "'";
+    size_t streams = std::max<size_t>(program.streams_size(), 1);
+    if (program.activation_bytes() > kMaxTensorBytes)
+      return planError(where + " has an arena over 2^48 bytes");
+    uint64_t n = uint64_t(program.instructions_size());
+    if (program.events() > n || program.seed_slots() > n)
+      return planError(where + " has more events or seed slots than "
+                               "instructions");
+    for (int i = 0; i < program.instructions_size(); ++i) {
+      const plan::Instruction &inst = program.instructions(i);
+      std::string at = where + " instruction " + std::to_string(i);
+      if (!plan::InstructionKind_IsValid(inst.kind()))
+        return planError(at + " has an unknown kind");
+      if (inst.stream() >= streams)
+        return planError(at + " is on stream " + std::to_string(inst.stream()) +
+                         " of " + std::to_string(streams));
+      bool move = inst.op() == "sched.reload" || inst.op() == "sched.offload";
+      for (auto *ids : {&inst.inputs(), &inst.outputs()})
+        for (uint32_t id : *ids) {
+          if (id >= count)
+            return planError(at + " (" + inst.op() + ") names tensor " +
+                             std::to_string(id) + " of " +
+                             std::to_string(count));
+          // Only the moves touch a tensor off the device (an SSD-tier
+          // tensor has no memory a kernel could read).
+          if (!move && inst.kind() == plan::KERNEL &&
+              p.tensors(int(id)).tier() != plan::DEVICE)
+            return planError(at + " (" + inst.op() + ") reads or writes '" +
+                             p.tensors(int(id)).name() +
+                             "', which lives on the " +
+                             plan::Tier_Name(p.tensors(int(id)).tier()) +
+                             " tier; only moves may");
+        }
+    }
+    for (const auto &b : program.inputs()) {
+      if (b.tensor() >= count)
+        return planError(where + " input '" + b.name() + "' is out of range");
+      // What the runtime fills before the program: never an activation,
+      // which the program's own instructions would overwrite.
+      if (p.tensors(int(b.tensor())).kind() == plan::ACTIVATION)
+        return planError(where + " input '" + b.name() +
+                         "' is bound to an activation");
+    }
+    for (const auto &b : program.outputs())
+      if (b.tensor() >= count)
+        return planError(where + " output '" + b.name() + "' is out of range");
+  }
+  if (p.has_training()) {
+    uint32_t accum = p.training().accum();
+    if (accum > kMaxAccum)
+      return planError("accumulation " + std::to_string(accum) +
+                       " is over " + std::to_string(kMaxAccum));
+  }
+  if (p.has_topology()) {
+    const plan::Topology &t = p.topology();
+    if (t.world() > kMaxWorld || t.partition() > t.world() ||
+        t.pipeline_stages() > std::max(t.world(), 1u) ||
+        (t.partition() && t.world() % t.partition() != 0))
+      return planError("the topology (world " + std::to_string(t.world()) +
+                       ", partition " + std::to_string(t.partition()) +
+                       ", stages " + std::to_string(t.pipeline_stages()) +
+                       ") is inconsistent");
+  }
+  return Status::ok();
+}
+
+} // namespace
+
 Artifact::Artifact() : plan_(std::make_unique<plan::Plan>()) {}
 
 Artifact::~Artifact() {
@@ -79,9 +226,16 @@ Status Artifact::load(const std::string &dir, std::unique_ptr<Artifact> &out) {
   if (!file)
     return Status::error("cannot open '" + planPath +
                          "': not a Strata artifact directory");
-  if (!a->plan_->ParseFromIstream(&file))
-    return Status::error("'" + planPath + "' is not a valid plan (truncated "
-                                          "or not written by strata-compile)");
+  std::ostringstream content;
+  content << file.rdbuf();
+  std::string raw = content.str();
+  {
+    // Protobuf's own log lines would come before Strata's one line.
+    google::protobuf::LogSilencer silence;
+    if (!a->plan_->ParseFromString(raw))
+      return Status::error("'" + planPath + "' is not a valid plan (truncated "
+                                            "or not written by strata-compile)");
+  }
   const plan::Plan &p = *a->plan_;
   if (p.magic() != kPlanMagic)
     return Status::error("'" + planPath + "' has the wrong magic number");
@@ -91,36 +245,16 @@ Status Artifact::load(const std::string &dir, std::unique_ptr<Artifact> &out) {
                          " is not supported by this strata-run (version " +
                          std::to_string(kFormatVersion) +
                          "); recompile the model with this Strata");
-
+  std::string trailer = planChecksumField(p.plan_checksum());
+  if (raw.size() < trailer.size() ||
+      raw.compare(raw.size() - trailer.size(), trailer.size(), trailer) != 0 ||
+      fnv1a64(raw.data(), raw.size() - trailer.size()) != p.plan_checksum())
+    return Status::error("'" + planPath +
+                         "' does not match its checksum (damaged; recompile "
+                         "the model)");
+  if (Status s = validatePlan(p); !s)
+    return s;
   uint32_t count = p.tensors_size();
-  std::vector<bool> seen(count, false);
-  for (const auto &t : p.tensors()) {
-    if (t.id() >= count)
-      return Status::error("plan: tensor id " + std::to_string(t.id()) +
-                           " out of range");
-    if (seen[t.id()])
-      return Status::error("plan: tensor id " + std::to_string(t.id()) +
-                           " is used twice");
-    seen[t.id()] = true;
-  }
-  for (const auto &program : p.programs()) {
-    for (const auto &inst : program.instructions()) {
-      for (uint32_t id : inst.inputs())
-        if (id >= count)
-          return Status::error("plan: instruction " + inst.op() +
-                               " reads a tensor out of range");
-      for (uint32_t id : inst.outputs())
-        if (id >= count)
-          return Status::error("plan: instruction " + inst.op() +
-                               " writes a tensor out of range");
-    }
-    for (const auto &b : program.inputs())
-      if (b.tensor() >= count)
-        return Status::error("plan: input '" + b.name() + "' out of range");
-    for (const auto &b : program.outputs())
-      if (b.tensor() >= count)
-        return Status::error("plan: output '" + b.name() + "' out of range");
-  }
 
   std::string paramsPath = dir + "/params.bin";
   struct stat st;
@@ -136,7 +270,7 @@ Status Artifact::load(const std::string &dir, std::unique_ptr<Artifact> &out) {
   for (int i = 0; i < p.params_sections_size(); ++i) {
     const plan::ParamsSection &section = p.params_sections(i);
     if (section.offset() % kParamsSectionAlign != 0 ||
-        section.offset() + section.size_bytes() > size)
+        !fits(section.offset(), section.size_bytes(), size))
       return Status::error("plan: params.bin section " + std::to_string(i) +
                            " is misaligned or lies outside the file");
   }
@@ -144,8 +278,10 @@ Status Artifact::load(const std::string &dir, std::unique_ptr<Artifact> &out) {
     uint32_t section = param.shards() > 1 ? 1 : 0;
     if (param.tensor() >= count ||
         section >= uint32_t(p.params_sections_size()) ||
-        param.offset() + param.size_bytes() >
-            p.params_sections(section).size_bytes())
+        param.shards() > kMaxWorld ||
+        !fits(param.offset(), param.size_bytes(),
+              p.params_sections(section).size_bytes()) ||
+        param.size_bytes() != tensorBytes(p.tensors(int(param.tensor()))))
       return Status::error("plan: parameter '" + param.name() +
                            "' lies outside its params.bin section");
   }

@@ -350,7 +350,7 @@ TEST(ExecutorTest, RejectsOtherFormatVersions) {
   b.write(dir / "a.strata");
   EXPECT_EQ(loadError(dir / "a.strata"),
             "artifact format version 1 is not supported by this strata-run "
-            "(version 6); recompile the model with this Strata");
+            "(version 7); recompile the model with this Strata");
 }
 
 TEST(ExecutorTest, RejectsOutOfRangeTensorsInAnyProgram) {
@@ -360,7 +360,8 @@ TEST(ExecutorTest, RejectsOutOfRangeTensorsInAnyProgram) {
     b.program("optimizer_step").mutable_instructions(1)->set_inputs(0, 999);
     b.write(dir / "a.strata");
     EXPECT_EQ(loadError(dir / "a.strata"),
-              "plan: instruction graph.sqrt reads a tensor out of range");
+              "plan: program 'optimizer_step' instruction 1 (graph.sqrt) "
+              "names tensor 999 of 18 (a damaged plan.pb? recompile the model)");
   }
   {
     TempDir dir;
@@ -368,14 +369,16 @@ TEST(ExecutorTest, RejectsOutOfRangeTensorsInAnyProgram) {
     b.program("micro_step").mutable_instructions(2)->set_outputs(0, 999);
     b.write(dir / "a.strata");
     EXPECT_EQ(loadError(dir / "a.strata"),
-              "plan: instruction graph.cross_entropy writes a tensor out of range");
+              "plan: program 'micro_step' instruction 2 "
+              "(graph.cross_entropy) names tensor 999 of 18 (a damaged plan.pb? recompile the model)");
   }
   {
     TempDir dir;
     PlanBuilder b = linearClassifier();
     b.program("micro_step").mutable_inputs(1)->set_tensor(999);
     b.write(dir / "a.strata");
-    EXPECT_EQ(loadError(dir / "a.strata"), "plan: input 'labels' out of range");
+    EXPECT_EQ(loadError(dir / "a.strata"),
+              "plan: program 'micro_step' input 'labels' is out of range (a damaged plan.pb? recompile the model)");
   }
   {
     TempDir dir;
@@ -383,7 +386,8 @@ TEST(ExecutorTest, RejectsOutOfRangeTensorsInAnyProgram) {
     b.program("optimizer_step").mutable_outputs(0)->set_tensor(999);
     b.write(dir / "a.strata");
     EXPECT_EQ(loadError(dir / "a.strata"),
-              "plan: output 'strata.grad_norm' out of range");
+              "plan: program 'optimizer_step' output 'strata.grad_norm' is "
+              "out of range (a damaged plan.pb? recompile the model)");
   }
 }
 
@@ -415,7 +419,81 @@ TEST(ExecutorTest, RejectsATensorIdUsedTwice) {
   PlanBuilder b = linearClassifier();
   b.plan().mutable_tensors(3)->set_id(2);
   b.write(dir / "a.strata");
-  EXPECT_EQ(loadError(dir / "a.strata"), "plan: tensor id 2 is used twice");
+  EXPECT_EQ(loadError(dir / "a.strata"),
+            "plan: tensor 2 is defined twice (a damaged plan.pb? recompile the model)");
+}
+
+TEST(ExecutorTest, RejectsADamagedPlan) {
+  // Any byte of plan.pb changed: refused by its checksum before anything
+  // in it is used (one bit flip once trained different numbers, silently).
+  TempDir dir;
+  std::string path = writeLinearClassifier(dir / "a.strata");
+  std::string bytes;
+  {
+    std::ifstream in(path + "/plan.pb", std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  for (size_t at : {size_t(0) + 20, bytes.size() / 2, bytes.size() - 11}) {
+    std::string flipped = bytes;
+    flipped[at] = char(flipped[at] ^ 0x10);
+    {
+      std::ofstream out(path + "/plan.pb", std::ios::binary | std::ios::trunc);
+      out.write(flipped.data(), std::streamsize(flipped.size()));
+    }
+    std::string error = loadError(path);
+    EXPECT_TRUE(error == "'" + path + "/plan.pb' does not match its checksum "
+                                      "(damaged; recompile the model)" ||
+                error == "'" + path + "/plan.pb' is not a valid plan "
+                                      "(truncated or not written by "
+                                      "strata-compile)")
+        << "byte " << at << ": " << error;
+  }
+}
+
+TEST(ExecutorTest, RejectsWrappingOffsetsAndUnboundedCounts) {
+  {
+    // An offset of 2^64 - 1 wrapped past the bounds check and crashed in
+    // the first copy.
+    TempDir dir;
+    PlanBuilder b = linearClassifier();
+    b.plan().mutable_parameters(0)->set_offset(UINT64_MAX);
+    b.write(dir / "a.strata");
+    EXPECT_EQ(loadError(dir / "a.strata"),
+              "plan: parameter 'w' lies outside its params.bin section");
+  }
+  {
+    // Accumulation 2^32 - 1 ran for hours.
+    TempDir dir;
+    PlanBuilder b = linearClassifier();
+    b.plan().mutable_training()->set_accum(UINT32_MAX);
+    b.write(dir / "a.strata");
+    EXPECT_EQ(loadError(dir / "a.strata"),
+              "plan: accumulation 4294967295 is over 1048576 (a damaged plan.pb? recompile the model)");
+  }
+  {
+    // A kernel reading an SSD-tier tensor (no memory behind it) crashed
+    // in the optimizer's kernel.
+    TempDir dir;
+    PlanBuilder b = linearClassifier();
+    b.plan().mutable_tensors(2)->set_tier(plan::SSD);
+    b.write(dir / "a.strata");
+    std::string error = loadError(dir / "a.strata");
+    EXPECT_NE(error.find("which lives on the SSD tier; only moves may"),
+              std::string::npos)
+        << error;
+  }
+  {
+    // An input bound to an activation: the program would overwrite what
+    // the runtime fed (an embedding then gathered garbage indices).
+    TempDir dir;
+    PlanBuilder b = linearClassifier();
+    uint32_t labels = b.program("micro_step").inputs(1).tensor();
+    b.plan().mutable_tensors(int(labels))->set_kind(plan::ACTIVATION);
+    b.write(dir / "a.strata");
+    EXPECT_EQ(loadError(dir / "a.strata"),
+              "plan: program 'micro_step' input 'labels' is bound to an "
+              "activation (a damaged plan.pb? recompile the model)");
+  }
 }
 
 namespace {

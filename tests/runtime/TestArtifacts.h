@@ -170,7 +170,8 @@ public:
   plan::Plan &plan() { return plan_; }
   std::string &params() { return params_; }
 
-  /// Writes `dir`/plan.pb and `dir`/params.bin (size and checksum filled in).
+  /// Writes `dir`/plan.pb (its checksum appended) and `dir`/params.bin
+  /// (size and checksum filled in).
   void write(const std::string &dir) {
     std::filesystem::create_directories(dir);
     // One section: every value unsharded, offsets are file offsets.
@@ -180,8 +181,12 @@ public:
     section->set_offset(0);
     section->set_size_bytes(params_.size());
     section->set_checksum(fnv1a64(params_.data(), params_.size()));
+    // As codegen writes it: the checksum of the rest appended last.
+    plan_.clear_plan_checksum();
+    std::string serialized = plan_.SerializeAsString();
+    serialized += planChecksumField(fnv1a64(serialized.data(), serialized.size()));
     std::ofstream planFile(dir + "/plan.pb", std::ios::binary);
-    plan_.SerializeToOstream(&planFile);
+    planFile.write(serialized.data(), std::streamsize(serialized.size()));
     std::ofstream paramsFile(dir + "/params.bin", std::ios::binary);
     paramsFile.write(params_.data(), static_cast<std::streamsize>(params_.size()));
   }

@@ -28,10 +28,14 @@ namespace strata::runtime {
 /// "STRA" read as a little-endian uint32.
 inline constexpr uint32_t kPlanMagic = 0x41525453;
 /// Bumped whenever an older runtime would misread a newer plan.
-inline constexpr uint32_t kFormatVersion = 6;
+inline constexpr uint32_t kFormatVersion = 7;
 /// params.bin sections start at multiples of this (any page size divides
 /// it), so a rank maps only its own.
 inline constexpr uint64_t kParamsSectionAlign = 65536;
+
+/// plan.pb's last field: `Plan.plan_checksum` (field 100, fixed64) holding
+/// `checksum`, as protobuf encodes it (10 bytes).
+std::string planChecksumField(uint64_t checksum);
 
 /// FNV-1a, 64 bits: the params.bin checksum and the plan fingerprint.
 uint64_t fnv1a64(const void *data, size_t size, uint64_t seed = 0xcbf29ce484222325ull);
