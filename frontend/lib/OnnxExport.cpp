@@ -2,6 +2,8 @@
 
 #include "strata/Frontend/OnnxExport.h"
 
+#include "strata/Frontend/ExternalData.h"
+
 #include "onnx/checker.h"
 #include "onnx/onnx_pb.h"
 
@@ -25,28 +27,9 @@ std::string readFile(const std::string &path, bool &ok) {
 std::string internalize(onnx::TensorProto &t, const std::string &dir) {
   if (t.data_location() != onnx::TensorProto::EXTERNAL)
     return "";
-  std::string location;
-  long long offset = 0, length = -1;
-  for (const auto &entry : t.external_data()) {
-    if (entry.key() == "location")
-      location = entry.value();
-    else if (entry.key() == "offset")
-      offset = std::stoll(entry.value());
-    else if (entry.key() == "length")
-      length = std::stoll(entry.value());
-  }
-  std::ifstream in(dir + "/" + location, std::ios::binary);
-  if (!in)
-    return "cannot read external data '" + location + "' of '" + t.name() + "'";
-  in.seekg(0, std::ios::end);
-  long long size = in.tellg();
-  if (length < 0)
-    length = size - offset;
-  std::string bytes(static_cast<size_t>(length), '\0');
-  in.seekg(offset);
-  in.read(bytes.data(), length);
-  if (!in)
-    return "external data of '" + t.name() + "' is truncated";
+  std::string bytes;
+  if (std::string why = readExternalData(t, dir, -1, bytes); !why.empty())
+    return "initializer '" + t.name() + "': " + why;
   t.clear_external_data();
   t.set_data_location(onnx::TensorProto::DEFAULT);
   t.set_raw_data(std::move(bytes));

@@ -14,6 +14,8 @@
 
 #include "strata/Frontend/OnnxImporter.h"
 
+#include "strata/Frontend/ExternalData.h"
+
 #include "NodeImporter.h"
 
 #include "strata/Dialect/Graph/IR/GraphOps.h"
@@ -200,35 +202,10 @@ static Expected<std::string> readTensorBytes(const onnx::TensorProto &tensor,
 
   std::string raw;
   if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
-    std::string location;
-    int64_t offset = 0, length = -1;
-    for (const auto &entry : tensor.external_data()) {
-      if (entry.key() == "location")
-        location = entry.value();
-      else if (entry.key() == "offset")
-        offset = std::stoll(entry.value());
-      else if (entry.key() == "length")
-        length = std::stoll(entry.value());
-    }
-    if (location.empty())
-      return fail("external data without a location");
-    SmallString<256> path(baseDir);
-    llvm::sys::path::append(path, location);
-    std::ifstream file(path.str().str(), std::ios::binary);
-    if (!file)
-      return fail("cannot open external data file '" + path.str() + "'");
-    if (length >= 0 && static_cast<size_t>(length) != bytes)
-      return fail(llvm::formatv("external data length {0} does not match {1} "
-                                "bytes of {2} elements",
-                                length, bytes, count)
-                      .str());
-    raw.resize(bytes);
-    file.seekg(offset);
-    if (!file.read(raw.data(), bytes))
-      return fail(llvm::formatv("external data file '{0}' ends before offset "
-                                "{1} + {2} bytes",
-                                path, offset, bytes)
-                      .str());
+    if (std::string why =
+            readExternalData(tensor, baseDir.str(), int64_t(bytes), raw);
+        !why.empty())
+      return fail(why);
   } else if (tensor.has_raw_data()) {
     raw = tensor.raw_data();
     if (raw.size() != bytes)

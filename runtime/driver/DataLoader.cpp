@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 namespace strata::runtime {
@@ -184,11 +185,22 @@ Status DataLoader::tokens(const std::string &path, const std::string &dtype,
     return Status::error("token data needs a model with one integer [B, T] "
                          "input whose logits are [B, T, V] (next-token "
                          "labels); use --data synthetic");
-  int fd = open(path.c_str(), O_RDONLY);
-  if (fd < 0)
-    return Status::error("cannot open data file '" + path + "'");
+  // A regular file only: opening a FIFO (or a terminal) would block until
+  // someone writes to it.
   struct stat st;
-  fstat(fd, &st);
+  if (::stat(path.c_str(), &st) != 0)
+    return Status::error("cannot open data file '" + path + "': " +
+                         std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    return Status::error("data file '" + path + "' is not a regular file");
+  int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    return Status::error("cannot open data file '" + path + "': " +
+                         std::strerror(errno));
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return Status::error("data file '" + path + "' is not a regular file");
+  }
   size_t width = dtype == "uint32" ? 4 : dtype == "uint16" ? 2 : 1;
   loader->bytes_ = static_cast<size_t>(st.st_size);
   if (loader->bytes_ % width != 0) {
