@@ -202,7 +202,9 @@ void analyze(const plan::Plan &p, Inspection &in) {
           it->second.last = i;
       }
       for (uint32_t id : inst.outputs()) {
-        if (p.tensors(int(id)).kind() != plan::ACTIVATION)
+        // Device activations only: an offloaded one's host copy is not.
+        if (p.tensors(int(id)).kind() != plan::ACTIVATION ||
+            p.tensors(int(id)).tier() == plan::HOST)
           continue;
         gathered[id] = fromGather;
         live[id] = {id, i, i,
@@ -402,8 +404,11 @@ void printMemory(const Inspection &in, std::ostream &os) {
   if (p.has_memory() && p.memory().gpu_budget())
     os << "             device budget (--gpu-memory) " << p.memory().gpu_budget()
        << " bytes\n";
-  os << "             host tier: " << in.hostBytes << " bytes; SSD tier: "
-     << in.ssdBytes << " bytes\n";
+  os << "             host tier: " << in.hostBytes << " bytes";
+  if (uint64_t arena = p.memory().host_activation_bytes())
+    os << " of state, activation arena " << arena << " bytes (offloaded "
+       << "activations)";
+  os << "; SSD tier: " << in.ssdBytes << " bytes\n";
 }
 
 /// The predicted bytes a step moves, per collective and link class.
@@ -492,7 +497,9 @@ void printJson(const std::string &dir, const Inspection &in,
        << ", \"activation_lower_bound_bytes\": " << m.activation_lower_bound()
        << ", \"page_size\": " << m.page_size()
        << ", \"budget_bytes\": " << m.gpu_budget() << "}, \"host\": {\"bytes\": "
-       << in.hostBytes << "}, \"ssd\": {\"bytes\": " << in.ssdBytes << "}}";
+       << in.hostBytes << ", \"activation_arena_bytes\": "
+       << m.host_activation_bytes() << "}, \"ssd\": {\"bytes\": "
+       << in.ssdBytes << "}}";
   }
   os << ", \"traffic\": {";
   for (int k = 0; k < kCollectiveKinds; ++k) {

@@ -121,8 +121,9 @@ Status Executor::layOutTensors(const plan::Plan &p, Layout &layout) {
   // The device block: the persistent tensors and the constants end to end,
   // then the activation arena at the offsets strata-plan-memory chose
   // (without a memory plan, every activation its own slot after them).
-  // Host-tier tensors go end to end in the host block, SSD-tier ones at
-  // 4 KiB-aligned offsets in the SSD file.
+  // Host-tier tensors go end to end in the host block, then the host
+  // activation arena (saved activations' host copies at their planned
+  // offsets); SSD-tier ones at 4 KiB-aligned offsets in the SSD file.
   tensors_.resize(p.tensors_size());
   std::vector<size_t> &offsets = layout.offsets;
   offsets.assign(p.tensors_size(), 0);
@@ -150,18 +151,28 @@ Status Executor::layOutTensors(const plan::Plan &p, Layout &layout) {
   }
   if (planned) {
     size_t arena = p.memory().activation_bytes();
+    size_t hostArena = p.memory().host_activation_bytes();
+    host = alignUp(host);
     for (const auto &t : p.tensors()) {
       if (t.kind() != plan::ACTIVATION)
         continue;
-      size_t bytes = tensors_[t.id()].bytes();
-      if (t.offset() % kAlignment != 0 || t.offset() + bytes > arena)
+      bool onHost = t.tier() == plan::HOST;
+      if (t.tier() == plan::SSD)
         return Status::error("plan: activation tensor " +
                              std::to_string(t.id()) +
-                             " lies outside the planned arena of " +
-                             std::to_string(arena) + " bytes");
-      offsets[t.id()] = total + t.offset();
+                             " is on the SSD tier; activations are offloaded "
+                             "to the host only");
+      size_t bytes = tensors_[t.id()].bytes();
+      size_t limit = onHost ? hostArena : arena;
+      if (t.offset() % kAlignment != 0 || t.offset() + bytes > limit)
+        return Status::error("plan: activation tensor " +
+                             std::to_string(t.id()) + " lies outside the " +
+                             (onHost ? "host activation arena" : "planned arena") +
+                             " of " + std::to_string(limit) + " bytes");
+      offsets[t.id()] = (onHost ? host : total) + t.offset();
     }
     total += arena;
+    host += hostArena;
   }
   // Each tier's block is a whole number of pages: the pool the plan's
   // page accounting describes.

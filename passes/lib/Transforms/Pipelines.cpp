@@ -144,7 +144,8 @@ void strata::buildMemoryPipeline(OpPassManager &pm,
   if (options.fuseElementwise)
     pm.addNestedPass<func::FuncOp>(createFuseElementwisePass());
   // Recomputation of everything (always); state off the device and, when
-  // that is not enough, recomputation (auto); a first plan; streams and
+  // that is not enough, recomputation (auto); saved activations to the
+  // host; a first plan; streams and
   // prefetch on that order; the plan of the final order; the events; their
   // proof; what the runtime needs decided.
   if (options.recompute == Recompute::Always)
@@ -154,6 +155,10 @@ void strata::buildMemoryPipeline(OpPassManager &pm,
     if (options.recompute == Recompute::Auto)
       pm.addPass(createRecomputePass(recompute));
   }
+  // Saved activations to the host tier, after recomputation has chosen
+  // which backward still reads.
+  if (options.offloadActivations)
+    pm.addPass(createOffloadActivationsPass());
   pm.addPass(createPlanMemoryPass(memory));
   pm.addPass(createSchedulePass(schedule));
   pm.addPass(createPlanMemoryPass(memory));

@@ -468,6 +468,54 @@ def RecomputePass : Pass<"strata-recompute", "::mlir::ModuleOp"> {
   ];
 }
 
+def OffloadActivationsPass
+    : Pass<"strata-offload-activations", "::mlir::ModuleOp"> {
+  let summary = "Keep the activations backward reads on the host tier between the passes";
+  let description = [{
+    A saved activation is a forward value that backward reads: in
+    `@micro_step`, a value made at or before the loss (the op of the first
+    returned value) and read after it; in a pipelined stage program
+    (`@pipeline_step_<s>`), a value made by an op without `sched.backward`
+    and read by one with it (each micro-batch's values are their own). Each
+    one of at least `min-bytes` bytes, not returned, whose last forward
+    read comes before its first backward read with ops in between, gets a
+    `sched.offload activation host` right after the op that makes it (the
+    copy overlaps the forward reads that follow) and one
+    `sched.reload activation host` right before its first backward read,
+    which every backward read then reads. The device copy dies at its last
+    forward read (or at the offload), the reloaded one lives from the
+    reload; strata-schedule puts the moves on the d2h and h2d streams and
+    hoists the reloads (fetches) by the prefetch depth, so backward, which
+    reads the values in reverse, reloads the last-saved first. The host
+    copies live in the function's host activation arena, which
+    strata-plan-memory plans by lifetime apart from the device arena.
+
+    Not moved: constants, function arguments, results computed into state,
+    results of collectives and moves (a gathered parameter is gathered
+    again in backward), values returned. Each function that moved values
+    gets `sched.offloaded` (how many, their bytes, and its device arena on
+    the same order without the moves).
+
+    ```mlir
+    // after
+    %h = graph.tanh %x : tensor<32x32xf32>
+    %saved = sched.offload activation host %h : tensor<32x32xf32>
+    %y = graph.exp %h : tensor<32x32xf32>
+    ...                                        // the loss, backward
+    %back = sched.reload activation host %saved : tensor<32x32xf32>
+    %g = graph.tanh_grad %back, %dy : ...
+    ```
+  }];
+  let dependentDialects = ["::strata::sched::SchedDialect"];
+  let options = [
+    Option<"minBytes", "min-bytes", "uint64_t", /*default=*/"4096",
+           "Smallest activation moved, in bytes">,
+    Option<"alignment", "alignment", "uint64_t", /*default=*/"64",
+           "Every offset is a multiple of this (for the arena measured "
+           "before)">,
+  ];
+}
+
 def PlanMemoryPass : Pass<"strata-plan-memory", "::mlir::ModuleOp"> {
   let summary = "Place every activation in one arena by lifetime";
   let description = [{
