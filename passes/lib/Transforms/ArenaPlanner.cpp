@@ -86,7 +86,8 @@ struct Interval {
 /// at one of the `n` positions).
 void placeGroups(std::vector<Interval> &intervals,
                  const std::vector<size_t> &groups, int64_t n,
-                 int64_t &arenaBytes, int64_t &liveBytes) {
+                 int64_t &arenaBytes, int64_t &liveBytes,
+                 int64_t &peakPosition) {
   // The lower bound: the most raw bytes live at one position.
   std::vector<int64_t> delta(n + 1, 0);
   for (size_t i : groups) {
@@ -95,8 +96,11 @@ void placeGroups(std::vector<Interval> &intervals,
     delta[iv.last + 1] -= iv.rawBytes;
   }
   int64_t running = 0;
-  for (int64_t d : delta)
-    liveBytes = std::max(liveBytes, running += d);
+  for (int64_t i = 0; i < n; ++i)
+    if ((running += delta[i]) > liveBytes) {
+      liveBytes = running;
+      peakPosition = i;
+    }
 
   // Greedy by size, best fit among the gaps left by overlapping tensors.
   std::vector<size_t> order = groups;
@@ -194,9 +198,11 @@ ArenaPlan planArena(func::FuncOp func, int64_t alignment) {
     for (size_t i = 0; i < intervals.size(); ++i)
       if (root[i] == i && sched::isHostActivation(intervals[i].value) == host)
         groups.push_back(i);
+    int64_t hostPeak = -1;
     placeGroups(intervals, groups, n,
                 host ? plan.hostArenaBytes : plan.arenaBytes,
-                host ? plan.hostLiveBytes : plan.liveBytes);
+                host ? plan.hostLiveBytes : plan.liveBytes,
+                host ? hostPeak : plan.peakPosition);
   }
 
   for (auto [value, i] : index)

@@ -129,8 +129,8 @@ struct OffloadActivationsPass
     if (saved.empty())
       return;
 
-    int64_t arenaBefore = memory::planArena(func, int64_t(alignment)).arenaBytes;
-    int64_t bytes = 0;
+    memory::ArenaPlan before = memory::planArena(func, int64_t(alignment));
+    int64_t bytes = 0, atPeak = 0;
     OpBuilder b(func.getContext());
     auto stageOf = [](Operation *op) {
       return op->getAttr(sched::SchedDialect::kStageAttrName);
@@ -138,6 +138,14 @@ struct OffloadActivationsPass
     for (auto [value, firstBackward] : saved) {
       Operation *def = value.getOwner();
       Location loc = value.getLoc();
+      // Live (its op to its last reader) where the lower bound is reached.
+      int64_t last = position[def];
+      for (Operation *user : value.getUsers())
+        if (Operation *top = body.findAncestorOpInBlock(*user))
+          last = std::max(last, position[top]);
+      if (position[def] <= before.peakPosition &&
+          before.peakPosition <= last)
+        atPeak += memory::storageBytes(value.getType());
       b.setInsertionPointAfter(def);
       auto offload = b.create<sched::OffloadOp>(loc, value.getType(),
                                                 sched::Tier::Host, value,
@@ -161,9 +169,9 @@ struct OffloadActivationsPass
       bytes += memory::storageBytes(value.getType());
     }
     func->setAttr(sched::SchedDialect::kOffloadedAttrName,
-                  sched::OffloadedAttr::get(func.getContext(),
-                                            int64_t(saved.size()), bytes,
-                                            arenaBefore));
+                  sched::OffloadedAttr::get(
+                      func.getContext(), int64_t(saved.size()), bytes,
+                      before.arenaBytes, before.liveBytes, atPeak));
     memory::dropMemoryPlan(func);
   }
 };

@@ -107,11 +107,20 @@ LogicalResult ArenaAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 LogicalResult
 OffloadedAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                      int64_t values, int64_t bytes, int64_t arenaBefore) {
-  if (values < 0 || bytes < 0 || arenaBefore < 0 || (values == 0) != (bytes == 0))
+                      int64_t values, int64_t bytes, int64_t arenaBefore,
+                      int64_t liveBefore, int64_t atPeak) {
+  if (values < 0 || bytes < 0 || (values == 0) != (bytes == 0))
     return emitError() << "offloaded values and bytes must be >= 0 and both "
                           "0 or both positive, got values = "
                        << values << ", bytes = " << bytes;
+  if (liveBefore < 0 || liveBefore > arenaBefore || atPeak < 0 ||
+      atPeak > std::min(bytes, liveBefore))
+    return emitError() << "an offload's arena before must hold its lower "
+                          "bound, and the bytes at its peak be at most the "
+                          "bytes moved and the lower bound, got "
+                          "arena_before = "
+                       << arenaBefore << ", live_before = " << liveBefore
+                       << ", at_peak = " << atPeak;
   return success();
 }
 

@@ -201,14 +201,18 @@ def Sched_OffloadedAttr : Sched_Attr<"Offloaded", "offloaded"> {
   let summary = "What strata-offload-activations moved in a function";
   let description = [{
     `values`: the forward values copied to the host tier and back; `bytes`:
-    their bytes (each moved once each way); `arena_before`: the function's
-    device arena, planned on the same order without the moves.
+    their bytes (each moved once each way); `arena_before` and
+    `live_before`: the function's device arena and its lower bound (the
+    most bytes live at once), planned on the same order without the moves;
+    `at_peak`: the moved bytes live where that lower bound is reached,
+    the most the moves can lower it by.
     ```mlir
-    func.func @micro_step() attributes {sched.offloaded = #sched.offloaded<values = 12, bytes = 393216, arena_before = 5570624>}
+    func.func @micro_step() attributes {sched.offloaded = #sched.offloaded<values = 12, bytes = 393216, arena_before = 5570624, live_before = 5509124, at_peak = 393216>}
     ```
   }];
   let parameters = (ins "int64_t":$values, "int64_t":$bytes,
-                        "int64_t":$arena_before);
+                        "int64_t":$arena_before, "int64_t":$live_before,
+                        "int64_t":$at_peak);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

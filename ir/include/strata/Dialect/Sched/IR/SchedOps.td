@@ -142,7 +142,7 @@ class Sched_MoveOp<string mnemonic> : Sched_Op<mnemonic,
                        UnitAttr:$activation);
   let results = (outs Sched_Tensor:$output);
   let assemblyFormat =
-      "(`activation` $activation^)? $tier $input attr-dict `:` type($input)";
+      "(`activation` $activation^)? `` $tier $input attr-dict `:` type($input)";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     /// Whether the move is of an activation (its host copy lives in the
