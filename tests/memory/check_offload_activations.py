@@ -10,13 +10,19 @@ must move bytes (a host activation arena) and plan a smaller device arena.
     answer);
   - ZeRO-3: the GPT over 2 ranks, partition group 2 (mpirun -np 2);
   - pipeline stages: the deep GPT in 2 stages, 4 micro-batches, 1F1B
-    (mpirun -np 2).
+    (mpirun -np 2), also under --inject-delay;
+  - the plan of the deep GPT in 4 stages, 8 micro-batches (--emit=memory):
+    every stage program moves activations, its device arena shrinks, and
+    its lower bound falls by at most the moved bytes live at its old peak
+    (#sched.offloaded's at_peak), the arena before the moves being the
+    reference compile's.
 
     check_offload_activations.py --bin BUILD/bin [--steps 6] [--only NAME,...]
 """
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -34,7 +40,28 @@ RUNS = [
      ["--batch", "4", "--world", "2", "--partition-group", "2"], 2, []),
     ("pipeline", "gpt_deep.onnx",
      ["--pipeline-stages", "2", "--accum", "4"], 2, []),
+    ("pipeline-delay", "gpt_deep.onnx",
+     ["--pipeline-stages", "2", "--accum", "4"], 2, ["--inject-delay", "200"]),
 ]
+
+ARENA = re.compile(r"func\.func @(pipeline_step_\d+)\(.*?sched\.arena = "
+                   r"#sched\.arena<size = (\d+), live = (\d+)(?:, host = (\d+))?>"
+                   r"(?:, sched\.offloaded = #sched\.offloaded<values = (\d+), "
+                   r"bytes = (\d+), arena_before = (\d+), live_before = (\d+), "
+                   r"at_peak = (\d+)>)?")
+
+
+def stage_plans(compile_, flags):
+    """Each stage program's arena (and what it offloaded) in --emit=memory."""
+    out = run([compile_, os.path.join(MODELS, "gpt_deep.onnx"), "--emit=memory",
+               "--pipeline-stages", "4", "--accum", "8"] + flags,
+              capture_output=True, text=True).stdout
+    plans = {}
+    for line in out.splitlines():
+        m = ARENA.search(line)
+        if m:
+            plans[m.group(1)] = [int(g) if g else 0 for g in m.groups()[1:]]
+    return plans
 
 
 def run(cmd, **kw):
@@ -109,6 +136,24 @@ def main():
         print(f"{name}: {len(got)} steps bit-identical ({len(state)} state "
               f"files); device arena {ref_arena} -> {arena} bytes, host "
               f"activation arena {host} bytes")
+    if not only or "stages" in only:
+        ref = stage_plans(compile_, [])
+        off = stage_plans(compile_, ["--offload-activations"])
+        if len(ref) != 4 or sorted(ref) != sorted(off):
+            print(f"stages: expected 4 stage programs, got {sorted(ref)} and "
+                  f"{sorted(off)}")
+            failures += 1
+        for name in sorted(off):
+            size0, live0 = ref[name][:2]
+            size, live, host, values, moved, before, live_before, at_peak = off[name]
+            ok = (values > 0 and host > 0 and size < size0 and
+                  before == size0 and live_before == live0 and
+                  0 < live0 - live <= at_peak <= moved)
+            print(f"stages: {name}: device arena {size0} -> {size} bytes, lower "
+                  f"bound {live0} -> {live} (-{live0 - live}, moved bytes live "
+                  f"at the old peak {at_peak}); {values} values, {moved} bytes "
+                  f"each way; host arena {host}" + ("" if ok else ": WRONG"))
+            failures += not ok
     return 1 if failures else 0
 
 

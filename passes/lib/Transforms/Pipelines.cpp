@@ -122,6 +122,7 @@ void strata::buildMemoryPipeline(OpPassManager &pm,
   memory.gpuMemory = gpuMemory;
   memory.ssdMemory = options.ssdMemory.getValue().bytes;
   memory.recompute = options.recompute;
+  memory.offloadActivations = options.offloadActivations;
   OffloadStatePassOptions offload;
   offload.gpuMemory = gpuMemory;
   offload.hostMemory = options.hostMemory.getValue().bytes;

@@ -84,6 +84,8 @@ struct PlanMemoryPass
           << (recompute == Recompute::None ? "recompute activations (--recompute "
                                     "auto), "
                                   : "")
+          << (offloadActivations ? "" : "offload activations to the host "
+                                        "(--offload-activations), ")
           << "give the host tier room (--host-memory) or an SSD tier "
              "(--ssd-memory), shard over more ranks (--partition-group), "
              "or use a smaller --batch";

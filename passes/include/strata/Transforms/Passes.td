@@ -540,8 +540,13 @@ def PlanMemoryPass : Pass<"strata-plan-memory", "::mlir::ModuleOp"> {
 
     With `gpu-memory` (bytes; 0: no budget), a step that does not fit is an
     error saying how many bytes do not fit and which flags would help
-    (`ssd-memory` and `recompute` say what the passes before could do, for
-    that message).
+    (`ssd-memory`, `recompute` and `offload-activations` say what the
+    passes before could do, for that message).
+
+    Results of `sched.offload activation` (the host copies of saved
+    activations) are planned the same way in a host activation arena of
+    their own: `#sched.arena<..., host = H>` on the function, `host_arena`
+    on the module (and counted in its `host` bytes).
 
     ```mlir
     // after
@@ -569,6 +574,9 @@ def PlanMemoryPass : Pass<"strata-plan-memory", "::mlir::ModuleOp"> {
                clEnumValN(::strata::Recompute::None, "none", ""),
                clEnumValN(::strata::Recompute::Auto, "auto", ""),
                clEnumValN(::strata::Recompute::Always, "always", ""))}]>,
+    Option<"offloadActivations", "offload-activations", "bool",
+           /*default=*/"false",
+           "Whether strata-offload-activations ran (for the message)">,
   ];
 }
 
