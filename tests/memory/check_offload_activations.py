@@ -6,8 +6,10 @@ and every rank's checkpointed state, byte for byte). The offloaded plan
 must move bytes (a host activation arena) and plan a smaller device arena.
 
   - one rank: the committed GPT with accumulation (2 micro-steps), and BERT;
-  - the GPT again under --inject-delay (a missing wait shows as a wrong
-    answer);
+  - the GPT again under --inject-delay, and on the queued backend (the CPU
+    run as CUDA runs it: a missing wait shows as a wrong answer), and both
+    plans on the CUDA backend's own code under the CUDA emulation, when it
+    is built;
   - ZeRO-3: the GPT over 2 ranks, partition group 2 (mpirun -np 2);
   - pipeline stages: the deep GPT in 2 stages, 4 micro-batches, 1F1B
     (mpirun -np 2), also under --inject-delay;
@@ -31,17 +33,22 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
 MODELS = os.path.join(ROOT, "models")
 
-# name, model, compile flags, ranks (0: no mpirun), strata-run flags
+# name, model, compile flags, ranks (0: no mpirun), strata-run flags of the
+# offloaded run, strata-run flags of both runs
 RUNS = [
-    ("gpt", "gpt_tiny.onnx", ["--accum", "2"], 0, []),
-    ("bert", "bert_tiny.onnx", [], 0, []),
-    ("gpt-delay", "gpt_tiny.onnx", [], 0, ["--inject-delay", "200"]),
+    ("gpt", "gpt_tiny.onnx", ["--accum", "2"], 0, [], []),
+    ("bert", "bert_tiny.onnx", [], 0, [], []),
+    ("gpt-delay", "gpt_tiny.onnx", [], 0, ["--inject-delay", "200"], []),
+    ("gpt-queued", "gpt_tiny.onnx", [], 0, ["--backend", "queued"], []),
+    ("gpt-cuda-emulation", "gpt_tiny.onnx", [], 0, [],
+     ["--backend", "cuda", "--steps", "2"]),
     ("zero3", "gpt_tiny_dynamic_batch.onnx",
-     ["--batch", "4", "--world", "2", "--partition-group", "2"], 2, []),
+     ["--batch", "4", "--world", "2", "--partition-group", "2"], 2, [], []),
     ("pipeline", "gpt_deep.onnx",
-     ["--pipeline-stages", "2", "--accum", "4"], 2, []),
+     ["--pipeline-stages", "2", "--accum", "4"], 2, [], []),
     ("pipeline-delay", "gpt_deep.onnx",
-     ["--pipeline-stages", "2", "--accum", "4"], 2, ["--inject-delay", "200"]),
+     ["--pipeline-stages", "2", "--accum", "4"], 2, ["--inject-delay", "200"],
+     []),
 ]
 
 ARENA = re.compile(r"func\.func @(pipeline_step_\d+)\(.*?sched\.arena = "
@@ -82,16 +89,17 @@ def main():
     steps = str(args.steps)
     failures = 0
 
-    def train(art, name, ranks, extra):
+    def train(art, name, ranks, extra, env=None):
         log = os.path.join(work, name + ".jsonl")
         ckpt = os.path.join(work, name + "-ckpt")
-        cmd = [strata_run, art, "--quiet", "--log", log, "--save-every", steps,
+        save = extra[extra.index("--steps") + 1] if "--steps" in extra else steps
+        cmd = [strata_run, art, "--quiet", "--log", log, "--save-every", save,
                "--checkpoint-dir", ckpt] + extra
-        run((MPIRUN + ["-np", str(ranks)] if ranks else []) + cmd)
+        run((MPIRUN + ["-np", str(ranks)] if ranks else []) + cmd, env=env)
         records = [json.loads(line) for line in open(log)]
         trajectory = [(r["loss"], r["grad_norm"]) for r in records]
         # Every rank's state files, byte for byte.
-        folder = os.path.join(ckpt, "step-%08d" % args.steps)
+        folder = os.path.join(ckpt, "step-%08d" % int(save))
         state = {}
         for dirpath, _, files in os.walk(folder):
             for f in files:
@@ -106,9 +114,17 @@ def main():
         return (info["device"]["activation_arena_bytes"],
                 info["host"]["activation_arena_bytes"])
 
-    for name, model, flags, ranks, run_flags in RUNS:
+    emulation = os.path.join(os.path.dirname(os.path.abspath(args.bin)), "lib",
+                             "libStrataRuntimeCUDAEmulation.so")
+    for name, model, flags, ranks, run_flags, both in RUNS:
         if only and name not in only:
             continue
+        env = None
+        if "cuda" in both:
+            if not os.path.exists(emulation):
+                print(f"{name}: skipped, no CUDA emulation at {emulation}")
+                continue
+            env = dict(os.environ, STRATA_CUDA_BACKEND=emulation)
         onnx = os.path.join(MODELS, model)
         arts = {}
         for variant, extra in (("ref", []), ("off", ["--offload-activations"])):
@@ -121,8 +137,9 @@ def main():
                   f"arena {ref_host} -> {host}: nothing was offloaded")
             failures += 1
             continue
-        ref, ref_state = train(arts["ref"], name + "-ref", ranks, [])
-        got, state = train(arts["off"], name + "-off", ranks, run_flags)
+        ref, ref_state = train(arts["ref"], name + "-ref", ranks, both, env)
+        got, state = train(arts["off"], name + "-off", ranks, run_flags + both,
+                           env)
         if got != ref:
             print(f"{name}: losses or gradient norms differ with "
                   f"--offload-activations:\n  {got}\n  {ref}")
