@@ -396,6 +396,32 @@ TEST(ExecutorTest, RejectsParametersOutsideParamsBin) {
             "plan: parameter 'steps' lies outside its params.bin section");
 }
 
+// An offloaded activation's host copy (an ACTIVATION on the HOST tier)
+// lies in the host activation arena, checked against its size, not the
+// device arena's.
+TEST(ExecutorTest, PlacesHostActivationsInTheHostArena) {
+  TempDir dir;
+  PlanBuilder b = linearClassifier();
+  plan::MemoryPlan &memory = *b.plan().mutable_memory();
+  memory.set_activation_bytes(1 << 20);
+  memory.set_alignment(64);
+  uint32_t host = 0;
+  for (plan::Tensor &t : *b.plan().mutable_tensors())
+    if (t.kind() == plan::ACTIVATION) {
+      host = t.id();
+      break;
+    }
+  b.plan().mutable_tensors(int(host))->set_tier(plan::HOST);
+  b.plan().mutable_tensors(int(host))->set_offset(64);
+  b.write(dir / "a.strata");
+  EXPECT_EQ(loadError(dir / "a.strata"),
+            "plan: activation tensor " + std::to_string(host) +
+                " lies outside the host activation arena of 0 bytes");
+  memory.set_host_activation_bytes(1 << 20);
+  b.write(dir / "b.strata");
+  EXPECT_EQ(loadError(dir / "b.strata"), "");
+}
+
 TEST(ExecutorTest, RejectsDamagedParamsBin) {
   TempDir dir;
   std::string path = writeLinearClassifier(dir / "a.strata");
