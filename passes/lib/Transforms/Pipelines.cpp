@@ -123,6 +123,7 @@ void strata::buildMemoryPipeline(OpPassManager &pm,
   memory.ssdMemory = options.ssdMemory.getValue().bytes;
   memory.recompute = options.recompute;
   memory.offloadActivations = options.offloadActivations;
+  memory.hostMemory = options.hostMemory.getValue().bytes;
   OffloadStatePassOptions offload;
   offload.gpuMemory = gpuMemory;
   offload.hostMemory = options.hostMemory.getValue().bytes;

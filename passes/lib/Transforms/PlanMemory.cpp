@@ -91,12 +91,22 @@ struct PlanMemoryPass
              "or use a smaller --batch";
       return signalPassFailure();
     }
+    // Offloaded activations share the host tier with offloaded state.
+    int64_t hostBytes = tierBytes(Tier::Host) + hostArena;
+    if (hostArena > 0 && hostMemory > 0 && hostBytes > int64_t(hostMemory)) {
+      module.emitError("strata-plan-memory: the host tier needs ")
+          << hostBytes << " bytes (state " << tierBytes(Tier::Host)
+          << ", offloaded activations " << hostArena
+          << ") but --host-memory is " << int64_t(hostMemory)
+          << "; raise --host-memory or leave out --offload-activations";
+      return signalPassFailure();
+    }
     Builder b(module.getContext());
     module->setAttr(sched::SchedDialect::kMemoryPlanAttrName,
                     sched::MemoryPlanAttr::get(
                         b.getContext(), arena, live, int64_t(pageSize),
-                        int64_t(alignment), devicePeak,
-                        tierBytes(Tier::Host) + hostArena, tierBytes(Tier::Ssd),
+                        int64_t(alignment), devicePeak, hostBytes,
+                        tierBytes(Tier::Ssd),
                         std::max<int64_t>(budget, 0), hostArena));
   }
 

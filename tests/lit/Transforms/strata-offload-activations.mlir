@@ -2,6 +2,7 @@
 // RUN: strata-opt %s --split-input-file "--strata-offload-activations=min-bytes=4097" | FileCheck %s --check-prefix=SMALL
 // RUN: strata-opt %s --split-input-file --strata-offload-activations --strata-plan-memory | FileCheck %s --check-prefix=PLANNED
 // RUN: strata-opt %s --split-input-file "--strata-memory-pipeline=offload-activations=true fuse-elementwise=false" | FileCheck %s --check-prefix=SCHEDULED
+// RUN: not strata-opt %s --split-input-file --strata-offload-activations "--strata-plan-memory=host-memory=4095" 2>&1 | FileCheck %s --check-prefix=HOSTFULL
 
 // @micro_step: backward is what follows the loss (the first result's op).
 // %t (4096 bytes) is read by forward and, after the loss, by backward: it
@@ -28,6 +29,8 @@
 // device arena's lower bound falls from 12352 bytes (%t, %s, %u, %v live
 // at %v) to 8260 (%s, %v, the reloaded %t and the loss at the end): by
 // 4092, at most the 4096 bytes of %t live at the old peak (at_peak).
+// The host activation arena must fit --host-memory beside offloaded state.
+// HOSTFULL: error: strata-plan-memory: the host tier needs 4096 bytes (state 0, offloaded activations 4096) but --host-memory is 4095; raise --host-memory or leave out --offload-activations
 // PLANNED-LABEL: func.func @micro_step
 // PLANNED-SAME: sched.arena = #sched.arena<size = 8320, live = 8260, host = 4096>
 // PLANNED: sched.offload activation host %{{.*}} {sched.slots = [#sched.slot<0, 4096>]}

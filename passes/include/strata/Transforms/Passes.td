@@ -546,7 +546,9 @@ def PlanMemoryPass : Pass<"strata-plan-memory", "::mlir::ModuleOp"> {
     Results of `sched.offload activation` (the host copies of saved
     activations) are planned the same way in a host activation arena of
     their own: `#sched.arena<..., host = H>` on the function, `host_arena`
-    on the module (and counted in its `host` bytes).
+    on the module (and counted in its `host` bytes). With `host-memory`
+    (bytes; 0: no limit), a host activation arena that does not fit beside
+    the offloaded state is an error.
 
     ```mlir
     // after
@@ -566,6 +568,9 @@ def PlanMemoryPass : Pass<"strata-plan-memory", "::mlir::ModuleOp"> {
            "Device bytes the step may use (0: no budget)">,
     Option<"ssdMemory", "ssd-memory", "uint64_t", /*default=*/"0",
            "SSD bytes the state could use (for the message)">,
+    Option<"hostMemory", "host-memory", "uint64_t", /*default=*/"0",
+           "Host bytes (0: no limit): offloaded state and the host "
+           "activation arena must fit them">,
     Option<"recompute", "recompute", "::strata::Recompute",
            /*default=*/"::strata::Recompute::None",
            "none, auto or always: whether activations could be recomputed "
