@@ -6,6 +6,7 @@
 #include "strata/Dialect/Graph/IR/StateUpdates.h"
 #include "strata/Dialect/Sched/IR/SchedOps.h"
 #include "strata/Runtime/Artifact.h"
+#include "strata/Transforms/PipelineSchedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -504,6 +505,7 @@ private:
     inst->set_stream(stream);
     inst->set_peer_stage(uint32_t(send ? send.getPeer() : recv.getPeer()));
     inst->set_tag(uint32_t(send ? send.getTag() : recv.getTag()));
+    setAction(op, *inst);
     inst->set_micro_batch(
         uint32_t(send ? send.getMicroBatch() : recv.getMicroBatch()));
     if (Error e = addOperands(op, *inst))
@@ -526,6 +528,7 @@ private:
     else if (isa<sched::AllReduceOp>(op))
       inst->set_collective(plan::ALL_REDUCE);
     inst->set_delayable(op.hasAttr(sched::SchedDialect::kDelayableAttrName));
+    setAction(op, *inst);
     if (Error e = setRandom(op, *inst))
       return e;
     if (Error e = addOperands(op, *inst))
@@ -533,6 +536,22 @@ private:
     if (Error e = addResults(op, *inst))
       return e;
     return addKernelAttributes(op, *inst);
+  }
+
+  /// A stage program's instruction: its action (strata-stage-programs
+  /// marks it on the op's location); an op a later pass built without the
+  /// mark takes the action of the instruction before it.
+  void setAction(Operation &op, plan::Instruction &inst) {
+    if (!func->hasAttr(sched::SchedDialect::kScheduleAttrName))
+      return;
+    if (std::optional<sched::Action> mark = sched::getAction(op.getLoc()))
+      action = mark;
+    if (!action)
+      return;
+    inst.set_phase(action->phase == 'F'   ? plan::FORWARD
+                   : action->phase == 'B' ? plan::BACKWARD
+                                          : plan::WEIGHT);
+    inst.set_micro_batch(uint32_t(action->microBatch));
   }
 
   /// A random op's RNG stream and seed slot.
@@ -632,6 +651,8 @@ private:
   llvm::StringMap<BlockArgument> stateArgs;
   SmallVector<sched::Stream> streams;
   uint32_t events = 0, seedSlots = 0;
+  /// The action of the last instruction that had one.
+  std::optional<sched::Action> action;
   llvm::DenseMap<Value, uint32_t> eventOf;
   /// State-updating results computed straight into the state's tensor.
   llvm::DenseMap<Value, uint32_t> aliased;
@@ -643,6 +664,12 @@ private:
 Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
   plan::Program &program = *b.plan.add_programs();
   program.set_name(programName.str());
+  if (auto arena = func->getAttrOfType<sched::ArenaAttr>(
+          sched::SchedDialect::kArenaAttrName)) {
+    program.set_activation_bytes(uint64_t(arena.getSize()));
+    program.set_activation_lower_bound(uint64_t(arena.getLive()));
+    program.set_host_activation_bytes(uint64_t(arena.getHost()));
+  }
   ProgramLowering lowering(func, program, b);
   if (Error e = lowering.bindArguments())
     return e;
@@ -713,6 +740,44 @@ void setTraining(const TrainingOptions &t, func::FuncOp step,
   }
 }
 
+/// The schedule the stage programs were built for, each stage's costs
+/// and the bubble both schedules predict on them.
+Error setPipeline(ModuleOp module, int64_t stages, int64_t microBatches,
+                  plan::Pipeline &out) {
+  std::vector<pipeline::StageCost> costs;
+  for (int64_t s = 0; s < stages; ++s) {
+    auto step =
+        module.lookupSymbol<func::FuncOp>("pipeline_step_" + std::to_string(s));
+    auto schedule = step ? step->getAttrOfType<StringAttr>(
+                               sched::SchedDialect::kScheduleAttrName)
+                         : StringAttr();
+    auto cost = step ? step->getAttrOfType<DenseF64ArrayAttr>(
+                           sched::SchedDialect::kStageCostAttrName)
+                     : DenseF64ArrayAttr();
+    if (!schedule || !cost)
+      return fail("codegen: @pipeline_step_" + std::to_string(s) +
+                  " has no sched.schedule / sched.stage_cost (run "
+                  "strata-stage-programs)");
+    out.set_schedule(schedule.str());
+    costs.push_back({cost[0], cost[1], cost[2]});
+  }
+  out.set_micro_batches(uint32_t(microBatches));
+  std::vector<pipeline::Timeline> timelines;
+  for (pipeline::ScheduleKind kind :
+       {pipeline::ScheduleKind::OneFOneB, pipeline::ScheduleKind::ZeroBubble})
+    timelines.push_back(pipeline::simulate(
+        kind, pipeline::buildSchedule(kind, microBatches, costs), costs));
+  for (int64_t s = 0; s < stages; ++s) {
+    plan::PipelineStage &stage = *out.add_stages();
+    stage.set_forward_flops(costs[s].forward);
+    stage.set_backward_flops(costs[s].backward);
+    stage.set_weight_flops(costs[s].weight);
+    stage.set_bubble_1f1b(timelines[0].bubble(size_t(s)));
+    stage.set_bubble_zb(timelines[1].bubble(size_t(s)));
+  }
+  return Error::success();
+}
+
 Error writeFile(const std::string &path, const std::string &bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), bytes.size());
@@ -761,6 +826,10 @@ Error writeArtifact(ModuleOp module, llvm::StringRef dir,
         return e;
       setTraining(*options.training, stageStep, *plan.mutable_training());
     }
+    if (Error e = setPipeline(module, pipeline.getStages(),
+                              std::max<int64_t>(1, int64_t(options.training->accum)),
+                              *plan.mutable_pipeline()))
+      return e;
   } else if (options.training) {
     if (!step || !update)
       return fail("codegen: a training artifact needs @micro_step and "

@@ -28,6 +28,7 @@
 #include <thread>
 #include <array>
 #include <exception>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,6 +54,20 @@ public:
       if (s->stream)
         cudaStreamDestroy(s->stream);
     }
+    for (auto &[peer, sends] : peerSends_) {
+      if (sends.stream)
+        cudaStreamSynchronize(sends.stream);
+      for (SendBuffer &b : sends.buffers) {
+        cudaFree(b.data);
+        for (cudaEvent_t e : {b.copied, b.sent})
+          if (e)
+            cudaEventDestroy(e);
+      }
+      if (sends.stream)
+        cudaStreamDestroy(sends.stream);
+    }
+    for (PendingReceive &r : receives_)
+      cudaEventDestroy(r.done);
     for (cudaEvent_t e : events_)
       cudaEventDestroy(e);
     for (cudaEvent_t e : timers_)
@@ -342,6 +357,97 @@ public:
     collectives_[size_t(group)] = comm;
     return Status::ok();
   }
+
+  Status sendToRank(uint32_t stream, const void *data, size_t bytes, int peer,
+                    const std::string &what) override {
+    ncclComm_t world = static_cast<ncclComm_t>(
+        collectives_[size_t(Group::World)]);
+    if (!world || stream >= streams_.size())
+      return Status::error(what + ": no communicator over every rank");
+    cudaSetDevice(ordinal_);
+    PeerSends &to = peerSends_[peer];
+    if (!to.stream)
+      if (Status s = cudaStatus(cudaStreamCreateWithFlags(
+                                    &to.stream, cudaStreamNonBlocking),
+                                "cudaStreamCreateWithFlags");
+          !s)
+        return s;
+    // A copy the program may overwrite the tensor behind: the first
+    // buffer whose last send has gone out, or a new one.
+    SendBuffer *buffer = nullptr;
+    for (SendBuffer &b : to.buffers)
+      if (b.bytes >= bytes && cudaEventQuery(b.sent) == cudaSuccess) {
+        buffer = &b;
+        break;
+      }
+    if (!buffer) {
+      SendBuffer &b = to.buffers.emplace_back();
+      if (Status s = cudaStatus(cudaMalloc(&b.data, std::max<size_t>(bytes, 1)),
+                                "cannot allocate a send buffer of " +
+                                    std::to_string(bytes) + " bytes");
+          !s)
+        return s;
+      b.bytes = bytes;
+      for (cudaEvent_t *e : {&b.copied, &b.sent})
+        if (Status s = cudaStatus(
+                cudaEventCreateWithFlags(e, cudaEventDisableTiming),
+                "cudaEventCreateWithFlags");
+            !s)
+          return s;
+      buffer = &b;
+    }
+    cudaStream_t from = streams_[stream]->stream;
+    if (Status s = cudaStatus(cudaMemcpyAsync(buffer->data, data, bytes,
+                                              cudaMemcpyDeviceToDevice, from),
+                              what + ": cudaMemcpyAsync");
+        !s)
+      return s;
+    if (Status s = cudaStatus(cudaEventRecord(buffer->copied, from),
+                              "cudaEventRecord");
+        !s)
+      return s;
+    if (Status s = cudaStatus(cudaStreamWaitEvent(to.stream, buffer->copied, 0),
+                              "cudaStreamWaitEvent");
+        !s)
+      return s;
+    if (ncclResult_t r = ncclSend(buffer->data, bytes, ncclUint8, peer, world,
+                                  to.stream);
+        r != ncclSuccess)
+      return Status::error(what + ": ncclSend: " + ncclGetErrorString(r));
+    if (Status s = cudaStatus(cudaEventRecord(buffer->sent, to.stream),
+                              "cudaEventRecord");
+        !s)
+      return s;
+    // Start it now: a send never waits for this rank's later work. (On a
+    // GPU the query only asks; the emulation runs queued work at a query.)
+    cudaError_t e = cudaStreamQuery(to.stream);
+    if (e != cudaSuccess && e != cudaErrorNotReady)
+      return cudaStatus(e, what);
+    return Status::ok();
+  }
+
+  Status recvFromRank(uint32_t stream, void *data, size_t bytes, int peer,
+                      const std::string &what) override {
+    ncclComm_t world = static_cast<ncclComm_t>(
+        collectives_[size_t(Group::World)]);
+    if (!world || stream >= streams_.size())
+      return Status::error(what + ": no communicator over every rank");
+    cudaSetDevice(ordinal_);
+    if (ncclResult_t r = ncclRecv(data, bytes, ncclUint8, peer, world,
+                                  streams_[stream]->stream);
+        r != ncclSuccess)
+      return Status::error(what + ": ncclRecv: " + ncclGetErrorString(r));
+    // Which receive a timed-out wait was stuck in.
+    PendingReceive pending{nullptr, what};
+    if (Status s = cudaStatus(
+            cudaEventCreateWithFlags(&pending.done, cudaEventDisableTiming),
+            "cudaEventCreateWithFlags");
+        !s)
+      return s;
+    receives_.push_back(pending);
+    return cudaStatus(cudaEventRecord(pending.done, streams_[stream]->stream),
+                      "cudaEventRecord");
+  }
 #endif
 
 private:
@@ -360,8 +466,16 @@ private:
     auto start = std::chrono::steady_clock::now();
     for (int spins = 0;; ++spins) {
       cudaError_t e = cudaStreamQuery(stream);
-      if (e == cudaSuccess)
+      if (e == cudaSuccess) {
+        // Stream 0 ends a program, after every stream joined it: its
+        // receives are all done.
+        if (stream == main()) {
+          for (PendingReceive &r : receives_)
+            cudaEventDestroy(r.done);
+          receives_.clear();
+        }
         return Status::ok();
+      }
       if (e != cudaErrorNotReady)
         return cudaStatus(e, "a kernel on " + describe() + " failed");
 #if STRATA_HAVE_NCCL
@@ -382,18 +496,37 @@ private:
                           std::chrono::steady_clock::now() - start)
                           .count();
       if (waited > options_.timeoutSeconds) {
+        std::string stuck = oldestPendingReceive();
         abortCollectives();
         char line[512];
         std::snprintf(line, sizeof(line),
-                      "the step did not complete within %g s on %s (a "
-                      "collective some rank never joined?); aborted this "
-                      "rank's communicators",
-                      options_.timeoutSeconds, properties_.name);
+                      "the step did not complete within %g s on %s (%s); "
+                      "aborted this rank's communicators",
+                      options_.timeoutSeconds, properties_.name,
+                      stuck.empty()
+                          ? "a collective some rank never joined?"
+                          : ("waiting for the " + stuck).c_str());
         return Status::error(line);
       }
       if (spins > 100)
         std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
+  }
+
+  /// The first receive not yet complete ("" when none); forgets the
+  /// complete ones.
+  std::string oldestPendingReceive() {
+    std::string stuck;
+    while (!receives_.empty()) {
+      PendingReceive &r = receives_.front();
+      if (cudaEventQuery(r.done) != cudaSuccess) {
+        stuck = r.what;
+        break;
+      }
+      cudaEventDestroy(r.done);
+      receives_.erase(receives_.begin());
+    }
+    return stuck;
   }
 
   void abortCollectives() {
@@ -469,6 +602,24 @@ private:
   std::vector<cudaEvent_t> timers_;
   /// ncclComm_t by group kind (Topology.h's five).
   std::array<void *, 5> collectives_{};
+  /// Pipeline stages: per peer rank, the stream its sends go out on and
+  /// the copies they send (reused once sent).
+  struct SendBuffer {
+    void *data = nullptr;
+    size_t bytes = 0;
+    cudaEvent_t copied = nullptr, sent = nullptr;
+  };
+  struct PeerSends {
+    cudaStream_t stream = nullptr;
+    std::vector<SendBuffer> buffers;
+  };
+  std::map<int, PeerSends> peerSends_;
+  /// Receives enqueued and not yet seen complete, oldest first.
+  struct PendingReceive {
+    cudaEvent_t done = nullptr;
+    std::string what;
+  };
+  std::vector<PendingReceive> receives_;
 };
 
 } // namespace

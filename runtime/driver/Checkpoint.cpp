@@ -18,6 +18,7 @@
 #include "strata/Runtime/Training.h"
 
 #include "strata/Runtime/Communicator.h"
+#include "strata/Runtime/Footprint.h"
 
 #include "JsonText.h"
 
@@ -477,11 +478,23 @@ Status consolidateCheckpoint(const Artifact &artifact, const std::string &dir,
                          "' is a one-rank checkpoint: its weights are whole "
                          "already");
   step = top.step;
-  // Replica 0 (ranks 0 .. P-1) holds every shard.
+  // Pipeline group 0 (ranks 0 .. p*P-1) holds every shard: stage s's P
+  // ranks are s*P .. s*P+P-1, and each holds its own stage's parameters
+  // only (a parameter on several stages, such as a tied embedding, has the
+  // same bits on each; the first holder's is read;
+  // runtime/include/strata/Runtime/Footprint.h).
   int p = std::max(top.partition, 1);
-  std::vector<Index> shards(p);
-  std::vector<std::ifstream> states(p);
-  for (int r = 0; r < p; ++r) {
+  int stages = pipelineStages(plan);
+  std::vector<int> holder(size_t(plan.tensors_size()), -1);
+  for (int s = stages - 1; s >= 0; --s) {
+    std::vector<bool> used = tensorsOfStage(plan, s);
+    for (size_t id = 0; id < used.size(); ++id)
+      if (used[id])
+        holder[id] = s;
+  }
+  std::vector<Index> shards(size_t(p * stages));
+  std::vector<std::ifstream> states(size_t(p * stages));
+  for (int r = 0; r < p * stages; ++r) {
     std::string rankFolder = folder + "/" + rankName(r);
     if (Status s = readIndex(rankFolder, shards[r]); !s)
       return s;
@@ -517,8 +530,12 @@ Status consolidateCheckpoint(const Artifact &artifact, const std::string &dir,
     int64_t numel = 1;
     for (int64_t d : shape)
       numel *= d;
+    if (holder[param.tensor()] < 0)
+      return Status::error("plan: no stage holds parameter '" +
+                           param.name() + "'");
+    int firstRank = holder[param.tensor()] * p;
     std::string value;
-    for (int r = 0; r < parts; ++r) {
+    for (int r = firstRank; r < firstRank + parts; ++r) {
       auto it = shards[r].entries.find(param.name());
       if (it == shards[r].entries.end())
         return Status::error("checkpoint '" + folder + "/" + rankName(r) +

@@ -14,6 +14,7 @@
 #include "strata/Runtime/Inspect.h"
 
 #include "strata/Runtime/Artifact.h"
+#include "strata/Runtime/Footprint.h"
 #include "strata/Runtime/Topology.h"
 
 #include "JsonText.h"
@@ -125,6 +126,24 @@ struct Inspection {
   /// Predicted bytes of one step, summed over the ranks.
   double traffic[kCollectiveKinds][2] = {};
   size_t collectives = 0;
+  /// Pipeline stages: what each stage's programs hold, compute and move.
+  struct Stage {
+    std::vector<const plan::Program *> programs; // pipeline_step_s, optimizer_step_s
+    uint64_t parameters = 0, parameterElements = 0, parameterBytes = 0;
+    uint64_t shardBytes = 0;                  // the parameters a rank holds
+    /// What each of its ranks allocates (Footprint.h): state, constants,
+    /// the largest of its programs' arenas, and that arena's lower bound.
+    uint64_t stateBytes = 0, constantBytes = 0, arenaBytes = 0;
+    uint64_t arenaLowerBound = 0;
+    uint64_t hostArenaBytes = 0; // offloaded activations' host copies
+    uint64_t sends = 0, receives = 0, sentBytes = 0, receivedBytes = 0;
+    double traffic[kCollectiveKinds][2] = {}; // over the stage's ranks
+    const plan::PipelineStage *costs = nullptr;
+    /// The schedule's actions in the order the step program runs them
+    /// ("F0", "B0", "W0"; empty in artifacts without instruction phases).
+    std::vector<std::string> order;
+  };
+  std::vector<Stage> stages;
 };
 
 const plan::Program *findProgram(const plan::Plan &p, const std::string &n) {
@@ -149,6 +168,88 @@ std::vector<const plan::Instruction *> kernelsOf(const plan::Program &program) {
   return kernels;
 }
 
+/// Pipeline stages: each stage's programs, the parameters and state they
+/// reference, their arenas and their messages.
+void analyzeStages(const plan::Plan &p, Inspection &in) {
+  int stages = p.has_topology() ? int(p.topology().pipeline_stages()) : 0;
+  if (stages <= 1)
+    return;
+  std::map<uint32_t, const plan::Parameter *> parameterOf;
+  for (const auto &param : p.parameters())
+    parameterOf[param.tensor()] = &param;
+  in.stages.resize(size_t(stages));
+  for (int s = 0; s < stages; ++s) {
+    Inspection::Stage &stage = in.stages[size_t(s)];
+    for (const char *prefix : {"pipeline_step_", "optimizer_step_"})
+      if (const plan::Program *program = findProgram(p, prefix + std::to_string(s)))
+        stage.programs.push_back(program);
+    if (p.has_pipeline() && s < p.pipeline().stages_size())
+      stage.costs = &p.pipeline().stages(s);
+    Footprint f = footprintOf(p, s);
+    stage.stateBytes = f.state;
+    stage.constantBytes = f.constants;
+    stage.arenaBytes = f.activations;
+    stage.arenaLowerBound = f.activationLowerBound;
+    stage.hostArenaBytes = f.hostActivations;
+    std::vector<bool> seen(size_t(p.tensors_size()), false);
+    for (const plan::Program *program : stage.programs) {
+      auto reference = [&](uint32_t id) {
+        const plan::Tensor &t = p.tensors(int(id));
+        if (t.kind() == plan::ACTIVATION || seen[id])
+          return;
+        seen[id] = true;
+        if (t.kind() != plan::PARAMETER)
+          return;
+        ++stage.parameters;
+        stage.shardBytes += tensorBytes(t);
+        uint64_t n = 1;
+        auto it = parameterOf.find(id);
+        if (it != parameterOf.end() && it->second->full_shape_size())
+          for (int64_t d : it->second->full_shape())
+            n *= uint64_t(d);
+        else
+          for (int64_t d : t.shape())
+            n *= uint64_t(d);
+        stage.parameterElements += n;
+        stage.parameterBytes += n * byteWidth(fromPlanDType(t.dtype()));
+      };
+      for (const auto &b : program->inputs())
+        reference(b.tensor());
+      for (const auto &inst : program->instructions()) {
+        for (uint32_t id : inst.inputs())
+          reference(id);
+        for (uint32_t id : inst.outputs())
+          reference(id);
+        if (inst.kind() == plan::SEND) {
+          ++stage.sends;
+          for (uint32_t id : inst.inputs())
+            stage.sentBytes += tensorBytes(p.tensors(int(id)));
+        } else if (inst.kind() == plan::RECV) {
+          ++stage.receives;
+          for (uint32_t id : inst.outputs())
+            stage.receivedBytes += tensorBytes(p.tensors(int(id)));
+        }
+      }
+      for (const auto &b : program->outputs())
+        reference(b.tensor());
+      // The actions: the compute stream's runs of one phase and micro-batch.
+      std::string last;
+      for (const auto &inst : program->instructions()) {
+        if (inst.phase() == plan::NO_PHASE || inst.stream() != 0 ||
+            inst.kind() == plan::RECORD || inst.kind() == plan::WAIT)
+          continue;
+        std::string action = (inst.phase() == plan::FORWARD    ? "F"
+                              : inst.phase() == plan::BACKWARD ? "B"
+                                                               : "W") +
+                             std::to_string(inst.micro_batch());
+        if (action != last)
+          stage.order.push_back(action);
+        last = action;
+      }
+    }
+  }
+}
+
 void analyze(const plan::Plan &p, Inspection &in) {
   in.plan = &p;
   // The step: accum micro-steps, then the optimizer step (a forward-only
@@ -160,9 +261,15 @@ void analyze(const plan::Plan &p, Inspection &in) {
                                      std::to_string(accum)});
     if (const plan::Program *update = findProgram(p, "optimizer_step"))
       in.phases.push_back({update, "optimizer_step"});
+  } else if (const plan::Program *stage = findProgram(p, "pipeline_step_0")) {
+    // Pipeline stages: rank 0's programs (stage 0's).
+    in.phases.push_back({stage, "pipeline_step_0"});
+    if (const plan::Program *update = findProgram(p, "optimizer_step_0"))
+      in.phases.push_back({update, "optimizer_step_0"});
   } else if (const plan::Program *forward = findProgram(p, "forward")) {
     in.phases.push_back({forward, "forward"});
   }
+  analyzeStages(p, in);
   for (const auto &t : p.tensors()) {
     uint64_t bytes = tensorBytes(t);
     if (t.kind() != plan::ACTIVATION && t.kind() != plan::CONSTANT &&
@@ -224,12 +331,15 @@ void analyze(const plan::Plan &p, Inspection &in) {
     TopologyInfo t{int(p.topology().world()), int(p.topology().ranks_per_node()),
                    int(p.topology().partition()),
                    int(std::max(1u, p.topology().pipeline_stages()))};
-    for (const Phase &phase : in.phases) {
-      for (const auto &inst : phase.program->instructions()) {
+    // Each rank runs the step's programs (with stages: its stage's).
+    auto count = [&](const plan::Program &program, int r, double scale,
+                     Inspection::Stage *stage) {
+      for (const auto &inst : program.instructions()) {
         if (inst.collective() == plan::NO_COLLECTIVE)
           continue;
         CollectiveKind kind = fromPlanCollective(inst.collective());
-        ++in.collectives;
+        if (r == 0)
+          ++in.collectives;
         Group group = fromPlanGroup(inst.group());
         // The shard (all-gather operand, reduce-scatter result) or buffer.
         double bytes = 0;
@@ -238,14 +348,25 @@ void analyze(const plan::Plan &p, Inspection &in) {
                               : inst.inputs();
         for (uint32_t id : ids)
           bytes += double(tensorBytes(p.tensors(int(id))));
-        for (int r = 0; r < t.world; ++r) {
-          Link link;
-          if (!ringLink(t, group, r, link))
-            continue;
-          int members = int(groupMembers(t, group, r).size());
-          in.traffic[int(kind)][link] += ringBytes(kind, members, bytes);
-        }
+        Link link;
+        if (!ringLink(t, group, r, link))
+          continue;
+        int members = int(groupMembers(t, group, r).size());
+        double moved = scale * ringBytes(kind, members, bytes);
+        in.traffic[int(kind)][link] += moved;
+        if (stage)
+          stage->traffic[int(kind)][link] += moved;
       }
+    };
+    for (int r = 0; r < t.world; ++r) {
+      if (!in.stages.empty()) {
+        Inspection::Stage &stage = in.stages[size_t(stageOf(t, r))];
+        for (const plan::Program *program : stage.programs)
+          count(*program, r, 1.0, &stage);
+        continue;
+      }
+      for (const Phase &phase : in.phases)
+        count(*phase.program, r, 1.0, nullptr);
     }
   }
 }
@@ -308,10 +429,11 @@ void printParameters(const Inspection &in, std::ostream &os) {
 }
 
 /// A distributed artifact's topology and rank 0's groups.
-void printStages(const plan::Plan &p, const TopologyInfo &info,
+void printStages(const Inspection &in, const TopologyInfo &info,
                  std::ostream &os);
 
-void printTopology(const plan::Plan &p, std::ostream &os) {
+void printTopology(const Inspection &in, std::ostream &os) {
+  const plan::Plan &p = *in.plan;
   if (!p.has_topology() || p.topology().world() <= 1)
     return;
   const plan::Topology &t = p.topology();
@@ -332,41 +454,113 @@ void printTopology(const plan::Plan &p, std::ostream &os) {
     os << "}";
   }
   os << "\n";
-  printStages(p, info, os);
+  printStages(in, info, os);
 }
 
-/// Pipeline stages: which ranks run each stage, and what each stage's
-/// programs send to and receive from the others per step.
-void printStages(const plan::Plan &p, const TopologyInfo &info,
+/// Pipeline stages: which ranks run each stage; per stage its parameters,
+/// forward FLOPs, planned peak, messages, collectives and predicted bubble.
+void printStages(const Inspection &in, const TopologyInfo &info,
                  std::ostream &os) {
-  if (info.stages <= 1)
+  if (info.stages <= 1 || in.stages.empty())
     return;
+  const plan::Plan &p = *in.plan;
   os << "stages       " << info.stages << ", rank r runs stage (r / "
-     << info.partition << ") mod " << info.stages << "\n";
+     << info.partition << ") mod " << info.stages;
+  if (p.has_pipeline())
+    os << "; schedule " << p.pipeline().schedule() << ", "
+       << p.pipeline().micro_batches() << " micro-batches a step";
+  os << "\n";
   for (int s = 0; s < info.stages; ++s) {
-    uint64_t sent = 0, received = 0, sends = 0, receives = 0;
+    const Inspection::Stage &st = in.stages[size_t(s)];
     size_t instructions = 0;
-    for (const char *prefix : {"pipeline_step_", "optimizer_step_"}) {
-      const plan::Program *program =
-          findProgram(p, prefix + std::to_string(s));
-      if (!program)
-        continue;
-      instructions += size_t(program->instructions_size());
-      for (const auto &inst : program->instructions()) {
-        if (inst.kind() == plan::SEND) {
-          ++sends;
-          for (uint32_t id : inst.inputs())
-            sent += tensorBytes(p.tensors(int(id)));
-        } else if (inst.kind() == plan::RECV) {
-          ++receives;
-          for (uint32_t id : inst.outputs())
-            received += tensorBytes(p.tensors(int(id)));
-        }
-      }
-    }
+    for (const plan::Program *program : st.programs)
+      instructions += kernelsOf(*program).size();
+    uint64_t peak = st.stateBytes + st.constantBytes + st.arenaBytes;
+    char line[512];
     os << "  stage " << s << "    " << instructions << " instructions; per step "
-       << sends << " sends (" << human(double(sent)) << "), " << receives
-       << " receives (" << human(double(received)) << ")\n";
+       << st.sends << " sends (" << human(double(st.sentBytes)) << "), "
+       << st.receives << " receives (" << human(double(st.receivedBytes))
+       << ")\n";
+    std::snprintf(line, sizeof(line),
+                  "             parameters %llu tensors, %llu elements, %llu "
+                  "bytes (%llu bytes a rank)\n",
+                  (unsigned long long)st.parameters,
+                  (unsigned long long)st.parameterElements,
+                  (unsigned long long)st.parameterBytes,
+                  (unsigned long long)st.shardBytes);
+    os << line;
+    if (st.costs) {
+      std::snprintf(line, sizeof(line),
+                    "             MFLOP a micro-batch (forward FLOPs of its "
+                    "ops): F %.3f, B %.3f, W %.3f\n",
+                    st.costs->forward_flops() / 1e6,
+                    st.costs->backward_flops() / 1e6,
+                    st.costs->weight_flops() / 1e6);
+      os << line;
+    }
+    if (p.has_memory()) {
+      // What each of the stage's ranks allocates: its own stage's tensors.
+      uint64_t bound = st.stateBytes + st.constantBytes + st.arenaLowerBound;
+      std::snprintf(line, sizeof(line),
+                    "             planned device peak %llu bytes (%s) = state "
+                    "%llu + constants %llu + activation arena %llu = %.4f x "
+                    "the lower bound %llu (activations at once %llu)\n",
+                    (unsigned long long)peak, human(double(peak)).c_str(),
+                    (unsigned long long)st.stateBytes,
+                    (unsigned long long)st.constantBytes,
+                    (unsigned long long)st.arenaBytes,
+                    bound ? double(peak) / double(bound) : 0.0,
+                    (unsigned long long)bound,
+                    (unsigned long long)st.arenaLowerBound);
+      os << line;
+      if (st.hostArenaBytes)
+        os << "             host activation arena " << st.hostArenaBytes
+           << " bytes (offloaded activations)\n";
+    }
+    bool any = false;
+    for (int k = 0; k < kCollectiveKinds; ++k)
+      any |= st.traffic[k][0] + st.traffic[k][1] > 0;
+    if (any) {
+      os << "             collectives per step (its ranks), intra / inter:";
+      for (int k = 0; k < kCollectiveKinds; ++k) {
+        std::snprintf(line, sizeof(line), " %s %.0f / %.0f",
+                      collectiveName(CollectiveKind(k)), st.traffic[k][0],
+                      st.traffic[k][1]);
+        os << (k ? "," : "") << line;
+      }
+      os << "\n";
+    }
+    if (st.costs) {
+      std::snprintf(line, sizeof(line),
+                    "             predicted bubble 1f1b %.3f, zb %.3f\n",
+                    st.costs->bubble_1f1b(), st.costs->bubble_zb());
+      os << line;
+    }
+    if (!st.order.empty()) {
+      os << "             order";
+      for (const std::string &action : st.order)
+        os << " " << action;
+      os << "\n";
+    }
+  }
+  if (p.has_pipeline() && p.pipeline().stages_size()) {
+    double one = 0, zb = 0;
+    for (const auto &st : p.pipeline().stages()) {
+      one += st.bubble_1f1b();
+      zb += st.bubble_zb();
+    }
+    double n = double(p.pipeline().stages_size());
+    double m = double(p.pipeline().micro_batches());
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "  predicted bubble (idle over the step, mean of the stages; "
+                  "phases cost their FLOPs, messages free): 1f1b %.3f, zb "
+                  "%.3f; 1F1B on equal stages (p-1)/(m+p-1) = %.3f\n",
+                  one / n, zb / n, (n - 1) / (m + n - 1));
+    os << line;
+  } else {
+    os << "  no schedule costs in this artifact (written before they were "
+          "recorded): predicted bubble not shown\n";
   }
 }
 
@@ -375,7 +569,11 @@ void printStages(const plan::Plan &p, const TopologyInfo &info,
 void printMemory(const Inspection &in, std::ostream &os) {
   const plan::Plan &p = *in.plan;
   uint64_t state = persistentTotal(in);
-  os << "memory       device tier (this rank):\n";
+  if (pipelineStages(p) > 1)
+    os << "memory       device tier (every stage's tensors; a rank holds "
+          "its stage's, above):\n";
+  else
+    os << "memory       device tier (this rank):\n";
   for (int c = 0; c < int(Category::GatheredParameters); ++c)
     os << "               " << categoryName(Category(c)) << ": "
        << in.persistent[c] << " bytes\n";
@@ -467,7 +665,7 @@ void printSummary(const std::string &dir, const Inspection &in,
                   std::ostream &os) {
   printPrograms(dir, *in.plan, os);
   printParameters(in, os);
-  printTopology(*in.plan, os);
+  printTopology(in, os);
   printMemory(in, os);
   printTraffic(in, os);
   printOffloadedAndRecomputed(in, os);
@@ -500,6 +698,60 @@ void printJson(const std::string &dir, const Inspection &in,
        << in.hostBytes << ", \"activation_arena_bytes\": "
        << m.host_activation_bytes() << "}, \"ssd\": {\"bytes\": "
        << in.ssdBytes << "}}";
+  }
+  if (!in.stages.empty()) {
+    os << ", \"pipeline\": {\"schedule\": "
+       << jsonString(p.has_pipeline() ? p.pipeline().schedule() : "")
+       << ", \"micro_batches\": "
+       << (p.has_pipeline() ? p.pipeline().micro_batches() : 0)
+       << ", \"stages\": [";
+    for (size_t s = 0; s < in.stages.size(); ++s) {
+      const Inspection::Stage &st = in.stages[s];
+      char entry[512];
+      std::snprintf(
+          entry, sizeof(entry),
+          "%s{\"parameters\": %llu, \"parameter_elements\": %llu, "
+          "\"parameter_bytes\": %llu, \"parameter_bytes_a_rank\": %llu, "
+          "\"planned_peak_bytes\": %llu, \"state_bytes\": %llu, "
+          "\"constant_bytes\": %llu, \"activation_arena_bytes\": %llu, "
+          "\"host_activation_arena_bytes\": %llu, "
+          "\"sent_bytes\": %llu, \"received_bytes\": %llu",
+          s ? ", " : "", (unsigned long long)st.parameters,
+          (unsigned long long)st.parameterElements,
+          (unsigned long long)st.parameterBytes,
+          (unsigned long long)st.shardBytes,
+          (unsigned long long)(st.stateBytes + st.constantBytes +
+                               st.arenaBytes),
+          (unsigned long long)st.stateBytes,
+          (unsigned long long)st.constantBytes,
+          (unsigned long long)st.arenaBytes,
+          (unsigned long long)st.hostArenaBytes,
+          (unsigned long long)st.sentBytes,
+          (unsigned long long)st.receivedBytes);
+      os << entry;
+      if (st.costs) {
+        std::snprintf(entry, sizeof(entry),
+                      ", \"forward_flops\": %.0f, \"backward_flops\": %.0f, "
+                      "\"weight_flops\": %.0f, \"bubble_1f1b\": %.6f, "
+                      "\"bubble_zb\": %.6f",
+                      st.costs->forward_flops(), st.costs->backward_flops(),
+                      st.costs->weight_flops(), st.costs->bubble_1f1b(),
+                      st.costs->bubble_zb());
+        os << entry;
+      }
+      os << ", \"order\": [";
+      for (size_t i = 0; i < st.order.size(); ++i)
+        os << (i ? ", " : "") << jsonString(st.order[i]);
+      os << "], \"traffic\": {";
+      for (int k = 0; k < kCollectiveKinds; ++k) {
+        std::snprintf(entry, sizeof(entry), "%s\"%s\": [%.0f, %.0f]",
+                      k ? ", " : "", collectiveName(CollectiveKind(k)),
+                      st.traffic[k][0], st.traffic[k][1]);
+        os << entry;
+      }
+      os << "}}";
+    }
+    os << "]}";
   }
   os << ", \"traffic\": {";
   for (int k = 0; k < kCollectiveKinds; ++k) {

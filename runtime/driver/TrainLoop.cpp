@@ -73,13 +73,19 @@ public:
     }
     if (first < last)
       phases_.push_back({label, first, last});
+    addSchedule(*p, events);
   }
+
+  /// This rank's pipeline stage (-1: none), for the trace's metadata.
+  void setStage(int stage) { stage_ = stage; }
 
   bool write(const std::string &path, int rank, uint64_t step) const {
     std::ofstream out(path);
     if (!out)
       return false;
     int64_t origin = phases_.empty() ? 0 : phases_.front().startNs;
+    if (!idle_.empty())
+      origin = std::min(origin, idle_.front().startNs);
     std::vector<std::string> tracks = {"compute"};
     auto track = [&](const std::string &name) {
       auto it = std::find(tracks.begin(), tracks.end(), name);
@@ -90,9 +96,12 @@ public:
     };
     auto us = [&](int64_t ns) { return double(ns - origin) / 1000.0; };
     char buffer[512];
+    // origin_ns (the host's monotonic clock) lets tools/merge-traces.py
+    // put the ranks of one machine on one time axis.
     out << "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"clock\": "
            "\"measured, microseconds from the step's start\", \"step\": "
-        << step << "}, \"traceEvents\": [\n";
+        << step << ", \"rank\": " << rank << ", \"stage\": " << stage_
+        << ", \"origin_ns\": " << origin << "}, \"traceEvents\": [\n";
     std::snprintf(buffer, sizeof(buffer),
                   "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, "
                   "\"tid\": 0, \"args\": {\"name\": \"rank %d, step %llu\"}}",
@@ -116,6 +125,21 @@ public:
                     r.instruction);
       out << buffer;
     }
+    // The schedule: one span per action (F3, B3, W3), coloured by phase,
+    // and the receives' waits as "idle".
+    std::vector<Action> spans = actions_;
+    spans.insert(spans.end(), idle_.begin(), idle_.end());
+    for (const Action &a : spans) {
+      std::snprintf(buffer, sizeof(buffer),
+                    ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"cname\": "
+                    "\"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": 1001, "
+                    "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"stage\": %d, "
+                    "\"micro_batch\": %d%s}}",
+                    a.name.c_str(), a.category, a.color, rank, us(a.startNs),
+                    double(a.endNs - a.startNs) / 1000.0, stage_, a.microBatch,
+                    a.detail.c_str());
+      out << buffer;
+    }
     for (size_t t = 0; t < tracks.size(); ++t) {
       std::snprintf(buffer, sizeof(buffer),
                     ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": "
@@ -125,8 +149,18 @@ public:
     }
     std::snprintf(buffer, sizeof(buffer),
                   ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": "
-                  "%d, \"tid\": 1000, \"args\": {\"name\": \"programs\"}}\n]}\n",
+                  "%d, \"tid\": 1000, \"args\": {\"name\": \"programs\"}}",
                   rank);
+    out << buffer;
+    if (!actions_.empty()) {
+      std::snprintf(buffer, sizeof(buffer),
+                    ",\n{\"name\": \"thread_name\", \"ph\": \"M\", "
+                    "\"pid\": %d, \"tid\": 1001, \"args\": {\"name\": "
+                    "\"schedule (stage %d)\"}}",
+                    rank, stage_);
+      out << buffer;
+    }
+    std::snprintf(buffer, sizeof(buffer), "\n]}\n");
     out << buffer;
     return bool(out);
   }
@@ -141,8 +175,68 @@ private:
     std::string label;
     int64_t startNs, endNs;
   };
+  /// A span of the schedule: an action ("F3") or a receive's wait ("idle").
+  struct Action {
+    std::string name;
+    const char *category, *color;
+    int microBatch;
+    int64_t startNs, endNs;
+    std::string detail; // more args, JSON
+  };
+
+  /// A pipeline stage program's actions: the compute stream's instructions
+  /// (kernels, sends and receives) of one action in a row, from the end of
+  /// its first receive's wait (or its first instruction's start) to its
+  /// last instruction's end; each receive's wait for the other stage an
+  /// idle span. An action with no work on this stage (a zero-bubble B on
+  /// the first stage, which sends no gradient back) is a span of no
+  /// length where its receive ends.
+  void addSchedule(const plan::Program &p,
+                   const std::vector<Executor::TraceEvent> &events) {
+    std::optional<Action> run;
+    plan::PipelinePhase runPhase = plan::NO_PHASE;
+    for (int i = 0; i < p.instructions_size() && i < int(events.size()); ++i) {
+      const plan::Instruction &inst = p.instructions(i);
+      const Executor::TraceEvent &e = events[i];
+      if (e.endNs == 0)
+        continue;
+      bool receive = inst.kind() == plan::RECV;
+      if (receive)
+        idle_.push_back(
+            {"idle", "idle", "grey", int(inst.micro_batch()), e.startNs,
+             e.endNs,
+             ", \"waits_for_stage\": " + std::to_string(inst.peer_stage())});
+      if (inst.phase() == plan::NO_PHASE || inst.stream() != 0 ||
+          (inst.kind() != plan::KERNEL && inst.kind() != plan::SEND &&
+           !receive))
+        continue;
+      int64_t start = receive ? e.endNs : e.startNs;
+      if (run && runPhase == inst.phase() &&
+          run->microBatch == int(inst.micro_batch())) {
+        run->endNs = std::max(run->endNs, e.endNs);
+        continue;
+      }
+      if (run)
+        actions_.push_back(*run);
+      runPhase = inst.phase();
+      const char *letter = runPhase == plan::FORWARD    ? "F"
+                           : runPhase == plan::BACKWARD ? "B"
+                                                        : "W";
+      // Chrome trace's reserved colours: blue, green, yellow.
+      const char *color = runPhase == plan::FORWARD    ? "rail_response"
+                          : runPhase == plan::BACKWARD ? "good"
+                                                       : "yellow";
+      run = Action{letter + std::to_string(inst.micro_batch()), letter, color,
+                   int(inst.micro_batch()), start, e.endNs, ""};
+    }
+    if (run)
+      actions_.push_back(*run);
+  }
+
   std::vector<Record> records_;
   std::vector<Phase> phases_;
+  std::vector<Action> actions_, idle_;
+  int stage_ = -1;
 };
 
 int64_t peakMemoryBytes() {
@@ -251,12 +345,6 @@ int consolidate(const Artifact &artifact, const TrainOptions &options) {
                  "checkpoint holds whole weights already");
   if (options.checkpointDir.empty())
     return error("--consolidate needs --checkpoint-dir DIR");
-  // Each stage's ranks hold the up-to-date values of that stage's
-  // parameters only; reading them per stage is not built yet, and rank 0's
-  // copy of a later stage's parameter would be its initial value.
-  if (plan.topology().pipeline_stages() > 1)
-    return error("--consolidate of an artifact with pipeline stages is not "
-                 "built yet: each stage's ranks hold that stage's weights");
   uint64_t step = 0;
   if (Status s = consolidateCheckpoint(artifact, options.checkpointDir,
                                        options.consolidateTo, step);
@@ -509,6 +597,7 @@ bool TrainingRun::createExecutor() {
     if (stages_ > 1) {
       stepProgram_ = "pipeline_step_" + std::to_string(stage_);
       updateProgram_ = "optimizer_step_" + std::to_string(stage_);
+      trace_.setStage(stage_);
     }
     if (!options_.exportOnnx.empty() || options_.sampleTokens > 0)
       return fail("--export-onnx and --sample need whole weights: save a "
@@ -524,6 +613,9 @@ bool TrainingRun::createExecutor() {
   executorOptions.ssdDir = options_.ssdDir;
   executorOptions.injectDelayMicros = options_.injectDelayMicros;
   executorOptions.captureGraphs = options_.cudaGraph;
+  // A stage's rank allocates its own stage's tensors only.
+  if (stages_ > 1)
+    executorOptions.stage = stage_;
   if (Status s = createDevice(options_.backend, rank_, options_.tf32,
                               options_.timeoutSeconds, device_);
       !s)
@@ -819,7 +911,7 @@ bool TrainingRun::runOptimizer(uint64_t s, StepResult &r) {
 }
 
 bool TrainingRun::writeTrace(uint64_t s) {
-  trace_.add(*executor_, plan_, "optimizer_step", "optimizer_step");
+  trace_.add(*executor_, plan_, updateProgram_, updateProgram_);
   executor_->setTracing(false);
   std::string path = options_.tracePath;
   if (world_ > 1) { // one file a rank: out.rank-3.json
@@ -841,10 +933,11 @@ bool TrainingRun::sumOverRanks(const Communicator::Traffic &before,
   // counters).
   // Layout: the loss, [intra, inter] per collective summed over the
   // ranks, then [intra, inter] of each rank (the others' slots zero).
-  // With stages, then each rank's [idle ms, step ms] and the bytes sent
-  // between stages.
+  // With stages, then each rank's [idle ms, step ms], the bytes sent
+  // between stages, and each rank's planned device bytes (its stage's
+  // only, before rounding to pages).
   size_t stageSlots = kRankSlots + 2 * size_t(world_);
-  r.sums.assign(stageSlots + (stages_ > 1 ? 2 * size_t(world_) + 1 : 0), 0.0);
+  r.sums.assign(stageSlots + (stages_ > 1 ? 3 * size_t(world_) + 1 : 0), 0.0);
   r.sums[0] = r.loss;
   if (!comm_)
     return true;
@@ -852,6 +945,8 @@ bool TrainingRun::sumOverRanks(const Communicator::Traffic &before,
     r.sums[stageSlots + 2 * rank_] = r.bubbleMs;
     r.sums[stageSlots + 2 * rank_ + 1] = r.busyMs;
     r.sums[stageSlots + 2 * world_] = r.p2pBytes;
+    r.sums[stageSlots + 2 * world_ + 1 + rank_] =
+        double(executor_->getPlannedDeviceBytes());
   }
   const Communicator::Traffic &after = comm_->traffic();
   for (int k = 0; k < Communicator::kKinds; ++k)
@@ -996,6 +1091,13 @@ void TrainingRun::logStep(uint64_t s, const StepResult &r) {
       std::snprintf(line, sizeof(line), "], \"stage_bytes\": %.0f",
                     sums[base + 2 * world_]);
       log_ << line;
+      log_ << ", \"device_bytes_by_rank\": [";
+      for (int rank = 0; rank < world_; ++rank) {
+        std::snprintf(line, sizeof(line), "%s%.0f", rank ? ", " : "",
+                      sums[base + 2 * world_ + 1 + rank]);
+        log_ << line;
+      }
+      log_ << "]";
     }
     if (r.replicasChecked)
       log_ << ", \"replicas_identical\": true";

@@ -3,6 +3,7 @@
 #include "strata/Runtime/Executor.h"
 
 #include "strata/Runtime/Communicator.h"
+#include "strata/Runtime/Footprint.h"
 #include "strata/Runtime/ScratchArena.h"
 
 #include <chrono>
@@ -96,6 +97,11 @@ Status Executor::create(const Artifact &artifact, std::shared_ptr<Device> device
   std::unique_ptr<Executor> e(new Executor());
   e->device_ = std::move(device);
   e->options_ = options;
+  e->loaded_ = programsOfStage(p, options.stage);
+  if (e->loaded_.empty() && options.stage >= 0)
+    return Status::error("plan: no program of stage " +
+                         std::to_string(options.stage));
+  e->used_ = tensorsOfStage(p, options.stage);
   Layout layout;
   if (Status s = e->layOutTensors(p, layout); !s)
     return s;
@@ -104,8 +110,8 @@ Status Executor::create(const Artifact &artifact, std::shared_ptr<Device> device
   if (Status s = e->copyInitialValues(artifact); !s)
     return s;
   e->collectStates(p);
-  for (const auto &prog : p.programs())
-    if (Status s = e->loadProgram(prog); !s)
+  for (const plan::Program *prog : e->loaded_)
+    if (Status s = e->loadProgram(*prog); !s)
       return s;
   if (Status s = e->createQueuesAndSeeds(); !s)
     return s;
@@ -134,7 +140,7 @@ Status Executor::layOutTensors(const plan::Plan &p, Layout &layout) {
     TensorView &v = tensors_[t.id()];
     v.dtype = fromPlanDType(t.dtype());
     v.shape.assign(t.shape().begin(), t.shape().end());
-    if (planned && t.kind() == plan::ACTIVATION)
+    if (!used_[t.id()] || (planned && t.kind() == plan::ACTIVATION))
       continue;
     size_t bytes = alignUp(std::max<size_t>(v.bytes(), 1));
     if (t.tier() == plan::HOST) {
@@ -150,11 +156,14 @@ Status Executor::layOutTensors(const plan::Plan &p, Layout &layout) {
     }
   }
   if (planned) {
-    size_t arena = p.memory().activation_bytes();
-    size_t hostArena = p.memory().host_activation_bytes();
+    // The arenas: the largest of the loaded programs' (a stage's rank
+    // holds its own stage's only).
+    Footprint footprint = footprintOf(p, options_.stage);
+    size_t arena = footprint.activations;
+    size_t hostArena = footprint.hostActivations;
     host = alignUp(host);
     for (const auto &t : p.tensors()) {
-      if (t.kind() != plan::ACTIVATION)
+      if (t.kind() != plan::ACTIVATION || !used_[t.id()])
         continue;
       bool onHost = t.tier() == plan::HOST;
       if (t.tier() == plan::SSD)
@@ -174,6 +183,7 @@ Status Executor::layOutTensors(const plan::Plan &p, Layout &layout) {
     total += arena;
     host += hostArena;
   }
+  layout.plannedDeviceBytes = total;
   // Each tier's block is a whole number of pages: the pool the plan's
   // page accounting describes.
   if (planned && p.memory().page_size()) {
@@ -191,6 +201,7 @@ Status Executor::allocateTiers(const plan::Plan &p, const Layout &layout) {
       !s)
     return s;
   deviceBytes_ = layout.deviceBytes;
+  plannedDeviceBytes_ = layout.plannedDeviceBytes;
   if (layout.hostBytes) {
     if (Status s = d.allocate(MemoryKind::Host, layout.hostBytes, &hostBlock_);
         !s)
@@ -199,7 +210,7 @@ Status Executor::allocateTiers(const plan::Plan &p, const Layout &layout) {
   }
   for (const auto &t : p.tensors()) {
     TensorView &v = tensors_[t.id()];
-    if (v.onSsd)
+    if (v.onSsd || !used_[t.id()])
       continue;
     v.onHost = t.tier() == plan::HOST;
     v.data =
@@ -233,7 +244,7 @@ Status Executor::createSsdFile(uint64_t bytes) {
 Status Executor::copyInitialValues(const Artifact &artifact) {
   const plan::Plan &p = artifact.getPlan();
   for (const auto &t : p.tensors()) {
-    if (t.kind() != plan::CONSTANT)
+    if (t.kind() != plan::CONSTANT || !used_[t.id()])
       continue;
     TensorView &v = tensors_[t.id()];
     if (t.constant_data().size() != v.bytes())
@@ -246,6 +257,8 @@ Status Executor::copyInitialValues(const Artifact &artifact) {
       return s;
   }
   for (const auto &param : p.parameters()) {
+    if (!used_[param.tensor()])
+      continue; // another stage's
     TensorView &v = tensors_[param.tensor()];
     if (param.size_bytes() != v.bytes())
       return Status::error("plan: parameter '" + param.name() +
@@ -268,6 +281,8 @@ Status Executor::copyInitialValues(const Artifact &artifact) {
 
 void Executor::collectStates(const plan::Plan &p) {
   for (const auto &t : p.tensors()) {
+    if (!used_[t.id()])
+      continue;
     if (t.kind() == plan::PARAMETER || t.kind() == plan::BUFFER ||
         t.kind() == plan::GRADIENT || t.kind() == plan::OPTIMIZER_STATE)
       states_.push_back(
@@ -290,6 +305,7 @@ Status Executor::loadProgram(const plan::Program &prog) {
     Step step;
     if (Status s = buildStep(prog, inst, program.steps.size(), step); !s)
       return s;
+    program.exchanges |= step.kind == plan::SEND || step.kind == plan::RECV;
     program.steps.push_back(std::move(step));
   }
   // A wait needs its event recorded on another stream before it.
@@ -586,6 +602,7 @@ Status Executor::runProgram(Program &program, std::string_view name,
   // The first run is a warm-up (kernels may finish preparing then); the
   // second is captured and replayed.
   bool capture = options_.captureGraphs && d.canCapture() && !tracing_ &&
+                 !program.exchanges &&
                  !program.graph && program.runs >= 2;
   if (capture)
     if (Status s = d.beginCapture(0); !s)
@@ -753,13 +770,27 @@ Status Executor::exchange(Step &step, uint32_t stream) {
                          "stages but this run has no communicator (launch "
                          "it with mpirun)");
   Device &d = *device_;
-  // Everything before it on its stream has run; the message moves through
-  // host memory.
-  if (Status s = d.synchronize(stream); !s)
-    return s;
   bool send = step.kind == plan::SEND;
   TensorView &t = send ? step.inputs[0] : step.outputs[0];
   size_t bytes = t.bytes();
+  // A device with its own collectives (NCCL) moves the tensor itself, in
+  // stream order: a send from a copy on a stream of its own per peer, a
+  // receive on the instruction's stream.
+  if (DeviceCollectives *c = d.collectives(); c && !t.onHost) {
+    const TopologyInfo &topology = comm_->topology();
+    int peer = rankOnStage(topology, comm_->rank(), step.peerStage);
+    std::string what = step.description + (send ? " to" : " from") +
+                       " stage " + std::to_string(step.peerStage) + " (rank " +
+                       std::to_string(peer) + ")";
+    if (!send)
+      return c->recvFromRank(stream, t.data, bytes, peer, what);
+    comm_->countDeviceSend(bytes);
+    return c->sendToRank(stream, t.data, bytes, peer, what);
+  }
+  // Otherwise everything before it on its stream has run, and the message
+  // moves through host memory.
+  if (Status s = d.synchronize(stream); !s)
+    return s;
   bool host = d.isHostAddressable() || t.onHost;
   std::string staging;
   void *data = t.data;

@@ -46,7 +46,9 @@ std::vector<int> groupMembers(const TopologyInfo &t, Group group, int rank) {
       ranks.push_back(i);
     break;
   case Group::Inter:
-    for (int i = rank / p * p + rank % k; i < rank / p * p + p; i += k)
+    // The partition group's ranks at this rank's position in its node (a
+    // partition group inside one node: this rank alone).
+    for (int i = rank / p * p + rank % p % k; i < rank / p * p + p; i += k)
       ranks.push_back(i);
     break;
   case Group::Intra:

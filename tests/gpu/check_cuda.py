@@ -26,6 +26,11 @@ the reason and exits 77, which ctest reports as skipped. On a GPU:
   distributed  (only when named in --only: it needs a GPU per rank) ZeRO-3
             over 2 ranks (mpirun -np 2, NCCL) trains as the CPU backend's
             2 ranks do: 5 steps (3 with --quick) within 1e-4 relative.
+  pipeline  (only when named in --only) the 8-layer GPT on 2 pipeline
+            stages (mpirun -np 2, the stages' messages on NCCL send /
+            receive) trains as on the CPU backend's 2 ranks: 5 steps (3 with
+            --quick) of 2 micro-batches within 1e-4 relative, the same bytes
+            between the stages.
 
 Every figure goes into the report (markdown) when --report is given; the
 report is rewritten after every line, so a session cut short keeps what it
@@ -138,7 +143,8 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
     ap.add_argument("--only", help="comma-separated checks to run (default "
                     "all, in this order): conformance, fp32, bf16, graph, "
-                    "offload, forward, sanitizer; and distributed, run only when named")
+                    "offload, forward, sanitizer; and distributed and "
+                    "pipeline, run only when named")
     ap.add_argument("--timeout", type=float, default=300,
                     help="seconds any one command may take (default 300; "
                     "the conformance suite at least 540)")
@@ -156,8 +162,8 @@ def main():
     def steps(n):
         return str(max(3, n // 10) if args.quick else n)
     names = ["conformance", "fp32", "bf16", "graph", "offload", "forward",
-             "sanitizer", "distributed"]
-    chosen = args.only.split(",") if args.only else names[:-1]
+             "sanitizer", "distributed", "pipeline"]
+    chosen = args.only.split(",") if args.only else names[:-2]
     unknown = [n for n in chosen if n not in names]
     if unknown:
         print(f"check_cuda.py: unknown check {', '.join(unknown)} (one of "
@@ -340,10 +346,37 @@ def main():
         c.compare(f"ZeRO-3 over 2 ranks (NCCL), {n} steps", curves["cpu"],
                   curves[cuda], 1e-4)
 
+    def check_pipeline():
+        mpirun = shutil.which("mpirun")
+        if not mpirun:
+            c.say("- pipeline: no mpirun here, not run")
+            return
+        n = "3" if args.quick else "5"
+        staged = c.compile("gpt-deep-p2", "gpt_deep.onnx", "--pipeline-stages",
+                           "2", "--accum", "2", "--steps", n)
+        curves, moved = {}, {}
+        for backend in ("cpu", cuda):
+            log = os.path.join(work, f"pipeline.{backend}.jsonl")
+            r = run([mpirun, "--allow-run-as-root", "--oversubscribe", "-np",
+                     "2", os.path.join(args.bin, "strata-run"), staged,
+                     "--quiet", "--backend", backend, "--log", log])
+            if r.returncode != 0:
+                raise RuntimeError(f"mpirun -np 2 strata-run on {backend}: "
+                                   f"{(r.stderr or r.stdout).strip()[-300:]}")
+            curves[backend] = losses(log)
+            moved[backend] = [json.loads(line).get("stage_bytes")
+                              for line in open(log)]
+        c.compare(f"2 pipeline stages (NCCL send / receive), {n} steps",
+                  curves["cpu"], curves[cuda], 1e-4)
+        c.check("bytes between the stages", moved["cpu"] == moved[cuda],
+                f"per step {moved[cuda][-1]} on {cuda}, "
+                f"{moved['cpu'][-1]} on cpu")
+
     checks = {"conformance": check_conformance, "fp32": check_fp32,
               "bf16": check_bf16, "graph": check_graph,
               "offload": check_offload, "forward": check_forward,
-              "sanitizer": check_sanitizer, "distributed": check_distributed}
+              "sanitizer": check_sanitizer, "distributed": check_distributed,
+              "pipeline": check_pipeline}
     assert list(checks) == names
     for name in chosen:
         # Each check stands alone: one that fails or times out does not

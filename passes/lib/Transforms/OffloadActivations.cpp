@@ -150,8 +150,11 @@ struct OffloadActivationsPass
       auto offload = b.create<sched::OffloadOp>(loc, value.getType(),
                                                 sched::Tier::Host, value,
                                                 /*activation=*/true);
+      // The reload runs where backward needs the value: its location (and
+      // a stage program's action mark there) is that reader's.
       b.setInsertionPoint(firstBackward);
-      auto reload = b.create<sched::ReloadOp>(loc, value.getType(),
+      auto reload = b.create<sched::ReloadOp>(firstBackward->getLoc(),
+                                              value.getType(),
                                               sched::Tier::Host,
                                               offload.getResult(),
                                               /*activation=*/true);

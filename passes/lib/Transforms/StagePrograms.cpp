@@ -91,8 +91,19 @@ struct StageProgramsPass
     if (failed(analyze(step, a)))
       return signalPassFailure();
 
+    std::vector<pipeline::StageCost> costs = stageCosts(step, a);
+    // The costs with the weight gradients apart, whichever the schedule:
+    // what the artifact records (the trace and strata-inspect predict both
+    // schedules from them).
+    std::vector<pipeline::StageCost> splitCosts = costs;
+    if (schedule != pipeline::ScheduleKind::ZeroBubble) {
+      DenseMap<Operation *, Phase> phases = a.phase;
+      splitWeightGradients(step, a);
+      splitCosts = stageCosts(step, a);
+      a.phase = std::move(phases);
+    }
     pipeline::StageOrders orders =
-        pipeline::buildSchedule(schedule, microBatches, stageCosts(step, a));
+        pipeline::buildSchedule(schedule, microBatches, costs);
     std::string problem =
         pipeline::verifySchedule(schedule, orders, microBatches);
     if (!problem.empty()) {
@@ -108,6 +119,16 @@ struct StageProgramsPass
       if (failed(program))
         return signalPassFailure();
       b.setInsertionPointAfter(*program);
+      // What the trace and strata-inspect show of the schedule.
+      (*program)->setAttr(sched::SchedDialect::kScheduleAttrName,
+                          b.getStringAttr(schedule ==
+                                                  pipeline::ScheduleKind::ZeroBubble
+                                              ? "zb"
+                                              : "1f1b"));
+      const pipeline::StageCost &c = splitCosts[s];
+      (*program)->setAttr(sched::SchedDialect::kStageCostAttrName,
+                          b.getDenseF64ArrayAttr(
+                              {c.forward, c.backward, c.weight}));
       held[s] = heldParameters(*program);
       for (unsigned i = 0; i < program->getNumArguments(); ++i)
         if (graph::getArgumentRole(*program, i) == graph::Role::Parameter)
@@ -355,6 +376,11 @@ struct StageProgramsPass
     // The updates of this stage's parameters and whatever they read.
     for (Operation &op : body.without_terminator()) {
       if (norm.contains(&op) || op.getNumResults() == 0)
+        continue;
+      // Already cloned for the norm (2-hop sync's replication all-reduce
+      // of the gradients): cloning it again would all-reduce them twice.
+      if (llvm::all_of(op.getResults(),
+                       [&](Value r) { return map.contains(r); }))
         continue;
       std::optional<std::string> param = parameterOf(&op);
       if (!param || !held[s].contains(*param))
@@ -727,6 +753,7 @@ struct StageProgramsPass
 
     for (const pipeline::Action &action : order) {
       int64_t k = action.microBatch;
+      Operation *before = block->empty() ? nullptr : &block->back();
       auto tagAttr = [&](Value v) { return b.getI64IntegerAttr(a.tag.lookup(v)); };
       // Receive what this action's phase brings to this stage.
       for (Value v : a.crossing) {
@@ -808,6 +835,15 @@ struct StageProgramsPass
                                             tagAttr(v));
         send->setAttr(sched::SchedDialect::kStageAttrName, stageAttr);
       }
+      // Every op this action added carries it in its location.
+      sched::Action mark{action.phase == Phase::Forward    ? 'F'
+                         : action.phase == Phase::Backward ? 'B'
+                                                           : 'W',
+                         k};
+      for (Operation *op = before ? before->getNextNode()
+                                  : (block->empty() ? nullptr : &block->front());
+           op; op = op->getNextNode())
+        op->setLoc(sched::withAction(op->getLoc(), mark));
     }
 
     // Results: the losses of every micro-batch, the last values of the

@@ -10,6 +10,12 @@
 // 64-bit integers for integers) and round once, so every rank gets the same
 // bits.
 //
+// Point to point (ncclSend / ncclRecv): each ordered pair of ranks has a
+// mailbox after the slots, a ring of kMailboxBytes with counters of the
+// bytes written and read. A send writes into it without waiting for the
+// receive (it waits only while the ring is full); a receive takes the
+// oldest bytes. Messages from one rank to another arrive in the order sent.
+//
 // A rank that waits at a barrier longer than STRATA_CUDA_EMULATION_NCCL_TIMEOUT
 // seconds (default 120), or sees another rank abort, gives up: the
 // communicator's asynchronous error becomes ncclRemoteError, as NCCL reports
@@ -27,6 +33,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -41,11 +48,27 @@ namespace {
 
 /// Bytes of each rank's slot.
 constexpr size_t kSlotBytes = size_t(16) << 20;
+/// Bytes of each ordered pair's mailbox ring (and of its counters' line).
+constexpr size_t kMailboxBytes = size_t(4) << 20;
+constexpr size_t kMailboxHeader = 64;
 
 struct Header {
   std::atomic<uint64_t> arrived;
   std::atomic<int> aborted;
 };
+
+struct Mailbox {
+  std::atomic<uint64_t> written;
+  std::atomic<uint64_t> read;
+};
+
+double timeoutSeconds() {
+  static const double limit = [] {
+    const char *env = std::getenv("STRATA_CUDA_EMULATION_NCCL_TIMEOUT");
+    return env && std::atof(env) > 0 ? std::atof(env) : 120.0;
+  }();
+  return limit;
+}
 
 } // namespace
 
@@ -61,6 +84,82 @@ struct ncclComm {
 
   unsigned char *slot(int r) { return slots + size_t(r) * kSlotBytes; }
 
+  /// The mailbox of messages from rank `from` to rank `to`, and its ring.
+  Mailbox *mailbox(int from, int to) {
+    return reinterpret_cast<Mailbox *>(
+        slots + size_t(ranks) * kSlotBytes +
+        size_t(from * ranks + to) * (kMailboxHeader + kMailboxBytes));
+  }
+  unsigned char *ring(int from, int to) {
+    return reinterpret_cast<unsigned char *>(mailbox(from, to)) +
+           kMailboxHeader;
+  }
+
+  /// Waits until `ready()`; false on a timeout (naming `what`) or an abort.
+  bool waitUntil(const std::function<bool()> &ready, const char *what,
+                 int peer) {
+    auto start = std::chrono::steady_clock::now();
+    for (int spins = 0; !ready(); ++spins) {
+      if (header->aborted.load()) {
+        asyncError = ncclRemoteError;
+        return false;
+      }
+      if (spins > 1000)
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                        start)
+              .count() > timeoutSeconds()) {
+        std::fprintf(stderr,
+                     "CUDA emulation: NCCL rank %d of %d waited %g s in %s "
+                     "with rank %d; giving up\n",
+                     rank, ranks, timeoutSeconds(), what, peer);
+        header->aborted.store(1);
+        asyncError = ncclRemoteError;
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /// Appends `bytes` to the mailbox to `peer`, waiting while its ring is
+  /// full.
+  void send(const unsigned char *data, size_t bytes, int peer) {
+    Mailbox *box = mailbox(rank, peer);
+    unsigned char *r = ring(rank, peer);
+    while (bytes) {
+      uint64_t w = box->written.load();
+      if (!waitUntil([&] { return w - box->read.load() < kMailboxBytes; },
+                     "ncclSend", peer))
+        return;
+      size_t room = kMailboxBytes - size_t(w - box->read.load());
+      size_t at = size_t(w % kMailboxBytes);
+      size_t n = std::min({bytes, room, kMailboxBytes - at});
+      std::memcpy(r + at, data, n);
+      box->written.store(w + n);
+      data += n;
+      bytes -= n;
+    }
+  }
+
+  /// Takes `bytes` from the mailbox from `peer`, waiting for them.
+  void recv(unsigned char *data, size_t bytes, int peer) {
+    Mailbox *box = mailbox(peer, rank);
+    const unsigned char *r = ring(peer, rank);
+    while (bytes) {
+      uint64_t at = box->read.load();
+      if (!waitUntil([&] { return box->written.load() > at; }, "ncclRecv",
+                     peer))
+        return;
+      size_t ready = size_t(box->written.load() - at);
+      size_t offset = size_t(at % kMailboxBytes);
+      size_t n = std::min({bytes, ready, kMailboxBytes - offset});
+      std::memcpy(data, r + offset, n);
+      box->read.store(at + n);
+      data += n;
+      bytes -= n;
+    }
+  }
+
   /// Waits until every rank has arrived; false on a timeout or an abort.
   bool barrier() {
     if (asyncError != ncclSuccess)
@@ -68,10 +167,7 @@ struct ncclComm {
     ++barriers;
     header->arrived.fetch_add(1);
     uint64_t target = barriers * uint64_t(ranks);
-    static const double limit = [] {
-      const char *env = std::getenv("STRATA_CUDA_EMULATION_NCCL_TIMEOUT");
-      return env && std::atof(env) > 0 ? std::atof(env) : 120.0;
-    }();
+    const double limit = timeoutSeconds();
     auto start = std::chrono::steady_clock::now();
     for (int spins = 0; header->arrived.load() < target; ++spins) {
       if (header->aborted.load()) {
@@ -217,7 +313,9 @@ ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id,
   char name[128];
   std::snprintf(name, sizeof(name), "/%.100s", id.internal);
   comm->name = name;
-  comm->mappedBytes = 4096 + size_t(nranks) * kSlotBytes;
+  comm->mappedBytes = 4096 + size_t(nranks) * kSlotBytes +
+                      size_t(nranks) * size_t(nranks) *
+                          (kMailboxHeader + kMailboxBytes);
   int fd = shm_open(comm->name.c_str(), O_CREAT | O_RDWR, 0600);
   if (fd < 0 || ftruncate(fd, off_t(comm->mappedBytes)) != 0) {
     std::fprintf(stderr, "CUDA emulation: NCCL shared memory %s: %s\n",
@@ -352,5 +450,26 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
       if (!c->barrier())
         return;
     }
+  });
+}
+
+ncclResult_t ncclSend(const void *sendbuff, size_t count,
+                      ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+  if (!comm || peer < 0 || peer >= comm->ranks || peer == comm->rank)
+    return ncclInvalidArgument;
+  size_t bytes = count * elementBytes(datatype);
+  return collective(comm, datatype, stream, "ncclSend", [=](ncclComm_t c) {
+    c->send(static_cast<const unsigned char *>(sendbuff), bytes, peer);
+  });
+}
+
+ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype,
+                      int peer, ncclComm_t comm, cudaStream_t stream) {
+  if (!comm || peer < 0 || peer >= comm->ranks || peer == comm->rank)
+    return ncclInvalidArgument;
+  size_t bytes = count * elementBytes(datatype);
+  return collective(comm, datatype, stream, "ncclRecv", [=](ncclComm_t c) {
+    c->recv(static_cast<unsigned char *>(recvbuff), bytes, peer);
   });
 }

@@ -7,14 +7,14 @@
 // Streams: a stream is a queue of operations (work, an event record, an
 // event wait). Nothing runs when it is enqueued: the queues are drained at
 // the next synchronizing call (cudaStreamSynchronize, cudaStreamQuery,
-// cudaEventSynchronize, cudaDeviceSynchronize, a blocking copy), each stream
-// run as far as its event waits allow, streams taken in the order
-// STRATA_CUDA_EMULATION_ORDER names: `first` (default: the oldest stream
-// first), `last` (the newest first) or `seed=N` (a random order). Work that
-// reads what another stream writes without an event between them sees it
-// written or not depending on that order, so running a program under both
-// `first` and `last` shows a missing dependency as differing results. A wait
-// for an event no stream will record is reported, not hung on.
+// cudaEventSynchronize, cudaEventQuery, cudaDeviceSynchronize, a blocking
+// copy), each stream run as far as its event waits allow, streams taken in
+// the order STRATA_CUDA_EMULATION_ORDER names: `first` (default: the oldest
+// stream first), `last` (the newest first) or `seed=N` (a random order).
+// Work that reads what another stream writes without an event between them
+// sees it written or not depending on that order, so running a program under
+// both `first` and `last` shows a missing dependency as differing results. A
+// wait for an event no stream will record is reported, not hung on.
 //
 // Graphs: while a stream captures, its operations (and those of streams that
 // join the capture by waiting for an event recorded in it) go into the graph
@@ -668,6 +668,13 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   std::lock_guard<std::recursive_mutex> lock(state().mutex);
   return synchronize("cudaEventSynchronize");
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  // A query is a synchronizing call here: the queues run, and then every
+  // recorded event has completed.
+  std::lock_guard<std::recursive_mutex> lock(state().mutex);
+  return synchronize("cudaEventQuery");
 }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start,

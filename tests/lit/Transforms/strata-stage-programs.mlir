@@ -1,6 +1,17 @@
 // RUN: strata-opt %s --strata-pipeline=stages=2 --strata-autodiff=accumulate=true --strata-optimizer=accum=2 "--strata-stage-programs=micro-batches=2" --strata-verify-pipeline | FileCheck %s
 // RUN: strata-opt %s --strata-pipeline=stages=2 --strata-autodiff=accumulate=true --strata-optimizer=accum=2 "--strata-stage-programs=micro-batches=2 schedule=zb" --strata-verify-pipeline | FileCheck %s --check-prefix=ZB
 // RUN: not strata-opt %s --strata-stage-programs 2>&1 | FileCheck %s --check-prefix=UNCUT
+// Every op carries its action in its location (CSE ignores it): on the
+// last stage under zb the receive of micro-batch 1's activation is F1's,
+// the send of micro-batch 0's gradient B0's.
+// RUN: strata-opt %s --strata-pipeline=stages=2 --strata-autodiff=accumulate=true --strata-optimizer=accum=2 "--strata-stage-programs=micro-batches=2 schedule=zb" --mlir-print-debuginfo | FileCheck %s --check-prefix=ACTION
+// ACTION-LABEL: func.func @pipeline_step_1(
+// ACTION: sched.recv from 0 {micro_batch = 0 : i64, {{.*}} loc(#[[F0:loc[0-9]+]])
+// ACTION: sched.send {{.*}} to 0 {micro_batch = 0 : i64, {{.*}} loc(#[[B0:loc[0-9]+]])
+// ACTION: sched.recv from 0 {micro_batch = 1 : i64, {{.*}} loc(#[[F1:loc[0-9]+]])
+// ACTION-DAG: #[[F0]] = loc(fused<"sched.action F0">
+// ACTION-DAG: #[[B0]] = loc(fused<"sched.action B0">
+// ACTION-DAG: #[[F1]] = loc(fused<"sched.action F1">
 
 // Two layers a stage; the embedding-like scale `emb` is read on both
 // stages (a tied weight): each stage sums its own contributions to its
@@ -46,7 +57,9 @@ func.func @main(%x: tensor<2x4xf32> {graph.name = "x", graph.role = #graph<role 
 // CHECK-SAME: graph.name = "labels", graph.role = #graph<role input>, sched.micro_batch = 0 : i64
 // CHECK-SAME: graph.name = "labels", graph.role = #graph<role input>, sched.micro_batch = 1 : i64
 // CHECK-SAME: -> (tensor<f32> {graph.name = "strata.loss#0", graph.role = #graph<role output>}, tensor<f32> {graph.name = "strata.loss#1", graph.role = #graph<role output>}
-// CHECK-SAME: attributes {sched.stage = 1 : i64}
+// Its schedule and its costs per micro-batch (forward FLOPs of its F, B
+// and W ops, W split off as zb would, whichever schedule was built).
+// CHECK-SAME: attributes {sched.schedule = "1f1b", sched.stage = 1 : i64, sched.stage_cost = array<f64: 1.450000e+02, 1.520000e+02, 1.760000e+02>}
 // 1F1B on the last stage: F0 B0 F1 B1.
 // CHECK: %[[A0:.*]] = sched.recv from 0 {micro_batch = 0 : i64, sched.stage = 1 : i64, tag = 0 : i64}
 // CHECK: graph.cross_entropy

@@ -250,6 +250,14 @@ def StageProgramsPass : Pass<"strata-stage-programs", "::mlir::ModuleOp"> {
     computes. A parameter read on several stages (a tied weight) has a
     gradient sum on each. `@micro_step` is removed.
 
+    Every op of a stage program carries its action in its location (a
+    fused location whose metadata is `"sched.action F3"`: phase F, B or W
+    of micro-batch 3; CSE ignores it), and each `@pipeline_step_<s>` the
+    schedule (`sched.schedule = "1f1b"`) and its stage's cost per
+    micro-batch in forward FLOPs of its F, B and W ops
+    (`sched.stage_cost = array<f64: F, B, W>`), which codegen writes into
+    the artifact for the trace and `strata-inspect`.
+
     `@optimizer_step` becomes `@optimizer_step_<s>`: the updates of the
     parameters stage `s` holds, after a shared parameter's sums are
     exchanged between its stages and added in stage order (the same bits

@@ -116,6 +116,8 @@ public:
   Status finishSends();
   /// Bytes sent to other stages.
   double pointToPointBytes() const { return p2pBytes_; }
+  /// Counts a message the device sent to another stage itself (NCCL).
+  void countDeviceSend(size_t bytes) { p2pBytes_ += double(bytes); }
   /// Seconds spent waiting in recvFromStage: the pipeline's idle time on
   /// this rank.
   double receiveWaitSeconds() const { return recvWait_; }

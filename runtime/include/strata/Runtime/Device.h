@@ -13,8 +13,9 @@
 //   and waits) and waits once, for stream 0, at its end. Nothing in a step
 //   waits for the whole device.
 // - DeviceCollectives: communicators of the device's own collective
-//   library (NCCL); a device without one runs collectives through the
-//   Communicator (MPI) on host memory.
+//   library (NCCL), and its point-to-point sends and receives between
+//   pipeline stages; a device without one runs collectives and the
+//   stages' messages through the Communicator (MPI) on host memory.
 //
 // Every device is asynchronous: the CPU runs each stream on a thread of its
 // own, CUDA on CUDA streams, the queue model (a test tool) as late as its
@@ -140,6 +141,17 @@ public:
   /// Every member calls it, in the same order of groups.
   virtual Status joinCollectiveGroup(int group, const std::string &id,
                                      int members, int index) = 0;
+  /// Pipeline stages, point to point over the communicator of every rank
+  /// (Group::World). A send hands the `bytes` at `data` to world rank
+  /// `peer` as they are once everything before it on `stream` has run, and
+  /// never holds `stream` up: it copies them and sends the copy from a
+  /// stream of its own per peer. A receive fills `data` with the oldest
+  /// message from `peer`, in `stream`'s order. `what` names the transfer
+  /// when a wait for it times out.
+  virtual Status sendToRank(uint32_t stream, const void *data, size_t bytes,
+                            int peer, const std::string &what) = 0;
+  virtual Status recvFromRank(uint32_t stream, void *data, size_t bytes,
+                              int peer, const std::string &what) = 0;
 };
 
 class Device : public DeviceAllocator, public DeviceQueues {

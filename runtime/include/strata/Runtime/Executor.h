@@ -55,6 +55,10 @@ struct ExecutorOptions {
   /// streams (dropout) read their seeds from device memory the graph
   /// refreshes, so a replay draws each run's masks.
   bool captureGraphs = false;
+  /// Pipeline stages: the stage this rank runs. Only its programs are
+  /// loaded and only the tensors they name are allocated and given values
+  /// (runtime/include/strata/Runtime/Footprint.h); -1: every program.
+  int stage = -1;
 };
 
 class Executor {
@@ -121,7 +125,12 @@ public:
 
   /// Runs that replayed a captured graph, since load.
   uint64_t getGraphReplays() const { return graphReplays_; }
+  /// The device block, a whole number of pages.
   size_t getArenaBytes() const { return deviceBytes_; }
+  /// What the block holds before rounding to pages: persistent state,
+  /// constants and the activation arena of the programs loaded (with
+  /// stages, this rank's stage's only; strata-inspect's planned peak).
+  size_t getPlannedDeviceBytes() const { return plannedDeviceBytes_; }
   size_t getHostBytes() const { return hostBytes_; }
   uint64_t getSsdBytes() const { return ssdBytes_; }
   /// Heap allocations (operator new) during the last run(): kernels'
@@ -181,6 +190,9 @@ private:
     /// The inputs and outputs copied through staging buffers (a device the
     /// host cannot address), by tensor id.
     std::vector<uint32_t> stagedInputs, stagedOutputs;
+    /// Whether it sends to or receives from other stages (never captured:
+    /// the host takes part in each message).
+    bool exchanges = false;
     /// Graphs: runs so far, and the captured graph.
     uint64_t runs = 0;
     std::shared_ptr<void> graph;
@@ -192,6 +204,7 @@ private:
   struct Layout {
     std::vector<size_t> offsets;
     size_t deviceBytes = 0, hostBytes = 0;
+    size_t plannedDeviceBytes = 0; // before rounding to pages
     uint64_t ssdBytes = 0;
   };
   /// Copies bytes into or out of a tensor wherever it lives (device memory,
@@ -265,8 +278,12 @@ private:
   void *deviceBlock_ = nullptr, *hostBlock_ = nullptr, *stagingBlock_ = nullptr;
   /// The random steps' seeds, on the device and staged.
   void *seedBlock_ = nullptr, *seedStaging_ = nullptr;
-  size_t deviceBytes_ = 0, hostBytes_ = 0;
+  size_t deviceBytes_ = 0, hostBytes_ = 0, plannedDeviceBytes_ = 0;
   std::vector<TensorView> tensors_;
+  /// By tensor id: whether this rank's programs name it (only those are
+  /// allocated); the programs this rank loads.
+  std::vector<bool> used_;
+  std::vector<const plan::Program *> loaded_;
   /// By tensor id: the host buffer of a staged input or output.
   std::map<uint32_t, TensorView> staging_;
   std::map<std::string, Program, std::less<>> programs_;

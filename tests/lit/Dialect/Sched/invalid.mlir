@@ -362,3 +362,17 @@ module attributes {sched.pipeline = #sched.pipeline<stages = 2, boundaries = [1]
     return
   }
 }
+
+// -----
+
+// expected-error @+1 {{'sched.schedule' must be "1f1b" or "zb" on a function}}
+func.func @unknown_schedule() attributes {sched.schedule = "gpipe"} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'sched.stage_cost' must be array<f64: F, B, W> of non-negative costs on a function}}
+func.func @two_costs() attributes {sched.stage_cost = array<f64: 1.0, 2.0>} {
+  return
+}

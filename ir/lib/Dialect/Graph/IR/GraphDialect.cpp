@@ -151,9 +151,11 @@ Operation *GraphDialect::materializeConstant(OpBuilder &builder,
 std::string strata::graph::onnxNodeName(mlir::Location loc) {
   if (auto name = mlir::dyn_cast<mlir::NameLoc>(loc))
     return name.getName().str();
+  // The first name, depth first (a stage program's op nests its fused
+  // location under its action's mark).
   if (auto fused = mlir::dyn_cast<mlir::FusedLoc>(loc))
     for (mlir::Location inner : fused.getLocations())
-      if (auto name = mlir::dyn_cast<mlir::NameLoc>(inner))
-        return name.getName().str();
+      if (std::string name = onnxNodeName(inner); !name.empty())
+        return name;
   return "";
 }

@@ -54,6 +54,37 @@ std::optional<Stream> getStream(Operation *op) {
   return std::nullopt;
 }
 
+namespace {
+constexpr llvm::StringLiteral kActionPrefix = "sched.action ";
+} // namespace
+
+Location withAction(Location loc, Action action) {
+  MLIRContext *ctx = loc.getContext();
+  auto mark = StringAttr::get(ctx, kActionPrefix + Twine(action.phase) +
+                                       Twine(action.microBatch));
+  // Keep the ONNX node's name one level down, where onnxNodeName looks.
+  if (auto fused = dyn_cast<FusedLoc>(loc); fused && !fused.getMetadata())
+    return FusedLoc::get(fused.getLocations(), mark, ctx);
+  return FusedLoc::get({loc}, mark, ctx);
+}
+
+std::optional<Action> getAction(Location loc) {
+  auto fused = dyn_cast<FusedLoc>(loc);
+  if (!fused)
+    return std::nullopt;
+  if (auto mark = dyn_cast_or_null<StringAttr>(fused.getMetadata())) {
+    StringRef text = mark.getValue();
+    int64_t k;
+    if (text.consume_front(kActionPrefix) && text.size() >= 2 &&
+        !text.drop_front().getAsInteger(10, k))
+      return Action{text.front(), k};
+  }
+  for (Location inner : fused.getLocations())
+    if (std::optional<Action> action = getAction(inner))
+      return action;
+  return std::nullopt;
+}
+
 void setStream(Operation *op, Stream stream) {
   op->setAttr(SchedDialect::kStreamAttrName,
               StreamAttr::get(op->getContext(), stream));
@@ -353,6 +384,19 @@ LogicalResult SchedDialect::verifyOperationAttribute(Operation *op,
   if (name == kPipelineAttrName)
     return expect(isa<PipelineAttr>(value) && isa<ModuleOp>(op),
                   "a #sched.pipeline on a module");
+  if (name == kScheduleAttrName) {
+    auto text = dyn_cast<StringAttr>(value);
+    return expect(text && isa<FunctionOpInterface>(op) &&
+                      (text.getValue() == "1f1b" || text.getValue() == "zb"),
+                  "\"1f1b\" or \"zb\" on a function");
+  }
+  if (name == kStageCostAttrName) {
+    auto costs = dyn_cast<DenseF64ArrayAttr>(value);
+    return expect(costs && costs.size() == 3 && isa<FunctionOpInterface>(op) &&
+                      llvm::all_of(costs.asArrayRef(),
+                                   [](double c) { return c >= 0; }),
+                  "array<f64: F, B, W> of non-negative costs on a function");
+  }
   if (name == kStageAttrName) {
     auto integer = dyn_cast<IntegerAttr>(value);
     if (!integer || !integer.getType().isInteger(64) || integer.getInt() < 0)

@@ -45,6 +45,9 @@ def Sched_Dialect : Dialect {
     - `sched.pipeline = #sched.pipeline<stages = 2, boundaries = [4]>` on the
       module: the model is cut into pipeline stages; `sched.stage = 1` on an
       op: the stage that runs it (below the module's stage count).
+    - `sched.schedule = "zb"` and `sched.stage_cost = array<f64: F, B, W>`
+      on a stage program (a function): its pipeline schedule (`1f1b` or
+      `zb`) and its stage's forward FLOPs per micro-batch in each phase.
   }];
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 1;
@@ -81,6 +84,12 @@ def Sched_Dialect : Dialect {
         "sched.backward";
     static constexpr ::llvm::StringLiteral kMicroBatchAttrName =
         "sched.micro_batch";
+    /// On a stage program: its schedule ("1f1b" | "zb") and its stage's
+    /// forward FLOPs per micro-batch in F, B and W (the schedule's costs).
+    static constexpr ::llvm::StringLiteral kScheduleAttrName =
+        "sched.schedule";
+    static constexpr ::llvm::StringLiteral kStageCostAttrName =
+        "sched.stage_cost";
   }];
 }
 

@@ -40,6 +40,23 @@ bool isHostActivation(mlir::Value value);
 /// The bytes a tensor takes in memory (i1 as one byte each).
 int64_t storageBytes(mlir::Type type);
 
+/// The action of a pipeline stage program an op belongs to: phase 'F'
+/// (forward), 'B' (backward: input gradient) or 'W' (weight gradient) of
+/// micro-batch `microBatch`.
+struct Action {
+  char phase;
+  int64_t microBatch;
+};
+
+/// `loc` marked with `action` (strata-stage-programs). The mark is a fused
+/// location's metadata, so CSE and canonicalization, which ignore
+/// locations, treat the micro-batches' copies of an op as before.
+mlir::Location withAction(mlir::Location loc, Action action);
+
+/// The action marked on `loc` or on any location it fuses; none for an op
+/// no stage program placed (or one a later pass built).
+std::optional<Action> getAction(mlir::Location loc);
+
 } // namespace strata::sched
 
 #endif // STRATA_DIALECT_SCHED_IR_SCHEDOPS_H
