@@ -88,6 +88,7 @@ def main():
     work = tempfile.mkdtemp(prefix="offload-activations-")
     steps = str(args.steps)
     failures = 0
+    held = {}  # each run's step log: the device bytes each rank laid out
 
     def train(art, name, ranks, extra, env=None):
         log = os.path.join(work, name + ".jsonl")
@@ -98,6 +99,7 @@ def main():
         run((MPIRUN + ["-np", str(ranks)] if ranks else []) + cmd, env=env)
         records = [json.loads(line) for line in open(log)]
         trajectory = [(r["loss"], r["grad_norm"]) for r in records]
+        held[name] = records[-1].get("device_bytes_by_rank")
         # Every rank's state files, byte for byte.
         folder = os.path.join(ckpt, "step-%08d" % int(save))
         state = {}
@@ -150,9 +152,27 @@ def main():
                   f"--offload-activations ({sorted(state)} vs {sorted(ref_state)})")
             failures += 1
             continue
+        if held[name + "-off"] is not None:
+            # A stage's rank lays out what strata-inspect plans for its
+            # stage, less than without the flag.
+            inspect_text = run([inspect, arts["off"]], capture_output=True,
+                               text=True).stdout
+            per_stage = [int(b) for b in re.findall(
+                r"planned device peak (\d+) bytes", inspect_text)]
+            want = [per_stage[r % len(per_stage)] for r in range(ranks)]
+            if (held[name + "-off"] != want or
+                    any(a >= b for a, b in zip(held[name + "-off"],
+                                               held[name + "-ref"]))):
+                print(f"{name}: device bytes by rank {held[name + '-off']}, "
+                      f"strata-inspect's stages {per_stage}, without the "
+                      f"flag {held[name + '-ref']}")
+                failures += 1
+                continue
         print(f"{name}: {len(got)} steps bit-identical ({len(state)} state "
               f"files); device arena {ref_arena} -> {arena} bytes, host "
-              f"activation arena {host} bytes")
+              f"activation arena {host} bytes" +
+              (f"; device bytes by rank {held[name + '-ref']} -> "
+               f"{held[name + '-off']}" if held[name + "-off"] else ""))
     if not only or "stages" in only:
         ref = stage_plans(compile_, [])
         off = stage_plans(compile_, ["--offload-activations"])
