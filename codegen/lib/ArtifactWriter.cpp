@@ -606,6 +606,9 @@ private:
                         op.getName().getStringRef() +
                         " in state storage, codegen does not");
           b.plan.mutable_tensors(id)->set_offset(uint64_t(slot.getOffset()));
+          // A saved activation's host copy: in the host activation arena.
+          if (sched::isHostActivation(result))
+            b.plan.mutable_tensors(id)->set_tier(plan::HOST);
         }
       }
       ids[result] = id;
@@ -620,8 +623,9 @@ private:
     for (NamedAttribute attr : op.getAttrs()) {
       StringRef attrName = attr.getName().getValue();
       if (attrName.starts_with("sched.") ||
-          isa<sched::GroupAttr, sched::TierAttr>(attr.getValue()))
-        continue; // the plan's, not the kernel's
+          isa<sched::GroupAttr, sched::TierAttr>(attr.getValue()) ||
+          isa<sched::ReloadOp, sched::OffloadOp>(op))
+        continue; // the plan's, not the kernel's (a move's tensors say it)
       if (Error e = setAttribute(*inst.add_attributes(), attr, &op))
         return e;
     }
@@ -664,6 +668,7 @@ Error buildProgram(func::FuncOp func, StringRef programName, PlanBuilder &b) {
           sched::SchedDialect::kArenaAttrName)) {
     program.set_activation_bytes(uint64_t(arena.getSize()));
     program.set_activation_lower_bound(uint64_t(arena.getLive()));
+    program.set_host_activation_bytes(uint64_t(arena.getHost()));
   }
   ProgramLowering lowering(func, program, b);
   if (Error e = lowering.bindArguments())
@@ -857,6 +862,7 @@ Error writeArtifact(ModuleOp module, llvm::StringRef dir,
           sched::SchedDialect::kMemoryPlanAttrName)) {
     plan::MemoryPlan &memory = *plan.mutable_memory();
     memory.set_activation_bytes(planned.getArena());
+    memory.set_host_activation_bytes(planned.getHostArena());
     memory.set_activation_lower_bound(planned.getLive());
     memory.set_page_size(planned.getPageSize());
     memory.set_alignment(64);

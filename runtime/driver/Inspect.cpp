@@ -135,6 +135,7 @@ struct Inspection {
     /// the largest of its programs' arenas, and that arena's lower bound.
     uint64_t stateBytes = 0, constantBytes = 0, arenaBytes = 0;
     uint64_t arenaLowerBound = 0;
+    uint64_t hostArenaBytes = 0; // offloaded activations' host copies
     uint64_t sends = 0, receives = 0, sentBytes = 0, receivedBytes = 0;
     double traffic[kCollectiveKinds][2] = {}; // over the stage's ranks
     const plan::PipelineStage *costs = nullptr;
@@ -189,6 +190,7 @@ void analyzeStages(const plan::Plan &p, Inspection &in) {
     stage.constantBytes = f.constants;
     stage.arenaBytes = f.activations;
     stage.arenaLowerBound = f.activationLowerBound;
+    stage.hostArenaBytes = f.hostActivations;
     std::vector<bool> seen(size_t(p.tensors_size()), false);
     for (const plan::Program *program : stage.programs) {
       auto reference = [&](uint32_t id) {
@@ -307,7 +309,9 @@ void analyze(const plan::Plan &p, Inspection &in) {
           it->second.last = i;
       }
       for (uint32_t id : inst.outputs()) {
-        if (p.tensors(int(id)).kind() != plan::ACTIVATION)
+        // Device activations only: an offloaded one's host copy is not.
+        if (p.tensors(int(id)).kind() != plan::ACTIVATION ||
+            p.tensors(int(id)).tier() == plan::HOST)
           continue;
         gathered[id] = fromGather;
         live[id] = {id, i, i,
@@ -509,6 +513,9 @@ void printStages(const Inspection &in, const TopologyInfo &info,
                     (unsigned long long)bound,
                     (unsigned long long)st.arenaLowerBound);
       os << line;
+      if (st.hostArenaBytes)
+        os << "             host activation arena " << st.hostArenaBytes
+           << " bytes (offloaded activations)\n";
     }
     bool any = false;
     for (int k = 0; k < kCollectiveKinds; ++k)
@@ -595,8 +602,11 @@ void printMemory(const Inspection &in, std::ostream &os) {
   if (p.has_memory() && p.memory().gpu_budget())
     os << "             device budget (--gpu-memory) " << p.memory().gpu_budget()
        << " bytes\n";
-  os << "             host tier: " << in.hostBytes << " bytes; SSD tier: "
-     << in.ssdBytes << " bytes\n";
+  os << "             host tier: " << in.hostBytes << " bytes";
+  if (uint64_t arena = p.memory().host_activation_bytes())
+    os << " of state, activation arena " << arena << " bytes (offloaded "
+       << "activations)";
+  os << "; SSD tier: " << in.ssdBytes << " bytes\n";
 }
 
 /// The predicted bytes a step moves, per collective and link class.
@@ -685,7 +695,9 @@ void printJson(const std::string &dir, const Inspection &in,
        << ", \"activation_lower_bound_bytes\": " << m.activation_lower_bound()
        << ", \"page_size\": " << m.page_size()
        << ", \"budget_bytes\": " << m.gpu_budget() << "}, \"host\": {\"bytes\": "
-       << in.hostBytes << "}, \"ssd\": {\"bytes\": " << in.ssdBytes << "}}";
+       << in.hostBytes << ", \"activation_arena_bytes\": "
+       << m.host_activation_bytes() << "}, \"ssd\": {\"bytes\": "
+       << in.ssdBytes << "}}";
   }
   if (!in.stages.empty()) {
     os << ", \"pipeline\": {\"schedule\": "
@@ -702,6 +714,7 @@ void printJson(const std::string &dir, const Inspection &in,
           "\"parameter_bytes\": %llu, \"parameter_bytes_a_rank\": %llu, "
           "\"planned_peak_bytes\": %llu, \"state_bytes\": %llu, "
           "\"constant_bytes\": %llu, \"activation_arena_bytes\": %llu, "
+          "\"host_activation_arena_bytes\": %llu, "
           "\"sent_bytes\": %llu, \"received_bytes\": %llu",
           s ? ", " : "", (unsigned long long)st.parameters,
           (unsigned long long)st.parameterElements,
@@ -712,6 +725,7 @@ void printJson(const std::string &dir, const Inspection &in,
           (unsigned long long)st.stateBytes,
           (unsigned long long)st.constantBytes,
           (unsigned long long)st.arenaBytes,
+          (unsigned long long)st.hostArenaBytes,
           (unsigned long long)st.sentBytes,
           (unsigned long long)st.receivedBytes);
       os << entry;

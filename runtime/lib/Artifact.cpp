@@ -134,17 +134,27 @@ Status validatePlan(const plan::Plan &p) {
     const plan::MemoryPlan &m = p.memory();
     if (m.activation_bytes() > kMaxTensorBytes)
       return planError("the activation arena is over 2^48 bytes");
-    for (const auto &t : p.tensors())
-      if (t.kind() == plan::ACTIVATION &&
-          !fits(t.offset(), bytes[t.id()], m.activation_bytes()))
+    if (m.host_activation_bytes() > kMaxTensorBytes)
+      return planError("the host activation arena is over 2^48 bytes");
+    for (const auto &t : p.tensors()) {
+      if (t.kind() != plan::ACTIVATION)
+        continue;
+      // An offloaded activation's host copy lies in the host arena.
+      bool host = t.tier() == plan::HOST;
+      uint64_t arena =
+          host ? m.host_activation_bytes() : m.activation_bytes();
+      if (t.tier() == plan::SSD || !fits(t.offset(), bytes[t.id()], arena))
         return planError("activation tensor " + std::to_string(t.id()) +
-                         " lies outside the planned arena of " +
-                         std::to_string(m.activation_bytes()) + " bytes");
+                         " lies outside the planned " +
+                         (host ? "host " : "") + "arena of " +
+                         std::to_string(arena) + " bytes");
+    }
   }
   for (const auto &program : p.programs()) {
     const std::string where = "program '" + program.name() + "'";
     size_t streams = std::max<size_t>(program.streams_size(), 1);
-    if (program.activation_bytes() > kMaxTensorBytes)
+    if (program.activation_bytes() > kMaxTensorBytes ||
+        program.host_activation_bytes() > kMaxTensorBytes)
       return planError(where + " has an arena over 2^48 bytes");
     uint64_t n = uint64_t(program.instructions_size());
     if (program.events() > n || program.seed_slots() > n)

@@ -127,8 +127,9 @@ Status Executor::layOutTensors(const plan::Plan &p, Layout &layout) {
   // The device block: the persistent tensors and the constants end to end,
   // then the activation arena at the offsets strata-plan-memory chose
   // (without a memory plan, every activation its own slot after them).
-  // Host-tier tensors go end to end in the host block, SSD-tier ones at
-  // 4 KiB-aligned offsets in the SSD file.
+  // Host-tier tensors go end to end in the host block, then the host
+  // activation arena (saved activations' host copies at their planned
+  // offsets); SSD-tier ones at 4 KiB-aligned offsets in the SSD file.
   tensors_.resize(p.tensors_size());
   std::vector<size_t> &offsets = layout.offsets;
   offsets.assign(p.tensors_size(), 0);
@@ -155,21 +156,32 @@ Status Executor::layOutTensors(const plan::Plan &p, Layout &layout) {
     }
   }
   if (planned) {
-    // The arena: the largest of the loaded programs' (a stage's rank
+    // The arenas: the largest of the loaded programs' (a stage's rank
     // holds its own stage's only).
-    size_t arena = footprintOf(p, options_.stage).activations;
+    Footprint footprint = footprintOf(p, options_.stage);
+    size_t arena = footprint.activations;
+    size_t hostArena = footprint.hostActivations;
+    host = alignUp(host);
     for (const auto &t : p.tensors()) {
       if (t.kind() != plan::ACTIVATION || !used_[t.id()])
         continue;
-      size_t bytes = tensors_[t.id()].bytes();
-      if (t.offset() % kAlignment != 0 || t.offset() + bytes > arena)
+      bool onHost = t.tier() == plan::HOST;
+      if (t.tier() == plan::SSD)
         return Status::error("plan: activation tensor " +
                              std::to_string(t.id()) +
-                             " lies outside the planned arena of " +
-                             std::to_string(arena) + " bytes");
-      offsets[t.id()] = total + t.offset();
+                             " is on the SSD tier; activations are offloaded "
+                             "to the host only");
+      size_t bytes = tensors_[t.id()].bytes();
+      size_t limit = onHost ? hostArena : arena;
+      if (t.offset() % kAlignment != 0 || t.offset() + bytes > limit)
+        return Status::error("plan: activation tensor " +
+                             std::to_string(t.id()) + " lies outside the " +
+                             (onHost ? "host activation arena" : "planned arena") +
+                             " of " + std::to_string(limit) + " bytes");
+      offsets[t.id()] = (onHost ? host : total) + t.offset();
     }
     total += arena;
+    host += hostArena;
   }
   layout.plannedDeviceBytes = total;
   // Each tier's block is a whole number of pages: the pool the plan's

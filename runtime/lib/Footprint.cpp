@@ -106,10 +106,13 @@ Footprint footprintOf(const plan::Plan &p, int stage) {
     f.activations = std::max(f.activations, prog->activation_bytes());
     f.activationLowerBound =
         std::max(f.activationLowerBound, prog->activation_lower_bound());
+    f.hostActivations =
+        std::max(f.hostActivations, prog->host_activation_bytes());
   }
   if (p.has_memory() && f.activations == 0) {
     f.activations = p.memory().activation_bytes();
     f.activationLowerBound = p.memory().activation_lower_bound();
+    f.hostActivations = p.memory().host_activation_bytes();
   }
   return f;
 }

@@ -169,7 +169,8 @@ TEST(DataLoaderTest, TokenFileErrors) {
                                      {"labels", &labels.view, 256}};
 
   EXPECT_EQ(tokenError(dir / "missing.bin", "uint16", inputs),
-            "cannot open data file '" + (dir / "missing.bin") + "'");
+            "cannot open data file '" + (dir / "missing.bin") +
+                "': No such file or directory");
 
   // N <= T: not one window.
   std::string shortFile = writeTokens(dir / "short.bin",

@@ -400,6 +400,37 @@ TEST(ExecutorTest, RejectsParametersOutsideParamsBin) {
             "plan: parameter 'steps' lies outside its params.bin section");
 }
 
+// An offloaded activation's host copy (an ACTIVATION on the HOST tier)
+// lies in the host activation arena, checked against its size, not the
+// device arena's; and only a move may touch it (the placement itself is
+// checked end to end by tests/memory/check_offload_activations.py).
+TEST(ExecutorTest, ChecksHostActivationsAgainstTheHostArena) {
+  TempDir dir;
+  PlanBuilder b = linearClassifier();
+  plan::MemoryPlan &memory = *b.plan().mutable_memory();
+  memory.set_activation_bytes(1 << 20);
+  memory.set_alignment(64);
+  uint32_t host = 0;
+  for (plan::Tensor &t : *b.plan().mutable_tensors())
+    if (t.kind() == plan::ACTIVATION) {
+      host = t.id();
+      break;
+    }
+  b.plan().mutable_tensors(int(host))->set_tier(plan::HOST);
+  b.plan().mutable_tensors(int(host))->set_offset(64);
+  b.write(dir / "a.strata");
+  EXPECT_EQ(loadError(dir / "a.strata"),
+            "plan: activation tensor " + std::to_string(host) +
+                " lies outside the planned host arena of 0 bytes (a "
+                "damaged plan.pb? recompile the model)");
+  memory.set_host_activation_bytes(1 << 20);
+  b.write(dir / "b.strata");
+  EXPECT_EQ(loadError(dir / "b.strata"),
+            "plan: program 'forward' instruction 0 (graph.linear) reads or "
+            "writes 'logits', which lives on the HOST tier; only moves may "
+            "(a damaged plan.pb? recompile the model)");
+}
+
 TEST(ExecutorTest, RejectsDamagedParamsBin) {
   TempDir dir;
   std::string path = writeLinearClassifier(dir / "a.strata");

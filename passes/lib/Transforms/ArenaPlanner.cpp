@@ -81,6 +81,60 @@ struct Interval {
   int64_t offset = -1;
 };
 
+/// Places `groups` (indices into `intervals`) in one arena: sets their
+/// offsets, the arena's bytes and its lower bound (the most raw bytes live
+/// at one of the `n` positions).
+void placeGroups(std::vector<Interval> &intervals,
+                 const std::vector<size_t> &groups, int64_t n,
+                 int64_t &arenaBytes, int64_t &liveBytes,
+                 int64_t &peakPosition) {
+  // The lower bound: the most raw bytes live at one position.
+  std::vector<int64_t> delta(n + 1, 0);
+  for (size_t i : groups) {
+    const Interval &iv = intervals[i];
+    delta[iv.first] += iv.rawBytes;
+    delta[iv.last + 1] -= iv.rawBytes;
+  }
+  int64_t running = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if ((running += delta[i]) > liveBytes) {
+      liveBytes = running;
+      peakPosition = i;
+    }
+
+  // Greedy by size, best fit among the gaps left by overlapping tensors.
+  std::vector<size_t> order = groups;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t c) {
+    if (intervals[a].bytes != intervals[c].bytes)
+      return intervals[a].bytes > intervals[c].bytes;
+    return intervals[a].first < intervals[c].first;
+  });
+  std::vector<size_t> placed;
+  std::vector<std::pair<int64_t, int64_t>> busy; // [offset, end)
+  for (size_t i : order) {
+    Interval &iv = intervals[i];
+    busy.clear();
+    for (size_t j : placed) {
+      const Interval &other = intervals[j];
+      if (other.first <= iv.last && iv.first <= other.last)
+        busy.push_back({other.offset, other.offset + other.bytes});
+    }
+    std::sort(busy.begin(), busy.end());
+    int64_t best = -1, bestGap = INT64_MAX, start = 0;
+    for (auto [offset, end] : busy) {
+      int64_t gap = offset - start;
+      if (gap >= iv.bytes && gap < bestGap) {
+        best = start;
+        bestGap = gap;
+      }
+      start = std::max(start, end);
+    }
+    iv.offset = best >= 0 ? best : start;
+    arenaBytes = std::max(arenaBytes, iv.offset + iv.bytes);
+    placed.push_back(i);
+  }
+}
+
 } // namespace
 
 ArenaPlan planArena(func::FuncOp func, int64_t alignment) {
@@ -137,53 +191,18 @@ ArenaPlan planArena(func::FuncOp func, int64_t alignment) {
       slot.last = std::max(slot.last, intervals[r->second].last);
     }
   }
-  std::vector<size_t> groups;
-  for (size_t i = 0; i < intervals.size(); ++i)
-    if (root[i] == i)
-      groups.push_back(i);
-
   ArenaPlan plan;
-  // The lower bound: the most raw bytes live at one position.
-  std::vector<int64_t> delta(n + 1, 0);
-  for (size_t i : groups) {
-    const Interval &iv = intervals[i];
-    delta[iv.first] += iv.rawBytes;
-    delta[iv.last + 1] -= iv.rawBytes;
-  }
-  int64_t running = 0;
-  for (int64_t d : delta)
-    plan.liveBytes = std::max(plan.liveBytes, running += d);
-
-  // Greedy by size, best fit among the gaps left by overlapping tensors.
-  std::vector<size_t> order = groups;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t c) {
-    if (intervals[a].bytes != intervals[c].bytes)
-      return intervals[a].bytes > intervals[c].bytes;
-    return intervals[a].first < intervals[c].first;
-  });
-  std::vector<size_t> placed;
-  std::vector<std::pair<int64_t, int64_t>> busy; // [offset, end)
-  for (size_t i : order) {
-    Interval &iv = intervals[i];
-    busy.clear();
-    for (size_t j : placed) {
-      const Interval &other = intervals[j];
-      if (other.first <= iv.last && iv.first <= other.last)
-        busy.push_back({other.offset, other.offset + other.bytes});
-    }
-    std::sort(busy.begin(), busy.end());
-    int64_t best = -1, bestGap = INT64_MAX, start = 0;
-    for (auto [offset, end] : busy) {
-      int64_t gap = offset - start;
-      if (gap >= iv.bytes && gap < bestGap) {
-        best = start;
-        bestGap = gap;
-      }
-      start = std::max(start, end);
-    }
-    iv.offset = best >= 0 ? best : start;
-    plan.arenaBytes = std::max(plan.arenaBytes, iv.offset + iv.bytes);
-    placed.push_back(i);
+  // The device arena, and apart from it the host tier's activation arena.
+  for (bool host : {false, true}) {
+    std::vector<size_t> groups;
+    for (size_t i = 0; i < intervals.size(); ++i)
+      if (root[i] == i && sched::isHostActivation(intervals[i].value) == host)
+        groups.push_back(i);
+    int64_t hostPeak = -1;
+    placeGroups(intervals, groups, n,
+                host ? plan.hostArenaBytes : plan.arenaBytes,
+                host ? plan.hostLiveBytes : plan.liveBytes,
+                host ? hostPeak : plan.peakPosition);
   }
 
   for (auto [value, i] : index)

@@ -30,6 +30,11 @@ namespace strata::memory {
 struct ArenaPlan {
   int64_t arenaBytes = 0; // the planned peak
   int64_t liveBytes = 0;  // the most bytes live at once: the lower bound
+  int64_t peakPosition = -1; // the first op position where they are live
+  /// The host tier's activation arena (sched.offload activation results),
+  /// planned the same way, apart from the device one.
+  int64_t hostArenaBytes = 0, hostLiveBytes = 0;
+  /// Each value's offset in its arena (sched::isHostActivation says which).
   llvm::DenseMap<mlir::Value, int64_t> offsets;
 };
 

@@ -122,6 +122,8 @@ void strata::buildMemoryPipeline(OpPassManager &pm,
   memory.gpuMemory = gpuMemory;
   memory.ssdMemory = options.ssdMemory.getValue().bytes;
   memory.recompute = options.recompute;
+  memory.offloadActivations = options.offloadActivations;
+  memory.hostMemory = options.hostMemory.getValue().bytes;
   OffloadStatePassOptions offload;
   offload.gpuMemory = gpuMemory;
   offload.hostMemory = options.hostMemory.getValue().bytes;
@@ -144,7 +146,8 @@ void strata::buildMemoryPipeline(OpPassManager &pm,
   if (options.fuseElementwise)
     pm.addNestedPass<func::FuncOp>(createFuseElementwisePass());
   // Recomputation of everything (always); state off the device and, when
-  // that is not enough, recomputation (auto); a first plan; streams and
+  // that is not enough, recomputation (auto); saved activations to the
+  // host; a first plan; streams and
   // prefetch on that order; the plan of the final order; the events; their
   // proof; what the runtime needs decided.
   if (options.recompute == Recompute::Always)
@@ -154,6 +157,10 @@ void strata::buildMemoryPipeline(OpPassManager &pm,
     if (options.recompute == Recompute::Auto)
       pm.addPass(createRecomputePass(recompute));
   }
+  // Saved activations to the host tier, after recomputation has chosen
+  // which backward still reads.
+  if (options.offloadActivations)
+    pm.addPass(createOffloadActivationsPass());
   pm.addPass(createPlanMemoryPass(memory));
   pm.addPass(createSchedulePass(schedule));
   pm.addPass(createPlanMemoryPass(memory));

@@ -34,7 +34,7 @@ using namespace strata;
 namespace {
 
 struct FunctionPlan {
-  int64_t arenaBytes = 0, liveBytes = 0;
+  int64_t arenaBytes = 0, liveBytes = 0, hostArenaBytes = 0;
 };
 
 struct PlanMemoryPass
@@ -56,15 +56,16 @@ struct PlanMemoryPass
     auto tierBytes = [&](Tier tier) {
       return persistent.tierBytes(tier, int64_t(alignment));
     };
-    int64_t arena = 0, live = 0;
+    int64_t arena = 0, live = 0, hostArena = 0;
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
       FunctionPlan plan = planFunction(func);
       func->setAttr(sched::SchedDialect::kArenaAttrName,
                     sched::ArenaAttr::get(func.getContext(), plan.arenaBytes,
-                                          plan.liveBytes));
+                                          plan.liveBytes, plan.hostArenaBytes));
       arena = std::max(arena, plan.arenaBytes);
+      hostArena = std::max(hostArena, plan.hostArenaBytes);
       live = std::max(live, plan.liveBytes);
     }
     int64_t devicePeak = tierBytes(Tier::Device) + constants + arena;
@@ -83,22 +84,35 @@ struct PlanMemoryPass
           << (recompute == Recompute::None ? "recompute activations (--recompute "
                                     "auto), "
                                   : "")
+          << (offloadActivations ? "" : "offload activations to the host "
+                                        "(--offload-activations), ")
           << "give the host tier room (--host-memory) or an SSD tier "
              "(--ssd-memory), shard over more ranks (--partition-group), "
              "or use a smaller --batch";
+      return signalPassFailure();
+    }
+    // Offloaded activations share the host tier with offloaded state.
+    int64_t hostBytes = tierBytes(Tier::Host) + hostArena;
+    if (hostArena > 0 && hostMemory > 0 && hostBytes > int64_t(hostMemory)) {
+      module.emitError("strata-plan-memory: the host tier needs ")
+          << hostBytes << " bytes (state " << tierBytes(Tier::Host)
+          << ", offloaded activations " << hostArena
+          << ") but --host-memory is " << int64_t(hostMemory)
+          << "; raise --host-memory or leave out --offload-activations";
       return signalPassFailure();
     }
     Builder b(module.getContext());
     module->setAttr(sched::SchedDialect::kMemoryPlanAttrName,
                     sched::MemoryPlanAttr::get(
                         b.getContext(), arena, live, int64_t(pageSize),
-                        int64_t(alignment), devicePeak, tierBytes(Tier::Host),
-                        tierBytes(Tier::Ssd), std::max<int64_t>(budget, 0)));
+                        int64_t(alignment), devicePeak, hostBytes,
+                        tierBytes(Tier::Ssd),
+                        std::max<int64_t>(budget, 0), hostArena));
   }
 
   FunctionPlan planFunction(func::FuncOp func) {
     memory::ArenaPlan arena = memory::planArena(func, int64_t(alignment));
-    FunctionPlan plan{arena.arenaBytes, arena.liveBytes};
+    FunctionPlan plan{arena.arenaBytes, arena.liveBytes, arena.hostArenaBytes};
     Block &body = func.getBody().front();
     // One slot per result (unit: computed into a state's own storage).
     Builder b(func.getContext());

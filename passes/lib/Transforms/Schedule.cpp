@@ -165,6 +165,8 @@ struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
       if (isa<graph::ConstantOp>(op))
         continue;
       for (Value v : op.getResults()) {
+        if (sched::isHostActivation(v))
+          continue; // in the host tier's arena, not the device's
         int64_t first = position[&op], last = first;
         for (Operation *user : v.getUsers())
           last = std::max(last, position.lookup(user));

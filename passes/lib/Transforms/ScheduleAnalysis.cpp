@@ -71,7 +71,8 @@ LogicalResult collectAccesses(func::FuncOp func, std::vector<OpAccess> &out,
       return def->emitOpError("has no memory plan: run strata-plan-memory "
                               "before scheduling checks");
     if (auto slot = dyn_cast<sched::SlotAttr>(slots[result.getResultNumber()])) {
-      range = Range{0, slot.getOffset(), slot.getOffset() + bytes};
+      range = Range{sched::isHostActivation(v) ? kHostArenaRegion : 0,
+                    slot.getOffset(), slot.getOffset() + bytes};
       return success();
     }
     auto it = inState.find(v);

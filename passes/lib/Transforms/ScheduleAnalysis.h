@@ -3,7 +3,7 @@
 // Shared by strata-insert-events and strata-verify-schedule: every op that
 // becomes an instruction, in block order, with its stream and the byte
 // ranges it reads and writes (activations at their memory-plan offsets in
-// the arena; states, inputs and results written into a state in that
+// the device arena or, offloaded, in the host activation arena; states, inputs and results written into a state in that
 // tensor's own storage).
 //
 //===----------------------------------------------------------------------===//
@@ -21,11 +21,13 @@
 
 namespace strata::schedule {
 
-/// Bytes [begin, end) of a region: 0 is the activation arena; every named
-/// tensor (a state, an input) is a region of its own.
+/// Bytes [begin, end) of a region: 0 is the activation arena,
+/// kHostArenaRegion the host tier's activation arena; every named tensor (a
+/// state, an input) is a region of its own.
 struct Range {
   int64_t region, begin, end;
 };
+inline constexpr int64_t kHostArenaRegion = -1;
 
 /// An instruction: an op that computes, collects or moves (not a
 /// constant, a terminator or an event op). `stream` indexes the stream list

@@ -476,6 +476,54 @@ def RecomputePass : Pass<"strata-recompute", "::mlir::ModuleOp"> {
   ];
 }
 
+def OffloadActivationsPass
+    : Pass<"strata-offload-activations", "::mlir::ModuleOp"> {
+  let summary = "Keep the activations backward reads on the host tier between the passes";
+  let description = [{
+    A saved activation is a forward value that backward reads: in
+    `@micro_step`, a value made at or before the loss (the op of the first
+    returned value) and read after it; in a pipelined stage program
+    (`@pipeline_step_<s>`), a value made by an op without `sched.backward`
+    and read by one with it (each micro-batch's values are their own). Each
+    one of at least `min-bytes` bytes, not returned, whose last forward
+    read comes before its first backward read with ops in between, gets a
+    `sched.offload activation host` right after the op that makes it (the
+    copy overlaps the forward reads that follow) and one
+    `sched.reload activation host` right before its first backward read,
+    which every backward read then reads. The device copy dies at its last
+    forward read (or at the offload), the reloaded one lives from the
+    reload; strata-schedule puts the moves on the d2h and h2d streams and
+    hoists the reloads (fetches) by the prefetch depth, so backward, which
+    reads the values in reverse, reloads the last-saved first. The host
+    copies live in the function's host activation arena, which
+    strata-plan-memory plans by lifetime apart from the device arena.
+
+    Not moved: constants, function arguments, results computed into state,
+    results of collectives and moves (a gathered parameter is gathered
+    again in backward), values returned. Each function that moved values
+    gets `sched.offloaded` (how many, their bytes, and its device arena on
+    the same order without the moves).
+
+    ```mlir
+    // after
+    %h = graph.tanh %x : tensor<32x32xf32>
+    %saved = sched.offload activation host %h : tensor<32x32xf32>
+    %y = graph.exp %h : tensor<32x32xf32>
+    ...                                        // the loss, backward
+    %back = sched.reload activation host %saved : tensor<32x32xf32>
+    %g = graph.tanh_grad %back, %dy : ...
+    ```
+  }];
+  let dependentDialects = ["::strata::sched::SchedDialect"];
+  let options = [
+    Option<"minBytes", "min-bytes", "uint64_t", /*default=*/"4096",
+           "Smallest activation moved, in bytes">,
+    Option<"alignment", "alignment", "uint64_t", /*default=*/"64",
+           "Every offset is a multiple of this (for the arena measured "
+           "before)">,
+  ];
+}
+
 def PlanMemoryPass : Pass<"strata-plan-memory", "::mlir::ModuleOp"> {
   let summary = "Place every activation in one arena by lifetime";
   let description = [{
@@ -500,8 +548,15 @@ def PlanMemoryPass : Pass<"strata-plan-memory", "::mlir::ModuleOp"> {
 
     With `gpu-memory` (bytes; 0: no budget), a step that does not fit is an
     error saying how many bytes do not fit and which flags would help
-    (`ssd-memory` and `recompute` say what the passes before could do, for
-    that message).
+    (`ssd-memory`, `recompute` and `offload-activations` say what the
+    passes before could do, for that message).
+
+    Results of `sched.offload activation` (the host copies of saved
+    activations) are planned the same way in a host activation arena of
+    their own: `#sched.arena<..., host = H>` on the function, `host_arena`
+    on the module (and counted in its `host` bytes). With `host-memory`
+    (bytes; 0: no limit), a host activation arena that does not fit beside
+    the offloaded state is an error.
 
     ```mlir
     // after
@@ -521,6 +576,9 @@ def PlanMemoryPass : Pass<"strata-plan-memory", "::mlir::ModuleOp"> {
            "Device bytes the step may use (0: no budget)">,
     Option<"ssdMemory", "ssd-memory", "uint64_t", /*default=*/"0",
            "SSD bytes the state could use (for the message)">,
+    Option<"hostMemory", "host-memory", "uint64_t", /*default=*/"0",
+           "Host bytes (0: no limit): offloaded state and the host "
+           "activation arena must fit them">,
     Option<"recompute", "recompute", "::strata::Recompute",
            /*default=*/"::strata::Recompute::None",
            "none, auto or always: whether activations could be recomputed "
@@ -529,6 +587,9 @@ def PlanMemoryPass : Pass<"strata-plan-memory", "::mlir::ModuleOp"> {
                clEnumValN(::strata::Recompute::None, "none", ""),
                clEnumValN(::strata::Recompute::Auto, "auto", ""),
                clEnumValN(::strata::Recompute::Always, "always", ""))}]>,
+    Option<"offloadActivations", "offload-activations", "bool",
+           /*default=*/"false",
+           "Whether strata-offload-activations ran (for the message)">,
   ];
 }
 

@@ -47,13 +47,15 @@ std::vector<bool> tensorsOfStage(const plan::Plan &p, int stage);
 
 /// The bytes one rank of `stage` allocates, laid out as the loader lays
 /// them: persistent tensors and constants 64-byte aligned, SSD-tier ones
-/// 4 KiB-aligned, the activation arena the largest of its programs'.
+/// 4 KiB-aligned, the activation arena (and the host activation arena) the
+/// largest of its programs'.
 struct Footprint {
   uint64_t state = 0;      // persistent tensors on the device tier
   uint64_t constants = 0;
   uint64_t activations = 0;          // the arena
   uint64_t activationLowerBound = 0; // the most bytes live at once
   uint64_t host = 0;       // persistent tensors on the host tier
+  uint64_t hostActivations = 0; // the host activation arena (offloaded)
   uint64_t ssd = 0;
   uint64_t parameters = 0;       // parameter elements this rank holds
   uint64_t parameterBytes = 0;

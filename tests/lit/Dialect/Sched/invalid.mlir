@@ -82,6 +82,86 @@ func.func @offload_tier(%m: tensor<8xf32>) {
 
 // -----
 
+func.func @activation_to_ssd(%x: tensor<8xf32>) {
+  %a = graph.tanh %x : tensor<8xf32>
+  // expected-error @+1 {{offloads activations to the host tier only, not ssd}}
+  %s = sched.offload activation ssd %a : tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @activation_of_argument(%x: tensor<8xf32>) {
+  // expected-error @+1 {{with 'activation' must copy a value an op computed, not a function argument}}
+  %s = sched.offload activation host %x : tensor<8xf32>
+  return
+}
+
+// -----
+
+// The host copy is no device memory: only a reload may read it.
+func.func @host_copy_read_by_kernel(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %a = graph.tanh %x : tensor<8xf32>
+  // expected-error @+1 {{with 'activation' has a result only 'sched.reload activation' may read, but 'graph.exp' reads it}}
+  %s = sched.offload activation host %a : tensor<8xf32>
+  %b = graph.exp %s : tensor<8xf32>
+  return %b : tensor<8xf32>
+}
+
+// -----
+
+func.func @activation_reload_of_state(%m: tensor<8xf32>) {
+  // expected-error @+1 {{with 'activation' must read the result of a 'sched.offload activation'}}
+  %r = sched.reload activation host %m : tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @state_reload_of_value(%x: tensor<8xf32>) {
+  %a = graph.tanh %x : tensor<8xf32>
+  // expected-error @+1 {{reloads persistent state, a function argument; a value an op computed is reloaded with 'activation' from its 'sched.offload activation'}}
+  %r = sched.reload host %a : tensor<8xf32>
+  return
+}
+
+// -----
+
+// A host copy's slot is in the host activation arena, checked against its
+// size.
+func.func @outside_host_arena(%x: tensor<8xf32>) -> tensor<8xf32> attributes {sched.arena = #sched.arena<size = 64, live = 32, host = 32>} {
+  %a = graph.tanh %x {sched.slots = [#sched.slot<0, 32>]} : tensor<8xf32>
+  // expected-error @+1 {{result 0 of 'sched.offload' lies at [32, 64), outside its function's host activation arena of 32 bytes}}
+  %s = sched.offload activation host %a {sched.slots = [#sched.slot<32, 32>]} : tensor<8xf32>
+  %r = sched.reload activation host %s {sched.slots = [#sched.slot<0, 32>]} : tensor<8xf32>
+  return %r : tensor<8xf32>
+}
+
+// -----
+
+// Two host copies live at once in the same bytes of the host arena (the
+// device arena's bytes [0, 32) are another memory: %a and %s share them).
+func.func @host_overlap(%x: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) attributes {sched.arena = #sched.arena<size = 128, live = 64, host = 64>} {
+  %a = graph.tanh %x {sched.slots = [#sched.slot<0, 32>]} : tensor<8xf32>
+  %s = sched.offload activation host %a {sched.slots = [#sched.slot<0, 32>]} : tensor<8xf32>
+  %b = graph.exp %x {sched.slots = [#sched.slot<32, 32>]} : tensor<8xf32>
+  // expected-error @+1 {{result 0 of 'sched.offload' at [0, 32) overlaps result 0 of 'sched.offload' at [0, 32) while both are live}}
+  %t = sched.offload activation host %b {sched.slots = [#sched.slot<0, 32>]} : tensor<8xf32>
+  %r = sched.reload activation host %s {sched.slots = [#sched.slot<64, 32>]} : tensor<8xf32>
+  %q = sched.reload activation host %t {sched.slots = [#sched.slot<96, 32>]} : tensor<8xf32>
+  return %r, %q : tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+func.func @offloaded_counts() attributes {
+    // expected-error @+1 {{offloaded values and bytes must be >= 0 and both 0 or both positive, got values = 0, bytes = 64}}
+    sched.offloaded = #sched.offloaded<values = 0, bytes = 64, arena_before = 128, live_before = 64, at_peak = 0>} {
+  return
+}
+
+// -----
+
 // A wait on a token that no sched.record produces could never complete.
 func.func @wait_never_produced(%t: !sched.token) {
   // expected-error @+1 {{token 0 is not produced by a sched.record: the wait could never complete}}

@@ -35,6 +35,27 @@ func.func @moves(%m: tensor<8xf32>) -> tensor<8xf32> {
   return %1 : tensor<8xf32>
 }
 
+// An activation's moves: its copy in the host activation arena (a slot
+// there, the arena's `host` bytes), brought back for backward; what the
+// function moved; the module's host activation arena.
+// CHECK-LABEL: module attributes {sched.memory_plan = #sched.memory_plan<arena = 128, live = 96, page_size = 4096, alignment = 64, device = 128, host = 64, ssd = 0, budget = 0, host_arena = 64>}
+// CHECK: func.func @activation_moves(%{{.*}}: tensor<8xf32>) -> tensor<8xf32> attributes {sched.arena = #sched.arena<size = 128, live = 96, host = 64>, sched.offloaded = #sched.offloaded<values = 1, bytes = 32, arena_before = 128, live_before = 96, at_peak = 32>}
+// CHECK: %[[A:.*]] = graph.tanh
+// CHECK: %[[S:.*]] = sched.offload activation host %[[A]] {sched.slots = [#sched.slot<0, 64>]} : tensor<8xf32>
+// CHECK: %[[R:.*]] = sched.reload activation host %[[S]] {sched.slots = [#sched.slot<0, 64>]} : tensor<8xf32>
+module attributes {sched.memory_plan = #sched.memory_plan<arena = 128, live = 96, page_size = 4096, alignment = 64, device = 128, host = 64, ssd = 0, budget = 0, host_arena = 64>} {
+  func.func @activation_moves(%x: tensor<8xf32>) -> tensor<8xf32> attributes {sched.arena = #sched.arena<size = 128, live = 96, host = 64>, sched.offloaded = #sched.offloaded<values = 1, bytes = 32, arena_before = 128, live_before = 96, at_peak = 32>} {
+    %a = graph.tanh %x {sched.slots = [#sched.slot<0, 64>]} : tensor<8xf32>
+    %s = sched.offload activation host %a {sched.slots = [#sched.slot<0, 64>]} : tensor<8xf32>
+    %b = graph.exp %a {sched.slots = [#sched.slot<64, 64>]} : tensor<8xf32>
+    %r = sched.reload activation host %s {sched.slots = [#sched.slot<0, 64>]} : tensor<8xf32>
+    %c = graph.add %b, %r {sched.slots = [#sched.slot<64, 64>]} : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
+    return %c : tensor<8xf32>
+  }
+}
+
+// -----
+
 // The schedule and the memory plan: streams, events, slots, the arena, a
 // tier on an argument, the module's totals.
 // CHECK-LABEL: module attributes {sched.memory_plan = #sched.memory_plan<arena = 128, live = 96, page_size = 4096, alignment = 64, device = 192, host = 64, ssd = 0, budget = 0>}

@@ -97,6 +97,11 @@ Tier getArgumentTier(FunctionOpInterface func, unsigned index) {
   return Tier::Device;
 }
 
+bool isHostActivation(Value value) {
+  auto offload = value.getDefiningOp<OffloadOp>();
+  return offload && offload.isActivation();
+}
+
 int64_t storageBytes(Type type) {
   auto t = cast<ShapedType>(type);
   Type element = t.getElementType();
@@ -120,11 +125,33 @@ LogicalResult SlotAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 }
 
 LogicalResult ArenaAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                int64_t size, int64_t live) {
+                                int64_t size, int64_t live, int64_t host) {
   if (size < 0 || live < 0 || live > size)
     return emitError() << "an arena's lower bound must lie in [0, size], got "
                           "size = "
                        << size << ", live = " << live;
+  if (host < 0)
+    return emitError() << "a host activation arena needs a size >= 0, got "
+                       << host;
+  return success();
+}
+
+LogicalResult
+OffloadedAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                      int64_t values, int64_t bytes, int64_t arenaBefore,
+                      int64_t liveBefore, int64_t atPeak) {
+  if (values < 0 || bytes < 0 || (values == 0) != (bytes == 0))
+    return emitError() << "offloaded values and bytes must be >= 0 and both "
+                          "0 or both positive, got values = "
+                       << values << ", bytes = " << bytes;
+  if (liveBefore < 0 || liveBefore > arenaBefore || atPeak < 0 ||
+      atPeak > std::min(bytes, liveBefore))
+    return emitError() << "an offload's arena before must hold its lower "
+                          "bound, and the bytes at its peak be at most the "
+                          "bytes moved and the lower bound, got "
+                          "arena_before = "
+                       << arenaBefore << ", live_before = " << liveBefore
+                       << ", at_peak = " << atPeak;
   return success();
 }
 
@@ -150,15 +177,16 @@ LogicalResult
 MemoryPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        int64_t arena, int64_t live, int64_t pageSize,
                        int64_t alignment, int64_t device, int64_t host,
-                       int64_t ssd, int64_t budget) {
+                       int64_t ssd, int64_t budget, int64_t hostArena) {
   if (alignment <= 0 || (alignment & (alignment - 1)) != 0)
     return emitError() << "the memory plan's alignment must be a power of "
                           "two, got "
                        << alignment;
   if (arena < 0 || live < 0 || live > arena || pageSize < 0 || device < 0 ||
-      host < 0 || ssd < 0 || budget < 0)
-    return emitError() << "the memory plan's sizes must be >= 0 and its "
-                          "lower bound at most its arena";
+      host < 0 || ssd < 0 || budget < 0 || hostArena < 0 || hostArena > host)
+    return emitError() << "the memory plan's sizes must be >= 0, its lower "
+                          "bound at most its arena and its host activation "
+                          "arena at most its host bytes";
   return success();
 }
 
@@ -213,6 +241,7 @@ LogicalResult verifySlots(Operation *op, Attribute attr) {
 struct Placed {
   OpResult value;
   int64_t first, last, begin, end;
+  bool host; // in the host activation arena, not the device one
 };
 
 /// Every arena value of `func` lies inside the arena, and no two that are
@@ -245,18 +274,22 @@ LogicalResult verifyArena(Operation *func, ArenaAttr arena) {
       if (!slot)
         continue;
       int64_t end = slot.getOffset() + slot.getSize();
-      if (end > arena.getSize())
+      bool host = isHostActivation(result);
+      int64_t size = host ? arena.getHost() : arena.getSize();
+      if (end > size)
         return op.emitOpError()
                << describeResult(result) << " lies at [" << slot.getOffset()
-               << ", " << end << "), outside its function's arena of "
-               << arena.getSize() << " bytes";
+               << ", " << end << "), outside its function's "
+               << (host ? "host activation arena of " : "arena of ") << size
+               << " bytes";
       int64_t last = position[&op];
       for (Operation *user : result.getUsers()) {
         Operation *top = body.findAncestorOpInBlock(*user);
         if (top)
           last = std::max(last, position[top]);
       }
-      placed.push_back({result, position[&op], last, slot.getOffset(), end});
+      placed.push_back(
+          {result, position[&op], last, slot.getOffset(), end, host});
     }
   }
   // Sweep in order of birth; `live` holds the values not yet dead.
@@ -268,7 +301,7 @@ LogicalResult verifyArena(Operation *func, ArenaAttr arena) {
   for (const Placed &p : placed) {
     std::erase_if(live, [&](const Placed *q) { return q->last < p.first; });
     for (const Placed *q : live) {
-      if (q->end <= p.begin || p.end <= q->begin)
+      if (q->host != p.host || q->end <= p.begin || p.end <= q->begin)
         continue;
       // The one sanctioned overlap: p's op writes over q, which dies there.
       Operation *writer = p.value.getOwner();
@@ -326,6 +359,9 @@ LogicalResult SchedDialect::verifyOperationAttribute(Operation *op,
   if (name == kMemoryPlanAttrName)
     return expect(isa<MemoryPlanAttr>(value) && isa<ModuleOp>(op),
                   "a #sched.memory_plan on a module");
+  if (name == kOffloadedAttrName)
+    return expect(isa<OffloadedAttr>(value) && isa<FunctionOpInterface>(op),
+                  "a #sched.offloaded on a function");
   if (name == kRecomputedAttrName || name == kDelayableAttrName ||
       name == kBackwardAttrName)
     return expect(isa<UnitAttr>(value), "a unit attribute");
@@ -556,8 +592,47 @@ static LogicalResult verifyTier(Operation *op, Tier tier) {
                            "device");
   return success();
 }
-LogicalResult ReloadOp::verify() { return verifyTier(*this, getTier()); }
-LogicalResult OffloadOp::verify() { return verifyTier(*this, getTier()); }
+LogicalResult ReloadOp::verify() {
+  if (failed(verifyTier(*this, getTier())))
+    return failure();
+  if (!isActivation()) {
+    if (!isa<BlockArgument>(getInput()))
+      return emitOpError("reloads persistent state, a function argument; a "
+                         "value an op computed is reloaded with "
+                         "'activation' from its 'sched.offload activation'");
+    return success();
+  }
+  auto offload = getInput().getDefiningOp<OffloadOp>();
+  if (!offload || !offload.isActivation())
+    return emitOpError("with 'activation' must read the result of a "
+                       "'sched.offload activation'");
+  if (offload.getTier() != getTier())
+    return emitOpError("reloads from the ")
+           << stringifyTier(getTier()) << " tier what was offloaded to the "
+           << stringifyTier(offload.getTier()) << " tier";
+  return success();
+}
+
+LogicalResult OffloadOp::verify() {
+  if (failed(verifyTier(*this, getTier())))
+    return failure();
+  if (!isActivation())
+    return success();
+  if (getTier() != Tier::Host)
+    return emitOpError("offloads activations to the host tier only, not ")
+           << stringifyTier(getTier());
+  if (isa<BlockArgument>(getInput()))
+    return emitOpError("with 'activation' must copy a value an op computed, "
+                       "not a function argument");
+  for (Operation *user : getOutput().getUsers()) {
+    auto reload = dyn_cast<ReloadOp>(user);
+    if (!reload || !reload.isActivation())
+      return emitOpError("with 'activation' has a result only "
+                         "'sched.reload activation' may read, but '")
+             << user->getName() << "' reads it";
+  }
+  return success();
+}
 
 LogicalResult WaitOp::verify() {
   if (getTokens().empty())

@@ -33,9 +33,13 @@ def Sched_Dialect : Dialect {
       bytes), `unit` for a result computed into a persistent tensor's own
       storage.
     - `sched.arena = #sched.arena<size = N, live = M>` on a function: the
-      arena's bytes and the lower bound (most bytes live at once). With it,
-      the function's slots are checked: inside the arena, and no two values
-      live at once in the same bytes.
+      arena's bytes and the lower bound (most bytes live at once), and
+      `host = H` when activations are offloaded: the host tier's activation
+      arena. With it, the function's slots are checked: inside their arena
+      (the host one for `sched.offload activation` results), and no two
+      values live at once in the same bytes of one arena.
+    - `sched.offloaded = #sched.offloaded<...>` on a function: what
+      strata-offload-activations moved.
     - `sched.memory_plan = #sched.memory_plan<...>` on the module: the
       plan's totals per tier.
     - `sched.pipeline = #sched.pipeline<stages = 2, boundaries = [4]>` on the
@@ -61,6 +65,9 @@ def Sched_Dialect : Dialect {
     /// On an op strata-plan-memory cloned to recompute in backward.
     static constexpr ::llvm::StringLiteral kRecomputedAttrName =
         "sched.recomputed";
+    /// On a function strata-offload-activations moved activations of.
+    static constexpr ::llvm::StringLiteral kOffloadedAttrName =
+        "sched.offloaded";
     /// strata-plan-execution's decisions, written into the artifact.
     static constexpr ::llvm::StringLiteral kDelayableAttrName =
         "sched.delayable";
@@ -167,7 +174,16 @@ def Sched_SlotAttr : Sched_Attr<"Slot", "slot"> {
 
 def Sched_ArenaAttr : Sched_Attr<"Arena", "arena"> {
   let summary = "A function's activation arena: its size and lower bound";
-  let parameters = (ins "int64_t":$size, "int64_t":$live);
+  let description = [{
+    `size` and `live`: the device arena's planned bytes and lower bound;
+    `host` (printed when not 0): the bytes of the host tier's activation
+    arena, where `sched.offload activation` results live.
+    ```mlir
+    func.func @f() attributes {sched.arena = #sched.arena<size = 4096, live = 4000, host = 1024>}
+    ```
+  }];
+  let parameters = (ins "int64_t":$size, "int64_t":$live,
+                        DefaultValuedParameter<"int64_t", "0">:$host);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }
@@ -177,12 +193,35 @@ def Sched_MemoryPlanAttr : Sched_Attr<"MemoryPlan", "memory_plan"> {
   let description = [{
     `arena`: the largest function arena; `live`: the largest lower bound;
     `device`, `host`, `ssd`: the peak bytes per tier (device: persistent
-    state, constants and the arena); `budget`: `--gpu-memory` (0: none).
+    state, constants and the arena; host: persistent state and the host
+    activation arena); `budget`: `--gpu-memory` (0: none); `host_arena`
+    (printed when not 0): the largest function's host activation arena.
   }];
   let parameters = (ins "int64_t":$arena, "int64_t":$live,
                         "int64_t":$page_size, "int64_t":$alignment,
                         "int64_t":$device, "int64_t":$host, "int64_t":$ssd,
-                        "int64_t":$budget);
+                        "int64_t":$budget,
+                        DefaultValuedParameter<"int64_t", "0">:$host_arena);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Sched_OffloadedAttr : Sched_Attr<"Offloaded", "offloaded"> {
+  let summary = "What strata-offload-activations moved in a function";
+  let description = [{
+    `values`: the forward values copied to the host tier and back; `bytes`:
+    their bytes (each moved once each way); `arena_before` and
+    `live_before`: the function's device arena and its lower bound (the
+    most bytes live at once), planned on the same order without the moves;
+    `at_peak`: the moved bytes live where that lower bound is reached,
+    the most the moves can lower it by.
+    ```mlir
+    func.func @micro_step() attributes {sched.offloaded = #sched.offloaded<values = 12, bytes = 393216, arena_before = 5570624, live_before = 5509124, at_peak = 393216>}
+    ```
+  }];
+  let parameters = (ins "int64_t":$values, "int64_t":$bytes,
+                        "int64_t":$arena_before, "int64_t":$live_before,
+                        "int64_t":$at_peak);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

@@ -33,6 +33,10 @@ void setStream(mlir::Operation *op, Stream stream);
 /// The tier of function argument `index` (device when it has none).
 Tier getArgumentTier(mlir::FunctionOpInterface func, unsigned index);
 
+/// Whether `value` is a `sched.offload activation` result: a copy in the
+/// host tier's activation arena, not in device memory.
+bool isHostActivation(mlir::Value value);
+
 /// The bytes a tensor takes in memory (i1 as one byte each).
 int64_t storageBytes(mlir::Type type);
 

@@ -131,36 +131,58 @@ def Sched_RecvOp : Sched_Op<"recv",
 // Moves between memory tiers
 //===----------------------------------------------------------------------===//
 
+// A move of persistent state (a function argument on `tier`, or the new
+// value the function returns for it), or with `activation` of an
+// activation: an offload copies a forward value backward reads into the
+// host tier's activation arena, and a reload brings that copy back.
 class Sched_MoveOp<string mnemonic> : Sched_Op<mnemonic,
     [DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
      AllTypesMatch<["input", "output"]>]> {
-  let arguments = (ins Sched_TierAttr:$tier, Sched_Tensor:$input);
+  let arguments = (ins Sched_TierAttr:$tier, Sched_Tensor:$input,
+                       UnitAttr:$activation);
   let results = (outs Sched_Tensor:$output);
-  let assemblyFormat = "`` $tier $input attr-dict `:` type($input)";
+  let assemblyFormat =
+      "(`activation` $activation^)? `` $tier $input attr-dict `:` type($input)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Whether the move is of an activation (its host copy lives in the
+    /// host activation arena), not of persistent state.
+    bool isActivation() { return getActivation(); }
+  }];
 }
 
 def Sched_ReloadOp : Sched_MoveOp<"reload"> {
   let summary = "Bring a value kept on a slower tier into device memory";
   let description = [{
-    The operand is persistent state that strata-plan-memory placed on the
-    `tier` (host or ssd); the result is its copy in device memory,
-    for the ops that read it.
+    The operand is persistent state that strata-offload-state placed on the
+    `tier` (host or ssd), a function argument; the result is its copy in
+    device memory, for the ops that read it.
+
+    With `activation`, the operand is the host copy a `sched.offload
+    activation` made of a forward value (strata-offload-activations), and
+    the result the device copy backward reads.
 
     ```mlir
     %m = sched.reload host %exp_avg : tensor<4096xf32>
+    %h = sched.reload activation host %saved : tensor<8x64x64xf32>
     ```
   }];
 }
 
 def Sched_OffloadOp : Sched_MoveOp<"offload"> {
-  let summary = "Write a device value back to the slower tier it lives on";
+  let summary = "Write a device value to a slower tier";
   let description = [{
     The result is the new value of persistent state kept on `tier`; codegen
     writes it straight into that state's storage.
 
+    With `activation`, the operand is a forward value backward reads, and
+    the result its copy in the host tier's activation arena (its
+    `sched.slots` are offsets there, within the function's
+    `#sched.arena<host = ...>`), read only by `sched.reload activation`.
+
     ```mlir
     %kept = sched.offload host %new_exp_avg : tensor<4096xf32>
+    %saved = sched.offload activation host %h : tensor<8x64x64xf32>
     ```
   }];
 }
