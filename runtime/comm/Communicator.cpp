@@ -221,6 +221,13 @@ void Communicator::count(Group group, Kind kind, double bytes) {
     traffic_[int(kind)][link] += bytes;
 }
 
+void Communicator::abortJob(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::abort();
+}
+
 void Communicator::abortStalled(Group group, const std::string &what) {
   // Tell the group's other members this rank arrived, then listen for
   // theirs for a grace period: whoever stays silent never arrived.

@@ -432,6 +432,8 @@ public:
 
   /// Trains; returns the process exit code.
   int run();
+  /// The run's phases; run() ends the job when one fails.
+  int runPhases();
 
 private:
   /// What one optimizer step measured, for the step log and progress line.
@@ -566,6 +568,16 @@ private:
 };
 
 int TrainingRun::run() {
+  int code = runPhases();
+  // A distributed run that failed on this rank (its message printed)
+  // ends the whole job now: the others would wait in their next
+  // collective until the timeout, and MPI_Finalize could hang mpirun.
+  if (code != 0 && comm_ && world_ > 1)
+    comm_->abortJob(code);
+  return code;
+}
+
+int TrainingRun::runPhases() {
   if (!createExecutor() || !lockAndPeekCheckpoint() || !createLoader() ||
       !findScalars() || !resumeAndOpenLog() || !initLossScaling())
     return 1;

@@ -409,6 +409,27 @@ def checkpoint_test(args, work):
         print("a rank's folder swapped with another's was not refused:",
               proc.stderr[-500:])
         return 1
+    # One rank's shard damaged: that rank refuses it alone and ends the
+    # job at once (the others used to wait in their first collective until
+    # the timeout, and mpirun could hang).
+    damaged = os.path.join(work, "damaged")
+    shutil.copytree(full, damaged)
+    state = os.path.join(damaged, "step-00000006", "rank-00002", "state.bin")
+    data = bytearray(open(state, "rb").read())
+    data[len(data) // 2] ^= 0xFF
+    open(state, "wb").write(bytes(data))
+    start = time.monotonic()
+    proc = subprocess.run(mpi + [strata_run, art, "--quiet", "--steps", "8",
+                                 "--timeout", "60", "--checkpoint-dir",
+                                 damaged, "--resume"],
+                          capture_output=True, text=True, timeout=120)
+    seconds = time.monotonic() - start
+    if proc.returncode == 0 or "rank-00002': '" not in proc.stderr or \
+            "is truncated or corrupt" not in proc.stderr or seconds > 20:
+        print("one rank's damaged shard did not end the job at once "
+              "(%.1f s, exit %d): %s" % (seconds, proc.returncode,
+                                         proc.stderr[-500:]))
+        return 1
     # Consolidate: whole weights, equal to a one-rank run on the same
     # global batch (within float reduction order), and an ONNX export.
     out = os.path.join(work, "weights")

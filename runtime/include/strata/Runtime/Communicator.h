@@ -114,6 +114,10 @@ public:
                        const std::string &what);
   /// Waits for every background send (before the run ends).
   Status finishSends();
+  /// Ends every rank of the job at once (MPI_Abort) with `code`: a rank
+  /// that failed alone (its message printed) must not leave the others
+  /// waiting in a collective until the timeout, or mpirun hanging.
+  [[noreturn]] void abortJob(int code);
   /// Bytes sent to other stages.
   double pointToPointBytes() const { return p2pBytes_; }
   /// Counts a message the device sent to another stage itself (NCCL).
