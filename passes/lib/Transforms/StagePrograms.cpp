@@ -631,14 +631,33 @@ struct StageProgramsPass
       std::reverse(leaves.begin(), leaves.end());
       StepAnalysis::Shared shared;
       bool regroupable = true;
+      // Under partitioning, a contribution mixed precision widens on the
+      // stage that adds it is its producer's: the cast moves there, so the
+      // narrow value is not sent every micro-batch.
+      SmallVector<std::pair<Operation *, int64_t>> moved;
       for (Value leaf : leaves) {
         Operation *def = leaf.getDefiningOp();
         regroupable &= def && !a.replicable.contains(def);
-        if (regroupable)
-          shared.contributions[a.stage[def]].push_back(leaf);
+        if (!regroupable)
+          break;
+        int64_t stage = a.stage[def];
+        Operation *from =
+            isa<graph::CastOp>(def) ? def->getOperand(0).getDefiningOp() : nullptr;
+        if (scatter && from && def->hasOneUse() &&
+            !a.replicable.contains(from) && a.stage[from] != stage) {
+          stage = a.stage[from];
+          moved.push_back({def, stage});
+        }
+        shared.contributions[stage].push_back(leaf);
       }
       if (!regroupable || shared.contributions.size() < 2)
         continue;
+      for (auto [cast, stage] : moved) {
+        a.stage[cast] = stage;
+        cast->setAttr(sched::SchedDialect::kStageAttrName,
+                      IntegerAttr::get(IntegerType::get(cast->getContext(), 64),
+                                       stage));
+      }
       shared.gradName = name ? name.getValue().str() : std::string();
       shared.accumulator = accumulator;
       if (scatter) {
