@@ -9,7 +9,9 @@ rank per stage and must match the one-rank run on the same global batch
 With one rank per stage it also checks the bytes sent between stages per
 step against 2(p-1)*b*s*h elements per micro-batch (each cut's bytes from
 --emit=pipeline, both ways) plus the shared parameters' gradient sums and
-the norm's chain.
+the norm's chain. After the last step every copy of a tied weight (and
+of its optimizer states) must equal the copy at the same position of the
+other stages of its pipeline, bit for bit.
 
 `--matrix` runs every stage count in {2, 4, 8}, both schedules, accumulation
 1 and 4, GPT and BERT. `--resume` instead saves at step 10, resumes and must reproduce the
@@ -89,8 +91,10 @@ def check(args, work, model, stages, schedule, accum, reference_cache,
          str(args.gpus_per_node), "--hierarchical", hierarchical,
          "--dtype", args.dtype])
     path = os.path.join(work, name + ".jsonl")
+    ckpt = os.path.join(work, name + ".ckpt")
     run(MPIRUN + ["-np", str(world), strata_run, art, "--quiet", "--log",
-                  path, "--timeout", "120", "--check-replicas"])
+                  path, "--timeout", "120", "--check-replicas",
+                  "--save-every", str(args.steps), "--checkpoint-dir", ckpt])
     ref, got = reference_cache[key], log(path)
     if len(got) != len(ref):
         print("%s: %d steps logged, expected %d" % (name, len(got), len(ref)))
@@ -142,6 +146,28 @@ def check(args, work, model, stages, schedule, accum, reference_cache,
         ok = False
     print("%s: device bytes by rank %s, strata-inspect's stages %s, the "
           "whole plan %d" % (name, held, per_stage, whole))
+    # A parameter on several stages (a tied weight): after the last step
+    # each rank's copy and its optimizer states equal, bit for bit, those
+    # of the rank at the same position of each other stage of its pipeline.
+    saved = [weights(os.path.join(latest(ckpt), "rank-%05d" % r))
+             for r in range(world)]
+    copies, unequal = 0, []
+    for r in range(world):
+        group = r // (stages * partition) * stages * partition
+        for q in range(r + partition, group + stages * partition, partition):
+            tied = [n for n in saved[r].keys() & saved[q].keys()
+                    if saved[r][n][0] == 2]  # PARAMETER
+            for n in sorted(saved[r].keys() & saved[q].keys()):
+                if n in tied or n.split(":", 1)[-1] in tied and \
+                        not n.startswith("grad:"):
+                    copies += 1
+                    if saved[r][n][1] != saved[q][n][1]:
+                        unequal.append("%s on ranks %d and %d" % (n, r, q))
+    if unequal:
+        ok = False
+    print("%s: the tied weights' copies on the stages: %d pairs%s" % (
+        name, copies, ", differing: " + ", ".join(unequal) if unequal
+        else " bit-identical"))
     print("%s: %s, worst relative difference over %d steps: loss %.2e, "
           "grad norm %.2e (first loss %.9g, last %.9g)" % (
               name, "ok" if ok else "FAIL", len(ref), worst["loss"],
