@@ -641,8 +641,9 @@ struct StageProgramsPass
         if (!regroupable)
           break;
         int64_t stage = a.stage[def];
-        Operation *from =
-            isa<graph::CastOp>(def) ? def->getOperand(0).getDefiningOp() : nullptr;
+        Operation *from = isa<graph::CastOp>(def)
+                              ? def->getOperand(0).getDefiningOp()
+                              : nullptr;
         if (scatter && from && def->hasOneUse() &&
             !a.replicable.contains(from) && a.stage[from] != stage) {
           stage = a.stage[from];
@@ -674,8 +675,8 @@ struct StageProgramsPass
   }
 
   /// Replaces `scatter`, the reduce-scatter of a bucket, by one of its
-  /// operand `index` alone (returned) and one of the others, which keeps
-  /// its stage and phase.
+  /// operand `index` alone (returned) and one of the other operands; both
+  /// keep its stage and phase.
   static sched::ReduceScatterOp
   takeOutOfBucket(sched::ReduceScatterOp scatter, unsigned index,
                   StepAnalysis &a) {
