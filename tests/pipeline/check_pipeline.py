@@ -9,7 +9,9 @@ rank per stage and must match the one-rank run on the same global batch
 With one rank per stage it also checks the bytes sent between stages per
 step against 2(p-1)*b*s*h elements per micro-batch (each cut's bytes from
 --emit=pipeline, both ways) plus the shared parameters' gradient sums and
-the norm's chain.
+the norm's chain. After the last step every copy of a tied weight (and
+of its optimizer states) must equal the copy at the same position of the
+other stages of its pipeline, bit for bit.
 
 `--matrix` runs every stage count in {2, 4, 8}, both schedules, accumulation
 1 and 4, GPT and BERT. `--resume` instead saves at step 10, resumes and must reproduce the
@@ -91,8 +93,10 @@ def check(args, work, model, stages, schedule, accum, reference_cache,
          str(args.gpus_per_node), "--hierarchical", hierarchical,
          "--dtype", args.dtype])
     path = os.path.join(work, name + ".jsonl")
+    ckpt = os.path.join(work, name + ".ckpt")
     run(MPIRUN + ["-np", str(world), strata_run, art, "--quiet", "--log",
-                  path, "--timeout", "120", "--check-replicas"])
+                  path, "--timeout", "120", "--check-replicas",
+                  "--save-every", str(args.steps), "--checkpoint-dir", ckpt])
     ref, got = reference_cache[key], log(path)
     if len(got) != len(ref):
         print("%s: %d steps logged, expected %d" % (name, len(got), len(ref)))
@@ -144,6 +148,28 @@ def check(args, work, model, stages, schedule, accum, reference_cache,
         ok = False
     print("%s: device bytes by rank %s, strata-inspect's stages %s, the "
           "whole plan %d" % (name, held, per_stage, whole))
+    # A parameter on several stages (a tied weight): after the last step
+    # each rank's copy and its optimizer states equal, bit for bit, those
+    # of the rank at the same position of each other stage of its pipeline.
+    saved = [weights(os.path.join(latest(ckpt), "rank-%05d" % r))
+             for r in range(world)]
+    copies, unequal = 0, []
+    for r in range(world):
+        group = r // (stages * partition) * stages * partition
+        for q in range(r + partition, group + stages * partition, partition):
+            tied = [n for n in saved[r].keys() & saved[q].keys()
+                    if saved[r][n][0] == 2]  # PARAMETER
+            for n in sorted(saved[r].keys() & saved[q].keys()):
+                if n in tied or n.split(":", 1)[-1] in tied and \
+                        not n.startswith("grad:"):
+                    copies += 1
+                    if saved[r][n][1] != saved[q][n][1]:
+                        unequal.append("%s on ranks %d and %d" % (n, r, q))
+    if unequal:
+        ok = False
+    print("%s: the tied weights' copies on the stages: %d pairs%s" % (
+        name, copies, ", differing: " + ", ".join(unequal) if unequal
+        else " bit-identical"))
     print("%s: %s, worst relative difference over %d steps: loss %.2e, "
           "grad norm %.2e (first loss %.9g, last %.9g)" % (
               name, "ok" if ok else "FAIL", len(ref), worst["loss"],
@@ -192,12 +218,13 @@ def ring_link(members, rank, per_node):
     return 0 if before // per_node == rank // per_node else 1
 
 
-def stage_bytes_formula(args, p, t, d, m, G, R, tied, cuts):
+def stage_bytes_formula(args, p, t, d, m, G, R, T, tied, cuts):
     """Bytes per step summed over the n = p t d ranks, per collective as
     [intra, inter], from the padded bytes each stage's step program gathers
-    per micro-batch G[s] and its gradient bytes R[s]; and the bytes sent
-    between stages (tied: the tied weights' (whole, padded) bytes; cuts:
-    the bytes crossing all the cuts one way per micro-batch)."""
+    per micro-batch G[s], its gradient bytes R[s] and, of them, the tied
+    weights' T[s]; and the bytes sent between stages (tied: the tied
+    weights' (whole, padded) bytes; cuts: the bytes crossing all the cuts
+    one way per micro-batch)."""
     n, k = p * t * d, args.gpus_per_node
     out = {"all_gather": [0, 0], "reduce_scatter": [0, 0], "all_reduce": [0, 0]}
     for r in range(n):
@@ -207,10 +234,13 @@ def stage_bytes_formula(args, p, t, d, m, G, R, tied, cuts):
         replication = ring_link(list(range(j, n, p * t)), r, k)
         if partition is not None:
             # Per micro-batch: (t-1)/t of what is gathered, of the
-            # gradients reduce-scattered; per step the squared norm (one
-            # f32) all-reduced over the stage group.
+            # gradients reduce-scattered, but for a tied weight's: each of
+            # its stages reduce-scatters its own sum once per step; per
+            # step the squared norm (one f32) all-reduced over the stage
+            # group.
             out["all_gather"][partition] += m * (t - 1) * G[s] // t
-            out["reduce_scatter"][partition] += m * (t - 1) * R[s] // t
+            out["reduce_scatter"][partition] += (
+                (m * (R[s] - T[s]) + T[s]) * (t - 1) // t)
             out["all_reduce"][partition] += 2 * (t - 1) * 4 / t
         if replication is not None:
             # Per step 2(d-1)/d of the rank's gradient shard.
@@ -220,10 +250,9 @@ def stage_bytes_formula(args, p, t, d, m, G, R, tied, cuts):
     # weight (on the first and last stage); the norm up and down the chain.
     lanes = t * d
     if t > 1:
-        # Its gradient is reduce-scattered on the first stage: the last
-        # sends its whole contribution down every micro-batch, relayed over
-        # the p-1 cuts; the first sends the updated shard back once.
-        tied_p2p = m * (p - 1) * tied[0] + tied[1] // t
+        # Each of its stages sends the shard of its reduce-scattered sum
+        # to the other once per step.
+        tied_p2p = 2 * tied[1] // t
     else:
         # Each stage's sum is sent to the other once per step.
         tied_p2p = 2 * tied[0]
@@ -258,7 +287,7 @@ def check_bytes(args, work, stages, partition, pipelines, accum):
     # bytes zero-padded to t shards; G, what the step program gathers per
     # micro-batch (each parameter once in forward, again in backward when
     # the backward reads it); R, the gradients the stage holds.
-    M, G, R, once, model, whole_bytes = [], [], [], [], {}, {}
+    M, G, R, once, model, whole_bytes, grads = [], [], [], [], {}, {}, []
     unpadded = [int(b) for b in re.findall(
         r"^\s+\d+  .{40} +\d+ +(\d+) ", report, re.M)]
     for s in range(p):
@@ -281,13 +310,18 @@ def check_bytes(args, work, stages, partition, pipelines, accum):
             model[a[0]] = a[2] * t
             whole_bytes[a[0]] = a[3]
         signature, _ = function(ir, "optimizer_step_%d" % s)
-        R.append(sum(a[2] * t for a in arguments(signature).values()
-                     if a[1] == "gradient"))
+        gradients = [a for a in arguments(signature).values()
+                     if a[1] == "gradient"]
+        R.append(sum(a[2] * t for a in gradients))
+        grads.append(set(a[0] for a in gradients))
     shared = re.findall(r"^  (\S+): stages", report, re.M)
     tied = (sum(whole_bytes[q] for q in shared), sum(model[q] for q in shared))
+    # The tied weights' gradient bytes (padded) each stage holds.
+    T = [sum(model[q] for q in shared if "grad:" + q in grads[s])
+         for s in range(p)]
     cuts = sum(int(b) for b in re.findall(
         r"stage \d+ -> \d+: \d+ tensors?, (\d+) bytes", report))
-    formula, p2p = stage_bytes_formula(args, p, t, d, m, G, R, tied, cuts)
+    formula, p2p = stage_bytes_formula(args, p, t, d, m, G, R, T, tied, cuts)
 
     ok = True
     for i, step in enumerate(steps):
@@ -326,6 +360,7 @@ def check_bytes(args, work, stages, partition, pipelines, accum):
     total = lambda kind: sum(steps[0]["bytes"][kind])
     regather = sum(d * m * (t - 1) * (2 * M[s] - G[s]) for s in range(p))
     not_held = sum(d * m * (t - 1) * (M[s] - R[s]) for s in range(p))
+    tied_once = sum(d * (m - 1) * (t - 1) * T[s] for s in range(p))
     twice = 2 * (d - 1) * (sum(R) - whole) if d > 1 else 0
     norm = n * 2 * (t - 1) * 4 / t
     print("%s: %s; per step, summed over the %d ranks, [intra-node, "
@@ -343,9 +378,10 @@ def check_bytes(args, work, stages, partition, pipelines, accum):
                   s, sum(q.endswith(".bias") for q in once[s]),
                   "".join(", " + q for q in once[s] if not q.endswith(".bias")))
                   for s in range(p) if once[s] and t > 1) or "none"))
-    print("  reduce_scatter measured %10.0f  thesis %10.0f  - %d the tied "
-          "weight's gradient, reduce-scattered on its first stage only" % (
-              total("reduce_scatter"), thesis_rs, not_held))
+    print("  reduce_scatter measured %10.0f  thesis %10.0f  - %d not held "
+          "- %d the tied weight's gradient, reduce-scattered once per step "
+          "on each of its stages" % (
+              total("reduce_scatter"), thesis_rs, not_held, tied_once))
     print("  all_reduce     measured %10.0f  thesis %10.0f  + %d the tied "
           "weight's gradient on both its stages + %.0f the squared norm" % (
               total("all_reduce"), thesis_ar, twice, norm))
@@ -355,7 +391,8 @@ def check_bytes(args, work, stages, partition, pipelines, accum):
               p2p - thesis_p2p - lanes * 2 * (p - 1) * 4,
               lanes * 2 * (p - 1) * 4))
     accounted = (abs(total("all_gather") - (thesis_ag - regather)) <= 1 and
-                 abs(total("reduce_scatter") - (thesis_rs - not_held)) <= 1 and
+                 abs(total("reduce_scatter") -
+                     (thesis_rs - not_held - tied_once)) <= 1 and
                  abs(total("all_reduce") - (thesis_ar + twice + norm)) <= 1)
     if not accounted:
         print("  FAIL: the differences from the thesis do not add up")

@@ -57,6 +57,13 @@ struct StepAnalysis {
     /// The contributions of each holding stage, in the order autodiff
     /// summed them.
     std::map<int64_t, SmallVector<Value>> contributions;
+    /// Under partitioning inside the stages: the ops that flatten and pad
+    /// the whole gradient (strata-partition) and the reduce-scatter over
+    /// the stage group that took it apart from its bucket's. Each holding
+    /// stage reduce-scatters its own sum once per step (then adds the
+    /// accumulator, a shard); the optimizer programs exchange the shards.
+    SmallVector<Operation *> flatten;
+    sched::ReduceScatterOp scatter;
   };
   SmallVector<Shared> shared;
   /// The parameters each stage's step program reads.
@@ -390,10 +397,10 @@ struct StageProgramsPass
           return failure();
       stamp(b.clone(op, map));
     }
-    // A parameter a stage reads but whose gradient another stage holds
-    // (a tied weight whose gradient strata-partition's reduce-scatter
-    // gathered on one stage): the holder sends the updated value to every
-    // such reader, which takes it as its own new value.
+    // A parameter a stage reads but whose gradient another stage holds (a
+    // shared gradient findSharedParameters could not regroup by stage, so
+    // that it was summed on one stage): the holder sends the updated value
+    // to every such reader, which takes it as its own new value.
     SmallVector<Value> results;
     SmallVector<DictionaryAttr> resultAttrs;
     for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
@@ -595,6 +602,22 @@ struct StageProgramsPass
           total = add.getRhs();
         }
       }
+      // Under partitioning: reduce_scatter(pad(reshape(chain)))[j].
+      sched::ReduceScatterOp scatter =
+          total.getDefiningOp<sched::ReduceScatterOp>();
+      SmallVector<Operation *> flatten;
+      unsigned scatterIndex = 0;
+      if (scatter) {
+        scatterIndex = cast<OpResult>(total).getResultNumber();
+        total = scatter->getOperand(scatterIndex);
+        while (isa_and_nonnull<graph::ReshapeOp, graph::PadOp>(
+                   total.getDefiningOp()) &&
+               total.hasOneUse()) {
+          flatten.push_back(total.getDefiningOp());
+          total = flatten.back()->getOperand(0);
+        }
+        std::reverse(flatten.begin(), flatten.end());
+      }
       SmallVector<Value> leaves;
       Value v = total;
       while (auto add = v.getDefiningOp<graph::AddOp>()) {
@@ -608,20 +631,85 @@ struct StageProgramsPass
       std::reverse(leaves.begin(), leaves.end());
       StepAnalysis::Shared shared;
       bool regroupable = true;
+      // Under partitioning, a contribution mixed precision widens on the
+      // stage that adds it is its producer's: the cast moves there, so the
+      // narrow value is not sent every micro-batch.
+      SmallVector<std::pair<Operation *, int64_t>> moved;
       for (Value leaf : leaves) {
         Operation *def = leaf.getDefiningOp();
         regroupable &= def && !a.replicable.contains(def);
-        if (regroupable)
-          shared.contributions[a.stage[def]].push_back(leaf);
+        if (!regroupable)
+          break;
+        int64_t stage = a.stage[def];
+        Operation *from = isa<graph::CastOp>(def)
+                              ? def->getOperand(0).getDefiningOp()
+                              : nullptr;
+        if (scatter && from && def->hasOneUse() &&
+            !a.replicable.contains(from) && a.stage[from] != stage) {
+          stage = a.stage[from];
+          moved.push_back({def, stage});
+        }
+        shared.contributions[stage].push_back(leaf);
       }
       if (!regroupable || shared.contributions.size() < 2)
         continue;
+      for (auto [cast, stage] : moved) {
+        a.stage[cast] = stage;
+        cast->setAttr(sched::SchedDialect::kStageAttrName,
+                      IntegerAttr::get(IntegerType::get(cast->getContext(), 64),
+                                       stage));
+      }
       shared.gradName = name ? name.getValue().str() : std::string();
       shared.accumulator = accumulator;
+      if (scatter) {
+        shared.flatten = flatten;
+        shared.scatter = takeOutOfBucket(scatter, scatterIndex, a);
+        a.dropped.insert(shared.scatter);
+        for (Operation *op : flatten)
+          a.dropped.insert(op);
+      }
       a.shared.push_back(std::move(shared));
       for (Operation *op : chain)
         a.dropped.insert(op);
     }
+  }
+
+  /// Replaces `scatter`, the reduce-scatter of a bucket, by one of its
+  /// operand `index` alone (returned) and one of the other operands; both
+  /// keep its stage and phase.
+  static sched::ReduceScatterOp
+  takeOutOfBucket(sched::ReduceScatterOp scatter, unsigned index,
+                  StepAnalysis &a) {
+    OpBuilder b(scatter);
+    Location loc = scatter.getLoc();
+    auto alone = b.create<sched::ReduceScatterOp>(
+        loc, TypeRange{scatter->getResult(index).getType()},
+        scatter.getGroupAttr(), ValueRange{scatter->getOperand(index)});
+    scatter->getResult(index).replaceAllUsesWith(alone->getResult(0));
+    a.stage[alone] = a.stage.lookup(scatter);
+    a.phase[alone] = a.phase.lookup(scatter);
+    if (scatter->getNumOperands() > 1) {
+      SmallVector<Value> operands;
+      SmallVector<Type> types;
+      SmallVector<Value> results;
+      for (unsigned i = 0; i < scatter->getNumOperands(); ++i) {
+        if (i == index)
+          continue;
+        operands.push_back(scatter->getOperand(i));
+        types.push_back(scatter->getResult(i).getType());
+        results.push_back(scatter->getResult(i));
+      }
+      auto rest = b.create<sched::ReduceScatterOp>(
+          loc, types, scatter.getGroupAttr(), operands);
+      for (auto [from, to] : llvm::zip(results, rest.getResults()))
+        from.replaceAllUsesWith(to);
+      a.stage[rest] = a.stage.lookup(scatter);
+      a.phase[rest] = a.phase.lookup(scatter);
+    }
+    a.stage.erase(scatter);
+    a.phase.erase(scatter);
+    scatter.erase();
+    return alone;
   }
 
   /// Zero bubble: a stage's backward ops that no value sent to another
@@ -690,6 +778,7 @@ struct StageProgramsPass
 
     Block *block = new Block();
     SmallVector<Value> sharedSums(a.shared.size());
+    SmallVector<int64_t> sharedCounts(a.shared.size(), 0);
     SmallVector<DictionaryAttr> argAttrs;
     DenseMap<Value, Value> shared;
     std::vector<IRMapping> maps(m);
@@ -801,7 +890,7 @@ struct StageProgramsPass
                     : mine;
         }
         Value &acc = sharedSums[i];
-        if (!acc && sh.accumulator) {
+        if (!acc && sh.accumulator && !sh.scatter) {
           FailureOr<Value> start = lookup(sh.accumulator, 0);
           if (failed(start))
             return failure();
@@ -810,6 +899,24 @@ struct StageProgramsPass
         acc = acc ? b.create<graph::AddOp>(loc, acc.getType(), acc, sum)
                         .getResult()
                   : sum;
+        // Partitioned: the whole sum of the step, reduce-scattered over the
+        // stage group once, after the last micro-batch's contributions.
+        if (sh.scatter && ++sharedCounts[i] == m) {
+          IRMapping flat;
+          flat.map(sh.flatten.empty() ? sh.scatter->getOperand(0)
+                                      : sh.flatten.front()->getOperand(0),
+                   acc);
+          for (Operation *op : sh.flatten)
+            b.clone(*op, flat);
+          acc = b.clone(*sh.scatter, flat)->getResult(0);
+          if (sh.accumulator) {
+            FailureOr<Value> start = lookup(sh.accumulator, 0);
+            if (failed(start))
+              return failure();
+            acc = b.create<graph::AddOp>(loc, acc.getType(), *start, acc)
+                      .getResult();
+          }
+        }
         for (Operation *op = acc.getDefiningOp(); op && op->getBlock() == block;
              op = op->getPrevNode()) {
           if (op->hasAttr(sched::SchedDialect::kStageAttrName))

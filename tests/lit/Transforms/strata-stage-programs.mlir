@@ -1,6 +1,9 @@
 // RUN: strata-opt %s --strata-pipeline=stages=2 --strata-autodiff=accumulate=true --strata-optimizer=accum=2 "--strata-stage-programs=micro-batches=2" --strata-verify-pipeline | FileCheck %s
 // RUN: strata-opt %s --strata-pipeline=stages=2 --strata-autodiff=accumulate=true --strata-optimizer=accum=2 "--strata-stage-programs=micro-batches=2 schedule=zb" --strata-verify-pipeline | FileCheck %s --check-prefix=ZB
 // RUN: not strata-opt %s --strata-stage-programs 2>&1 | FileCheck %s --check-prefix=UNCUT
+// Partitioned inside the stages (strata-partition, t = 2, before the cut),
+// on three stages:
+// RUN: strata-opt %s --strata-pipeline=stages=3 --strata-autodiff=accumulate=true --strata-optimizer=accum=2 "--strata-partition=world=2 ranks-per-node=2 partition=2" "--strata-stage-programs=micro-batches=2" --strata-verify-pipeline | FileCheck %s --check-prefix=PART
 // Every op carries its action in its location (CSE ignores it): on the
 // last stage under zb the receive of micro-batch 1's activation is F1's,
 // the send of micro-batch 0's gradient B0's.
@@ -105,5 +108,44 @@ func.func @main(%x: tensor<2x4xf32> {graph.name = "x", graph.role = #graph<role 
 // ZB: graph.linear_grad_weight
 // ZB: graph.add
 // ZB: sched.recv from 0 {micro_batch = 1 : i64
+
+// Partitioned: the tied weight's gradient still crosses only between its
+// two stages, once per step. Each holder sums its own contributions over
+// the micro-batches, whole, and reduce-scatters the sum over its stage
+// group once (then adds the accumulator, a shard); the optimizer programs
+// exchange the shards and add them in stage order. The middle stage moves
+// the activations and their gradients only (before: the last stage's
+// contribution, relayed through it every micro-batch).
+// PART-LABEL: func.func @pipeline_step_0(
+// PART-NOT: sched.recv {{.*}}tensor<4xf32>
+// PART: %[[SUM0:.*]] = graph.add %{{.*}}, %{{.*}} {sched.backward, sched.stage = 0 : i64} : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+// PART-NEXT: %[[SHARD0:.*]] = sched.reduce_scatter partition %[[SUM0]] {{.*}}: tensor<4xf32> -> tensor<2xf32>
+// PART-NEXT: %[[GRAD0:.*]] = graph.add %arg{{[0-9]+}}, %[[SHARD0]]
+// PART-NEXT: return %[[GRAD0]],
+// PART-LABEL: func.func @pipeline_step_1(
+// PART-NOT: tensor<4xf32>
+// PART-COUNT-4: sched.send %{{.*}} : tensor<2x4xf32>
+// PART-NOT: sched.send
+// PART-NOT: tensor<4xf32>
+// PART-LABEL: func.func @pipeline_step_2(
+// PART-NOT: sched.send {{.*}}tensor<4xf32>
+// PART-NOT: sched.reduce_scatter partition %{{.*}} : tensor<4xf32>
+// PART: %[[SUM2:.*]] = graph.add %{{.*}}, %{{.*}} {sched.backward, sched.stage = 2 : i64} : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+// PART-NEXT: %[[SHARD2:.*]] = sched.reduce_scatter partition %[[SUM2]] {{.*}}: tensor<4xf32> -> tensor<2xf32>
+// PART-NEXT: graph.add %arg{{[0-9]+}}, %[[SHARD2]]
+// PART-NOT: sched.send {{.*}}tensor<4xf32>
+// PART-LABEL: func.func @optimizer_step_0(
+// PART: sched.send %arg0 to 2 {micro_batch = 0 : i64, sched.stage = 0 : i64, tag = [[TIED:[0-9]+]] : i64} : tensor<2xf32>
+// PART-NEXT: %[[THEIRS:.*]] = sched.recv from 2 {micro_batch = 0 : i64, sched.stage = 0 : i64, tag = [[TIED]] : i64} : tensor<2xf32>
+// PART-NEXT: graph.add %arg0, %[[THEIRS]]
+// PART-NOT: sched.send {{.*}}tensor<2xf32>
+// PART-LABEL: func.func @optimizer_step_1(
+// PART-NOT: tensor<2xf32>
+// PART-LABEL: func.func @optimizer_step_2(
+// PART: sched.send %arg0 to 0 {micro_batch = 0 : i64, sched.stage = 2 : i64, tag = [[TIED]] : i64} : tensor<2xf32>
+// PART-NEXT: %[[MINE:.*]] = sched.recv from 0 {micro_batch = 0 : i64, sched.stage = 2 : i64, tag = [[TIED]] : i64} : tensor<2xf32>
+// PART-NEXT: graph.add %[[MINE]], %arg0
+// Its copy is its own update, not a value received from stage 0.
+// PART-NOT: sched.recv {{.*}}tensor<2xf32>
 
 // UNCUT: strata-stage-programs: needs a module cut into stages (strata-pipeline) with @micro_step (strata-autodiff)

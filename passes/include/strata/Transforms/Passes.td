@@ -248,7 +248,11 @@ def StageProgramsPass : Pass<"strata-stage-programs", "::mlir::ModuleOp"> {
     chain from one micro-batch to the next; each stage returns the losses
     (the last stage, one per micro-batch), the gradients and buffers it
     computes. A parameter read on several stages (a tied weight) has a
-    gradient sum on each. `@micro_step` is removed.
+    gradient sum on each; after strata-partition, each such stage
+    reduce-scatters its whole sum over its stage group once, after its last
+    micro-batch (taken out of the bucket's per-micro-batch reduce-scatter),
+    so nothing of it crosses a cut during the step. `@micro_step` is
+    removed.
 
     Every op of a stage program carries its action in its location (a
     fused location whose metadata is `"sched.action F3"`: phase F, B or W
@@ -259,9 +263,9 @@ def StageProgramsPass : Pass<"strata-stage-programs", "::mlir::ModuleOp"> {
     the artifact for the trace and `strata-inspect`.
 
     `@optimizer_step` becomes `@optimizer_step_<s>`: the updates of the
-    parameters stage `s` holds, after a shared parameter's sums are
-    exchanged between its stages and added in stage order (the same bits
-    on every copy), and with the squared gradient norm summed up the chain
+    parameters stage `s` holds, after a shared parameter's sums (or, after
+    strata-partition, each rank's shards of them) are exchanged between its
+    stages and added in stage order (the same bits on every copy), and with the squared gradient norm summed up the chain
     of stages and the total sent back down.
   }];
   let dependentDialects = ["::strata::graph::GraphDialect",
