@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -61,8 +62,11 @@ std::string hex(uint64_t v) {
 Status writeAll(int fd, const char *data, size_t size, const std::string &path) {
   while (size) {
     ssize_t n = ::write(fd, data, size);
-    if (n < 0)
-      return Status::error("cannot write '" + path + "'");
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return Status::error("cannot write '" + path + "': " +
+                           std::strerror(n < 0 ? errno : ENOSPC));
     data += n;
     size -= static_cast<size_t>(n);
   }
@@ -72,10 +76,13 @@ Status writeAll(int fd, const char *data, size_t size, const std::string &path) 
 Status writeFileSynced(const std::string &path, const std::string &bytes) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0)
-    return Status::error("cannot create '" + path + "'");
+    return Status::error("cannot create '" + path + "': " +
+                         std::strerror(errno));
   Status s = writeAll(fd, bytes.data(), bytes.size(), path);
-  ::fsync(fd);
-  ::close(fd);
+  if (s && ::fsync(fd) != 0)
+    s = Status::error("cannot write '" + path + "': " + std::strerror(errno));
+  if (::close(fd) != 0 && s)
+    s = Status::error("cannot write '" + path + "': " + std::strerror(errno));
   return s;
 }
 

@@ -152,6 +152,51 @@ std::unique_ptr<DataLoader> DataLoader::synthetic(std::vector<LoaderInput> input
                                            world);
 }
 
+namespace {
+
+/// The largest of `n` tokens of type T (a loop the compiler vectorizes).
+template <typename T> uint64_t largest(const void *data, uint64_t n) {
+  const T *p = static_cast<const T *>(data);
+  T most = 0;
+  for (uint64_t i = 0; i < n; ++i)
+    most = p[i] > most ? p[i] : most;
+  return most;
+}
+
+template <typename T>
+uint64_t firstAtLeast(const void *data, uint64_t n, uint64_t high) {
+  const T *p = static_cast<const T *>(data);
+  for (uint64_t i = 0; i < n; ++i)
+    if (uint64_t(p[i]) >= high)
+      return i;
+  return n;
+}
+
+/// Every token of the file below the model's vocabulary `high`.
+Status checkVocabulary(const void *data, uint64_t n, size_t width,
+                       int64_t high, const std::string &path) {
+  if (high <= 0)
+    return Status::ok();
+  uint64_t most = width == 1   ? largest<uint8_t>(data, n)
+                  : width == 2 ? largest<uint16_t>(data, n)
+                               : largest<uint32_t>(data, n);
+  if (most < uint64_t(high))
+    return Status::ok();
+  uint64_t at = width == 1   ? firstAtLeast<uint8_t>(data, n, uint64_t(high))
+                : width == 2 ? firstAtLeast<uint16_t>(data, n, uint64_t(high))
+                             : firstAtLeast<uint32_t>(data, n, uint64_t(high));
+  uint64_t token = width == 1   ? static_cast<const uint8_t *>(data)[at]
+                   : width == 2 ? static_cast<const uint16_t *>(data)[at]
+                                : static_cast<const uint32_t *>(data)[at];
+  return Status::error("token " + std::to_string(token) + " at position " +
+                       std::to_string(at) + " (byte offset " +
+                       std::to_string(at * width) + ") of '" + path +
+                       "' is outside the model's vocabulary of " +
+                       std::to_string(high));
+}
+
+} // namespace
+
 Status DataLoader::tokens(const std::string &path, const std::string &dtype,
                           std::vector<LoaderInput> inputs, uint64_t seed,
                           std::unique_ptr<DataLoader> &out, int rank,
@@ -224,6 +269,11 @@ Status DataLoader::tokens(const std::string &path, const std::string &dtype,
   if (m == MAP_FAILED)
     return Status::error("cannot map '" + path + "'");
   loader->data_ = m;
+  // Every token checked once, here: a bad one names its offset before
+  // training starts, not at whichever step first samples it.
+  int64_t high = haveTokens ? loader->tokens_.high : loader->labels_.high;
+  if (Status s = checkVocabulary(m, loader->count_, width, high, path); !s)
+    return s;
   loader->seedMix_ = splitmix64(seed);
   loader->rank_ = uint64_t(rank);
   loader->world_ = uint64_t(world);

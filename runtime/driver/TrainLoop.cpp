@@ -896,7 +896,7 @@ bool TrainingRun::runStep(uint64_t s) {
   // updated the weights with non-finite numbers: stop before anything
   // saves them. Every rank sees the same sums and stops alike.
   if (!scaling_ && (!std::isfinite(r.loss) || !std::isfinite(r.norm))) {
-    if (log_ && leader_)
+    if (log_.is_open() && leader_)
       logStep(s, r);
     char line[256];
     std::snprintf(line, sizeof(line),
@@ -914,8 +914,12 @@ bool TrainingRun::runStep(uint64_t s) {
   r.perSecond =
       (statsLoader() ? statsLoader()->itemsPerMicroStep() : 0) * accum_ *
       lanes_ / (r.ms / 1000.0);
-  if (log_ && leader_)
+  if (log_.is_open() && leader_) {
     logStep(s, r);
+    if (!log_)
+      return fail("cannot write the log '" + options_.logPath +
+                  "': " + std::strerror(errno));
+  }
   if (!options_.quiet && leader_ && options_.printEvery > 0 &&
       ((s + 1) % uint64_t(options_.printEvery) == 0 || s + 1 == steps_ ||
        s == start_))

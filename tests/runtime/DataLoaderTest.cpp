@@ -192,25 +192,49 @@ TEST(DataLoaderTest, TokenFileErrors) {
             "--data-dtype must be uint8, uint16 or uint32, not 'int16'");
 }
 
-TEST(DataLoaderTest, TokenOutsideTheVocabularyNamesItsPosition) {
+TEST(DataLoaderTest, TokenOutsideTheVocabularyIsFoundBeforeTraining) {
+  // Every token is checked when the file is opened, naming its position
+  // and byte offset: not at whichever step first samples it (if any does).
   TempDir dir;
-  std::vector<uint16_t> tokens = countingTokens<uint16_t>(40);
+  std::vector<uint16_t> tokens = countingTokens<uint16_t>(400);
   for (uint16_t &t : tokens)
     t %= 10;
-  tokens[21] = 300;
+  tokens[321] = 300;
+  tokens[390] = 999;
   std::string path = writeTokens(dir / "tokens.bin", tokens);
   OwnedTensor ids(DType::I64, {1, 38}), labels(DType::I64, {1, 38});
   std::unique_ptr<DataLoader> loader;
-  // 40 - 38 = 2 windows: every sample covers position 21.
-  ASSERT_TRUE(DataLoader::tokens(path, "uint16",
-                                 {{"input_ids", &ids.view, 256},
-                                  {"labels", &labels.view, 256}},
-                                 0, loader)
-                  .isOk());
-  Status s = loader->fill(0, 0, 1);
+  Status s = DataLoader::tokens(path, "uint16",
+                                {{"input_ids", &ids.view, 256},
+                                 {"labels", &labels.view, 256}},
+                                0, loader);
   ASSERT_FALSE(s.isOk());
-  EXPECT_EQ(s.message(), "token 300 at position 21 of the data is outside the "
-                         "model's vocabulary of 256");
+  EXPECT_EQ(s.message(), "token 300 at position 321 (byte offset 642) of '" +
+                             path + "' is outside the model's vocabulary of "
+                                    "256");
+  for (const char *type : {"uint8", "uint32"}) {
+    std::string other = dir / (std::string(type) + ".bin");
+    if (std::string(type) == "uint8") {
+      std::vector<uint8_t> narrow(400, 3);
+      narrow[17] = 200;
+      other = writeTokens(other, narrow);
+    } else {
+      std::vector<uint32_t> wide(400, 3);
+      wide[399] = 70000;
+      other = writeTokens(other, wide);
+    }
+    s = DataLoader::tokens(other, type,
+                           {{"input_ids", &ids.view, 100},
+                            {"labels", &labels.view, 100}},
+                           0, loader);
+    ASSERT_FALSE(s.isOk()) << type;
+    EXPECT_NE(s.message().find(std::string(type) == "uint8"
+                                   ? "token 200 at position 17 (byte offset 17)"
+                                   : "token 70000 at position 399 (byte "
+                                     "offset 1596)"),
+              std::string::npos)
+        << s.message();
+  }
 }
 
 TEST(DataLoaderTest, TokenModeNeedsOneIntegerSequenceInput) {
