@@ -389,7 +389,9 @@ Status resumableFolder(const std::string &dir, const std::string &fingerprint,
   std::error_code ec;
   for (const auto &entry : fs::directory_iterator(dir, ec)) {
     std::string n = entry.path().filename().string();
-    if (n.rfind("step-", 0) == 0 && entry.is_directory())
+    // A ".tmp" folder is a save that never finished, not a checkpoint.
+    bool unfinished = n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0;
+    if (n.rfind("step-", 0) == 0 && !unfinished && entry.is_directory())
       steps.push_back(n);
   }
   std::sort(steps.rbegin(), steps.rend());
