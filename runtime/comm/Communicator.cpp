@@ -8,10 +8,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 
 namespace strata::runtime {
@@ -37,6 +41,55 @@ std::string list(const std::vector<int> &ranks) {
     out += (out.empty() ? "" : ",") + std::to_string(r);
   return out;
 }
+
+} // namespace
+
+namespace {
+
+/// Ends this process if setup (or MPI_Finalize) has not finished within
+/// `seconds`: MPI_Init, the communicators' creation and MPI_Finalize are
+/// blocking exchanges with every rank, which a rank stopped before them
+/// (SIGSTOP, a hung node) would leave waiting forever, found by
+/// tests/reliability/kill_anything.py. Exiting lets the launcher end the
+/// job.
+class SetupWatchdog {
+public:
+  SetupWatchdog(double seconds, std::string what) : what_(std::move(what)) {
+    thread_ = std::thread([this, seconds] {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (done_.wait_for(lock, std::chrono::duration<double>(seconds),
+                         [this] { return finished_; }))
+        return;
+      const char *rank = std::getenv("OMPI_COMM_WORLD_RANK");
+      if (!rank)
+        rank = std::getenv("PMI_RANK");
+      char line[512];
+      std::snprintf(line, sizeof(line),
+                    "strata-run: error: rank %s: %s did not complete within "
+                    "%g s (a rank that never started or was stopped?); "
+                    "exiting so the launcher ends the job\n",
+                    rank ? rank : "?", what_.c_str(), seconds);
+      std::fputs(line, stderr);
+      std::fflush(stderr);
+      std::_Exit(3);
+    });
+  }
+  ~SetupWatchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      finished_ = true;
+    }
+    done_.notify_all();
+    thread_.join();
+  }
+
+private:
+  std::string what_;
+  std::mutex mutex_;
+  std::condition_variable done_;
+  bool finished_ = false;
+  std::thread thread_;
+};
 
 } // namespace
 
@@ -68,6 +121,8 @@ Communicator::~Communicator() {
 
 Status Communicator::create(const TopologyInfo &topology, double timeoutSeconds,
                             std::unique_ptr<Communicator> &out) {
+  SetupWatchdog watchdog(timeoutSeconds,
+                         "starting MPI and the communicators");
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
@@ -79,11 +134,16 @@ Status Communicator::create(const TopologyInfo &topology, double timeoutSeconds,
       return Status::error("this MPI library does not support "
                            "MPI_THREAD_SERIALIZED, which the collective "
                            "stream needs");
+    static double finalizeSeconds = 0;
+    finalizeSeconds = timeoutSeconds;
     std::atexit([] {
       int finalized = 0;
       MPI_Finalized(&finalized);
-      if (!finalized)
-        MPI_Finalize();
+      if (finalized)
+        return;
+      // MPI_Finalize waits for every rank too.
+      SetupWatchdog watchdog(finalizeSeconds, "finishing MPI");
+      MPI_Finalize();
     });
   }
   std::unique_ptr<Communicator> c(new Communicator());
