@@ -358,13 +358,21 @@ public:
     return Status::ok();
   }
 
-  Status sendToRank(uint32_t stream, const void *data, size_t bytes, int peer,
-                    const std::string &what) override {
-    ncclComm_t world = static_cast<ncclComm_t>(
-        collectives_[size_t(Group::World)]);
+  /// The communicator of every rank, for a transfer on `stream`.
+  Status worldComm(uint32_t stream, const std::string &what,
+                   ncclComm_t &world) {
+    world = static_cast<ncclComm_t>(collectives_[size_t(Group::World)]);
     if (!world || stream >= streams_.size())
       return Status::error(what + ": no communicator over every rank");
     cudaSetDevice(ordinal_);
+    return Status::ok();
+  }
+
+  Status sendToRank(uint32_t stream, const void *data, size_t bytes, int peer,
+                    const std::string &what) override {
+    ncclComm_t world;
+    if (Status s = worldComm(stream, what, world); !s)
+      return s;
     PeerSends &to = peerSends_[peer];
     if (!to.stream)
       if (Status s = cudaStatus(cudaStreamCreateWithFlags(
@@ -428,11 +436,9 @@ public:
 
   Status recvFromRank(uint32_t stream, void *data, size_t bytes, int peer,
                       const std::string &what) override {
-    ncclComm_t world = static_cast<ncclComm_t>(
-        collectives_[size_t(Group::World)]);
-    if (!world || stream >= streams_.size())
-      return Status::error(what + ": no communicator over every rank");
-    cudaSetDevice(ordinal_);
+    ncclComm_t world;
+    if (Status s = worldComm(stream, what, world); !s)
+      return s;
     if (ncclResult_t r = ncclRecv(data, bytes, ncclUint8, peer, world,
                                   streams_[stream]->stream);
         r != ncclSuccess)

@@ -422,16 +422,21 @@ Status resumableFolder(const std::string &dir, const std::string &fingerprint,
   return Status::ok();
 }
 
+/// The checkpoint `--resume` takes (resumableFolder) and its index;
+/// `folder` is "" when there is none yet.
+Status readResumable(const std::string &dir, const std::string &fingerprint,
+                     bool note, std::string &folder, Index &index) {
+  if (Status s = resumableFolder(dir, fingerprint, note, folder); !s)
+    return s;
+  return folder.empty() ? Status::ok() : readIndex(folder, index);
+}
+
 /// The folder DIR/latest names, or "" (for --consolidate, which needs it).
-std::string latestFolder(const std::string &dir, bool note) {
+std::string latestFolder(const std::string &dir) {
   std::ifstream latest(dir + "/latest");
   std::string name;
-  if (!latest || !std::getline(latest, name) || name.empty()) {
-    if (note)
-      std::cerr << "strata-run: note: no checkpoint in '" << dir
-                << "' yet\n";
+  if (!latest || !std::getline(latest, name) || name.empty())
     return "";
-  }
   return dir + "/" + name;
 }
 
@@ -529,15 +534,13 @@ Status loadCheckpoint(const std::string &dir, const std::string &fingerprint,
                       Communicator *comm) {
   step = 0;
   std::string folder;
-  if (Status s = resumableFolder(dir, fingerprint, !comm || comm->rank() == 0,
-                                 folder);
+  Index index;
+  if (Status s = readResumable(dir, fingerprint, !comm || comm->rank() == 0,
+                               folder, index);
       !s)
     return s;
   if (folder.empty())
     return Status::ok();
-  Index index;
-  if (Status s = readIndex(folder, index); !s)
-    return s;
   if (index.fingerprint != fingerprint)
     return Status::error("checkpoint '" + folder +
                          "' was written by a different artifact (fingerprint " +
@@ -582,13 +585,11 @@ Status peekCheckpoint(const std::string &dir, const std::string &fingerprint,
                       bool &found, uint64_t &step, uint64_t &seed) {
   found = false;
   std::string folder;
-  if (Status s = resumableFolder(dir, fingerprint, false, folder); !s)
+  Index index;
+  if (Status s = readResumable(dir, fingerprint, false, folder, index); !s)
     return s;
   if (folder.empty())
     return Status::ok();
-  Index index;
-  if (Status s = readIndex(folder, index); !s)
-    return s;
   found = true;
   step = index.step;
   seed = index.seed;
@@ -644,7 +645,7 @@ Status CheckpointLock::acquire(const std::string &dir, Communicator *comm,
 Status consolidateCheckpoint(const Artifact &artifact, const std::string &dir,
                              const std::string &outDir, uint64_t &step) {
   const plan::Plan &plan = artifact.getPlan();
-  std::string folder = latestFolder(dir, false);
+  std::string folder = latestFolder(dir);
   if (folder.empty())
     return Status::error("no checkpoint in '" + dir + "' to consolidate");
   Index top;
@@ -668,12 +669,11 @@ Status consolidateCheckpoint(const Artifact &artifact, const std::string &dir,
   int p = std::max(top.partition, 1);
   int stages = pipelineStages(plan);
   std::vector<int> holder(size_t(plan.tensors_size()), -1);
-  for (int s = stages - 1; s >= 0; --s) {
-    std::vector<bool> used = tensorsOfStage(plan, s);
-    for (size_t id = 0; id < used.size(); ++id)
-      if (used[id])
+  std::vector<std::vector<bool>> held = tensorsOfEveryStage(plan);
+  for (int s = int(held.size()) - 1; s >= 0; --s)
+    for (size_t id = 0; id < held[size_t(s)].size(); ++id)
+      if (held[size_t(s)][id])
         holder[id] = s;
-  }
   std::vector<Index> shards(size_t(p * stages));
   std::vector<std::ifstream> states(size_t(p * stages));
   for (int r = 0; r < p * stages; ++r) {

@@ -178,6 +178,7 @@ void analyzeStages(const plan::Plan &p, Inspection &in) {
   for (const auto &param : p.parameters())
     parameterOf[param.tensor()] = &param;
   in.stages.resize(size_t(stages));
+  std::vector<std::vector<bool>> held = tensorsOfEveryStage(p);
   for (int s = 0; s < stages; ++s) {
     Inspection::Stage &stage = in.stages[size_t(s)];
     for (const char *prefix : {"pipeline_step_", "optimizer_step_"})
@@ -185,7 +186,7 @@ void analyzeStages(const plan::Plan &p, Inspection &in) {
         stage.programs.push_back(program);
     if (p.has_pipeline() && s < p.pipeline().stages_size())
       stage.costs = &p.pipeline().stages(s);
-    Footprint f = footprintOf(p, s);
+    Footprint f = footprintOf(p, s, held[size_t(s)]);
     stage.stateBytes = f.state;
     stage.constantBytes = f.constants;
     stage.arenaBytes = f.activations;

@@ -158,7 +158,7 @@ Status Executor::layOutTensors(const plan::Plan &p, Layout &layout) {
   if (planned) {
     // The arenas: the largest of the loaded programs' (a stage's rank
     // holds its own stage's only).
-    Footprint footprint = footprintOf(p, options_.stage);
+    Footprint footprint = footprintOf(p, options_.stage, used_);
     size_t arena = footprint.activations;
     size_t hostArena = footprint.hostActivations;
     host = alignUp(host);

@@ -49,17 +49,16 @@ std::vector<bool> tensorsUsedBy(const plan::Plan &p,
   return used;
 }
 
-std::vector<bool> tensorsOfStage(const plan::Plan &p, int stage) {
+std::vector<std::vector<bool>> tensorsOfEveryStage(const plan::Plan &p) {
   int stages = pipelineStages(p);
-  if (stage < 0 || stages <= 1)
-    return std::vector<bool>(size_t(p.tensors_size()), true);
-  std::vector<bool> any(size_t(p.tensors_size()), false), mine;
+  if (stages <= 1)
+    return {std::vector<bool>(size_t(p.tensors_size()), true)};
+  std::vector<std::vector<bool>> held(static_cast<size_t>(stages));
+  std::vector<bool> any(size_t(p.tensors_size()), false);
   for (int s = 0; s < stages; ++s) {
-    std::vector<bool> used = tensorsUsedBy(p, programsOfStage(p, s));
+    held[size_t(s)] = tensorsUsedBy(p, programsOfStage(p, s));
     for (size_t id = 0; id < any.size(); ++id)
-      any[id] = any[id] || used[id];
-    if (s == stage)
-      mine = std::move(used);
+      any[id] = any[id] || held[size_t(s)][id];
   }
   // Persistent state no stage's program names; an unused input or
   // constant is the forward program's, which no stage's rank runs.
@@ -67,13 +66,20 @@ std::vector<bool> tensorsOfStage(const plan::Plan &p, int stage) {
     if (!any[t.id()] &&
         (t.kind() == plan::PARAMETER || t.kind() == plan::BUFFER ||
          t.kind() == plan::GRADIENT || t.kind() == plan::OPTIMIZER_STATE))
-      mine[t.id()] = true;
-  return mine;
+      for (std::vector<bool> &mine : held)
+        mine[t.id()] = true;
+  return held;
 }
 
-Footprint footprintOf(const plan::Plan &p, int stage) {
+std::vector<bool> tensorsOfStage(const plan::Plan &p, int stage) {
+  if (stage < 0 || pipelineStages(p) <= 1)
+    return std::vector<bool>(size_t(p.tensors_size()), true);
+  return std::move(tensorsOfEveryStage(p)[size_t(stage)]);
+}
+
+Footprint footprintOf(const plan::Plan &p, int stage,
+                      const std::vector<bool> &used) {
   std::vector<const plan::Program *> programs = programsOfStage(p, stage);
-  std::vector<bool> used = tensorsOfStage(p, stage);
   Footprint f;
   auto aligned = [](uint64_t bytes) {
     return (std::max<uint64_t>(bytes, 1) + 63) / 64 * 64;

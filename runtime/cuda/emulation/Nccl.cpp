@@ -95,9 +95,10 @@ struct ncclComm {
            kMailboxHeader;
   }
 
-  /// Waits until `ready()`; false on a timeout (naming `what`) or an abort.
-  bool waitUntil(const std::function<bool()> &ready, const char *what,
-                 int peer) {
+  /// Waits until `ready()`; false on a timeout or an abort. `waiting`
+  /// says what for in the timeout's message ("for the others").
+  bool waitUntil(const std::function<bool()> &ready,
+                 const std::string &waiting) {
     auto start = std::chrono::steady_clock::now();
     for (int spins = 0; !ready(); ++spins) {
       if (header->aborted.load()) {
@@ -110,9 +111,9 @@ struct ncclComm {
                                         start)
               .count() > timeoutSeconds()) {
         std::fprintf(stderr,
-                     "CUDA emulation: NCCL rank %d of %d waited %g s in %s "
-                     "with rank %d; giving up\n",
-                     rank, ranks, timeoutSeconds(), what, peer);
+                     "CUDA emulation: NCCL rank %d of %d waited %g s %s; "
+                     "giving up\n",
+                     rank, ranks, timeoutSeconds(), waiting.c_str());
         header->aborted.store(1);
         asyncError = ncclRemoteError;
         return false;
@@ -129,7 +130,7 @@ struct ncclComm {
     while (bytes) {
       uint64_t w = box->written.load();
       if (!waitUntil([&] { return w - box->read.load() < kMailboxBytes; },
-                     "ncclSend", peer))
+                     "in ncclSend with rank " + std::to_string(peer)))
         return;
       size_t room = kMailboxBytes - size_t(w - box->read.load());
       size_t at = size_t(w % kMailboxBytes);
@@ -147,8 +148,8 @@ struct ncclComm {
     const unsigned char *r = ring(peer, rank);
     while (bytes) {
       uint64_t at = box->read.load();
-      if (!waitUntil([&] { return box->written.load() > at; }, "ncclRecv",
-                     peer))
+      if (!waitUntil([&] { return box->written.load() > at; },
+                     "in ncclRecv with rank " + std::to_string(peer)))
         return;
       size_t ready = size_t(box->written.load() - at);
       size_t offset = size_t(at % kMailboxBytes);
@@ -167,28 +168,8 @@ struct ncclComm {
     ++barriers;
     header->arrived.fetch_add(1);
     uint64_t target = barriers * uint64_t(ranks);
-    const double limit = timeoutSeconds();
-    auto start = std::chrono::steady_clock::now();
-    for (int spins = 0; header->arrived.load() < target; ++spins) {
-      if (header->aborted.load()) {
-        asyncError = ncclRemoteError;
-        return false;
-      }
-      if (spins > 1000)
-        std::this_thread::sleep_for(std::chrono::microseconds(20));
-      if (std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                        start)
-              .count() > limit) {
-        std::fprintf(stderr,
-                     "CUDA emulation: NCCL rank %d of %d waited %g s for the "
-                     "others; giving up\n",
-                     rank, ranks, limit);
-        header->aborted.store(1);
-        asyncError = ncclRemoteError;
-        return false;
-      }
-    }
-    return true;
+    return waitUntil([&] { return header->arrived.load() >= target; },
+                     "for the others");
   }
 };
 

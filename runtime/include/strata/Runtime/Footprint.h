@@ -44,6 +44,9 @@ std::vector<bool> tensorsUsedBy(const plan::Plan &p,
 /// stage, for checkpoints and export; the runtime's own state such as the
 /// loss scale). Every tensor without stages or for a negative `stage`.
 std::vector<bool> tensorsOfStage(const plan::Plan &p, int stage);
+/// tensorsOfStage of every stage at once (one set without stages): the
+/// stages' programs are walked once, not once per stage.
+std::vector<std::vector<bool>> tensorsOfEveryStage(const plan::Plan &p);
 
 /// The bytes one rank of `stage` allocates, laid out as the loader lays
 /// them: persistent tensors and constants 64-byte aligned, SSD-tier ones
@@ -62,7 +65,10 @@ struct Footprint {
   /// The device peak: state, constants and the arena.
   uint64_t device() const { return state + constants + activations; }
 };
-Footprint footprintOf(const plan::Plan &p, int stage);
+/// `held` is tensorsOfStage(p, stage) (tensorsOfEveryStage's for a loop
+/// over the stages).
+Footprint footprintOf(const plan::Plan &p, int stage,
+                      const std::vector<bool> &held);
 
 } // namespace strata::runtime
 
