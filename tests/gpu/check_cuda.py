@@ -324,50 +324,47 @@ def main():
                     summary[-1].strip() if summary else
                     f"exit {r.returncode}: {(r.stderr or r.stdout)[-300:]}")
 
-    def check_distributed():
+    def on_two_ranks(name, tag, artifact):
+        """The artifact under mpirun -np 2 on cpu and on the backend under
+        test: each backend's step log lines, or None without mpirun."""
         mpirun = shutil.which("mpirun")
         if not mpirun:
-            c.say("- distributed: no mpirun here, not run")
-            return
+            c.say(f"- {name}: no mpirun here, not run")
+            return None
+        logs = {}
+        for backend in ("cpu", cuda):
+            log = os.path.join(work, f"{tag}.{backend}.jsonl")
+            r = run([mpirun, "--allow-run-as-root", "--oversubscribe", "-np",
+                     "2", os.path.join(args.bin, "strata-run"), artifact,
+                     "--quiet", "--backend", backend, "--log", log])
+            if r.returncode != 0:
+                raise RuntimeError(f"mpirun -np 2 strata-run on {backend}: "
+                                   f"{(r.stderr or r.stdout).strip()[-300:]}")
+            logs[backend] = log
+        return logs
+
+    def check_distributed():
         n = "3" if args.quick else "5"
         zero = c.compile("gpt-zero3-p2", "gpt_tiny.onnx", "--world", "2",
                          "--gpus-per-node", "2", "--partition-group", "2",
                          "--optimizer", "adamw", "--lr", "1e-2", "--steps", n)
-        curves = {}
-        for backend in ("cpu", cuda):
-            log = os.path.join(work, f"zero3.{backend}.jsonl")
-            r = run([mpirun, "--allow-run-as-root", "--oversubscribe", "-np",
-                     "2", os.path.join(args.bin, "strata-run"), zero,
-                     "--quiet", "--backend", backend, "--log", log])
-            if r.returncode != 0:
-                raise RuntimeError(f"mpirun -np 2 strata-run on {backend}: "
-                                   f"{(r.stderr or r.stdout).strip()[-300:]}")
-            curves[backend] = losses(log)
-        c.compare(f"ZeRO-3 over 2 ranks (NCCL), {n} steps", curves["cpu"],
-                  curves[cuda], 1e-4)
+        logs = on_two_ranks("distributed", "zero3", zero)
+        if logs:
+            c.compare(f"ZeRO-3 over 2 ranks (NCCL), {n} steps",
+                      losses(logs["cpu"]), losses(logs[cuda]), 1e-4)
 
     def check_pipeline():
-        mpirun = shutil.which("mpirun")
-        if not mpirun:
-            c.say("- pipeline: no mpirun here, not run")
-            return
         n = "3" if args.quick else "5"
         staged = c.compile("gpt-deep-p2", "gpt_deep.onnx", "--pipeline-stages",
                            "2", "--accum", "2", "--steps", n)
-        curves, moved = {}, {}
-        for backend in ("cpu", cuda):
-            log = os.path.join(work, f"pipeline.{backend}.jsonl")
-            r = run([mpirun, "--allow-run-as-root", "--oversubscribe", "-np",
-                     "2", os.path.join(args.bin, "strata-run"), staged,
-                     "--quiet", "--backend", backend, "--log", log])
-            if r.returncode != 0:
-                raise RuntimeError(f"mpirun -np 2 strata-run on {backend}: "
-                                   f"{(r.stderr or r.stdout).strip()[-300:]}")
-            curves[backend] = losses(log)
-            moved[backend] = [json.loads(line).get("stage_bytes")
-                              for line in open(log)]
+        logs = on_two_ranks("pipeline", "pipeline", staged)
+        if not logs:
+            return
+        moved = {backend: [json.loads(line).get("stage_bytes")
+                           for line in open(log)]
+                 for backend, log in logs.items()}
         c.compare(f"2 pipeline stages (NCCL send / receive), {n} steps",
-                  curves["cpu"], curves[cuda], 1e-4)
+                  losses(logs["cpu"]), losses(logs[cuda]), 1e-4)
         c.check("bytes between the stages", moved["cpu"] == moved[cuda],
                 f"per step {moved[cuda][-1]} on {cuda}, "
                 f"{moved['cpu'][-1]} on cpu")

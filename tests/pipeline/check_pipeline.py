@@ -38,14 +38,15 @@ waited for; then kills a middle stage's rank there (STRATA_TEST_KILL_RANK,
 SIGKILL): the job must end within the same bound, the launcher naming
 the rank.
 """
-import re
-import time
 import argparse
 import json
 import os
+import re
+import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
@@ -542,7 +543,7 @@ def resume(args, work):
     run([strata_run, art, "--checkpoint-dir", ckpt, "--consolidate", whole,
          "--export-onnx", os.path.join(work, "whole.onnx")])
     mine = weights(whole)
-    step = os.path.join(ckpt, open(os.path.join(ckpt, "latest")).read().strip())
+    step = latest(ckpt)
     held = [weights(os.path.join(step, "rank-%05d" % r))
             for r in range(args.stages)]
     copies, unequal = 0, []
@@ -593,18 +594,15 @@ def latest(ckpt):
 
 
 def weights(folder):
-    """A checkpoint folder's tensors: name -> (kind, f32 values)."""
-    import struct
+    """A checkpoint folder's f32 tensors: name -> (kind, values)."""
+    index = json.load(open(os.path.join(folder, "index.json")))
     data = open(os.path.join(folder, "state.bin"), "rb").read()
     out = {}
-    for line in open(os.path.join(folder, "index.json")):
-        if '"name"' not in line:
-            continue
-        e = json.loads(line.strip().rstrip(","))
-        if e["dtype"] != "f32":
-            continue
-        raw = data[e["offset"]:e["offset"] + e["bytes"]]
-        out[e["name"]] = (e["kind"], struct.unpack("<%df" % (len(raw) // 4), raw))
+    for e in index["tensors"]:
+        if e["dtype"] == "f32":
+            raw = data[e["offset"]:e["offset"] + e["bytes"]]
+            out[e["name"]] = (e["kind"],
+                              struct.unpack("<%df" % (len(raw) // 4), raw))
     return out
 
 

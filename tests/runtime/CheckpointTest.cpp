@@ -272,13 +272,14 @@ TEST(CheckpointTest, RefusesForeignAndDamagedCheckpoints) {
   ASSERT_FALSE(s.isOk());
   // The only checkpoint is damaged: no other to fall back to, so a refusal
   // naming it rather than a fresh start.
-  EXPECT_EQ(s.message(), "'" + std::string(dir / "ckpt") +
-                             "/latest' is naming 'step-00000001', which is "
-                             "damaged (checkpoint '" + folder +
-                             "' has a damaged index.json) and no step folder "
-                             "holds a whole checkpoint of this artifact; "
-                             "refusing to start over (move the folder away "
-                             "to train from step 1)");
+  const std::string refused =
+      "'" + std::string(dir / "ckpt") +
+      "/latest' is naming 'step-00000001', which is damaged (checkpoint '" +
+      folder +
+      "' has a damaged index.json) and no step folder holds a whole "
+      "checkpoint of this artifact; refusing to start over (move the folder "
+      "away to train from step 1)";
+  EXPECT_EQ(s.message(), refused);
   {
     std::ofstream index(folder + "/index.json");
     index << "{\n  \"step\": 1,\n  \"fingerprint\": \"fp\",\n"
@@ -286,15 +287,7 @@ TEST(CheckpointTest, RefusesForeignAndDamagedCheckpoints) {
   }
   s = loadCheckpoint(dir / "ckpt", "fp", *e, step);
   ASSERT_FALSE(s.isOk());
-  // The only checkpoint is damaged: no other to fall back to, so a refusal
-  // naming it rather than a fresh start.
-  EXPECT_EQ(s.message(), "'" + std::string(dir / "ckpt") +
-                             "/latest' is naming 'step-00000001', which is "
-                             "damaged (checkpoint '" + folder +
-                             "' has a damaged index.json) and no step folder "
-                             "holds a whole checkpoint of this artifact; "
-                             "refusing to start over (move the folder away "
-                             "to train from step 1)");
+  EXPECT_EQ(s.message(), refused);
   (void)before;
 }
 
