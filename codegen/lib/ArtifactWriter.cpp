@@ -857,6 +857,12 @@ Error writeArtifact(ModuleOp module, llvm::StringRef dir,
   os << options.optionsSummary << runtime::kFormatVersion;
   plan.set_fingerprint(llvm::formatv(
       "{0:x16}", runtime::fnv1a64(ir.data(), ir.size())).str());
+  if (options.training && !options.modelIdentity.empty())
+    plan.set_model_fingerprint(
+        llvm::formatv("{0:x16}",
+                      runtime::fnv1a64(options.modelIdentity.data(),
+                                       options.modelIdentity.size()))
+            .str());
   std::string params = builder.layOutParams();
   if (auto planned = module->getAttrOfType<sched::MemoryPlanAttr>(
           sched::SchedDialect::kMemoryPlanAttrName)) {

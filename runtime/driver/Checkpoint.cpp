@@ -141,20 +141,52 @@ std::string field(const std::string &line, const std::string &key) {
 }
 
 
+/// A tensor of more bytes than this gets a checksum for each block of this
+/// many bytes besides its own, so that a resharding rank verifies what it
+/// reads without reading the whole tensor. STRATA_TEST_CHECKPOINT_BLOCK
+/// overrides it (tests of small models).
+uint64_t checksumBlockBytes() {
+  const char *env = std::getenv("STRATA_TEST_CHECKPOINT_BLOCK");
+  long long v = env ? std::atoll(env) : 0;
+  return v > 0 ? uint64_t(v) : uint64_t(1) << 20;
+}
+
+/// The index header fields every index.json of a checkpoint carries.
+std::string indexHeader(const CheckpointIdentity &id, uint64_t step,
+                        uint64_t seed) {
+  std::ostringstream out;
+  // Format 3: the model fingerprint, topology, data position, slices and
+  // block checksums, and the index's own checksum.
+  out << "{\n  \"format\": 3,\n  \"fingerprint\": " << jsonString(id.artifact)
+      << ",\n  \"model_fingerprint\": " << jsonString(id.model)
+      << ",\n  \"step\": " << step << ",\n  \"seed\": " << seed
+      << ",\n  \"topology\": {\"ranks\": " << id.world
+      << ", \"ranks_per_node\": " << id.ranksPerNode
+      << ", \"partition\": " << id.partition << ", \"stages\": " << id.stages
+      << ", \"accum\": " << id.accum << "},\n  \"global_batch\": "
+      << id.globalBatch << ",\n  \"samples\": " << step * id.globalBatch;
+  return out.str();
+}
+
+/// `body` (an index.json without its closing brace) with its checksum.
+std::string sealIndex(const std::string &body) {
+  return body + ",\n  \"index_checksum\": \"" +
+         hex(fnv1a64(body.data(), body.size())) + "\"\n}\n";
+}
+
 /// Writes state.bin and index.json of `executor`'s persistent tensors into
 /// the new folder `folder`. `killKey` names the save for
 /// STRATA_TEST_KILL_DURING_SAVE.
 Status writeStateFolder(const std::string &folder, const std::string &killKey,
-                        const std::string &fingerprint, uint64_t step,
+                        const CheckpointIdentity &id, uint64_t step,
                         uint64_t seed, Executor &executor, int rank = -1) {
   std::error_code ec;
   if (!fs::create_directory(folder, ec))
     return Status::error("cannot create '" + folder + "'");
   std::ostringstream index;
-  // Format 2: a rank's folder names its rank, so a folder moved to another
-  // rank's place is refused on resume.
-  index << "{\n  \"format\": 2,\n  \"fingerprint\": " << jsonString(fingerprint)
-        << ",\n  \"step\": " << step << ",\n  \"seed\": " << seed;
+  index << indexHeader(id, step, seed);
+  // A rank's folder names its rank, so a folder moved to another rank's
+  // place is refused on resume.
   if (rank >= 0)
     index << ",\n  \"rank\": " << rank;
   index << ",\n  \"tensors\": [\n";
@@ -163,6 +195,7 @@ Status writeStateFolder(const std::string &folder, const std::string &killKey,
   if (fd < 0)
     return Status::error("cannot create '" + statePath + "'");
   bool kill = killThisSave(killKey);
+  uint64_t block = checksumBlockBytes();
   uint64_t offset = 0;
   bool first = true;
   std::vector<Executor::StateTensor> states = executor.getStates();
@@ -197,14 +230,28 @@ Status writeStateFolder(const std::string &folder, const std::string &killKey,
           << runtime::name(t.dtype) << "\", \"shape\": " << jsonShape(t.shape)
           << ", \"offset\": " << offset
           << ", \"bytes\": " << t.bytes() << ", \"checksum\": \""
-          << hex(fnv1a64(data, t.bytes())) << "\"}";
+          << hex(fnv1a64(data, t.bytes())) << "\"";
+    auto slice = id.slices.find(state.name);
+    if (slice != id.slices.end())
+      index << ", \"slice\": " << slice->second.slice
+            << ", \"slices\": " << slice->second.slices
+            << ", \"numel\": " << slice->second.numel;
+    if (t.bytes() > block) {
+      index << ", \"block_bytes\": " << block << ", \"blocks\": [";
+      for (uint64_t at = 0; at < t.bytes(); at += block)
+        index << (at ? ", \"" : "\"")
+              << hex(fnv1a64(data + at, std::min(block, t.bytes() - at)))
+              << "\"";
+      index << "]";
+    }
+    index << "}";
     first = false;
     offset += t.bytes();
   }
-  index << "\n  ]\n}\n";
+  index << "\n  ]";
   ::fsync(fd);
   ::close(fd);
-  return writeFileSynced(folder + "/index.json", index.str());
+  return writeFileSynced(folder + "/index.json", sealIndex(index.str()));
 }
 
 /// Renames `staging` to DIR/`name`, points DIR/latest at it, and removes
@@ -274,25 +321,78 @@ struct Entry {
   std::string dtype, shape, checksum;
   uint64_t offset = 0, bytes = 0;
   int kind = 0;
+  /// A slice of a sharded value (format 3): slice `slice` of `slices` of a
+  /// value of `numel` elements.
+  uint32_t slices = 1, slice = 0;
+  uint64_t numel = 0;
+  /// > 0: `blocks` holds the checksum of each `blockBytes` of the tensor.
+  uint64_t blockBytes = 0;
+  std::vector<std::string> blocks;
 };
 
 /// The header and entries of an index.json.
 struct Index {
-  std::string fingerprint;
+  std::string fingerprint, model;
   uint64_t step = 0;
   uint64_t seed = 0;
+  uint64_t globalBatch = 0, samples = 0;
   bool haveStep = false;
-  /// A distributed checkpoint's top-level index: its topology.
-  int ranks = 0, ranksPerNode = 0, partition = 0;
-  /// A rank's folder (format 2): its rank; -1 where not recorded.
+  /// A distributed checkpoint's step folder: its rank folders are
+  /// rank-00000 .. rank-<ranks - 1>.
+  bool shards = false;
+  /// The topology that wrote it (format 3 in every index; the step folder
+  /// of a distributed one before).
+  int ranks = 0, ranksPerNode = 0, partition = 0, stages = 1;
+  uint32_t accum = 0;
+  /// A rank's folder (format 2 on): its rank; -1 where not recorded.
   int format = 1, rank = -1;
   std::map<std::string, Entry> entries;
 };
 
+/// `key`'s number in `line`, or `otherwise` when the line has none.
+uint64_t number(const std::string &line, const std::string &key,
+                uint64_t otherwise) {
+  std::string value = field(line, key);
+  if (value.empty())
+    return otherwise;
+  size_t used = 0;
+  uint64_t v = std::stoull(value, &used);
+  if (used != value.size() || value[0] == '-')
+    throw std::invalid_argument(key);
+  return v;
+}
+
+/// ["a", "b"] -> {a, b}
+std::vector<std::string> stringList(const std::string &list) {
+  std::vector<std::string> out;
+  for (size_t at = list.find('"'); at != std::string::npos;) {
+    size_t end = list.find('"', at + 1);
+    if (end == std::string::npos)
+      throw std::invalid_argument("list");
+    out.push_back(list.substr(at + 1, end - at - 1));
+    at = list.find('"', end + 1);
+  }
+  return out;
+}
+
 Status readIndex(const std::string &folder, Index &out) {
-  std::ifstream index(folder + "/index.json");
-  if (!index)
+  std::ifstream file(folder + "/index.json", std::ios::binary);
+  if (!file)
     return Status::error("checkpoint '" + folder + "' has no index.json");
+  std::string text{std::istreambuf_iterator<char>(file),
+                   std::istreambuf_iterator<char>()};
+  Status damaged = Status::error("checkpoint '" + folder +
+                                 "' has a damaged index.json");
+  // Format 3 seals the index with the checksum of what precedes it.
+  const std::string seal = ",\n  \"index_checksum\": \"";
+  size_t sealed = text.rfind(seal);
+  if (sealed != std::string::npos) {
+    if (text.compare(sealed + seal.size(), 16,
+                     hex(fnv1a64(text.data(), sealed))) != 0)
+      return damaged;
+    text.resize(sealed);
+  }
+  std::istringstream index(text);
   std::string line;
   try {
     while (std::getline(index, line)) {
@@ -304,6 +404,19 @@ Status readIndex(const std::string &folder, Index &out) {
         e.offset = std::stoull(field(line, "offset"));
         e.bytes = std::stoull(field(line, "bytes"));
         e.kind = std::stoi(field(line, "kind"));
+        e.slices = uint32_t(number(line, "slices", 1));
+        e.slice = uint32_t(number(line, "slice", 0));
+        e.numel = number(line, "numel", 0);
+        e.blockBytes = number(line, "block_bytes", 0);
+        if (e.blockBytes) {
+          e.blocks = stringList(field(line, "blocks"));
+          if (e.blocks.size() != (e.bytes + e.blockBytes - 1) / e.blockBytes)
+            return damaged;
+        }
+        if (e.slices == 0 || e.slice >= e.slices)
+          return damaged;
+      } else if (line.find("\"model_fingerprint\"") != std::string::npos) {
+        out.model = field(line, "model_fingerprint");
       } else if (line.find("\"fingerprint\"") != std::string::npos) {
         out.fingerprint = field(line, "fingerprint");
       } else if (line.find("\"step\"") != std::string::npos) {
@@ -315,36 +428,55 @@ Status readIndex(const std::string &folder, Index &out) {
         out.format = std::stoi(field(line, "format"));
       } else if (line.find("\"rank\"") != std::string::npos) {
         out.rank = std::stoi(field(line, "rank"));
+      } else if (line.find("\"global_batch\"") != std::string::npos) {
+        out.globalBatch = number(line, "global_batch", 0);
+      } else if (line.find("\"samples\"") != std::string::npos) {
+        out.samples = number(line, "samples", 0);
+      } else if (line.find("\"shards\"") != std::string::npos) {
+        out.shards = true;
       } else if (line.find("\"ranks\"") != std::string::npos) {
         out.ranks = std::stoi(field(line, "ranks"));
         out.ranksPerNode = std::stoi(field(line, "ranks_per_node"));
         out.partition = std::stoi(field(line, "partition"));
+        out.stages = int(number(line, "stages", 1));
+        out.accum = uint32_t(number(line, "accum", 0));
       }
     }
   } catch (const std::exception &) {
     out.haveStep = false;
   }
-  if (!out.haveStep)
-    return Status::error("checkpoint '" + folder +
-                         "' has a damaged index.json");
+  // Before format 3 a distributed step folder's index was the one with a
+  // topology.
+  if (out.format < 3 && out.ranks > 0)
+    out.shards = true;
+  if (!out.haveStep || (out.format >= 3 && sealed == std::string::npos) ||
+      (out.shards && (out.ranks < 1 || out.partition < 1 || out.stages < 1)))
+    return damaged;
   return Status::ok();
 }
 
-/// Whether `folder` holds a whole checkpoint of `fingerprint`: its index
+/// Whether a checkpoint of `index` is `id`'s to resume: written by the same
+/// artifact, or by another artifact of the same model (resharded).
+bool resumableBy(const Index &index, const CheckpointIdentity &id) {
+  return index.fingerprint == id.artifact ||
+         (!id.model.empty() && index.model == id.model);
+}
+
+/// Whether `folder` holds a whole checkpoint `id` can resume: its index
 /// reads, and a distributed one has every rank's folder with its index.
 /// `why` says what is wrong otherwise.
-bool complete(const std::string &folder, const std::string &fingerprint,
+bool complete(const std::string &folder, const CheckpointIdentity &id,
               std::string &why) {
   Index index;
   if (Status s = readIndex(folder, index); !s) {
     why = s.message();
     return false;
   }
-  if (index.fingerprint != fingerprint) {
+  if (!resumableBy(index, id)) {
     why = "written by a different artifact";
     return false;
   }
-  for (int r = 0; r < index.ranks; ++r) {
+  for (int r = 0; index.shards && r < index.ranks; ++r) {
     Index shard;
     if (Status s = readIndex(folder + "/" + rankName(r), shard); !s) {
       why = s.message();
@@ -358,7 +490,7 @@ bool complete(const std::string &folder, const std::string &fingerprint,
 /// is missing or names no whole checkpoint, the newest whole step folder
 /// (with a note). "" when DIR holds no step folder at all (a note: the run
 /// starts at step 1); an error when it holds some and none is whole.
-Status resumableFolder(const std::string &dir, const std::string &fingerprint,
+Status resumableFolder(const std::string &dir, const CheckpointIdentity &id,
                        bool note, std::string &out) {
   out.clear();
   std::string name, why;
@@ -370,7 +502,7 @@ Status resumableFolder(const std::string &dir, const std::string &fingerprint,
   std::string latestWhy;
   if (!name.empty() && name.find('/') == std::string::npos &&
       fs::is_directory(dir + "/" + name)) {
-    if (complete(dir + "/" + name, fingerprint, latestWhy)) {
+    if (complete(dir + "/" + name, id, latestWhy)) {
       out = dir + "/" + name;
       return Status::ok();
     }
@@ -400,7 +532,7 @@ Status resumableFolder(const std::string &dir, const std::string &fingerprint,
     std::string reason;
     if (n == name)
       continue; // latest's, found damaged above
-    if (complete(dir + "/" + n, fingerprint, reason)) {
+    if (complete(dir + "/" + n, id, reason)) {
       out = dir + "/" + n;
       if (note)
         std::cerr << "strata-run: note: '" << dir << "/latest' is " << state
@@ -424,9 +556,9 @@ Status resumableFolder(const std::string &dir, const std::string &fingerprint,
 
 /// The checkpoint `--resume` takes (resumableFolder) and its index;
 /// `folder` is "" when there is none yet.
-Status readResumable(const std::string &dir, const std::string &fingerprint,
+Status readResumable(const std::string &dir, const CheckpointIdentity &id,
                      bool note, std::string &folder, Index &index) {
-  if (Status s = resumableFolder(dir, fingerprint, note, folder); !s)
+  if (Status s = resumableFolder(dir, id, note, folder); !s)
     return s;
   return folder.empty() ? Status::ok() : readIndex(folder, index);
 }
@@ -476,9 +608,249 @@ Status loadStateFolder(const std::string &folder, const Index &index,
   return Status::ok();
 }
 
+/// "8 ranks (K 2, P 4, 1 stage, accumulation 1)"
+std::string describeTopology(int ranks, int k, int p, int stages,
+                             uint32_t accum) {
+  if (ranks <= 1 && stages <= 1)
+    return "one rank (accumulation " + std::to_string(accum) + ")";
+  return std::to_string(ranks) + " ranks (K " + std::to_string(k) + ", P " +
+         std::to_string(p) + ", " + std::to_string(stages) +
+         (stages == 1 ? " stage" : " stages") + ", accumulation " +
+         std::to_string(accum) + ")";
+}
+
+/// A rank folder of the checkpoint being resharded, its state.bin open.
+struct OldShard {
+  std::string folder;
+  Index index;
+  int fd = -1;
+  OldShard() = default;
+  OldShard(const OldShard &) = delete;
+  ~OldShard() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+};
+
+/// Bytes [from, to) of entry `e` of `shard`'s state.bin into `out`, checked
+/// against the checksums that cover them: its blocks' where it has them,
+/// else its own (then the whole entry is read).
+Status readChecked(const OldShard &shard, const std::string &name,
+                   const Entry &e, uint64_t from, uint64_t to, char *out) {
+  uint64_t begin = 0, end = e.bytes;
+  if (e.blockBytes) {
+    begin = from / e.blockBytes * e.blockBytes;
+    end = std::min(e.bytes, (to + e.blockBytes - 1) / e.blockBytes *
+                                e.blockBytes);
+  }
+  std::string bytes(end - begin, '\0');
+  Status corrupt = Status::error("checkpoint '" + shard.folder + "': '" +
+                                 name + "' is truncated or corrupt");
+  if (e.offset > UINT64_MAX - e.bytes)
+    return corrupt;
+  for (uint64_t done = 0; done < bytes.size();) {
+    ssize_t n = ::pread(shard.fd, bytes.data() + done, bytes.size() - done,
+                        off_t(e.offset + begin + done));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return corrupt;
+    done += uint64_t(n);
+  }
+  if (!e.blockBytes) {
+    if (hex(fnv1a64(bytes.data(), bytes.size())) != e.checksum)
+      return corrupt;
+  } else {
+    for (uint64_t at = begin; at < end; at += e.blockBytes) {
+      uint64_t n = std::min(e.blockBytes, end - at);
+      if (hex(fnv1a64(bytes.data() + (at - begin), n)) !=
+          e.blocks[at / e.blockBytes])
+        return corrupt;
+    }
+  }
+  std::memcpy(out, bytes.data() + (from - begin), to - from);
+  return Status::ok();
+}
+
+/// Loads the checkpoint `folder` (index `top`), written by another artifact
+/// of the same model, into this rank's state: each tensor's elements (its
+/// slice of the value, or the whole value) are read from the old slices
+/// that cover them, in the first pipeline (ranks 0 .. stages x P - 1, which
+/// hold every value once; a value on several stages, such as a tied
+/// embedding, has the same bits on each). Everything is read and checked
+/// before the executor's state changes.
+Status reshardInto(const std::string &folder, const Index &top,
+                   const CheckpointIdentity &id, Executor &executor,
+                   bool leader) {
+  std::vector<std::unique_ptr<OldShard>> shards;
+  if (!top.shards) {
+    shards.push_back(std::make_unique<OldShard>());
+    shards.back()->folder = folder;
+    shards.back()->index = top;
+  } else {
+    int holders = std::min(top.ranks, top.partition * top.stages);
+    for (int r = 0; r < holders; ++r) {
+      auto shard = std::make_unique<OldShard>();
+      shard->folder = folder + "/" + rankName(r);
+      if (Status s = readIndex(shard->folder, shard->index); !s)
+        return s;
+      const Index &i = shard->index;
+      if (i.fingerprint != top.fingerprint || i.step != top.step ||
+          i.seed != top.seed)
+        return Status::error("checkpoint '" + shard->folder +
+                             "' does not belong to its step folder");
+      if (i.rank != r)
+        return Status::error("checkpoint '" + shard->folder + "' holds rank " +
+                             std::to_string(i.rank) + "'s shards, not rank " +
+                             std::to_string(r) + "'s");
+      shards.push_back(std::move(shard));
+    }
+  }
+  for (auto &shard : shards) {
+    std::string path = shard->folder + "/state.bin";
+    shard->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (shard->fd < 0)
+      return Status::error("checkpoint '" + shard->folder +
+                           "' has no state.bin");
+  }
+  if (leader)
+    std::cerr << "strata-run: note: resharding " << folder
+              << ", written by another artifact of this model, from "
+              << describeTopology(top.ranks, top.ranksPerNode, top.partition,
+                                  top.stages, top.accum)
+              << " onto "
+              << describeTopology(id.world, id.ranksPerNode, id.partition,
+                                  id.stages, id.accum)
+              << "\n";
+  if (leader && top.globalBatch && id.globalBatch &&
+      top.globalBatch != id.globalBatch)
+    std::cerr << "strata-run: warning: the checkpoint was trained with "
+              << top.globalBatch << " samples a step, this run takes "
+              << id.globalBatch << "; its batches from step " << top.step + 1
+              << " on are not those the interrupted run would have drawn\n";
+
+  std::vector<std::pair<Executor::StateTensor, std::string>> loaded;
+  for (const auto &state : executor.getStates()) {
+    if (!isCheckpointed(state.kind))
+      continue;
+    const TensorView &t = *state.view;
+    uint64_t width = byteWidth(t.dtype);
+    uint64_t count = uint64_t(t.numel());
+    // The elements [begin, begin + count) of the value of `numel` that this
+    // tensor holds; past `numel` it is the zero padding of the last slice.
+    uint64_t begin = 0, numel = count;
+    auto mine = id.slices.find(state.name);
+    if (mine != id.slices.end()) {
+      begin = uint64_t(mine->second.slice) * count;
+      numel = mine->second.numel;
+    }
+    uint64_t wanted = begin < numel ? std::min(numel, begin + count) - begin : 0;
+    std::string bytes(t.bytes(), '\0');
+    std::vector<bool> sliceRead;
+    uint64_t filled = 0;
+    bool found = false;
+    for (const auto &shard : shards) {
+      auto it = shard->index.entries.find(state.name);
+      if (it == shard->index.entries.end())
+        continue;
+      const Entry &e = it->second;
+      found = true;
+      uint64_t oldCount = e.bytes / std::max<uint64_t>(width, 1);
+      uint64_t oldNumel = e.slices > 1 ? e.numel : oldCount;
+      if (e.dtype != runtime::name(t.dtype) || oldNumel != numel ||
+          (e.slices == 1 && mine == id.slices.end() &&
+           e.shape != jsonShape(t.shape)))
+        return Status::error(
+            "checkpoint '" + shard->folder + "' holds '" + state.name +
+            "' as " + e.dtype + e.shape + " (" + std::to_string(oldNumel) +
+            " elements), the artifact as " + std::string(runtime::name(t.dtype)) +
+            jsonShape(t.shape) + " (" + std::to_string(numel) + " elements)");
+      if (sliceRead.size() < e.slices)
+        sliceRead.resize(e.slices, false);
+      if (sliceRead[e.slice])
+        continue; // a replica or another stage's copy of a slice read
+      sliceRead[e.slice] = true;
+      uint64_t oldBegin = uint64_t(e.slice) * oldCount;
+      uint64_t from = std::max(oldBegin, begin);
+      uint64_t to = std::min({oldBegin + oldCount, begin + count, numel});
+      if (from >= to)
+        continue;
+      if (Status s = readChecked(*shard, state.name, e, (from - oldBegin) * width,
+                                 (to - oldBegin) * width,
+                                 bytes.data() + (from - begin) * width);
+          !s)
+        return s;
+      filled += to - from;
+    }
+    if (!found)
+      return Status::error("checkpoint '" + folder + "' lacks '" + state.name +
+                           "'");
+    if (filled != wanted)
+      return Status::error("checkpoint '" + folder + "' holds " +
+                           std::to_string(filled) + " of the " +
+                           std::to_string(wanted) + " elements of '" +
+                           state.name + "' this rank needs");
+    loaded.emplace_back(state, std::move(bytes));
+  }
+  for (auto &[state, bytes] : loaded)
+    if (Status s = executor.writeState(state, bytes.data()); !s)
+      return s;
+  return Status::ok();
+}
+
 } // namespace
 
-Status saveCheckpoint(const std::string &dir, const std::string &fingerprint,
+CheckpointIdentity CheckpointIdentity::of(const plan::Plan &plan, int rank) {
+  CheckpointIdentity id;
+  id.artifact = plan.fingerprint();
+  id.model = plan.model_fingerprint();
+  if (plan.has_topology() && plan.topology().world() > 1) {
+    const plan::Topology &t = plan.topology();
+    id.world = int(t.world());
+    id.ranksPerNode = int(std::max(t.ranks_per_node(), 1u));
+    id.partition = int(std::max(t.partition(), 1u));
+    id.stages = int(std::max(t.pipeline_stages(), 1u));
+  }
+  id.accum = std::max<uint32_t>(plan.training().accum(), 1);
+  id.globalBatch = plan.training().batch() * id.accum *
+                   uint64_t(id.world / id.stages);
+  // A sharded parameter's slice is rank % shards (Parameter.shards); its
+  // optimizer states ("adamw.exp_avg:<name>", ...) are sliced as it is.
+  std::map<std::string, Slice> byParameter;
+  std::map<std::string, uint64_t> sliceNumel;
+  for (const plan::Parameter &p : plan.parameters()) {
+    if (p.shards() <= 1 || p.tensor() >= uint32_t(plan.tensors_size()))
+      continue;
+    uint64_t numel = 1;
+    for (int64_t d : p.full_shape())
+      numel *= uint64_t(d);
+    byParameter[p.name()] = {p.shards(), uint32_t(rank) % p.shards(), numel};
+    uint64_t count = 1;
+    for (int64_t d : plan.tensors(int(p.tensor())).shape())
+      count *= uint64_t(d);
+    sliceNumel[p.name()] = count;
+  }
+  for (const plan::Tensor &t : plan.tensors()) {
+    if (!isCheckpointed(t.kind()))
+      continue;
+    const std::string &name = t.name();
+    size_t colon = name.find(':');
+    std::string value = colon == std::string::npos || t.kind() == plan::PARAMETER
+                            ? name
+                            : name.substr(colon + 1);
+    auto it = byParameter.find(value);
+    if (it == byParameter.end())
+      continue;
+    uint64_t count = 1;
+    for (int64_t d : t.shape())
+      count *= uint64_t(d);
+    if (count == sliceNumel[value])
+      id.slices[name] = it->second;
+  }
+  return id;
+}
+
+Status saveCheckpoint(const std::string &dir, const CheckpointIdentity &id,
                       uint64_t step, uint64_t seed, Executor &executor,
                       Communicator *comm) {
   std::string name = stepName(step);
@@ -487,8 +859,7 @@ Status saveCheckpoint(const std::string &dir, const std::string &fingerprint,
   if (!comm) {
     fs::create_directories(dir, ec);
     fs::remove_all(staging, ec);
-    if (Status s = writeStateFolder(staging, dir, fingerprint, step, seed,
-                                    executor);
+    if (Status s = writeStateFolder(staging, dir, id, step, seed, executor);
         !s)
       return s;
     return commitCheckpoint(dir, name, staging);
@@ -506,47 +877,55 @@ Status saveCheckpoint(const std::string &dir, const std::string &fingerprint,
   }
   if (Status s = agree(*comm, prepared, "checkpoint " + name); !s)
     return s;
-  Status written =
-      writeStateFolder(staging + "/" + rankName(comm->rank()), dir,
-                       fingerprint, step, seed, executor, comm->rank());
+  Status written = writeStateFolder(staging + "/" + rankName(comm->rank()),
+                                    dir, id, step, seed, executor,
+                                    comm->rank());
   if (Status s = agree(*comm, written, "checkpoint " + name); !s)
     return s;
   Status committed = Status::ok();
   if (leader) {
     std::ostringstream index;
-    index << "{\n  \"format\": 2,\n  \"fingerprint\": " << jsonString(fingerprint)
-          << ",\n  \"step\": " << step << ",\n  \"seed\": " << seed
-          << ",\n  \"topology\": {\"ranks\": " << t.world
-          << ", \"ranks_per_node\": " << t.ranksPerNode
-          << ", \"partition\": " << t.partition << "},\n  \"shards\": [";
+    index << indexHeader(id, step, seed) << ",\n  \"shards\": [";
     for (int r = 0; r < t.world; ++r)
       index << (r ? ", " : "") << jsonString(rankName(r));
-    index << "]\n}\n";
-    committed = writeFileSynced(staging + "/index.json", index.str());
+    index << "]";
+    committed = writeFileSynced(staging + "/index.json", sealIndex(index.str()));
     if (committed)
       committed = commitCheckpoint(dir, name, staging);
   }
   return agree(*comm, committed, "checkpoint " + name);
 }
 
-Status loadCheckpoint(const std::string &dir, const std::string &fingerprint,
+Status loadCheckpoint(const std::string &dir, const CheckpointIdentity &id,
                       Executor &executor, uint64_t &step,
                       Communicator *comm) {
   step = 0;
   std::string folder;
   Index index;
-  if (Status s = readResumable(dir, fingerprint, !comm || comm->rank() == 0,
-                               folder, index);
-      !s)
+  bool leader = !comm || comm->rank() == 0;
+  if (Status s = readResumable(dir, id, leader, folder, index); !s)
     return s;
   if (folder.empty())
     return Status::ok();
-  if (index.fingerprint != fingerprint)
-    return Status::error("checkpoint '" + folder +
-                         "' was written by a different artifact (fingerprint " +
-                         index.fingerprint + ", this artifact " + fingerprint +
-                         "); resume with the artifact that wrote it");
-  bool distributed = index.ranks > 0;
+  if (index.fingerprint != id.artifact) {
+    if (!id.model.empty() && index.model == id.model) {
+      if (Status s = reshardInto(folder, index, id, executor, leader); !s)
+        return s;
+      step = index.step;
+      return Status::ok();
+    }
+    return Status::error(
+        "checkpoint '" + folder +
+        "' was written by a different artifact (fingerprint " +
+        index.fingerprint + ", this artifact " + id.artifact + ")" +
+        (index.model.empty() || id.model.empty()
+             ? "; resume with the artifact that wrote it"
+             : " of a different model or training configuration (model "
+               "fingerprint " + index.model + ", this artifact " + id.model +
+               "); resume with an artifact compiled from the same model "
+               "and training options"));
+  }
+  bool distributed = index.shards;
   if (distributed != (comm != nullptr))
     return Status::error(
         "checkpoint '" + folder + "' was written by " +
@@ -566,7 +945,8 @@ Status loadCheckpoint(const std::string &dir, const std::string &fingerprint,
     Index shard;
     if (Status s = readIndex(folder, shard); !s)
       return s;
-    if (shard.fingerprint != fingerprint || shard.step != index.step)
+    if (shard.fingerprint != id.artifact || shard.step != index.step ||
+        shard.seed != index.seed)
       return Status::error("checkpoint '" + folder +
                            "' does not belong to its step folder");
     if (shard.format >= 2 && shard.rank != comm->rank())
@@ -581,12 +961,12 @@ Status loadCheckpoint(const std::string &dir, const std::string &fingerprint,
   return Status::ok();
 }
 
-Status peekCheckpoint(const std::string &dir, const std::string &fingerprint,
+Status peekCheckpoint(const std::string &dir, const CheckpointIdentity &id,
                       bool &found, uint64_t &step, uint64_t &seed) {
   found = false;
   std::string folder;
   Index index;
-  if (Status s = readResumable(dir, fingerprint, false, folder, index); !s)
+  if (Status s = readResumable(dir, id, false, folder, index); !s)
     return s;
   if (folder.empty())
     return Status::ok();
@@ -656,7 +1036,7 @@ Status consolidateCheckpoint(const Artifact &artifact, const std::string &dir,
                          "' was written by a different artifact (fingerprint " +
                          top.fingerprint + ", this artifact " +
                          plan.fingerprint() + ")");
-  if (top.ranks == 0)
+  if (!top.shards)
     return Status::error("checkpoint '" + folder +
                          "' is a one-rank checkpoint: its weights are whole "
                          "already");

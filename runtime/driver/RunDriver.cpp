@@ -422,7 +422,8 @@ int evaluateForward(const RunArguments &args, const std::string &backend) {
     uint64_t step = 0;
     if (Status s =
             loadCheckpoint(args.train.checkpointDir,
-                           artifact->getPlan().fingerprint(), *executor, step);
+                           CheckpointIdentity::of(artifact->getPlan(), 0),
+                           *executor, step);
         !s)
       return error(s.message());
   }

@@ -480,6 +480,12 @@ private:
   /// Locks the checkpoint folder this run writes or resumes from, and
   /// takes the resumed checkpoint's seed.
   bool lockAndPeekCheckpoint();
+  /// This rank's identity in its checkpoints (computed once).
+  const CheckpointIdentity &checkpointIdentity() {
+    if (!checkpointId_)
+      checkpointId_ = CheckpointIdentity::of(plan_, rank_);
+    return *checkpointId_;
+  }
   bool resumeAndOpenLog();
   /// fp16: the loss-scaling counters, read from the executor (the initial
   /// scale written in on a fresh run).
@@ -560,6 +566,7 @@ private:
   std::unique_ptr<CheckpointLock> checkpointLock_;
   /// The sampling seed: --seed, or a resumed checkpoint's.
   uint64_t seed_ = 0;
+  std::optional<CheckpointIdentity> checkpointId_;
   double firstLoss_ = NAN, lastLoss_ = NAN, totalMs_ = 0;
   // The mean loss of the last tenth of the run: one step's loss is noisy.
   uint64_t tailFrom_ = 0;
@@ -757,7 +764,7 @@ bool TrainingRun::lockAndPeekCheckpoint() {
   // seed, from the checkpoint.
   bool found = false;
   uint64_t step = 0, seed = 0;
-  if (Status s = peekCheckpoint(options_.checkpointDir, plan_.fingerprint(),
+  if (Status s = peekCheckpoint(options_.checkpointDir, checkpointIdentity(),
                                 found, step, seed);
       !s)
     return fail(s.message());
@@ -781,7 +788,7 @@ bool TrainingRun::resumeAndOpenLog() {
   if (options_.resume) {
     if (options_.checkpointDir.empty())
       return fail("--resume needs --checkpoint-dir DIR");
-    if (Status s = loadCheckpoint(options_.checkpointDir, plan_.fingerprint(),
+    if (Status s = loadCheckpoint(options_.checkpointDir, checkpointIdentity(),
                                   *executor_, start_, comm_.get());
         !s)
       return fail(s.message());
@@ -1196,7 +1203,7 @@ bool TrainingRun::saveIfDue(uint64_t s) {
     return true;
   if (options_.checkpointDir.empty())
     return fail("--save-every needs --checkpoint-dir DIR");
-  if (Status st = saveCheckpoint(options_.checkpointDir, plan_.fingerprint(),
+  if (Status st = saveCheckpoint(options_.checkpointDir, checkpointIdentity(),
                                  s + 1, seed_, *executor_, comm_.get());
       !st)
     return fail(st.message());

@@ -133,11 +133,18 @@ TEST(CheckpointTest, IndexDescribesEveryTensor) {
   trainOneStep(*e, 1);
   ASSERT_TRUE(saveCheckpoint(dir / "ckpt", "abc\"def", 1, 77, *e).isOk());
   std::string index = readFile(dir / "ckpt/step-00000001/index.json");
-  EXPECT_NE(index.find("\"format\": 2"), std::string::npos) << index;
+  EXPECT_NE(index.find("\"format\": 3"), std::string::npos) << index;
   EXPECT_NE(index.find("\"fingerprint\": \"abc\\\"def\""), std::string::npos)
       << index;
   EXPECT_NE(index.find("\"step\": 1,"), std::string::npos) << index;
   EXPECT_NE(index.find("\"seed\": 77,"), std::string::npos) << index;
+  // One rank of the linear classifier's batch: topology and data position.
+  EXPECT_NE(index.find("\"topology\": {\"ranks\": 1, \"ranks_per_node\": 1, "
+                       "\"partition\": 1, \"stages\": 1, \"accum\": 1}"),
+            std::string::npos)
+      << index;
+  EXPECT_NE(index.find("\n  \"index_checksum\": \""), std::string::npos)
+      << index;
   auto states = snapshot(*e);
   char checksum[17];
   std::snprintf(checksum, sizeof(checksum), "%016llx",
@@ -204,6 +211,32 @@ TEST(CheckpointTest, NoCheckpointYetStartsAtZero) {
   EXPECT_EQ(err, "strata-run: note: no checkpoint in '" + (dir / "none") +
                      "' yet; starting from step 1\n");
   EXPECT_EQ(snapshot(*e), before);
+}
+
+// index.json carries the checksum of everything before it: a changed seed
+// (valid JSON, a plausible value) is a damaged index, not another run.
+TEST(CheckpointTest, IndexIsSealedByItsChecksum) {
+  TempDir dir;
+  std::unique_ptr<Artifact> artifact;
+  auto e = load(writeLinearClassifier(dir / "a.strata"), artifact);
+  ASSERT_TRUE(e);
+  trainOneStep(*e, 1);
+  ASSERT_TRUE(saveCheckpoint(dir / "ckpt", "fp", 1, 77, *e).isOk());
+  std::string path = dir / "ckpt/step-00000001/index.json";
+  std::string index = readFile(path);
+  size_t at = index.find("\"seed\": 77");
+  ASSERT_NE(at, std::string::npos);
+  index[at + 9] = '8';
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << index;
+  }
+  uint64_t step = 0;
+  Status s = loadCheckpoint(dir / "ckpt", "fp", *e, step);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("step-00000001' has a damaged index.json"),
+            std::string::npos)
+      << s.message();
 }
 
 TEST(CheckpointTest, RefusesForeignAndDamagedCheckpoints) {

@@ -10,6 +10,7 @@
 
 #include "strata/Codegen/ArtifactWriter.h"
 #include "strata/Dialect/Graph/IR/GraphDialect.h"
+#include "strata/Frontend/ModelStructure.h"
 #include "strata/Frontend/OnnxExport.h"
 #include "strata/Frontend/OnnxImporter.h"
 #include "strata/Tools/GraphSummary.h"
@@ -26,6 +27,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
@@ -282,6 +284,39 @@ std::set<std::string> weightNames(ModuleOp module) {
   return names;
 }
 
+/// One option's value in modelFingerprint's text.
+template <typename T> std::string optionText(const T &value) {
+  if constexpr (std::is_same_v<T, std::string>)
+    return value;
+  else if constexpr (std::is_enum_v<T>)
+    return std::to_string(static_cast<long long>(value));
+  else if constexpr (std::is_floating_point_v<T>)
+    return llvm::formatv("{0:e17}", double(value)).str();
+  else
+    return std::to_string(value);
+}
+
+/// What Plan.model_fingerprint hashes: the model's structure and the
+/// training options that give its state a meaning, without the topology,
+/// accumulation, memory plan or learning-rate schedule (so a checkpoint
+/// reshards onto an artifact compiled for other ranks).
+llvm::Expected<std::string>
+modelIdentity(const std::string &onnxPath,
+                 const strata::TrainingConfig &config) {
+  std::string text;
+  if (std::string e = strata::frontend::readModelStructure(onnxPath, text);
+      !e.empty())
+    return fail(e);
+#define STRATA_TRAINING_OPTION(TYPE, FIELD, FLAG, ...)                         \
+  if (llvm::StringRef(FLAG) != "accum")                                        \
+    text += std::string("\n" FLAG "=") + optionText(config.FIELD);
+#include "strata/Transforms/TrainingOptions.def"
+#undef STRATA_TRAINING_OPTION
+  for (const std::string &glob : config.freeze)
+    text += "\nfreeze=" + glob;
+  return text;
+}
+
 /// Writes the artifact for the compiled `module`.
 llvm::Error writeArtifactStage(ModuleOp module, const CompileOptions &options,
                                const Stages &stages,
@@ -295,8 +330,13 @@ llvm::Error writeArtifactStage(ModuleOp module, const CompileOptions &options,
   for (int i = 1; i < argc; ++i)
     summary += std::string(" ") + argv[i];
   strata::codegen::ArtifactOptions artifactOptions{summary};
-  if (stages.training)
+  if (stages.training) {
     artifactOptions.training = config;
+    auto model = modelIdentity(options.input, config);
+    if (!model)
+      return model.takeError();
+    artifactOptions.modelIdentity = std::move(*model);
+  }
   if (stages.training && topology.world > 1)
     artifactOptions.topology = topology;
   // The user's graph, with the weights that params.bin holds emptied, so

@@ -51,6 +51,10 @@ struct ArtifactOptions {
   /// Writes further files into the staging folder before it is renamed
   /// into place (strata-compile keeps the user's model there).
   std::function<llvm::Error(llvm::StringRef stagingDir)> extraFiles;
+  /// Hashed into Plan.model_fingerprint: the model and training
+  /// configuration a checkpoint must share to be resumed (resharded) by
+  /// this artifact.
+  std::string modelIdentity;
 };
 
 /// Writes `dir` (plan.pb and params.bin) for `module`'s @main. The folder is

@@ -18,6 +18,7 @@
 #include <string_view>
 
 namespace strata::plan {
+class Plan;
 class Training;
 } // namespace strata::plan
 
@@ -100,32 +101,68 @@ Status generateText(Executor &executor, const std::string &prompt,
 double scheduledLearningRate(const plan::Training &training, double lr,
                              uint64_t step);
 
+/// What a checkpoint belongs to, and how this rank holds the values in it.
+/// The same artifact resumes a checkpoint tensor for tensor; an artifact
+/// compiled from the same model and training options for another topology
+/// (world size, partition group, hierarchy, accumulation, pipeline split)
+/// reshards it: each rank reads the byte ranges of the old slices that
+/// cover its own.
+struct CheckpointIdentity {
+  CheckpointIdentity() = default;
+  /// An identity with the artifact fingerprint alone (tests; no resharding).
+  CheckpointIdentity(std::string artifact) : artifact(std::move(artifact)) {}
+  CheckpointIdentity(const char *artifact) : artifact(artifact) {}
+  /// This rank's identity under `plan` (Plan.fingerprint,
+  /// Plan.model_fingerprint, the topology and each sharded value's slice).
+  static CheckpointIdentity of(const plan::Plan &plan, int rank);
+
+  std::string artifact; // Plan.fingerprint
+  std::string model;    // Plan.model_fingerprint ("": no resharding)
+  /// Samples per optimizer step: micro-batch x accumulation x the
+  /// data-parallel lanes (0: unknown).
+  uint64_t globalBatch = 0;
+  int world = 1, ranksPerNode = 1, partition = 1, stages = 1;
+  uint32_t accum = 1;
+  /// A persistent tensor that holds slice `slice` of `slices` of a value of
+  /// `numel` elements (flattened, zero-padded to equal slices), by tensor
+  /// name; a tensor not named here holds its whole value.
+  struct Slice {
+    uint32_t slices = 1, slice = 0;
+    uint64_t numel = 0;
+  };
+  std::map<std::string, Slice> slices;
+};
+
 /// Writes every parameter, buffer and optimizer state after `step` into
 /// `dir`/step-%08d/ (atomically: temp + rename) and points `dir`/latest at it;
 /// keeps that checkpoint and the one `latest` named before, removes the rest.
-/// index.json lists each tensor's name, kind, dtype, shape, offset, bytes and
-/// FNV-1a checksum. With `comm` (a distributed run; every rank calls it)
-/// each rank's shards go to step-%08d/rank-%05d/ and the step folder's
-/// index.json names the topology; rank 0 commits once every rank has
-/// written. STRATA_TEST_KILL_DURING_SAVE=N: the N-th save of the process
-/// into `dir` raises SIGKILL halfway through state.bin.
-Status saveCheckpoint(const std::string &dir, const std::string &fingerprint,
+/// index.json (checksummed itself) records the identity, the topology, the
+/// seed and the data position, and lists each tensor's name, kind, dtype,
+/// shape, offset, bytes, slice and FNV-1a checksums (one a MiB for a large
+/// tensor). With `comm` (a distributed run; every rank calls it) each
+/// rank's shards go to step-%08d/rank-%05d/ and the step folder's index.json
+/// names the topology; rank 0 commits once every rank has written.
+/// STRATA_TEST_KILL_DURING_SAVE=N: the N-th save of the process into `dir`
+/// raises SIGKILL halfway through state.bin.
+Status saveCheckpoint(const std::string &dir, const CheckpointIdentity &id,
                       uint64_t step, uint64_t seed, Executor &executor,
                       Communicator *comm = nullptr);
 
-/// Loads `dir`/latest into the executor's state after checking the
-/// fingerprint (and with `comm` the topology) and every tensor's dtype,
-/// shape and checksum (on an error the state is untouched); `step` receives
-/// the step it was written after (0 and a note on stderr when there is none
-/// yet).
-Status loadCheckpoint(const std::string &dir, const std::string &fingerprint,
+/// Loads the checkpoint `--resume` takes from `dir` (`latest`, or the
+/// newest whole one) into the executor's state after checking its identity,
+/// each rank folder's rank, step and seed, and every tensor's dtype, shape
+/// and checksums; a checkpoint of another artifact of the same model is
+/// resharded (with a note; a warning when the global batch differs). On an
+/// error the state is untouched. `step` receives the step it was written
+/// after (0 and a note on stderr when there is none yet).
+Status loadCheckpoint(const std::string &dir, const CheckpointIdentity &id,
                       Executor &executor, uint64_t &step,
                       Communicator *comm = nullptr);
 
 /// What `--resume` would load from `dir` (loadCheckpoint's choice):
 /// `found` false when `dir` holds no checkpoint yet; else the step it was
 /// written after and the seed the run used, which a resumed run keeps.
-Status peekCheckpoint(const std::string &dir, const std::string &fingerprint,
+Status peekCheckpoint(const std::string &dir, const CheckpointIdentity &id,
                       bool &found, uint64_t &step, uint64_t &seed);
 
 /// An exclusive lock on a checkpoint folder (`dir`/.lock, flock), held
