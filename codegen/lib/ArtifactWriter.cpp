@@ -143,26 +143,34 @@ public:
 
   /// With `shards` > 1 the tensor is one slice of the value: the value is
   /// zero-padded to `shards` slices and slice i goes to shard section i.
+  /// Every shard section has the same layout, computed once: a value's
+  /// offset is the same in each. A weightless artifact reads no value and
+  /// lays out sizes only.
   Error addInitialValue(uint32_t id, Type type, StringRef name,
                         int64_t shards, ArrayRef<int64_t> fullShape) {
-    Expected<std::string> bytes = weights(name);
-    if (!bytes)
-      return bytes.takeError();
     auto ranked = cast<RankedTensorType>(type);
     unsigned width = ranked.getElementType().isInteger(1)
                          ? 1
                          : ranked.getElementType().getIntOrFloatBitWidth() / 8;
     size_t sliceBytes = static_cast<size_t>(ranked.getNumElements()) * width;
     size_t padded = sliceBytes * static_cast<size_t>(shards);
-    // A shard of s elements holds values of n elements, (s - 1) P < n <= s P.
-    bool fits = shards == 1 ? bytes->size() == padded
-                            : bytes->size() <= padded &&
-                                  bytes->size() > (sliceBytes - width) * shards;
-    if (!fits)
-      return fail(llvm::formatv("codegen: initializer '{0}' has {1} bytes, "
-                                "which does not fill {2} shards of {3}",
-                                name, bytes->size(), shards, sliceBytes));
-    bytes->resize(padded, '\0');
+    std::string bytes;
+    if (!weightless) {
+      Expected<std::string> read = weights(name);
+      if (!read)
+        return read.takeError();
+      bytes = std::move(*read);
+      // A shard of s elements holds values of n elements,
+      // (s - 1) P < n <= s P.
+      bool fits = shards == 1 ? bytes.size() == padded
+                              : bytes.size() <= padded &&
+                                    bytes.size() > (sliceBytes - width) * shards;
+      if (!fits)
+        return fail(llvm::formatv("codegen: initializer '{0}' has {1} bytes, "
+                                  "which does not fill {2} shards of {3}",
+                                  name, bytes.size(), shards, sliceBytes));
+      bytes.resize(padded, '\0');
+    }
     plan::Parameter *p = plan.add_parameters();
     p->set_tensor(id);
     p->set_name(name.str());
@@ -170,45 +178,58 @@ public:
     for (int64_t d : fullShape)
       p->add_full_shape(d);
     // Each value starts 64-byte aligned in its section.
-    auto align = [](std::string &s) { s.resize((s.size() + 63) / 64 * 64, '\0'); };
+    auto align = [](uint64_t size) { return (size + 63) / 64 * 64; };
     if (shards == 1) {
-      align(sharedSection);
-      p->set_offset(sharedSection.size());
-      sharedSection += *bytes;
+      sharedSize = align(sharedSize);
+      p->set_offset(sharedSize);
+      sharedSize += sliceBytes;
+      if (!weightless) {
+        sharedSection.resize(p->offset(), '\0');
+        sharedSection += bytes;
+      }
       return Error::success();
     }
-    if (!shardSections.empty() && shardSections.size() != size_t(shards))
+    if (shardCount && shardCount != shards)
       return fail("codegen: values sharded over different group sizes");
-    shardSections.resize(shards);
+    shardCount = shards;
     p->set_shards(static_cast<uint32_t>(shards));
-    for (int64_t i = 0; i < shards; ++i) {
-      std::string &section = shardSections[i];
-      align(section);
-      p->set_offset(section.size());
-      section.append(*bytes, i * sliceBytes, sliceBytes);
+    shardSize = align(shardSize);
+    p->set_offset(shardSize);
+    shardSize += sliceBytes;
+    if (!weightless) {
+      shardSections.resize(shards);
+      for (int64_t i = 0; i < shards; ++i) {
+        std::string &section = shardSections[i];
+        section.resize(p->offset(), '\0');
+        section.append(bytes, i * sliceBytes, sliceBytes);
+      }
     }
     return Error::success();
   }
 
   /// params.bin: the shared section, then one section per shard, each
-  /// starting at a multiple of kParamsSectionAlign.
+  /// starting at a multiple of kParamsSectionAlign. A weightless artifact
+  /// describes the sections (their checksums 0) and writes no bytes.
   std::string layOutParams() {
     std::string file;
-    auto add = [&](const std::string &bytes) {
-      file.resize((file.size() + runtime::kParamsSectionAlign - 1) /
-                      runtime::kParamsSectionAlign *
-                      runtime::kParamsSectionAlign,
-                  '\0');
+    uint64_t size = 0;
+    auto add = [&](uint64_t bytes, const std::string *data) {
+      size = (size + runtime::kParamsSectionAlign - 1) /
+             runtime::kParamsSectionAlign * runtime::kParamsSectionAlign;
       plan::ParamsSection *section = plan.add_params_sections();
-      section->set_offset(file.size());
-      section->set_size_bytes(bytes.size());
-      section->set_checksum(runtime::fnv1a64(bytes.data(), bytes.size()));
-      file += bytes;
+      section->set_offset(size);
+      section->set_size_bytes(bytes);
+      if (data) {
+        section->set_checksum(runtime::fnv1a64(data->data(), data->size()));
+        file.resize(size, '\0');
+        file += *data;
+      }
+      size += bytes;
     };
-    add(sharedSection);
-    for (const std::string &section : shardSections)
-      add(section);
-    plan.set_params_size_bytes(file.size());
+    add(sharedSize, weightless ? nullptr : &sharedSection);
+    for (int64_t i = 0; i < shardCount; ++i)
+      add(shardSize, weightless ? nullptr : &shardSections[i]);
+    plan.set_params_size_bytes(size);
     return file;
   }
 
@@ -221,10 +242,15 @@ public:
 
   plan::Plan &plan;
   const WeightSource &weights;
+  /// Plan-only: no value is read and params.bin is not written.
+  bool weightless = false;
   llvm::StringMap<uint32_t> shared;
   SmallVector<Type> types;
   /// params.bin's sections while they are built: values that are not
-  /// sharded, and slice i of every sharded value.
+  /// sharded, and slice i of every sharded value (`shardCount` sections of
+  /// one layout); their sizes, and their bytes unless weightless.
+  uint64_t sharedSize = 0, shardSize = 0;
+  int64_t shardCount = 0;
   std::string sharedSection;
   std::vector<std::string> shardSections;
 };
@@ -802,6 +828,8 @@ Error writeArtifact(ModuleOp module, llvm::StringRef dir,
   if (auto name = module->getAttrOfType<StringAttr>("graph.model"))
     plan.set_model_name(name.str());
   PlanBuilder builder(plan, weights);
+  builder.weightless = options.weightless;
+  plan.set_weightless(options.weightless);
   if (Error e = buildProgram(func, "forward", builder))
     return e;
   auto step = module.lookupSymbol<func::FuncOp>("micro_step");
@@ -916,8 +944,9 @@ Error writeArtifact(ModuleOp module, llvm::StringRef dir,
       runtime::fnv1a64(serialized.data(), serialized.size()));
   if (Error e = writeFile(staging + "/plan.pb", serialized))
     return e;
-  if (Error e = writeFile(staging + "/params.bin", params))
-    return e;
+  if (!options.weightless)
+    if (Error e = writeFile(staging + "/params.bin", params))
+      return e;
   if (options.extraFiles)
     if (Error e = options.extraFiles(staging))
       return e;

@@ -101,7 +101,12 @@ std::string readExternalData(const onnx::TensorProto &tensor,
   }
   if (length > size - offset)
     return "external data file '" + path + "' ends before offset " +
-           std::to_string(offset) + " + " + std::to_string(length) + " bytes";
+           std::to_string(offset) + " + " + std::to_string(length) +
+           " bytes" +
+           (size == 0 ? " (it is empty: a weightless model, whose "
+                        "initializers are declared only; compile it with "
+                        "--no-weights)"
+                      : "");
   int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return "cannot open external data file '" + path + "': " +

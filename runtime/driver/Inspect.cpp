@@ -383,7 +383,9 @@ uint64_t persistentTotal(const Inspection &in) {
 void printPrograms(const std::string &dir, const plan::Plan &p,
                    std::ostream &os) {
   os << "artifact     " << dir << " (model " << p.model_name() << ", format "
-     << p.format_version() << ", fingerprint " << p.fingerprint() << ")\n";
+     << p.format_version() << ", fingerprint " << p.fingerprint()
+     << (p.weightless() ? ", plan-only: compiled with --no-weights" : "")
+     << ")\n";
   os << "programs    ";
   for (const auto &program : p.programs()) {
     os << " " << program.name() << " (" << kernelsOf(program).size()
@@ -677,6 +679,8 @@ void printJson(const std::string &dir, const Inspection &in,
   const plan::Plan &p = *in.plan;
   os << "{\"artifact\": " << jsonString(dir)
      << ", \"fingerprint\": " << jsonString(p.fingerprint())
+     << ", \"model_fingerprint\": " << jsonString(p.model_fingerprint())
+     << ", \"weightless\": " << (p.weightless() ? "true" : "false")
      << ", \"programs\": {";
   for (int i = 0; i < p.programs_size(); ++i)
     os << (i ? ", " : "") << jsonString(p.programs(i).name()) << ": "

@@ -266,11 +266,13 @@ Status Artifact::load(const std::string &dir, std::unique_ptr<Artifact> &out) {
     return s;
   uint32_t count = p.tensors_size();
 
+  // A plan-only artifact has no params.bin: its sections are a layout.
   std::string paramsPath = dir + "/params.bin";
   struct stat st;
-  if (stat(paramsPath.c_str(), &st) != 0)
+  if (!p.weightless() && stat(paramsPath.c_str(), &st) != 0)
     return Status::error("cannot open '" + paramsPath + "'");
-  size_t size = static_cast<size_t>(st.st_size);
+  size_t size = p.weightless() ? size_t(p.params_size_bytes())
+                               : static_cast<size_t>(st.st_size);
   if (size != p.params_size_bytes())
     return Status::error("'" + paramsPath + "' has " + std::to_string(size) +
                          " bytes, the plan expects " +
@@ -296,7 +298,7 @@ Status Artifact::load(const std::string &dir, std::unique_ptr<Artifact> &out) {
                            "' lies outside its params.bin section");
   }
   a->sections_.resize(p.params_sections_size());
-  if (p.params_sections_size())
+  if (p.params_sections_size() && !p.weightless())
     if (Status s = a->mapSection(0); !s)
       return s;
   out = std::move(a);

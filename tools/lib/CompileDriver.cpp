@@ -94,6 +94,13 @@ struct CompileOptions {
       "no-fuse-attention",
       cl::desc("Keep attention as matmul/softmax instead of one op"),
       cl::init(false), cl::cat(category)};
+  cl::opt<bool> noWeights{
+      "no-weights",
+      cl::desc("With -o: read no parameter's value and write a plan-only "
+               "artifact (no params.bin) that strata-inspect reads and "
+               "strata-run refuses; for models whose weights are declared "
+               "only (models/generate_model.py --weightless) or too big"),
+      cl::init(false), cl::cat(category)};
   cl::opt<bool> forwardOnly{
       "forward-only",
       cl::desc("With -o: write an inference artifact (the forward pass) "
@@ -323,9 +330,13 @@ llvm::Error writeArtifactStage(ModuleOp module, const CompileOptions &options,
                                const strata::TrainingConfig &config,
                                const strata::codegen::TopologyOptions &topology,
                                int argc, char **argv) {
-  auto weights = strata::frontend::openOnnxWeights(options.input);
-  if (!weights)
-    return weights.takeError();
+  std::unique_ptr<strata::frontend::OnnxWeights> weights;
+  if (!options.noWeights) {
+    auto opened = strata::frontend::openOnnxWeights(options.input);
+    if (!opened)
+      return opened.takeError();
+    weights = std::move(*opened);
+  }
   std::string summary = stages.training ? "training" : "forward-only";
   for (int i = 1; i < argc; ++i)
     summary += std::string(" ") + argv[i];
@@ -342,8 +353,9 @@ llvm::Error writeArtifactStage(ModuleOp module, const CompileOptions &options,
   // The user's graph, with the weights that params.bin holds emptied, so
   // strata-run --export-onnx can write it back with trained values.
   std::set<std::string> emptied = weightNames(module);
+  artifactOptions.weightless = options.noWeights;
   std::string onnxPath = options.input;
-  if (!llvm::StringRef(onnxPath).ends_with(".onnxtxt"))
+  if (!options.noWeights && !llvm::StringRef(onnxPath).ends_with(".onnxtxt"))
     artifactOptions.extraFiles = [&](llvm::StringRef staging) -> llvm::Error {
       std::string e = strata::frontend::writeModelSkeleton(
           onnxPath, emptied, (staging + "/model.onnx").str());
@@ -353,7 +365,11 @@ llvm::Error writeArtifactStage(ModuleOp module, const CompileOptions &options,
     };
   return strata::codegen::writeArtifact(
       module, options.output,
-      [&](llvm::StringRef name) { return (*weights)->read(name); },
+      [&](llvm::StringRef name) -> llvm::Expected<std::string> {
+        if (!weights)
+          return fail("--no-weights: no value of '" + name + "' is read");
+        return weights->read(name);
+      },
       artifactOptions);
 }
 

@@ -6,6 +6,7 @@
 #include "strata/Dialect/Graph/IR/StateUpdates.h"
 
 #include <algorithm>
+#include <functional>
 
 using namespace mlir;
 
@@ -109,16 +110,52 @@ void placeGroups(std::vector<Interval> &intervals,
       return intervals[a].bytes > intervals[c].bytes;
     return intervals[a].first < intervals[c].first;
   });
-  std::vector<size_t> placed;
+  // The placed intervals that overlap one, found in O(log n) each: the
+  // group sorted by `first`, under a tree holding each node's largest
+  // `last` among its placed intervals (-1: none placed). Scanning every
+  // placed interval for each new one was quadratic (a 1024-rank compile
+  // spent most of its time here).
+  std::vector<size_t> byFirst = groups;
+  std::stable_sort(byFirst.begin(), byFirst.end(), [&](size_t a, size_t c) {
+    return intervals[a].first < intervals[c].first;
+  });
+  std::vector<int64_t> firsts(byFirst.size());
+  DenseMap<size_t, size_t> slotOf;
+  for (size_t k = 0; k < byFirst.size(); ++k) {
+    firsts[k] = intervals[byFirst[k]].first;
+    slotOf[byFirst[k]] = k;
+  }
+  size_t leaves = 1;
+  while (leaves < byFirst.size())
+    leaves *= 2;
+  std::vector<int64_t> maxLast(2 * leaves, -1);
+  auto place = [&](size_t i) {
+    size_t node = leaves + slotOf[i];
+    maxLast[node] = intervals[i].last;
+    for (node /= 2; node; node /= 2)
+      maxLast[node] = std::max(maxLast[2 * node], maxLast[2 * node + 1]);
+  };
   std::vector<std::pair<int64_t, int64_t>> busy; // [offset, end)
+  // Appends the placed intervals among slots [0, limit) whose last >= a.
+  std::function<void(size_t, size_t, size_t, size_t, int64_t)> collect =
+      [&](size_t node, size_t lo, size_t hi, size_t limit, int64_t a) {
+        if (lo >= limit || maxLast[node] < a)
+          return;
+        if (node >= leaves) {
+          const Interval &other = intervals[byFirst[node - leaves]];
+          busy.push_back({other.offset, other.offset + other.bytes});
+          return;
+        }
+        size_t mid = (lo + hi) / 2;
+        collect(2 * node, lo, mid, limit, a);
+        collect(2 * node + 1, mid, hi, limit, a);
+      };
   for (size_t i : order) {
     Interval &iv = intervals[i];
     busy.clear();
-    for (size_t j : placed) {
-      const Interval &other = intervals[j];
-      if (other.first <= iv.last && iv.first <= other.last)
-        busy.push_back({other.offset, other.offset + other.bytes});
-    }
+    size_t limit = std::upper_bound(firsts.begin(), firsts.end(), iv.last) -
+                   firsts.begin();
+    collect(1, 0, leaves, limit, iv.first);
     std::sort(busy.begin(), busy.end());
     int64_t best = -1, bestGap = INT64_MAX, start = 0;
     for (auto [offset, end] : busy) {
@@ -131,7 +168,7 @@ void placeGroups(std::vector<Interval> &intervals,
     }
     iv.offset = best >= 0 ? best : start;
     arenaBytes = std::max(arenaBytes, iv.offset + iv.bytes);
-    placed.push_back(i);
+    place(i);
   }
 }
 

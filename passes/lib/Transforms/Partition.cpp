@@ -191,10 +191,10 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
                                           sched::Group::Partition, shards)
           .getResults();
     // (1) An inter-node all-gather among the ranks with this local rank
-    // (one per node): the shards of partition ranks l, l+K, ...;
-    // (2) rearranged: split into those P/K shards; (3) P/K batched
-    // intra-node all-gathers, the i-th giving [C(iK), ..., C(iK+K-1)] of
-    // every member; concatenated in order, [C0, ..., C(P-1)].
+    // (one per node): the shards of partition ranks l, l+K, ..., that is
+    // P/K blocks [C(l), C(K+l), ...]; (2) one intra-node all-gather of
+    // those P/K blocks (`blocks`), block i giving [C(iK), ..., C(iK+K-1)]:
+    // in order, [C0, ..., C(P-1)]. The IR holds two ops whatever P/K.
     int64_t nodes = partition / ranksPerNode;
     SmallVector<Type> interTypes;
     for (Value s : shards) {
@@ -204,31 +204,11 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
     }
     auto inter = b.create<sched::AllGatherOp>(loc, interTypes,
                                               sched::Group::Inter, shards);
-    SmallVector<Value> pieces;
-    SmallVector<Type> intraTypes;
-    for (auto [shard, gathered] : llvm::zip(shards, inter.getResults())) {
-      auto t = cast<RankedTensorType>(shard.getType());
-      SmallVector<Type> pieceTypes(nodes, t);
-      auto split = b.create<graph::SplitOp>(loc, pieceTypes, gathered,
-                                            b.getI64IntegerAttr(0));
-      for (Value piece : split.getOutputs()) {
-        pieces.push_back(piece);
-        intraTypes.push_back(RankedTensorType::get(
-            {t.getNumElements() * int64_t(ranksPerNode)}, t.getElementType()));
-      }
-    }
-    auto intra = b.create<sched::AllGatherOp>(loc, intraTypes,
-                                              sched::Group::Intra, pieces);
-    SmallVector<Value> results;
-    for (unsigned i = 0; i < shards.size(); ++i) {
-      auto blocks = intra.getResults().slice(i * nodes, nodes);
-      results.push_back(nodes == 1 ? Value(blocks.front())
-                                   : b.create<graph::ConcatOp>(
-                                         loc, padded[i], blocks,
-                                         b.getI64IntegerAttr(0))
-                                         .getResult());
-    }
-    return results;
+    auto intra = b.create<sched::AllGatherOp>(
+        loc, padded, sched::Group::Intra, inter.getResults());
+    if (nodes > 1)
+      intra->setAttr("blocks", b.getI64IntegerAttr(nodes));
+    return SmallVector<Value>(intra.getResults());
   }
 
   /// Drops the padding and restores the shape.

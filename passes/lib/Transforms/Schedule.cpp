@@ -257,6 +257,10 @@ struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
           continue;
         for (Operation *c : f.chain)
           c->moveBefore(target);
+        // Without a cap every move stands: nothing to measure (measuring is
+        // linear in the block, per move).
+        if (liveCap == INT64_MAX && waitCap == INT64_MAX)
+          break;
         measure(body, fetches, live, waiting);
         if (live <= liveCap && waiting <= waitCap)
           break;

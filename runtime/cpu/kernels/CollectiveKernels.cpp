@@ -45,6 +45,8 @@ Status allGatherKernel(KernelContext &ctx) {
   size_t members;
   if (Status s = prepare(ctx, op, group, members); !s)
     return s;
+  // `blocks` B: operand block j gathers into result block j (one call).
+  int64_t blocks = ctx.attrs.getInt("blocks", 1);
   std::vector<Communicator::Buffer> buffers;
   for (size_t i = 0; i < ctx.inputs.size(); ++i) {
     const TensorView &in = ctx.inputs[i];
@@ -53,7 +55,15 @@ Status allGatherKernel(KernelContext &ctx) {
       return Status::error(op + ": result " + out.describe() +
                            " is not the group's " + std::to_string(members) +
                            " shards " + in.describe());
-    buffers.push_back({in.dtype, in.data, out.data, size_t(in.numel())});
+    if (blocks < 1 || in.numel() % blocks != 0)
+      return Status::error(op + ": operand " + in.describe() + " is not " +
+                           std::to_string(blocks) + " equal blocks");
+    size_t count = size_t(in.numel() / blocks);
+    size_t bytes = count * byteWidth(in.dtype);
+    for (int64_t j = 0; j < blocks; ++j)
+      buffers.push_back({in.dtype, static_cast<char *>(in.data) + j * bytes,
+                         static_cast<char *>(out.data) + j * bytes * members,
+                         count});
   }
   return ctx.comm->allGather(group, buffers);
 }

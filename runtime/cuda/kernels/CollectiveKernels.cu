@@ -105,11 +105,26 @@ Status allGatherKernel(KernelContext &ctx) {
       return Status::error(op + ": result " + ctx.outputs[i].describe() +
                            " is not the group's " + std::to_string(members) +
                            " shards " + ctx.inputs[i].describe());
+  // `blocks` B: operand block j gathers into result block j, all in one
+  // NCCL group.
+  int64_t blocks = ctx.attrs.getInt("blocks", 1);
+  for (size_t i = 0; i < ctx.inputs.size(); ++i)
+    if (blocks < 1 || ctx.inputs[i].numel() % blocks != 0)
+      return Status::error(op + ": operand " + ctx.inputs[i].describe() +
+                           " is not " + std::to_string(blocks) +
+                           " equal blocks");
   cudaStream_t stream = streamOf(ctx).stream;
   return grouped(ctx, op, [&](const TensorView &in, TensorView &out,
                               ncclDataType_t type) {
-    return ncclAllGather(in.data, out.data, size_t(in.numel()), type, comm,
-                         stream);
+    size_t count = size_t(in.numel() / blocks);
+    size_t bytes = count * byteWidth(in.dtype);
+    ncclResult_t result = ncclSuccess;
+    for (int64_t j = 0; j < blocks && result == ncclSuccess; ++j)
+      result = ncclAllGather(static_cast<const char *>(in.data) + j * bytes,
+                             static_cast<char *>(out.data) +
+                                 j * bytes * size_t(members),
+                             count, type, comm, stream);
+    return result;
   });
 }
 

@@ -84,17 +84,17 @@ func.func @main(%x: tensor<2x4xf32> {graph.name = "x", graph.role = #graph<role 
 // ONE-COUNT-6: sched.all_reduce replication %{{[^,]*}}
 
 // Hierarchical (P = 4 over two nodes of K = 2): (1) one inter-node
-// all-gather of the bucket among the ranks with this local rank, (2) each
-// result split into its P/K = 2 shards, (3) the P/K batched intra-node
-// all-gathers as one coalesced op, concatenated to [C0, C1, C2, C3].
+// all-gather of the bucket among the ranks with this local rank, giving
+// each value's P/K = 2 shards as blocks; (2) one intra-node all-gather of
+// those blocks (`blocks = 2`), block i gathered over the node: in order
+// [C0, C1, C2, C3]. Two ops whatever P/K (no split, no concat): the IR
+// does not grow with the nodes a group spans.
 // HIER-LABEL: func.func @micro_step
 // HIER: %[[INTER:.*]]:2 = sched.all_gather inter %{{.*}}, %{{.*}} : tensor<4xf32>, tensor<1xf32> -> tensor<8xf32>, tensor<2xf32>
-// HIER: %[[W:.*]]:2 = graph.split %[[INTER]]#0 {axis = 0 : i64} : (tensor<8xf32>) -> (tensor<4xf32>, tensor<4xf32>)
-// HIER: %[[B:.*]]:2 = graph.split %[[INTER]]#1 {axis = 0 : i64} : (tensor<2xf32>) -> (tensor<1xf32>, tensor<1xf32>)
-// HIER: %[[INTRA:.*]]:4 = sched.all_gather intra %[[W]]#0, %[[W]]#1, %[[B]]#0, %[[B]]#1 : tensor<4xf32>, tensor<4xf32>, tensor<1xf32>, tensor<1xf32> -> tensor<8xf32>, tensor<8xf32>, tensor<2xf32>, tensor<2xf32>
-// HIER: %[[FULL:.*]] = graph.concat %[[INTRA]]#0, %[[INTRA]]#1 {axis = 0 : i64} : (tensor<8xf32>, tensor<8xf32>) -> tensor<16xf32>
-// HIER: graph.concat %[[INTRA]]#2, %[[INTRA]]#3
-// HIER: graph.reshape %[[FULL]] : tensor<16xf32> -> tensor<4x4xf32>
+// HIER: %[[INTRA:.*]]:2 = sched.all_gather intra %[[INTER]]#0, %[[INTER]]#1 {blocks = 2 : i64} : tensor<8xf32>, tensor<2xf32> -> tensor<16xf32>, tensor<4xf32>
+// HIER-NOT: graph.split
+// HIER-NOT: graph.concat
+// HIER: graph.reshape %[[INTRA]]#0 : tensor<16xf32> -> tensor<4x4xf32>
 // HIER-NOT: group = "partition"} : tensor<{{.*}}> -> tensor<
 // HIER: graph.cross_entropy
 // HIER: sched.reduce_scatter partition {{.*}}

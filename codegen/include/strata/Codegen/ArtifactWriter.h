@@ -55,6 +55,10 @@ struct ArtifactOptions {
   /// configuration a checkpoint must share to be resumed (resharded) by
   /// this artifact.
   std::string modelIdentity;
+  /// A plan-only artifact (strata-compile --no-weights): no initial value
+  /// is read and no params.bin written; strata-inspect and the simulator
+  /// read it, strata-run refuses it.
+  bool weightless = false;
 };
 
 /// Writes `dir` (plan.pb and params.bin) for `module`'s @main. The folder is

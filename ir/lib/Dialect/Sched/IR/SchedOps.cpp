@@ -513,6 +513,18 @@ void AllReduceOp::getEffects(
 }
 
 LogicalResult AllGatherOp::verify() {
+  if (Attribute attr = (*this)->getAttr("blocks")) {
+    auto blocks = dyn_cast<IntegerAttr>(attr);
+    if (!blocks || blocks.getInt() < 1)
+      return emitOpError("'blocks' must be a positive integer");
+    for (Value in : getInputs())
+      if (cast<RankedTensorType>(in.getType()).getNumElements() %
+              blocks.getInt() !=
+          0)
+        return emitOpError("an operand of ")
+               << cast<RankedTensorType>(in.getType()).getNumElements()
+               << " elements is not " << blocks.getInt() << " equal blocks";
+  }
   return verifyCollective(*this, Sizes::Gathered);
 }
 LogicalResult ReduceScatterOp::verify() {

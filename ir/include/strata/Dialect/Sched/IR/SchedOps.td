@@ -40,9 +40,16 @@ def Sched_AllGatherOp : Sched_CollectiveOp<"all_gather"> {
     members, in group order: G times the operand's size for a group of G.
     Several operands are one coalesced call (a bucket).
 
+    With `blocks = B` (MiCS's hierarchical gather, its intra-node stage)
+    each operand is B equal blocks and each result B blocks of G times
+    their size: result block j is block j gathered over the group. One op
+    describes what would otherwise be B gathers and a concatenation, so the
+    IR does not grow with the number of nodes a partition group spans.
+
     ```mlir
     %full = sched.all_gather partition %shard : tensor<128xf32> -> tensor<512xf32>
     %w, %b = sched.all_gather partition %ws, %bs : tensor<128xf32>, tensor<2xf32> -> tensor<512xf32>, tensor<8xf32>
+    %full = sched.all_gather intra %pieces {blocks = 4 : i64} : tensor<512xf32> -> tensor<1024xf32>
     ```
   }];
 }
