@@ -9,10 +9,13 @@ packages=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   libopenmpi-dev openmpi-bin libopenblas-dev
   libgtest-dev
+  python3-onnx
 )
-# `tools/install-deps.sh --models` adds what models/ needs to re-export.
+# python3-onnx: models/generate_model.py writes the weightless models the
+# compile-scale test compiles. `tools/install-deps.sh --models` adds what
+# models/ needs to re-export from PyTorch.
 if [[ "${1:-}" == "--models" ]]; then
-  packages+=(python3-torch python3-onnx python3-numpy python3-torchvision)
+  packages+=(python3-torch python3-numpy python3-torchvision)
 fi
 
 missing=()

@@ -17,6 +17,9 @@
 
 #include "plan.pb.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
 #include <fstream>
 
 using namespace mlir;
@@ -937,8 +940,15 @@ Error writeArtifact(ModuleOp module, llvm::StringRef dir,
   if (std::error_code ec = llvm::sys::fs::create_directories(staging))
     return fail("cannot create '" + staging + "': " + ec.message());
   std::string serialized;
-  if (!plan.SerializeToString(&serialized))
-    return fail("codegen: cannot serialize the plan");
+  {
+    // Deterministic: a map field (Training.int_input_high) is otherwise
+    // written in hash order, so two compiles of one model differed.
+    google::protobuf::io::StringOutputStream stream(&serialized);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    if (!plan.SerializeToCodedStream(&coded))
+      return fail("codegen: cannot serialize the plan");
+  }
   // The checksum of everything before it, appended as the last field.
   serialized += runtime::planChecksumField(
       runtime::fnv1a64(serialized.data(), serialized.size()));

@@ -883,12 +883,19 @@ func::FuncOp ModelImporter::createMain(ModuleOp module,
   auto func = builder.create<func::FuncOp>(
       module.getLoc(), "main", builder.getFunctionType(argTypes, {}));
   Block *entry = func.addEntryBlock();
+  // Every argument's attributes at once: one setArgAttr per argument
+  // rebuilds the whole list each time (quadratic in the parameters).
+  SmallVector<DictionaryAttr> argAttrs;
   for (auto [i, arg] : llvm::enumerate(args)) {
-    func.setArgAttr(i, graph::kNameAttrName, builder.getStringAttr(arg.name));
-    func.setArgAttr(i, graph::kRoleAttrName,
-                    graph::RoleAttr::get(&context, arg.role));
+    NamedAttribute attrs[] = {
+        builder.getNamedAttr(graph::kNameAttrName,
+                             builder.getStringAttr(arg.name)),
+        builder.getNamedAttr(graph::kRoleAttrName,
+                             graph::RoleAttr::get(&context, arg.role))};
+    argAttrs.push_back(builder.getDictionaryAttr(attrs));
     values[arg.name] = entry->getArgument(i);
   }
+  func.setAllArgAttrs(argAttrs);
   builder.setInsertionPointToEnd(entry);
   return func;
 }

@@ -399,6 +399,8 @@ int evaluateForward(const RunArguments &args, const std::string &backend) {
   std::unique_ptr<Artifact> artifact;
   if (Status s = Artifact::load(artifactDir, artifact); !s)
     return error(s.message());
+  if (Status s = artifact->checkRunnable(); !s)
+    return error(s.message());
   if (artifact->getPlan().has_topology() &&
       artifact->getPlan().topology().world() > 1)
     return error("--forward evaluates a one-rank artifact; '" + artifactDir +

@@ -1269,6 +1269,8 @@ int train(const TrainOptions &options) {
   std::unique_ptr<Artifact> artifact;
   if (Status s = Artifact::load(options.artifactDir, artifact); !s)
     return error(s.message());
+  if (Status s = artifact->checkRunnable(); !s)
+    return error(s.message());
   if (!artifact->getPlan().has_training())
     return error("'" + options.artifactDir +
                  "' was compiled with --forward-only; recompile without it to "

@@ -305,6 +305,15 @@ Status Artifact::load(const std::string &dir, std::unique_ptr<Artifact> &out) {
   return Status::ok();
 }
 
+Status Artifact::checkRunnable() const {
+  if (plan_->weightless())
+    return Status::error("artifact '" + dir_ +
+                         "' is plan-only (compiled with --no-weights): it "
+                         "has no weights to run; strata-inspect reads it, "
+                         "or compile the model with its weights");
+  return Status::ok();
+}
+
 Status Artifact::mapSection(uint32_t index) {
   if (index >= sections_.size())
     return Status::error("plan: params.bin has no section " +

@@ -94,11 +94,8 @@ Status Executor::create(const Artifact &artifact, std::shared_ptr<Device> device
                         std::unique_ptr<Executor> &out,
                         const ExecutorOptions &options) {
   const plan::Plan &p = artifact.getPlan();
-  if (p.weightless())
-    return Status::error("artifact '" + artifact.getDir() +
-                         "' is plan-only (compiled with --no-weights): it "
-                         "has no weights to run; strata-inspect reads it, "
-                         "or compile the model with its weights");
+  if (Status s = artifact.checkRunnable(); !s)
+    return s;
   std::unique_ptr<Executor> e(new Executor());
   e->device_ = std::move(device);
   e->options_ = options;

@@ -74,6 +74,7 @@ struct VerifySchedulePass
     DenseMap<Operation *, size_t> instruction;
     for (size_t i = 0; i < ops.size(); ++i)
       instruction[ops[i].op] = i;
+    std::vector<std::vector<size_t>> byStream(s);
     std::optional<Stream> collectiveStream;
     auto fail = [&](size_t i, const Twine &message) {
       return ops[i].op->emitError("strata-verify-schedule: @")
@@ -116,17 +117,30 @@ struct VerifySchedulePass
       ordinal[i] = ++mine[own];
       clock[i] = mine;
       // Everything on other streams this op conflicts with must be ordered
-      // before it.
-      for (size_t a = 0; a < i; ++a) {
-        if (ops[a].stream == own || ordinal[a] <= clock[i][ops[a].stream] ||
-            !schedule::conflict(ops[a], ops[i]))
+      // before it. Stream u's instructions are in `byStream[u]` in order,
+      // ordinal k at k - 1: those after clock[i][u] are the unordered ones,
+      // the only ones to check (all earlier instructions were, quadratic in
+      // the program). The first conflict in program order is reported.
+      size_t first = SIZE_MAX;
+      for (size_t u = 0; u < s; ++u) {
+        if (int(u) == own)
           continue;
+        const std::vector<size_t> &list = byStream[u];
+        for (size_t k = size_t(std::max<int64_t>(clock[i][u], 0));
+             k < list.size() && list[k] < first; ++k)
+          if (schedule::conflict(ops[list[k]], ops[i])) {
+            first = list[k];
+            break;
+          }
+      }
+      if (first != SIZE_MAX)
         return fail(i, schedule::describe(ops[i], int64_t(i), streams) +
                            " and " +
-                           schedule::describe(ops[a], int64_t(a), streams) +
+                           schedule::describe(ops[first], int64_t(first),
+                                              streams) +
                            " touch the same bytes, one writing, and no wait "
                            "orders them");
-      }
+      byStream[own].push_back(i);
     }
     return success();
   }

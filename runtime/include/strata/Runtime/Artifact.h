@@ -61,6 +61,9 @@ public:
   Status mapShard(uint32_t shardIndex);
 
   const plan::Plan &getPlan() const { return *plan_; }
+  /// An error when the artifact cannot run: a plan-only one
+  /// (strata-compile --no-weights) has no weights.
+  Status checkRunnable() const;
   /// The mapped bytes of a params.bin section, or null when not mapped.
   const unsigned char *getSection(uint32_t index) const;
   const std::string &getDir() const { return dir_; }

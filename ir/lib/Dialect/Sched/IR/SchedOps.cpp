@@ -11,6 +11,9 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <algorithm>
+#include <queue>
+#include <set>
+#include <tuple>
 
 using namespace mlir;
 using namespace strata::sched;
@@ -292,32 +295,57 @@ LogicalResult verifyArena(Operation *func, ArenaAttr arena) {
           {result, position[&op], last, slot.getOffset(), end, host});
     }
   }
-  // Sweep in order of birth; `live` holds the values not yet dead.
+  // Sweep in order of birth; `live` holds the values not yet dead, by
+  // (arena, first byte), so a new value is compared with those that could
+  // share a byte (a first byte at most the largest value's size before its
+  // own) rather than with every live value (quadratic in a deep model).
   std::stable_sort(placed.begin(), placed.end(),
                    [](const Placed &a, const Placed &b) {
                      return a.first < b.first;
                    });
-  std::vector<const Placed *> live;
-  for (const Placed &p : placed) {
-    std::erase_if(live, [&](const Placed *q) { return q->last < p.first; });
-    for (const Placed *q : live) {
-      if (q->host != p.host || q->end <= p.begin || p.end <= q->begin)
+  int64_t largest = 0;
+  for (const Placed &p : placed)
+    largest = std::max(largest, p.end - p.begin);
+  using Key = std::tuple<bool, int64_t, size_t>; // host, begin, birth
+  std::set<Key> live;
+  using Death = std::pair<int64_t, size_t>; // last, birth
+  std::priority_queue<Death, std::vector<Death>, std::greater<Death>> deaths;
+  for (size_t k = 0; k < placed.size(); ++k) {
+    const Placed &p = placed[k];
+    while (!deaths.empty() && deaths.top().first < p.first) {
+      const Placed &dead = placed[deaths.top().second];
+      live.erase({dead.host, dead.begin, deaths.top().second});
+      deaths.pop();
+    }
+    // The first live value (in order of birth) that overlaps p unsanctioned.
+    size_t culprit = SIZE_MAX;
+    for (auto it = live.lower_bound({p.host, p.begin - largest, 0});
+         it != live.end() && std::get<0>(*it) == p.host &&
+         std::get<1>(*it) < p.end;
+         ++it) {
+      const Placed &q = placed[std::get<2>(*it)];
+      if (q.end <= p.begin || std::get<2>(*it) >= culprit)
         continue;
       // The one sanctioned overlap: p's op writes over q, which dies there.
       Operation *writer = p.value.getOwner();
       std::optional<unsigned> donor =
           strata::graph::inPlaceOperand(writer, p.value.getResultNumber());
-      if (q->last == p.first && donor && *donor < writer->getNumOperands() &&
-          writer->getOperand(*donor) == q->value)
+      if (q.last == p.first && donor && *donor < writer->getNumOperands() &&
+          writer->getOperand(*donor) == q.value)
         continue;
-      return writer->emitOpError()
+      culprit = std::get<2>(*it);
+    }
+    if (culprit != SIZE_MAX) {
+      const Placed &q = placed[culprit];
+      return p.value.getOwner()->emitOpError()
              << describeResult(p.value) << " at [" << p.begin << ", " << p.end
-             << ") overlaps " << describeResult(q->value) << " at ["
-             << q->begin << ", " << q->end
+             << ") overlaps " << describeResult(q.value) << " at ["
+             << q.begin << ", " << q.end
              << ") while both are live: the memory plan gives two live values "
                 "the same bytes";
     }
-    live.push_back(&p);
+    live.insert({p.host, p.begin, k});
+    deaths.push({p.last, k});
   }
   return success();
 }
