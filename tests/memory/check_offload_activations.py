@@ -173,6 +173,33 @@ def main():
               f"activation arena {host} bytes" +
               (f"; device bytes by rank {held[name + '-ref']} -> "
                f"{held[name + '-off']}" if held[name + "-off"] else ""))
+    if not only or "budget" in only:
+        onnx = os.path.join(MODELS, "gpt_deep.onnx")
+        ref_art = os.path.join(work, "budget-ref.strata")
+        run([compile_, onnx, "-o", ref_art, "--steps", steps])
+        def peak(art):
+            info = json.loads(run([inspect, art, "--json"], capture_output=True,
+                                  text=True).stdout)["memory"]
+            return (info["device"]["planned_peak_bytes"],
+                    info["host"]["activation_arena_bytes"])
+        whole = peak(ref_art)[0]
+        ref, ref_state = train(ref_art, "budget-ref", 0, [])
+        for fraction in (0.5, 0.3):
+            budget = int(whole * fraction)
+            art = os.path.join(work, f"budget-{fraction}.strata")
+            proc = run([compile_, onnx, "-o", art, "--steps", steps,
+                        "--gpu-memory", str(budget)], capture_output=True,
+                       text=True)
+            planned, host = peak(art)
+            got, state = train(art, f"budget-{fraction}", 0, [])
+            ok = ("offloaded to the host as well" in proc.stderr and
+                  planned <= budget and host > 0 and got == ref and
+                  state == ref_state)
+            print(f"budget {fraction:.0%} of {whole}: planned peak {planned} "
+                  f"<= {budget}, host activation arena {host}; "
+                  f"{len(got)} steps bit-identical"
+                  + ("" if ok else f": WRONG ({proc.stderr.strip()})"))
+            failures += not ok
     if not only or "stages" in only:
         ref = stage_plans(compile_, [])
         off = stage_plans(compile_, ["--offload-activations"])

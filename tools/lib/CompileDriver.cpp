@@ -485,11 +485,33 @@ int strata::compileMain(int argc, char **argv) {
   if (stages.planned) {
     MemoryPipelineOptions memory;
     MemoryPipelineOptions::fill(memory, config);
-    if (llvm::Error e = runPasses(
-            context, **module,
-            [&](OpPassManager &pm) { buildMemoryPipeline(pm, memory); }, "",
-            "planning memory failed"))
-      return error(llvm::toString(std::move(e)));
+    // Under a budget that moving state off the device and recomputing
+    // cannot meet, the activations backward reads go to the host as well
+    // (strata-offload-activations): the plan is made again from a copy.
+    bool mayOffload = config.gpuMemory && !config.offloadActivations;
+    OwningOpRef<ModuleOp> unplanned;
+    if (mayOffload)
+      unplanned = cast<ModuleOp>((**module)->clone());
+    auto plan = [&] {
+      return runPasses(
+          context, **module,
+          [&](OpPassManager &pm) { buildMemoryPipeline(pm, memory); }, "",
+          "planning memory failed");
+    };
+    if (llvm::Error e = plan()) {
+      if (!mayOffload)
+        return error(llvm::toString(std::move(e)));
+      llvm::consumeError(std::move(e));
+      memory.offloadActivations = true;
+      *module = std::move(unplanned);
+      if (llvm::Error again = plan())
+        return error(llvm::toString(std::move(again)));
+      llvm::errs() << "strata-compile: note: the step does not fit "
+                      "--gpu-memory with its state moved off the device and "
+                      "recomputation alone; the activations backward reads "
+                      "are offloaded to the host as well "
+                      "(--offload-activations)\n";
+    }
   }
   if (stages.writeArtifact) {
     if (llvm::Error e = writeArtifactStage(**module, options, stages, config,
