@@ -184,6 +184,7 @@ def main():
                     info["host"]["activation_arena_bytes"])
         whole = peak(ref_art)[0]
         ref, ref_state = train(ref_art, "budget-ref", 0, [])
+        moved = {}
         for fraction in (0.5, 0.3):
             budget = int(whole * fraction)
             art = os.path.join(work, f"budget-{fraction}.strata")
@@ -200,6 +201,12 @@ def main():
                   f"{len(got)} steps bit-identical"
                   + ("" if ok else f": WRONG ({proc.stderr.strip()})"))
             failures += not ok
+            moved[fraction] = host
+        # The looser budget moves less: the largest activations go first.
+        if not moved[0.5] < moved[0.3]:
+            print(f"budget: 50% moves {moved[0.5]} bytes of activations, 30% "
+                  f"{moved[0.3]}: the looser budget should move fewer")
+            failures += 1
     if not only or "stages" in only:
         ref = stage_plans(compile_, [])
         off = stage_plans(compile_, ["--offload-activations"])

@@ -501,16 +501,28 @@ int strata::compileMain(int argc, char **argv) {
     if (llvm::Error e = plan()) {
       if (!mayOffload)
         return error(llvm::toString(std::move(e)));
-      llvm::consumeError(std::move(e));
+      // The largest saved activations first: the first threshold whose plan
+      // fits moves the fewest values (down to every one of 4 KiB or more).
+      llvm::Error last = std::move(e);
       memory.offloadActivations = true;
-      *module = std::move(unplanned);
-      if (llvm::Error again = plan())
-        return error(llvm::toString(std::move(again)));
-      llvm::errs() << "strata-compile: note: the step does not fit "
-                      "--gpu-memory with its state moved off the device and "
-                      "recomputation alone; the activations backward reads "
-                      "are offloaded to the host as well "
-                      "(--offload-activations)\n";
+      for (uint64_t minBytes = uint64_t(64) << 20;; minBytes /= 4) {
+        minBytes = std::max<uint64_t>(minBytes, 4096);
+        llvm::consumeError(std::move(last));
+        memory.offloadMinBytes = minBytes;
+        *module = cast<ModuleOp>(unplanned->clone());
+        last = plan();
+        if (!last) {
+          llvm::errs() << "strata-compile: note: the step does not fit "
+                          "--gpu-memory with its state moved off the device "
+                          "and recomputation alone; its saved activations of "
+                       << minBytes
+                       << " bytes or more are offloaded to the host as well "
+                          "(--offload-activations)\n";
+          break;
+        }
+        if (minBytes == 4096)
+          return error(llvm::toString(std::move(last)));
+      }
     }
   }
   if (stages.writeArtifact) {

@@ -160,7 +160,8 @@ void strata::buildMemoryPipeline(OpPassManager &pm,
   // Saved activations to the host tier, after recomputation has chosen
   // which backward still reads.
   if (options.offloadActivations)
-    pm.addPass(createOffloadActivationsPass());
+    pm.addPass(createOffloadActivationsPass(
+        OffloadActivationsPassOptions{options.offloadMinBytes}));
   pm.addPass(createPlanMemoryPass(memory));
   pm.addPass(createSchedulePass(schedule));
   pm.addPass(createPlanMemoryPass(memory));

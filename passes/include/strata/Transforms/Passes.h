@@ -72,6 +72,13 @@ struct MemoryPipelineOptions
 #define STRATA_MEMORY_OPTION STRATA_OPTION
 #include "strata/Transforms/TrainingOptions.def"
 #undef STRATA_OPTION
+  /// strata-offload-activations' min-bytes: strata-compile, offloading
+  /// activations by itself under a budget, tries the largest first.
+  Option<uint64_t> offloadMinBytes{
+      *this, "offload-min-bytes",
+      llvm::cl::desc("With offload-activations: the smallest activation "
+                     "moved"),
+      llvm::cl::init(4096)};
 
   /// The options from a config (strata-compile's command line).
   static void fill(MemoryPipelineOptions &out, const TrainingConfig &in);
