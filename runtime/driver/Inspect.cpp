@@ -650,6 +650,37 @@ void printOffloadedAndRecomputed(const Inspection &in, std::ostream &os) {
       os << ", ...";
     os << "\n";
   }
+  // What the tiers cost a step: the bytes sched.reload and sched.offload
+  // move (a micro-step's accumulation times, a pipeline stage's program
+  // once: it runs every micro-batch).
+  uint64_t stateIn = 0, stateOut = 0, actOut = 0, actIn = 0;
+  for (const plan::Program &program : p.programs()) {
+    if (program.name() == "forward")
+      continue;
+    uint64_t times = program.name() == "micro_step"
+                         ? std::max<uint64_t>(p.training().accum(), 1)
+                         : 1;
+    for (const plan::Instruction &inst : program.instructions()) {
+      bool reload = inst.op() == "sched.reload";
+      if ((!reload && inst.op() != "sched.offload") || inst.outputs_size() < 1 ||
+          inst.outputs(0) >= uint32_t(p.tensors_size()))
+        continue;
+      const plan::Tensor &t = p.tensors(int(inst.outputs(0)));
+      const plan::Tensor &from =
+          inst.inputs_size() && inst.inputs(0) < uint32_t(p.tensors_size())
+              ? p.tensors(int(inst.inputs(0)))
+              : t;
+      bool activation =
+          t.kind() == plan::ACTIVATION && from.kind() == plan::ACTIVATION;
+      uint64_t bytes = tensorBytes(t) * times;
+      (activation ? (reload ? actIn : actOut) : (reload ? stateIn : stateOut)) +=
+          bytes;
+    }
+  }
+  if (stateIn + stateOut + actOut + actIn)
+    os << "moves        per step: state " << stateIn << " bytes to the device, "
+       << stateOut << " back; activations " << actOut << " bytes to the host, "
+       << actIn << " back\n";
   if (!p.has_memory() || p.memory().recomputed_size() == 0) {
     os << "recomputed   none\n";
   } else {
