@@ -1,0 +1,86 @@
+//===- Simulator.h - A training step on a described cluster -----*- C++ -*-===//
+//
+// strata-sim replays an artifact's per-rank programs on a cluster that is
+// not here: every instruction gets a cost (a roofline for kernels, an
+// alpha-beta ring for collectives with the NIC shared by the concurrent
+// rings of a node, PCIe or SSD bandwidth for tier moves), and a
+// discrete-event replay over the program's streams and events gives the
+// step's time, its critical-path breakdown and a timeline. Ranks run the
+// same program (SPMD), so one rank per pipeline stage is replayed, and a
+// 1024-rank plan costs what an 8-rank one does.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_SIM_SIMULATOR_H
+#define STRATA_SIM_SIMULATOR_H
+
+#include "strata/Runtime/Kernel.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace strata::plan {
+class Plan;
+} // namespace strata::plan
+
+namespace strata::sim {
+
+/// A cluster as a flat JSON object (sim/clusters/*.json). Bandwidths in
+/// bytes/s, latencies in seconds, FLOP/s dense per GPU.
+struct Cluster {
+  std::string name;
+  int gpusPerNode = 8;
+  std::map<std::string, double> flops; // by dtype: "f32", "bf16", "f16"
+  double memoryBytes = 0;              // per GPU
+  double memoryBandwidth = 0;          // per GPU
+  double hostMemoryBytes = 0;          // per node
+  double pcieBandwidth = 0;            // per GPU, each way
+  double ssdBandwidth = 0;             // per node
+  double intraBandwidth = 0;           // per GPU (NVLink), each way
+  double intraLatency = 0;
+  double interBandwidth = 0;           // per node (all its NICs), each way
+  double interLatency = 0;
+  double kernelLaunch = 5e-6;
+  /// The share of peak a kernel class reaches (calibrated or assumed).
+  double gemmEfficiency = 0.7, attentionEfficiency = 0.5,
+         memoryEfficiency = 0.8;
+  std::string source; // where the figures come from
+};
+
+/// Reads a cluster file; one-line errors naming the key.
+runtime::Status loadCluster(const std::string &path, Cluster &out);
+
+/// One span of the predicted timeline.
+struct Span {
+  int stage = 0;
+  int stream = 0;
+  std::string name;
+  double start = 0, duration = 0;
+};
+
+struct Prediction {
+  double stepSeconds = 0;
+  /// Where the critical path (the compute stream of the slowest stage)
+  /// spends the step: kernels, waiting for collectives, waiting for tier
+  /// moves, waiting for another stage.
+  double compute = 0, communication = 0, offload = 0, bubble = 0;
+  double flopsPerRank = 0;     // counted FLOPs of a step on one rank
+  uint64_t tokensPerStep = 0;  // over all ranks
+  uint64_t samplesPerStep = 0;
+  uint64_t peakBytes = 0;      // the plan's device peak, largest stage
+  int world = 1, stages = 1, instructions = 0;
+  std::vector<Span> timeline;  // one step, every replayed stage
+};
+
+/// Predicts one optimizer step of `plan` on `cluster`.
+runtime::Status simulate(const plan::Plan &plan, const Cluster &cluster,
+                         Prediction &out);
+
+/// strata-sim's main.
+int simMain(int argc, char **argv);
+
+} // namespace strata::sim
+
+#endif // STRATA_SIM_SIMULATOR_H

@@ -1,0 +1,749 @@
+//===- Simulator.cpp - A training step on a described cluster -------------===//
+
+#include "strata/Sim/Simulator.h"
+
+#include "strata/Runtime/Artifact.h"
+#include "strata/Runtime/DType.h"
+#include "strata/Runtime/Footprint.h"
+#include "strata/Runtime/Topology.h"
+
+#include "plan.pb.h"
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+namespace strata::sim {
+namespace {
+
+using runtime::Status;
+
+//===----------------------------------------------------------------------===//
+// The cluster file
+//===----------------------------------------------------------------------===//
+
+/// A flat JSON object's "key": value pairs (numbers and strings).
+Status parseFlatJson(const std::string &text, const std::string &path,
+                     std::map<std::string, std::string> &out) {
+  size_t at = text.find('{');
+  if (at == std::string::npos)
+    return Status::error("cluster file '" + path + "' is not a JSON object");
+  ++at;
+  auto skip = [&] {
+    while (at < text.size() && std::isspace(static_cast<unsigned char>(text[at])))
+      ++at;
+  };
+  auto string = [&](std::string &s) {
+    if (at >= text.size() || text[at] != '"')
+      return false;
+    size_t end = text.find('"', at + 1);
+    if (end == std::string::npos)
+      return false;
+    s = text.substr(at + 1, end - at - 1);
+    at = end + 1;
+    return true;
+  };
+  for (;;) {
+    skip();
+    if (at < text.size() && text[at] == '}')
+      return Status::ok();
+    std::string key, value;
+    if (!string(key))
+      return Status::error("cluster file '" + path +
+                           "': expected a quoted key at byte " +
+                           std::to_string(at));
+    skip();
+    if (at >= text.size() || text[at] != ':')
+      return Status::error("cluster file '" + path + "': expected ':' after '" +
+                           key + "'");
+    ++at;
+    skip();
+    if (at < text.size() && text[at] == '"') {
+      if (!string(value))
+        return Status::error("cluster file '" + path + "': '" + key +
+                             "' has an unterminated string");
+    } else {
+      size_t end = text.find_first_of(",}", at);
+      if (end == std::string::npos)
+        return Status::error("cluster file '" + path + "': '" + key +
+                             "' has no value");
+      value = text.substr(at, end - at);
+      while (!value.empty() && std::isspace(static_cast<unsigned char>(value.back())))
+        value.pop_back();
+      at = end;
+    }
+    out[key] = value;
+    skip();
+    if (at < text.size() && text[at] == ',')
+      ++at;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Costs
+//===----------------------------------------------------------------------===//
+
+double elements(const plan::Tensor &t) {
+  double n = 1;
+  for (int64_t d : t.shape())
+    n *= double(d);
+  return n;
+}
+
+double lastDim(const plan::Tensor &t) {
+  return t.shape_size() ? double(t.shape(t.shape_size() - 1)) : 1.0;
+}
+
+const plan::Attribute *findAttr(const plan::Instruction &inst,
+                                const std::string &name) {
+  for (const plan::Attribute &a : inst.attributes())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+
+/// "f32", "bf16", "f16": the peak a kernel of this element type reaches.
+std::string peakKey(plan::DType t) {
+  if (t == plan::BF16)
+    return "bf16";
+  if (t == plan::F16)
+    return "f16";
+  return "f32";
+}
+
+/// What one rank's instruction costs on the cluster.
+class CostModel {
+public:
+  CostModel(const plan::Plan &p, const Cluster &c) : p(p), c(c) {
+    const plan::Topology &t = p.topology();
+    topo.world = std::max<int>(int(t.world()), 1);
+    topo.ranksPerNode = std::max<int>(int(t.ranks_per_node()), 1);
+    topo.partition = std::max<int>(int(t.partition()), 1);
+    topo.stages = std::max<int>(int(t.pipeline_stages()), 1);
+  }
+
+  const plan::Tensor &tensor(uint32_t id) const { return p.tensors(int(id)); }
+
+  /// Counted FLOPs of a kernel: products exactly, the rest one a result
+  /// element.
+  double flops(const plan::Instruction &inst) const {
+    if (inst.outputs_size() == 0)
+      return 0;
+    const plan::Tensor &out = tensor(inst.outputs(0));
+    const std::string &op = inst.op();
+    if ((op == "graph.linear" || op == "graph.matmul") && inst.inputs_size())
+      return 2 * elements(out) * lastDim(tensor(inst.inputs(0)));
+    if (op == "graph.linear_grad_weight" && inst.inputs_size()) {
+      const plan::Tensor &x = tensor(inst.inputs(0));
+      return 2 * elements(out) * elements(x) / std::max(lastDim(x), 1.0);
+    }
+    if ((op == "graph.attention" || op == "graph.attention_grad") &&
+        inst.inputs_size() >= 2) {
+      // q [..., S, D], k [..., T, D]: q k^T and p v, 2 S T D each.
+      const plan::Tensor &q = tensor(inst.inputs(0));
+      const plan::Tensor &k = tensor(inst.inputs(1));
+      double t = k.shape_size() >= 2 ? double(k.shape(k.shape_size() - 2)) : 1;
+      double f = 4 * elements(q) * t;
+      const plan::Attribute *causal = findAttr(inst, "causal");
+      if (causal && causal->int_value())
+        f /= 2;
+      // Backward: the scores again, and four products of that size.
+      return op == "graph.attention" ? f : 2.5 * f;
+    }
+    double n = 0;
+    for (uint32_t o : inst.outputs())
+      n += elements(tensor(o));
+    return n;
+  }
+
+  double bytes(const plan::Instruction &inst) const {
+    double b = 0;
+    for (uint32_t i : inst.inputs())
+      b += double(runtime::tensorBytes(tensor(i)));
+    for (uint32_t o : inst.outputs())
+      b += double(runtime::tensorBytes(tensor(o)));
+    return b;
+  }
+
+  double kernel(const plan::Instruction &inst, double &counted) const {
+    counted = flops(inst);
+    std::string key = inst.outputs_size()
+                          ? peakKey(tensor(inst.outputs(0)).dtype())
+                          : "f32";
+    auto peak = c.flops.find(key);
+    double rate = peak == c.flops.end() ? c.flops.at("f32") : peak->second;
+    const std::string &op = inst.op();
+    double efficiency = op.find("attention") != std::string::npos
+                            ? c.attentionEfficiency
+                        : op.find("linear") != std::string::npos ||
+                                op == "graph.matmul"
+                            ? c.gemmEfficiency
+                            : 1.0;
+    double compute = counted / (rate * efficiency);
+    double memory = bytes(inst) / (c.memoryBandwidth * c.memoryEfficiency);
+    return c.kernelLaunch + std::max(compute, memory);
+  }
+
+  /// A ring collective over the instruction's group, on one rank.
+  double collective(const plan::Instruction &inst, int rank) const {
+    runtime::Group group;
+    switch (inst.group()) {
+    case plan::PARTITION: group = runtime::Group::Partition; break;
+    case plan::REPLICATION: group = runtime::Group::Replication; break;
+    case plan::WORLD: group = runtime::Group::World; break;
+    case plan::INTER: group = runtime::Group::Inter; break;
+    case plan::INTRA: group = runtime::Group::Intra; break;
+    default: return 0;
+    }
+    const Ring &ring = ringOf(group, rank);
+    if (ring.members < 2)
+      return 0;
+    double total = 0;
+    bool gather = inst.collective() == plan::ALL_GATHER;
+    for (uint32_t id : gather ? inst.outputs() : inst.inputs())
+      total += double(runtime::tensorBytes(tensor(id)));
+    double g = ring.members;
+    double onRing = inst.collective() == plan::ALL_REDUCE
+                        ? 2 * (g - 1) / g * total
+                        : (g - 1) / g * total;
+    double steps = inst.collective() == plan::ALL_REDUCE ? 2 * (g - 1) : g - 1;
+    // A blocked gather (the hierarchical one's intra stage) is one NCCL
+    // call per block: the latency once per block.
+    const plan::Attribute *blocks = findAttr(inst, "blocks");
+    double calls = blocks ? std::max<double>(double(blocks->int_value()), 1) : 1;
+    double bandwidth = c.intraBandwidth, latency = c.intraLatency;
+    if (ring.crossesNodes) {
+      // The node's NICs, shared by every ring of this collective that
+      // crosses them at once.
+      bandwidth = std::min(c.intraBandwidth,
+                           c.interBandwidth / double(ring.concurrent));
+      latency = c.interLatency;
+    }
+    return steps * calls * latency + onRing / bandwidth;
+  }
+
+  double move(const plan::Instruction &inst) const {
+    if (inst.outputs_size() == 0 || inst.inputs_size() == 0)
+      return 0;
+    const plan::Tensor &out = tensor(inst.outputs(0));
+    const plan::Tensor &in = tensor(inst.inputs(0));
+    bool ssd = out.tier() == plan::SSD || in.tier() == plan::SSD;
+    double b = double(runtime::tensorBytes(out));
+    double bandwidth =
+        ssd ? c.ssdBandwidth / double(topo.ranksPerNode) : c.pcieBandwidth;
+    return c.kernelLaunch + b / std::max(bandwidth, 1.0);
+  }
+
+  double message(const plan::Instruction &inst, int rank) const {
+    if (inst.inputs_size() == 0 && inst.outputs_size() == 0)
+      return 0;
+    uint32_t id = inst.kind() == plan::SEND ? inst.inputs(0) : inst.outputs(0);
+    int peer = runtime::rankOnStage(topo, rank, int(inst.peer_stage()));
+    bool sameNode = peer / topo.ranksPerNode == rank / topo.ranksPerNode;
+    double bandwidth = sameNode ? c.intraBandwidth
+                                : c.interBandwidth / double(topo.ranksPerNode);
+    return (sameNode ? c.intraLatency : c.interLatency) +
+           double(runtime::tensorBytes(tensor(id))) / bandwidth;
+  }
+
+  runtime::TopologyInfo topo;
+
+private:
+  struct Ring {
+    int members = 1;
+    bool crossesNodes = false;
+    int concurrent = 1; // rings of this group kind through one node's NICs
+  };
+
+  const Ring &ringOf(runtime::Group group, int rank) const {
+    auto key = std::make_pair(int(group), rank);
+    auto it = rings.find(key);
+    if (it != rings.end())
+      return it->second;
+    Ring ring;
+    std::vector<int> members = runtime::groupMembers(topo, group, rank);
+    ring.members = int(members.size());
+    int k = topo.ranksPerNode;
+    std::set<int> nodes;
+    int onMyNode = 0;
+    for (int m : members) {
+      nodes.insert(m / k);
+      onMyNode += m / k == rank / k;
+    }
+    ring.crossesNodes = nodes.size() > 1;
+    ring.concurrent = std::max(1, k / std::max(onMyNode, 1));
+    return rings.emplace(key, ring).first->second;
+  }
+
+  const plan::Plan &p;
+  const Cluster &c;
+  mutable std::map<std::pair<int, int>, Ring> rings;
+};
+
+//===----------------------------------------------------------------------===//
+// The replay
+//===----------------------------------------------------------------------===//
+
+enum class Waited { Nothing, Communication, Offload, Stage };
+
+Waited categoryOfStream(const std::string &name) {
+  if (name.find("collective") != std::string::npos)
+    return Waited::Communication;
+  if (name == "compute")
+    return Waited::Nothing;
+  return Waited::Offload; // host / SSD moves
+}
+
+/// One stage's replay state across the programs of a step.
+struct StageState {
+  double clock = 0; // when its next program starts
+  double compute = 0, communication = 0, offload = 0, bubble = 0;
+  double flops = 0;
+};
+
+using MessageKey = std::tuple<int, int, uint32_t, uint32_t>; // from, to, tag, mb
+
+class Replay {
+public:
+  Replay(const plan::Plan &p, const CostModel &costs, bool keepTimeline)
+      : p(p), costs(costs), keepTimeline(keepTimeline) {}
+
+  /// Runs `program` once on `stage` (its representative rank `rank`) from
+  /// the stage's clock; the streams join at its end.
+  void run(const plan::Program &program, int stage, int rank, StageState &s,
+           std::vector<Span> *timeline) {
+    size_t streams = std::max<size_t>(program.streams_size(), 1);
+    std::vector<double> free(streams, s.clock);
+    std::vector<Waited> kind(streams, Waited::Nothing);
+    for (size_t i = 0; i < size_t(program.streams_size()); ++i)
+      kind[i] = categoryOfStream(program.streams(int(i)));
+    std::vector<double> events(program.events(), s.clock);
+    std::vector<int> recordedOn(program.events(), 0);
+    for (const plan::Instruction &inst : program.instructions()) {
+      size_t stream = std::min<size_t>(inst.stream(), streams - 1);
+      switch (inst.kind()) {
+      case plan::RECORD:
+        if (inst.event() < events.size()) {
+          events[inst.event()] = free[stream];
+          recordedOn[inst.event()] = int(stream);
+        }
+        continue;
+      case plan::WAIT: {
+        if (inst.event() >= events.size())
+          continue;
+        double ready = events[inst.event()];
+        if (ready > free[stream]) {
+          if (stream == 0)
+            attribute(s, kind[size_t(recordedOn[inst.event()])],
+                      ready - free[stream]);
+          free[stream] = ready;
+        }
+        continue;
+      }
+      case plan::SEND: {
+        double cost = costs.message(inst, rank);
+        double start = free[stream];
+        free[stream] += cost;
+        sent[{stage, int(inst.peer_stage()), inst.tag(), inst.micro_batch()}] =
+            free[stream];
+        record(timeline, stage, int(stream), "send", start, cost);
+        continue;
+      }
+      case plan::RECV: {
+        double cost = costs.message(inst, rank);
+        auto it = sent.find({int(inst.peer_stage()), stage, inst.tag(),
+                             inst.micro_batch()});
+        double arrives = it == sent.end() ? free[stream] : it->second;
+        if (arrives > free[stream]) {
+          if (stream == 0)
+            s.bubble += arrives - free[stream];
+          free[stream] = arrives;
+        }
+        record(timeline, stage, int(stream), "recv", free[stream], cost);
+        free[stream] += cost;
+        continue;
+      }
+      default:
+        break;
+      }
+      double cost = 0, counted = 0;
+      const std::string &op = inst.op();
+      if (inst.collective() != plan::NO_COLLECTIVE)
+        cost = costs.collective(inst, rank);
+      else if (op == "sched.reload" || op == "sched.offload")
+        cost = costs.move(inst);
+      else
+        cost = costs.kernel(inst, counted);
+      s.flops += counted;
+      if (stream == 0)
+        s.compute += cost;
+      record(timeline, stage, int(stream), op, free[stream], cost);
+      free[stream] += cost;
+    }
+    double end = *std::max_element(free.begin(), free.end());
+    // The program ends when every stream has: what stream 0 waits for at
+    // the join is the last stream's category.
+    if (end > free[0]) {
+      size_t last = size_t(std::max_element(free.begin(), free.end()) -
+                           free.begin());
+      attribute(s, kind[last], end - free[0]);
+    }
+    s.clock = end;
+  }
+
+  std::map<MessageKey, double> sent;
+
+private:
+  void attribute(StageState &s, Waited w, double t) {
+    if (w == Waited::Communication)
+      s.communication += t;
+    else if (w == Waited::Offload)
+      s.offload += t;
+    else if (w == Waited::Stage)
+      s.bubble += t;
+  }
+
+  void record(std::vector<Span> *timeline, int stage, int stream,
+              const std::string &name, double start, double duration) {
+    if (keepTimeline && timeline && duration > 0)
+      timeline->push_back({stage, stream, name, start, duration});
+  }
+
+  const plan::Plan &p;
+  const CostModel &costs;
+  bool keepTimeline;
+};
+
+const plan::Program *findProgram(const plan::Plan &p, const std::string &name) {
+  for (const plan::Program &program : p.programs())
+    if (program.name() == name)
+      return &program;
+  return nullptr;
+}
+
+/// Samples and tokens one micro-step of one lane consumes: the batch, and
+/// the second dimension of an integer [B, T] input when there is one.
+void batchShape(const plan::Plan &p, uint64_t &samples, uint64_t &tokens) {
+  samples = std::max<uint64_t>(p.training().batch(), 1);
+  tokens = samples;
+  for (const plan::Tensor &t : p.tensors())
+    if (t.kind() == plan::INPUT && t.shape_size() == 2 &&
+        (t.dtype() == plan::I64 || t.dtype() == plan::I32) &&
+        uint64_t(t.shape(0)) == samples) {
+      tokens = samples * uint64_t(t.shape(1));
+      return;
+    }
+}
+
+} // namespace
+
+Status loadCluster(const std::string &path, Cluster &out) {
+  std::ifstream file(path);
+  if (!file)
+    return Status::error("cannot read the cluster file '" + path + "'");
+  std::stringstream ss;
+  ss << file.rdbuf();
+  std::map<std::string, std::string> kv;
+  if (Status s = parseFlatJson(ss.str(), path, kv); !s)
+    return s;
+  auto number = [&](const std::string &key, double &value,
+                    bool required) -> Status {
+    auto it = kv.find(key);
+    if (it == kv.end())
+      return required ? Status::error("cluster file '" + path +
+                                      "' lacks '" + key + "'")
+                      : Status::ok();
+    char *end = nullptr;
+    value = std::strtod(it->second.c_str(), &end);
+    if (end == it->second.c_str() || *end || !std::isfinite(value) ||
+        value < 0)
+      return Status::error("cluster file '" + path + "': '" + key +
+                           "' must be a non-negative number, got '" +
+                           it->second + "'");
+    return Status::ok();
+  };
+  Cluster c;
+  c.name = kv.count("name") ? kv["name"] : path;
+  c.source = kv.count("source") ? kv["source"] : "";
+  double k = 0, f32 = 0, bf16 = 0, f16 = 0;
+  struct Field {
+    const char *key;
+    double *value;
+    bool required;
+  } fields[] = {
+      {"gpus_per_node", &k, true},
+      {"flops_f32", &f32, true},
+      {"flops_bf16", &bf16, false},
+      {"flops_f16", &f16, false},
+      {"memory_bytes", &c.memoryBytes, true},
+      {"memory_bandwidth", &c.memoryBandwidth, true},
+      {"host_memory_bytes", &c.hostMemoryBytes, false},
+      {"pcie_bandwidth", &c.pcieBandwidth, true},
+      {"ssd_bandwidth", &c.ssdBandwidth, false},
+      {"intra_bandwidth", &c.intraBandwidth, true},
+      {"intra_latency", &c.intraLatency, true},
+      {"inter_bandwidth", &c.interBandwidth, true},
+      {"inter_latency", &c.interLatency, true},
+      {"kernel_launch", &c.kernelLaunch, false},
+      {"gemm_efficiency", &c.gemmEfficiency, false},
+      {"attention_efficiency", &c.attentionEfficiency, false},
+      {"memory_efficiency", &c.memoryEfficiency, false},
+  };
+  for (const Field &f : fields)
+    if (Status s = number(f.key, *f.value, f.required); !s)
+      return s;
+  for (const char *key :
+       {"memory_bandwidth", "pcie_bandwidth", "intra_bandwidth",
+        "inter_bandwidth", "flops_f32", "gpus_per_node"})
+    if (!(*std::find_if(std::begin(fields), std::end(fields),
+                        [&](const Field &f) {
+                          return std::strcmp(f.key, key) == 0;
+                        })
+               ->value > 0))
+      return Status::error("cluster file '" + path + "': '" + key +
+                           "' must be positive");
+  for (const char *key : {"gemm_efficiency", "attention_efficiency",
+                          "memory_efficiency"})
+    if (kv.count(key) &&
+        !(*std::find_if(std::begin(fields), std::end(fields),
+                        [&](const Field &f) {
+                          return std::strcmp(f.key, key) == 0;
+                        })
+               ->value > 0))
+      return Status::error("cluster file '" + path + "': '" + key +
+                           "' must be positive");
+  c.gpusPerNode = int(k);
+  c.flops["f32"] = f32;
+  c.flops["bf16"] = bf16 > 0 ? bf16 : f32;
+  c.flops["f16"] = f16 > 0 ? f16 : c.flops["bf16"];
+  if (c.ssdBandwidth == 0)
+    c.ssdBandwidth = c.pcieBandwidth / 8;
+  out = std::move(c);
+  return Status::ok();
+}
+
+Status simulate(const plan::Plan &plan, const Cluster &cluster,
+                Prediction &out) {
+  if (!plan.has_training())
+    return Status::error("strata-sim predicts training steps; this artifact "
+                         "was compiled with --forward-only");
+  CostModel costs(plan, cluster);
+  const runtime::TopologyInfo &t = costs.topo;
+  if (t.world > 1 && t.ranksPerNode != cluster.gpusPerNode)
+    return Status::error(
+        "the artifact was compiled for " + std::to_string(t.ranksPerNode) +
+        " ranks a node (--gpus-per-node) but the cluster '" + cluster.name +
+        "' has " + std::to_string(cluster.gpusPerNode) + " GPUs a node");
+  Prediction p;
+  p.world = t.world;
+  p.stages = t.stages;
+  uint32_t accum = std::max<uint32_t>(plan.training().accum(), 1);
+  std::vector<StageState> states(size_t(t.stages));
+  Replay replay(plan, costs, /*keepTimeline=*/true);
+  if (t.stages <= 1) {
+    const plan::Program *micro = findProgram(plan, "micro_step");
+    const plan::Program *update = findProgram(plan, "optimizer_step");
+    if (!micro || !update)
+      return Status::error("the plan lacks micro_step or optimizer_step");
+    for (uint32_t m = 0; m < accum; ++m)
+      replay.run(*micro, 0, 0, states[0], m == 0 ? &p.timeline : nullptr);
+    replay.run(*update, 0, 0, states[0], &p.timeline);
+  } else {
+    // Stages exchange messages: replay them all until the arrival times
+    // settle (each pass moves the dependency chain a stage further).
+    for (int pass = 0; pass < 2 * t.stages + 2; ++pass) {
+      std::map<MessageKey, double> before = replay.sent;
+      p.timeline.clear();
+      for (int s = 0; s < t.stages; ++s) {
+        states[size_t(s)] = StageState();
+        const plan::Program *step =
+            findProgram(plan, "pipeline_step_" + std::to_string(s));
+        const plan::Program *update =
+            findProgram(plan, "optimizer_step_" + std::to_string(s));
+        if (!step || !update)
+          return Status::error("the plan lacks the programs of stage " +
+                               std::to_string(s));
+        int rank = s * t.partition;
+        replay.run(*step, s, rank, states[size_t(s)], &p.timeline);
+        replay.run(*update, s, rank, states[size_t(s)], &p.timeline);
+      }
+      if (pass > 0 && before == replay.sent)
+        break;
+    }
+  }
+  size_t slowest = 0;
+  for (size_t s = 0; s < states.size(); ++s)
+    if (states[s].clock > states[slowest].clock)
+      slowest = s;
+  const StageState &critical = states[slowest];
+  p.stepSeconds = critical.clock;
+  p.compute = critical.compute;
+  p.communication = critical.communication;
+  p.offload = critical.offload;
+  p.bubble = critical.bubble;
+  p.flopsPerRank = critical.flops;
+  uint64_t samples = 0, tokens = 0;
+  batchShape(plan, samples, tokens);
+  uint64_t lanes = uint64_t(t.world / std::max(t.stages, 1));
+  p.samplesPerStep = samples * accum * lanes;
+  p.tokensPerStep = tokens * accum * lanes;
+  std::vector<std::vector<bool>> held = runtime::tensorsOfEveryStage(plan);
+  for (size_t s = 0; s < held.size(); ++s)
+    p.peakBytes = std::max<uint64_t>(
+        p.peakBytes,
+        runtime::footprintOf(plan, held.size() > 1 ? int(s) : -1, held[s])
+            .device());
+  for (const plan::Program &program : plan.programs())
+    p.instructions += program.instructions_size();
+  out = std::move(p);
+  return Status::ok();
+}
+
+namespace {
+
+std::string dtypeKey(const std::string &training) {
+  if (training == "bf16")
+    return "bf16";
+  if (training == "fp16")
+    return "f16";
+  return "f32";
+}
+
+void writeTrace(const std::string &path, const Prediction &p,
+                const plan::Plan &plan) {
+  std::ofstream out(path);
+  out << "{\"traceEvents\": [\n";
+  bool first = true;
+  for (const Span &s : p.timeline) {
+    out << (first ? "" : ",\n") << "{\"name\": \"" << s.name
+        << "\", \"ph\": \"X\", \"pid\": " << s.stage << ", \"tid\": "
+        << s.stream << ", \"ts\": " << s.start * 1e6
+        << ", \"dur\": " << s.duration * 1e6 << "}";
+    first = false;
+  }
+  out << "\n], \"displayTimeUnit\": \"ms\", \"otherData\": {\"model\": \""
+      << plan.model_name() << "\", \"predicted\": true}}\n";
+}
+
+} // namespace
+
+int simMain(int argc, char **argv) {
+  std::string artifactDir, clusterPath, tracePath;
+  bool json = false;
+  auto usage = [] {
+    std::cerr
+        << "usage: strata-sim ARTIFACT --cluster FILE [--trace OUT.json] "
+           "[--json]\n"
+           "  predicts one training step of ARTIFACT (any compiled one, or a "
+           "plan-only\n"
+           "  artifact from strata-compile --no-weights) on the cluster FILE "
+           "describes\n"
+           "  (sim/clusters/*.json)\n";
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--cluster" && i + 1 < argc) {
+      clusterPath = argv[++i];
+    } else if (a == "--trace" && i + 1 < argc) {
+      tracePath = argv[++i];
+    } else if (a == "--json") {
+      json = true;
+    } else if (a == "--help" || a == "-h") {
+      usage();
+      return 0;
+    } else if (!a.empty() && a[0] == '-') {
+      std::cerr << "strata-sim: error: unknown option '" << a
+                << "' (see --help)\n";
+      return 1;
+    } else if (artifactDir.empty()) {
+      artifactDir = a;
+    } else {
+      std::cerr << "strata-sim: error: one artifact at a time, got '" << a
+                << "' too\n";
+      return 1;
+    }
+  }
+  if (artifactDir.empty() || clusterPath.empty()) {
+    usage();
+    return 1;
+  }
+  auto fail = [](const std::string &m) {
+    std::cerr << "strata-sim: error: " << m << "\n";
+    return 1;
+  };
+  auto started = std::chrono::steady_clock::now();
+  std::unique_ptr<runtime::Artifact> artifact;
+  if (Status s = runtime::Artifact::load(artifactDir, artifact); !s)
+    return fail(s.message());
+  Cluster cluster;
+  if (Status s = loadCluster(clusterPath, cluster); !s)
+    return fail(s.message());
+  Prediction p;
+  const plan::Plan &plan = artifact->getPlan();
+  if (Status s = simulate(plan, cluster, p); !s)
+    return fail(s.message());
+  double elapsed = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - started)
+                       .count();
+  double peak = cluster.flops.at(dtypeKey(plan.training().dtype()));
+  double tflops = p.flopsPerRank / p.stepSeconds / 1e12;
+  double mfu = p.flopsPerRank / p.stepSeconds / peak;
+  double other = std::max(0.0, p.stepSeconds - p.compute - p.communication -
+                                   p.offload - p.bubble);
+  if (!tracePath.empty())
+    writeTrace(tracePath, p, plan);
+  if (json) {
+    std::printf(
+        "{\"artifact\": \"%s\", \"cluster\": \"%s\", \"ranks\": %d, "
+        "\"stages\": %d, \"step_s\": %.9g, \"tokens_per_s\": %.9g, "
+        "\"samples_per_s\": %.9g, \"tflops_per_gpu\": %.6g, \"mfu\": %.6g, "
+        "\"critical_path\": {\"compute_s\": %.9g, \"communication_s\": %.9g, "
+        "\"offload_s\": %.9g, \"bubble_s\": %.9g, \"other_s\": %.9g}, "
+        "\"peak_bytes\": %llu, \"gpu_memory_bytes\": %.0f, "
+        "\"simulated_in_s\": %.3f}\n",
+        artifactDir.c_str(), cluster.name.c_str(), p.world, p.stages,
+        p.stepSeconds, double(p.tokensPerStep) / p.stepSeconds,
+        double(p.samplesPerStep) / p.stepSeconds, tflops, mfu, p.compute,
+        p.communication, p.offload, p.bubble, other,
+        static_cast<unsigned long long>(p.peakBytes), cluster.memoryBytes,
+        elapsed);
+    return 0;
+  }
+  std::printf("strata-sim   %s on %s: %d ranks (%d a node), %d stage%s, %d "
+              "instructions replayed in %.2f s\n",
+              artifactDir.c_str(), cluster.name.c_str(), p.world,
+              cluster.gpusPerNode, p.stages, p.stages == 1 ? "" : "s",
+              p.instructions, elapsed);
+  std::printf("step         %.3f ms predicted: %.0f tokens/s (%.1f samples/s), "
+              "%.1f TFLOP/s per GPU, MFU %.1f%%\n",
+              p.stepSeconds * 1e3, double(p.tokensPerStep) / p.stepSeconds,
+              double(p.samplesPerStep) / p.stepSeconds, tflops, 100 * mfu);
+  auto share = [&](double t) { return 100 * t / p.stepSeconds; };
+  std::printf("critical     compute %.3f ms (%.1f%%), exposed communication "
+              "%.3f ms (%.1f%%), offload I/O %.3f ms (%.1f%%), pipeline "
+              "bubble %.3f ms (%.1f%%), other %.3f ms\n",
+              p.compute * 1e3, share(p.compute), p.communication * 1e3,
+              share(p.communication), p.offload * 1e3, share(p.offload),
+              p.bubble * 1e3, share(p.bubble), other * 1e3);
+  std::printf("memory       planned device peak %llu bytes per rank (%.2f GiB) "
+              "of %.0f GiB: %s\n",
+              static_cast<unsigned long long>(p.peakBytes),
+              double(p.peakBytes) / double(1ull << 30),
+              cluster.memoryBytes / double(1ull << 30),
+              double(p.peakBytes) <= cluster.memoryBytes ? "fits"
+                                                         : "DOES NOT FIT");
+  if (!tracePath.empty())
+    std::printf("wrote        %s (the predicted step, one track per stream)\n",
+                tracePath.c_str());
+  return 0;
+}
+
+} // namespace strata::sim
