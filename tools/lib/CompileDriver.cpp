@@ -11,6 +11,8 @@
 #include "strata/Codegen/ArtifactWriter.h"
 #include "strata/Dialect/Graph/IR/GraphDialect.h"
 #include "strata/Frontend/ModelStructure.h"
+#include "strata/Runtime/Artifact.h"
+#include "strata/Sim/Simulator.h"
 #include "strata/Frontend/OnnxExport.h"
 #include "strata/Frontend/OnnxImporter.h"
 #include "strata/Tools/GraphSummary.h"
@@ -27,6 +29,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -94,6 +97,18 @@ struct CompileOptions {
       "no-fuse-attention",
       cl::desc("Keep attention as matmul/softmax instead of one op"),
       cl::init(false), cl::cat(category)};
+  cl::opt<bool> autoConfig{
+      "auto",
+      cl::desc("With -o and --world: choose the partition group, "
+               "hierarchical all-gather, gradient sync and prefetch depth "
+               "by predicting each candidate's step on --cluster "
+               "(strata-sim), under its GPUs' memory; prints the ranked "
+               "table and compiles the fastest"),
+      cl::init(false), cl::cat(category)};
+  cl::opt<std::string> clusterFile{
+      "cluster",
+      cl::desc("With --auto: the cluster to predict on (sim/clusters/*.json)"),
+      cl::value_desc("file"), cl::cat(category)};
   cl::opt<bool> noWeights{
       "no-weights",
       cl::desc("With -o: read no parameter's value and write a plan-only "
@@ -324,6 +339,190 @@ modelIdentity(const std::string &onnxPath,
   return text;
 }
 
+/// The memory pipeline over `module`. Under a budget that moving state off
+/// the device and recomputing cannot meet, the activations backward reads
+/// go to the host as well (strata-offload-activations), the largest first:
+/// the plan is made again from a copy at each size threshold, and the
+/// first that fits is kept (with a note unless `quiet`).
+llvm::Error planMemory(MLIRContext &context, OwningOpRef<ModuleOp> &module,
+                       const strata::TrainingConfig &config, bool quiet) {
+  strata::MemoryPipelineOptions memory;
+  strata::MemoryPipelineOptions::fill(memory, config);
+  bool mayOffload = config.gpuMemory && !config.offloadActivations;
+  OwningOpRef<ModuleOp> unplanned;
+  if (mayOffload)
+    unplanned = cast<ModuleOp>(module->clone());
+  auto plan = [&] {
+    return runPasses(
+        context, *module,
+        [&](OpPassManager &pm) { strata::buildMemoryPipeline(pm, memory); },
+        "", "planning memory failed");
+  };
+  llvm::Error last = plan();
+  if (!last || !mayOffload)
+    return last;
+  memory.offloadActivations = true;
+  for (uint64_t minBytes = uint64_t(64) << 20;; minBytes /= 4) {
+    minBytes = std::max<uint64_t>(minBytes, 4096);
+    llvm::consumeError(std::move(last));
+    memory.offloadMinBytes = minBytes;
+    module = cast<ModuleOp>(unplanned->clone());
+    last = plan();
+    if (!last) {
+      if (!quiet)
+        llvm::errs() << "strata-compile: note: the step does not fit "
+                        "--gpu-memory with its state moved off the device "
+                        "and recomputation alone; its saved activations of "
+                     << minBytes
+                     << " bytes or more are offloaded to the host as well "
+                        "(--offload-activations)\n";
+      return llvm::Error::success();
+    }
+    if (minBytes == 4096)
+      return last;
+  }
+}
+
+/// One configuration --auto tried: its flags and what the simulator
+/// predicted, or why it was dropped.
+struct Tried {
+  strata::TrainingConfig config;
+  std::string label;
+  double step = 0, tokensPerSecond = 0;
+  uint64_t peak = 0;
+  std::string dropped; // "" when simulated
+};
+
+/// --auto: every partition group (powers of two dividing the world),
+/// hierarchical all-gather on and off where the group spans nodes, 2-hop
+/// and global gradient sync, prefetch depth 1 and 2, each compiled
+/// plan-only from a copy of `graph` under the cluster's GPU memory (state
+/// offload, recomputation and activation offload as the budget needs;
+/// what cannot fit is dropped before simulating) and replayed by the
+/// simulator. Returns the fastest; prints the ranked table.
+llvm::Expected<strata::TrainingConfig>
+searchConfigurations(MLIRContext &context, ModuleOp graph,
+                     strata::TrainingConfig base,
+                     const strata::sim::Cluster &cluster) {
+  unsigned n = base.world, k = unsigned(cluster.gpusPerNode);
+  base.gpusPerNode = k;
+  base.gpuMemory = strata::ByteSize(uint64_t(cluster.memoryBytes));
+  if (!base.hostMemory && cluster.hostMemoryBytes > 0)
+    base.hostMemory =
+        strata::ByteSize(uint64_t(cluster.hostMemoryBytes / double(k)));
+  if (base.recompute == strata::Recompute::None)
+    base.recompute = strata::Recompute::Auto;
+  llvm::SmallString<128> scratch;
+  if (std::error_code ec =
+          llvm::sys::fs::createUniqueDirectory("strata-auto", scratch))
+    return fail("--auto: cannot create a scratch folder: " + ec.message());
+  std::vector<Tried> tried;
+  for (unsigned p = 1; p <= n; p *= 2) {
+    if (n % p)
+      continue;
+    bool spans = p > k && p % k == 0;
+    for (strata::Hierarchical h :
+         spans ? std::vector<strata::Hierarchical>{strata::Hierarchical::On,
+                                                   strata::Hierarchical::Off}
+               : std::vector<strata::Hierarchical>{
+                     strata::Hierarchical::Off})
+      for (strata::GradSync sync :
+           {strata::GradSync::TwoHop, strata::GradSync::Global})
+        for (unsigned depth : {1u, 2u}) {
+          Tried t;
+          t.config = base;
+          t.config.partitionGroup = p;
+          t.config.hierarchical = h;
+          t.config.gradSync = sync;
+          t.config.prefetchDepth = depth;
+          t.label = llvm::formatv(
+              "--partition-group {0} --hierarchical {1} --grad-sync {2} "
+              "--prefetch-depth {3}",
+              p, h == strata::Hierarchical::On ? "on" : "off",
+              sync == strata::GradSync::TwoHop ? "2hop" : "global", depth);
+          auto topology = readTopology(t.config);
+          if (!topology) {
+            t.dropped = llvm::toString(topology.takeError());
+            tried.push_back(std::move(t));
+            continue;
+          }
+          OwningOpRef<ModuleOp> m = cast<ModuleOp>(graph->clone());
+          if (llvm::Error e =
+                  strata::buildTrainingStep(context, *m, t.config, true)) {
+            t.dropped = llvm::toString(std::move(e));
+            tried.push_back(std::move(t));
+            continue;
+          }
+          if (llvm::Error e = planMemory(context, m, t.config, true)) {
+            llvm::consumeError(std::move(e));
+            t.dropped = "does not fit the GPU's memory";
+            tried.push_back(std::move(t));
+            continue;
+          }
+          std::string dir = (scratch + "/candidate.strata").str();
+          strata::codegen::ArtifactOptions artifact{"auto " + t.label};
+          artifact.training = t.config;
+          if (n > 1)
+            artifact.topology = *topology;
+          artifact.weightless = true;
+          if (llvm::Error e = strata::codegen::writeArtifact(
+                  *m, dir,
+                  [](llvm::StringRef name) -> llvm::Expected<std::string> {
+                    return fail("--auto reads no weight ('" + name + "')");
+                  },
+                  artifact))
+            return std::move(e);
+          std::unique_ptr<strata::runtime::Artifact> loaded;
+          strata::sim::Prediction predicted;
+          strata::runtime::Status s =
+              strata::runtime::Artifact::load(dir, loaded);
+          if (s)
+            s = strata::sim::simulate(loaded->getPlan(), cluster, predicted);
+          if (!s)
+            return fail("--auto: " + s.message());
+          t.step = predicted.stepSeconds;
+          t.tokensPerSecond = double(predicted.tokensPerStep) / t.step;
+          t.peak = predicted.peakBytes;
+          tried.push_back(std::move(t));
+        }
+  }
+  llvm::sys::fs::remove_directories(scratch);
+  std::stable_sort(tried.begin(), tried.end(),
+                   [](const Tried &a, const Tried &b) {
+                     if (a.dropped.empty() != b.dropped.empty())
+                       return a.dropped.empty();
+                     return a.step < b.step;
+                   });
+  size_t fit = llvm::count_if(tried, [](const Tried &t) {
+    return t.dropped.empty();
+  });
+  llvm::outs() << llvm::formatv(
+      "strata-compile: --auto on {0}: {1} configurations, {2} fit\n",
+      cluster.name, tried.size(), fit);
+  llvm::outs() << llvm::formatv("{0,4}  {1,-78} {2,9} {3,12} {4,12}\n",
+                                "rank", "configuration", "peak GiB",
+                                "step ms", "tokens/s");
+  for (size_t i = 0; i < tried.size(); ++i) {
+    const Tried &t = tried[i];
+    if (t.dropped.empty())
+      llvm::outs() << llvm::formatv(
+          "{0,4}  {1,-78} {2,9:f2} {3,12:f3} {4,12:f0}\n", i + 1, t.label,
+          double(t.peak) / double(1ull << 30), t.step * 1e3,
+          t.tokensPerSecond);
+    else
+      llvm::outs() << llvm::formatv("   -  {0,-78} dropped: {1}\n", t.label,
+                                    t.dropped);
+  }
+  if (!fit)
+    return fail("--auto: no configuration fits " + cluster.name +
+                "'s GPU memory; give more ranks (--world) or a smaller "
+                "--batch");
+  llvm::outs() << "strata-compile: --auto chose " << tried.front().label
+               << llvm::formatv(" (predicted {0:f3} ms a step)\n",
+                                tried.front().step * 1e3);
+  return tried.front().config;
+}
+
 /// Writes the artifact for the compiled `module`.
 llvm::Error writeArtifactStage(ModuleOp module, const CompileOptions &options,
                                const Stages &stages,
@@ -476,55 +675,35 @@ int strata::compileMain(int argc, char **argv) {
                         !options.noFuseAttention);
   if (!module)
     return error(llvm::toString(module.takeError()));
+  if (options.autoConfig) {
+    if (!stages.writeArtifact || !stages.training)
+      return error("--auto writes a training artifact: give -o, without "
+                   "--emit or --forward-only");
+    if (options.clusterFile.empty())
+      return error("--auto needs --cluster FILE (sim/clusters/*.json)");
+    if (config.world < 2)
+      return error("--auto chooses how to shard over the ranks: give --world");
+    sim::Cluster cluster;
+    if (runtime::Status s = sim::loadCluster(options.clusterFile, cluster); !s)
+      return error(s.message());
+    auto best = searchConfigurations(context, **module, config, cluster);
+    if (!best)
+      return error(llvm::toString(best.takeError()));
+    config = *best;
+    llvm::Expected<codegen::TopologyOptions> t = readTopology(config);
+    if (!t)
+      return error(llvm::toString(t.takeError()));
+    topology = *t;
+  }
   if (stages.training)
     if (llvm::Error e = buildTrainingStep(
             context, **module, config,
             options.emit != EmitStage::Training &&
                 options.emit != EmitStage::Pipeline))
       return error(llvm::toString(std::move(e)));
-  if (stages.planned) {
-    MemoryPipelineOptions memory;
-    MemoryPipelineOptions::fill(memory, config);
-    // Under a budget that moving state off the device and recomputing
-    // cannot meet, the activations backward reads go to the host as well
-    // (strata-offload-activations): the plan is made again from a copy.
-    bool mayOffload = config.gpuMemory && !config.offloadActivations;
-    OwningOpRef<ModuleOp> unplanned;
-    if (mayOffload)
-      unplanned = cast<ModuleOp>((**module)->clone());
-    auto plan = [&] {
-      return runPasses(
-          context, **module,
-          [&](OpPassManager &pm) { buildMemoryPipeline(pm, memory); }, "",
-          "planning memory failed");
-    };
-    if (llvm::Error e = plan()) {
-      if (!mayOffload)
-        return error(llvm::toString(std::move(e)));
-      // The largest saved activations first: the first threshold whose plan
-      // fits moves the fewest values (down to every one of 4 KiB or more).
-      llvm::Error last = std::move(e);
-      memory.offloadActivations = true;
-      for (uint64_t minBytes = uint64_t(64) << 20;; minBytes /= 4) {
-        minBytes = std::max<uint64_t>(minBytes, 4096);
-        llvm::consumeError(std::move(last));
-        memory.offloadMinBytes = minBytes;
-        *module = cast<ModuleOp>(unplanned->clone());
-        last = plan();
-        if (!last) {
-          llvm::errs() << "strata-compile: note: the step does not fit "
-                          "--gpu-memory with its state moved off the device "
-                          "and recomputation alone; its saved activations of "
-                       << minBytes
-                       << " bytes or more are offloaded to the host as well "
-                          "(--offload-activations)\n";
-          break;
-        }
-        if (minBytes == 4096)
-          return error(llvm::toString(std::move(last)));
-      }
-    }
-  }
+  if (stages.planned)
+    if (llvm::Error e = planMemory(context, *module, config, /*quiet=*/false))
+      return error(llvm::toString(std::move(e)));
   if (stages.writeArtifact) {
     if (llvm::Error e = writeArtifactStage(**module, options, stages, config,
                                            topology, argc, argv))
