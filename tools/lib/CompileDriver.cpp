@@ -362,25 +362,47 @@ llvm::Error planMemory(MLIRContext &context, OwningOpRef<ModuleOp> &module,
   if (!last || !mayOffload)
     return last;
   memory.offloadActivations = true;
-  for (uint64_t minBytes = uint64_t(64) << 20;; minBytes /= 4) {
-    minBytes = std::max<uint64_t>(minBytes, 4096);
-    llvm::consumeError(std::move(last));
-    memory.offloadMinBytes = minBytes;
+  // First every saved activation of 4 KiB or more: when even that does
+  // not fit, nothing will (one more plan, not eight). Then the largest
+  // threshold that still fits, by bisection over 4 KiB .. 64 MiB (a factor
+  // 4 apart): the fewest values moved.
+  size_t tried = 0;
+  std::vector<uint64_t> thresholds;
+  for (uint64_t t = 4096; t <= (uint64_t(64) << 20); t *= 4)
+    thresholds.push_back(t);
+  auto tryThreshold = [&](size_t index) {
+    tried = index;
+    memory.offloadMinBytes = thresholds[index];
     module = cast<ModuleOp>(unplanned->clone());
-    last = plan();
-    if (!last) {
-      if (!quiet)
-        llvm::errs() << "strata-compile: note: the step does not fit "
-                        "--gpu-memory with its state moved off the device "
-                        "and recomputation alone; its saved activations of "
-                     << minBytes
-                     << " bytes or more are offloaded to the host as well "
-                        "(--offload-activations)\n";
-      return llvm::Error::success();
+    return plan();
+  };
+  llvm::consumeError(std::move(last));
+  if (llvm::Error e = tryThreshold(0))
+    return e;
+  size_t fits = 0, lo = 1, hi = thresholds.size();
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (llvm::Error e = tryThreshold(mid)) {
+      llvm::consumeError(std::move(e));
+      hi = mid;
+    } else {
+      fits = mid;
+      lo = mid + 1;
     }
-    if (minBytes == 4096)
-      return last;
   }
+  // The module holds the last plan tried: make the chosen one again when
+  // that was not it.
+  if (tried != fits)
+    if (llvm::Error e = tryThreshold(fits))
+      return e;
+  if (!quiet)
+    llvm::errs() << "strata-compile: note: the step does not fit "
+                    "--gpu-memory with its state moved off the device and "
+                    "recomputation alone; its saved activations of "
+                 << thresholds[fits]
+                 << " bytes or more are offloaded to the host as well "
+                    "(--offload-activations)\n";
+  return llvm::Error::success();
 }
 
 /// One configuration --auto tried: its flags and what the simulator
