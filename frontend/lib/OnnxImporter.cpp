@@ -8,7 +8,7 @@
 // otherwise (so masks and shape tables fold away).
 //
 // This library is compiled with exceptions: protobuf and ONNX throw. Nothing
-// thrown crosses importOnnxFile/importOnnxText.
+// thrown crosses importOnnxFile/importOnnxText/importOnnxModel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +17,7 @@
 #include "strata/Frontend/ExternalData.h"
 
 #include "NodeImporter.h"
+#include "OnnxInferenceGuards.h"
 
 #include "strata/Dialect/Graph/IR/GraphOps.h"
 
@@ -129,6 +130,47 @@ private:
 // Tensors and types
 //===----------------------------------------------------------------------===//
 
+/// No tensor of a model may hold more elements than this (2^40: far beyond
+/// any single weight or activation, and small enough that its byte count,
+/// and a product of two dims within it, cannot wrap).
+static constexpr int64_t kMaxElements = int64_t(1) << 40;
+
+/// The product of `dims`, or nullopt when one is negative or the product
+/// exceeds kMaxElements.
+template <typename Dims>
+static std::optional<int64_t> elementCount(const Dims &dims) {
+  int64_t count = 1;
+  for (int64_t d : dims)
+    if (d < 0 || __builtin_mul_overflow(count, d, &count) ||
+        count > kMaxElements)
+      return std::nullopt;
+  return count;
+}
+
+/// A tensor of the graph (initializer or Constant value) whose dims are
+/// negative or multiply past kMaxElements, as "tensor 'x' ...", or "".
+static std::string findOversizedTensor(const onnx::GraphProto &graph) {
+  auto check = [](const onnx::TensorProto &t) -> std::string {
+    if (elementCount(t.dims()))
+      return "";
+    std::string dims;
+    for (int64_t d : t.dims())
+      dims += (dims.empty() ? "" : "x") + std::to_string(d);
+    return llvm::formatv("tensor '{0}' has dims {1}: negative, or more than "
+                         "2^40 elements",
+                         t.name(), dims);
+  };
+  for (const auto &init : graph.initializer())
+    if (std::string why = check(init); !why.empty())
+      return why;
+  for (const auto &node : graph.node())
+    for (const auto &attr : node.attribute())
+      if (attr.has_t())
+        if (std::string why = check(attr.t()); !why.empty())
+          return why;
+  return "";
+}
+
 Type strata::frontend::getElementType(MLIRContext *context, int32_t onnxType) {
   Builder b(context);
   switch (onnxType) {
@@ -171,9 +213,10 @@ static Expected<std::string> readTensorBytes(const onnx::TensorProto &tensor,
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "tensor '" + tensor.name() + "': " + message);
   };
-  int64_t count = 1;
-  for (int64_t d : tensor.dims())
-    count *= d;
+  std::optional<int64_t> elements = elementCount(tensor.dims());
+  if (!elements)
+    return fail("dims are negative or hold more than 2^40 elements");
+  int64_t count = *elements;
   size_t width;
   switch (tensor.data_type()) {
   case onnx::TensorProto::DOUBLE:
@@ -564,6 +607,10 @@ ModelImporter::convertValueType(const onnx::ValueInfoProto &info) {
         "--input-shape {0}={3}{4}",
         info.name(), dynamicDim, dynamicName, llvm::join(suggestion, "x"),
         dynamicDim == 0 ? " or --batch N" : ""));
+  if (!elementCount(shape))
+    return fail(llvm::formatv("graph input '{0}' has shape {1}: more than "
+                              "2^40 elements",
+                              info.name(), llvm::join(suggestion, "x")));
   return RankedTensorType::get(shape, element);
 }
 
@@ -593,10 +640,8 @@ Error ModelImporter::runShapeInference() {
   // not held twice; small ones keep their values for data propagation.
   constexpr int64_t kPropagatedElements = 4096;
   auto isLarge = [](const onnx::TensorProto &init) {
-    int64_t elements = 1;
-    for (int64_t d : init.dims())
-      elements *= d;
-    return elements > kPropagatedElements;
+    std::optional<int64_t> elements = elementCount(init.dims());
+    return !elements || *elements > kPropagatedElements;
   };
   // Swap the large payloads out of the model around the copy (O(1) each).
   std::vector<std::string> payloads;
@@ -805,6 +850,20 @@ Error ModelImporter::checkAgainstOnnxShapes(const onnx::NodeProto &node) {
 Error ModelImporter::importNode(const onnx::NodeProto &node, int64_t opset) {
   const OpHandler &handler = getOpHandlerTable().find(node.op_type())->second;
   std::string name = nodeName(node);
+  // ONNX's checker refuses an omitted ("") input only where the schema says
+  // Single; the handlers read every input of a variadic list (Sum, Concat).
+  if (const onnx::OpSchema *schema =
+          onnx::OpSchemaRegistry::Schema(node.op_type(), int(opset));
+      schema && !schema->inputs().empty()) {
+    const auto &formals = schema->inputs();
+    for (int i = 0; i < node.input_size(); ++i) {
+      const auto &formal = formals[std::min<size_t>(i, formals.size() - 1)];
+      if (node.input(i).empty() &&
+          formal.GetOption() != onnx::OpSchema::Optional)
+        return fail("node '" + name + "' (" + node.op_type() + "): input " +
+                    std::to_string(i) + " is omitted but is not optional");
+    }
+  }
   for (const auto &input : node.input())
     if (!input.empty() && !lookup(input)) {
       if (!nodeError.empty())
@@ -971,6 +1030,8 @@ Expected<OwningOpRef<ModuleOp>> ModelImporter::run() {
     return std::move(e);
   if (Error e = runChecker())
     return std::move(e);
+  if (std::string why = findOversizedTensor(model.graph()); !why.empty())
+    return fail(why);
   classifyInitializers();
   if (Error e = resolveInputShapes())
     return std::move(e);
@@ -1008,6 +1069,7 @@ importModel(MLIRContext &context, onnx::ModelProto &model, std::string baseDir,
             std::string path, const ImportOptions &options) {
   context.loadDialect<func::FuncDialect, graph::GraphDialect>();
   try {
+    installOnnxInferenceGuards();
     ModelImporter importer(context, model, std::move(baseDir), std::move(path),
                            options);
     return importer.run();
@@ -1078,6 +1140,14 @@ strata::frontend::importOnnxText(MLIRContext &context, StringRef text,
   if (Error e = parseOnnxText(text, model))
     return std::move(e);
   return importModel(context, model, ".", "", options);
+}
+
+Expected<OwningOpRef<ModuleOp>>
+strata::frontend::importOnnxModel(MLIRContext &context,
+                                  onnx::ModelProto &model, StringRef baseDir,
+                                  const ImportOptions &options) {
+  return importModel(context, model, baseDir.empty() ? "." : baseDir.str(), "",
+                     options);
 }
 
 Expected<OwningOpRef<ModuleOp>>

@@ -1,0 +1,66 @@
+//===- OnnxInferenceGuards.cpp - Checks ONNX 1.12's inference skips -------===//
+//
+// ONNX's shape inference runs before any handler sees a node, and some of
+// its inference functions (Debian's ONNX 1.12) index past what they checked
+// on a malformed node and crash the process. Each guard here wraps one
+// op's inference function with the precondition it assumes: a node that
+// breaks it gets an inference error instead, which the importer's own
+// handler then reports as one line. Found by tests/fuzz (docs/fuzzing.md);
+// each guard has its lit test in tests/lit/Frontend/errors.test.
+//
+//===----------------------------------------------------------------------===//
+
+#include "OnnxInferenceGuards.h"
+
+#include "strata/Frontend/OnnxImporter.h"
+
+#include "onnx/defs/schema.h"
+#include "onnx/defs/shape_inference.h"
+
+#include <mutex>
+#include <set>
+
+using namespace strata::frontend;
+
+namespace {
+
+/// Wraps the inference function of every version of `op` that opsets
+/// kMinOpset..kMaxOpset resolve to, calling `check` first.
+void guard(const char *op, void (*check)(onnx::InferenceContext &)) {
+  std::set<const onnx::OpSchema *> seen;
+  for (int opset = kMinOpset; opset <= kMaxOpset; ++opset) {
+    const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(op, opset);
+    if (!schema || !seen.insert(schema).second)
+      continue;
+    onnx::InferenceFunction original =
+        schema->GetTypeAndShapeInferenceFunction();
+    if (!original)
+      continue;
+    // The registry hands out const schemas; this process is its only user.
+    const_cast<onnx::OpSchema *>(schema)->TypeAndShapeInferenceFunction(
+        [check, original](onnx::InferenceContext &ctx) {
+          check(ctx);
+          original(ctx);
+        });
+  }
+}
+
+size_t rankOf(onnx::InferenceContext &ctx, size_t input) {
+  return size_t(ctx.getInputType(input)->tensor_type().shape().dim_size());
+}
+
+/// Conv takes its kernel's rank from W: a W of higher rank than X made
+/// convPoolShapeInference read past X's spatial dims.
+void checkConv(onnx::InferenceContext &ctx) {
+  if (onnx::hasInputShape(ctx, 0) && onnx::hasInputShape(ctx, 1) &&
+      rankOf(ctx, 0) != rankOf(ctx, 1))
+    fail_shape_inference("W has rank ", rankOf(ctx, 1), " but X has rank ",
+                         rankOf(ctx, 0));
+}
+
+} // namespace
+
+void strata::frontend::installOnnxInferenceGuards() {
+  static std::once_flag once;
+  std::call_once(once, [] { guard("Conv", checkConv); });
+}
