@@ -130,6 +130,12 @@ private:
 // Tensors and types
 //===----------------------------------------------------------------------===//
 
+static std::string nodeName(const onnx::NodeProto &node) {
+  if (!node.name().empty())
+    return node.name();
+  return node.output_size() ? node.output(0) : "?";
+}
+
 /// No tensor of a model may hold more elements than this (2^40: far beyond
 /// any single weight or activation, and small enough that its byte count,
 /// and a product of two dims within it, cannot wrap).
@@ -147,26 +153,79 @@ static std::optional<int64_t> elementCount(const Dims &dims) {
   return count;
 }
 
+/// How many values an inline tensor holds (raw bytes over the element
+/// width, or the typed field ONNX keeps its type in), or nullopt for types
+/// the importer does not read and for raw bytes that are not whole values.
+static std::optional<int64_t> storedValues(const onnx::TensorProto &t) {
+  int64_t width = 0, typed = -1;
+  switch (t.data_type()) {
+  case onnx::TensorProto::DOUBLE:
+    width = 8, typed = t.double_data_size();
+    break;
+  case onnx::TensorProto::INT64:
+    width = 8, typed = t.int64_data_size();
+    break;
+  case onnx::TensorProto::FLOAT:
+    width = 4, typed = t.float_data_size();
+    break;
+  case onnx::TensorProto::INT32:
+    width = 4, typed = t.int32_data_size();
+    break;
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16:
+  case onnx::TensorProto::INT16:
+    width = 2, typed = t.int32_data_size();
+    break;
+  case onnx::TensorProto::INT8:
+  case onnx::TensorProto::BOOL:
+    width = 1, typed = t.int32_data_size();
+    break;
+  default:
+    return std::nullopt;
+  }
+  if (!t.has_raw_data())
+    return typed;
+  if (typed > 0 || t.raw_data().size() % width != 0)
+    return -1; // both kinds of data, or a partial value: never a count
+  return int64_t(t.raw_data().size()) / width;
+}
+
 /// A tensor of the graph (initializer or Constant value) whose dims are
-/// negative or multiply past kMaxElements, as "tensor 'x' ...", or "".
-static std::string findOversizedTensor(const onnx::GraphProto &graph) {
-  auto check = [](const onnx::TensorProto &t) -> std::string {
-    if (elementCount(t.dims()))
-      return "";
-    std::string dims;
+/// negative or multiply past kMaxElements, or whose inline data does not
+/// hold one value per element, as "tensor 'x' ...", or "". Checked before
+/// ONNX's shape inference, which reads constant data unchecked (ONNX 1.12
+/// indexed an empty raw_data of a Range bound and crashed).
+static std::string findMalformedTensor(const onnx::GraphProto &graph) {
+  auto check = [](const onnx::TensorProto &t,
+                  const std::string &name) -> std::string {
+    std::optional<int64_t> count = elementCount(t.dims());
+    SmallVector<std::string> parts;
     for (int64_t d : t.dims())
-      dims += (dims.empty() ? "" : "x") + std::to_string(d);
-    return llvm::formatv("tensor '{0}' has dims {1}: negative, or more than "
-                         "2^40 elements",
-                         t.name(), dims);
+      parts.push_back(std::to_string(d));
+    std::string dims = llvm::join(parts, "x");
+    if (!count)
+      return llvm::formatv("tensor '{0}' has dims {1}: negative, or more "
+                           "than 2^40 elements",
+                           name, dims);
+    if (t.data_location() == onnx::TensorProto::EXTERNAL)
+      return "";
+    std::optional<int64_t> values = storedValues(t);
+    if (values && *values != *count)
+      return llvm::formatv("tensor '{0}' has {1} elements ([{2}]) but its "
+                           "data holds {3}",
+                           name, *count, dims,
+                           *values < 0 ? std::string("no whole number of "
+                                                     "values")
+                                       : std::to_string(*values));
+    return "";
   };
   for (const auto &init : graph.initializer())
-    if (std::string why = check(init); !why.empty())
+    if (std::string why = check(init, init.name()); !why.empty())
       return why;
   for (const auto &node : graph.node())
     for (const auto &attr : node.attribute())
       if (attr.has_t())
-        if (std::string why = check(attr.t()); !why.empty())
+        if (std::string why = check(attr.t(), nodeName(node)); !why.empty())
           return why;
   return "";
 }
@@ -797,12 +856,6 @@ void ModelImporter::classifyInitializers() {
 }
 
 /// A node's name for messages: its own, else its first output's.
-static std::string nodeName(const onnx::NodeProto &node) {
-  if (!node.name().empty())
-    return node.name();
-  return node.output_size() ? node.output(0) : "?";
-}
-
 static std::string shapeString(ArrayRef<int64_t> shape) {
   std::string s;
   for (int64_t d : shape) {
@@ -1030,7 +1083,7 @@ Expected<OwningOpRef<ModuleOp>> ModelImporter::run() {
     return std::move(e);
   if (Error e = runChecker())
     return std::move(e);
-  if (std::string why = findOversizedTensor(model.graph()); !why.empty())
+  if (std::string why = findMalformedTensor(model.graph()); !why.empty())
     return fail(why);
   classifyInitializers();
   if (Error e = resolveInputShapes())

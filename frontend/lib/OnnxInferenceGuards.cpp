@@ -58,9 +58,28 @@ void checkConv(onnx::InferenceContext &ctx) {
                          rankOf(ctx, 0));
 }
 
+/// convPoolShapeInference divides by every stride and multiplies by every
+/// dilation unchecked: a stride of 0 was a division by zero.
+void checkWindow(onnx::InferenceContext &ctx) {
+  for (const char *name : {"strides", "dilations", "kernel_shape"})
+    if (const onnx::AttributeProto *attr = ctx.getAttribute(name))
+      for (int64_t v : attr->ints())
+        if (v <= 0)
+          fail_shape_inference(name, " must be positive, not ", v);
+}
+
+void checkConvWindow(onnx::InferenceContext &ctx) {
+  checkConv(ctx);
+  checkWindow(ctx);
+}
+
 } // namespace
 
 void strata::frontend::installOnnxInferenceGuards() {
   static std::once_flag once;
-  std::call_once(once, [] { guard("Conv", checkConv); });
+  std::call_once(once, [] {
+    guard("Conv", checkConvWindow);
+    guard("MaxPool", checkWindow);
+    guard("AveragePool", checkWindow);
+  });
 }

@@ -147,7 +147,7 @@ void mutateAttribute(onnx::AttributeProto &attr, Random &rng) {
     if (attr.ints_size())
       attr.set_ints(int(pick(rng, attr.ints_size())), interestingInt(rng));
     else
-      attr.set_i(attr.i() + int64_t(rng() % 5) - 2);
+      attr.set_i(int64_t(uint64_t(attr.i()) + rng() % 5 - 2)); // wraps
     break;
   }
 }
