@@ -11,6 +11,8 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Error.h"
 
+#include <limits>
+
 using namespace mlir;
 using llvm::Expected;
 using namespace strata;
@@ -19,10 +21,14 @@ namespace g = strata::graph;
 
 namespace {
 
+/// The product of `dims`, INT64_MAX when it would overflow (a target shape
+/// from a model's constants can hold any value; found by fuzz-onnx-import),
+/// which no tensor's element count equals.
 int64_t product(ArrayRef<int64_t> dims) {
   int64_t p = 1;
   for (int64_t d : dims)
-    p *= d;
+    if (__builtin_mul_overflow(p, d, &p))
+      return std::numeric_limits<int64_t>::max();
   return p;
 }
 
