@@ -510,9 +510,21 @@ LogicalResult importScatterND(NodeImporter &n) {
     return n.fail("ScatterND reductions are not supported");
   ArrayRef<int64_t> shape = data.getType().getShape();
   ArrayRef<int64_t> indexShape = indices.getType().getShape();
+  // What ONNX requires and the loops below index by (found by
+  // fuzz-onnx-import: a scalar `indices` was read at its last dim).
+  if (indexShape.empty() || !isa<IntegerType>(indices.getElementType()))
+    return n.fail("indices must be an integer tensor of rank >= 1");
   int64_t k = indexShape.back();
   if (k > static_cast<int64_t>(shape.size()))
     return n.fail("index depth exceeds the data rank");
+  if (k < 1)
+    return n.fail("index depth must be at least 1");
+  SmallVector<int64_t> updateShape(indexShape.drop_back());
+  llvm::append_range(updateShape, shape.drop_front(k));
+  if (updates.getType().getElementType() != data.getType().getElementType() ||
+      updates.getType().getShape() != ArrayRef<int64_t>(updateShape))
+    return n.fail("updates must have the data's element type and shape "
+                  "indices.shape[:-1] + data.shape[k:]");
   int64_t slice = product(shape.drop_front(k));
   int64_t count = product(indexShape.drop_back());
   SmallVector<int64_t> idx;
