@@ -11,8 +11,8 @@
 #                                          STRATA_FUZZ_REQUIRED=1 (CI)
 #   tools/fuzz.sh --fresh ...              empty the scratch corpus first
 #   tools/fuzz.sh --merge [TARGET|all]     fold the inputs the last runs kept
-#                                          that add coverage into the
-#                                          committed corpus (-merge=1)
+#                                          that add edges into the committed
+#                                          corpus (-set_cover_merge=1)
 #
 # TARGET: onnx-import, external-data, plan-load, checkpoint-load (or the
 # full fuzz-* name). Seeds: tests/fuzz/corpus/TARGET and the crash
@@ -88,9 +88,11 @@ for t in "${targets[@]}"; do
   [[ $fresh -eq 1 ]] && rm -rf "$scratch"
   mkdir -p "$scratch" "$crashes"
   if [[ "$mode" == merge ]]; then
-    # The committed corpus keeps its inputs; only those of the scratch
-    # corpus that add coverage are copied in.
-    "$bin" -merge=1 -max_len="$max_len" "$corpus" "$scratch" 2>&1 | grep -E 'MERGE-OUTER: [0-9]+ new files' || true
+    # The committed corpus keeps its inputs; of the scratch corpus only a
+    # small set that covers the edges it adds is copied in (set cover, edges
+    # only: hit counts would keep many near-duplicates).
+    "$bin" -set_cover_merge=1 -use_counters=0 -max_len="$max_len" \
+      "$corpus" "$scratch" 2>&1 | grep -E 'MERGE-OUTER: [0-9]+ new files' || true
     echo "fuzz-$t: $(find "$corpus" -type f ! -name '*.md' | wc -l) inputs, $(du -sk "$corpus" | cut -f1) KiB in $corpus"
     continue
   fi

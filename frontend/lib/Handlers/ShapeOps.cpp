@@ -11,6 +11,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Error.h"
 
+#include <cmath>
 #include <limits>
 
 using namespace mlir;
@@ -373,8 +374,19 @@ LogicalResult importRange(NodeImporter &n) {
        d = n.getConstantScalar(2, "delta");
   if (failed(s) || failed(l) || failed(d) || *d == 0)
     return n.fail("Range needs a non-zero delta");
-  int64_t count = std::max<int64_t>(
-      static_cast<int64_t>(std::ceil((*l - *s) / *d)), 0);
+  // Folded here, element by element: bounded first (found by
+  // fuzz-onnx-import: a count past int64's range was converted to it).
+  // Bounds within 2^53 are exact as doubles and keep start + i * delta,
+  // which lies between start and limit, inside int64.
+  constexpr double kMaxBound = 9007199254740992.0; // 2^53
+  constexpr double kMaxCount = 16777216.0;         // 2^24
+  if (!(std::abs(*s) <= kMaxBound && std::abs(*l) <= kMaxBound &&
+        std::abs(*d) <= kMaxBound))
+    return n.fail("Range's start, limit and delta must lie within 2^53");
+  double steps = std::ceil((*l - *s) / *d);
+  if (!(steps <= kMaxCount))
+    return n.fail("Range folds to more than 2^24 elements");
+  int64_t count = std::max<int64_t>(static_cast<int64_t>(steps), 0);
   auto type = RankedTensorType::get({count}, element);
   if (isa<FloatType>(element)) {
     SmallVector<APFloat> values;
