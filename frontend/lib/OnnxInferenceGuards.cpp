@@ -73,6 +73,23 @@ void checkConvWindow(onnx::InferenceContext &ctx) {
   checkWindow(ctx);
 }
 
+/// No model has tensors of this many dims; a longer shape operand is damage.
+constexpr int64_t kMaxRank = 64;
+
+/// Expand, Reshape and ConstantOfShape give their output one dim per entry
+/// of their shape operand (input `index`): a shape operand of length 2^40
+/// made ONNX allocate 2^40 dims (out of memory).
+template <size_t index>
+void checkShapeOperand(onnx::InferenceContext &ctx) {
+  if (!onnx::hasInputShape(ctx, index))
+    return;
+  const auto &shape = ctx.getInputType(index)->tensor_type().shape();
+  if (shape.dim_size() == 1 && shape.dim(0).has_dim_value() &&
+      shape.dim(0).dim_value() > kMaxRank)
+    fail_shape_inference("the shape operand has ", shape.dim(0).dim_value(),
+                         " entries; at most ", kMaxRank, " dims are supported");
+}
+
 } // namespace
 
 void strata::frontend::installOnnxInferenceGuards() {
@@ -81,5 +98,8 @@ void strata::frontend::installOnnxInferenceGuards() {
     guard("Conv", checkConvWindow);
     guard("MaxPool", checkWindow);
     guard("AveragePool", checkWindow);
+    guard("Expand", checkShapeOperand<1>);
+    guard("Reshape", checkShapeOperand<1>);
+    guard("ConstantOfShape", checkShapeOperand<0>);
   });
 }
