@@ -45,6 +45,26 @@ void guard(const char *op, void (*check)(onnx::InferenceContext &)) {
   }
 }
 
+/// Wraps the data propagation function (the known values of shape
+/// tensors) of every version of `op` in range: it runs only when `check`
+/// accepts its inputs; otherwise the values stay unknown.
+void guardPropagation(const char *op,
+                      bool (*check)(onnx::DataPropagationContext &)) {
+  std::set<const onnx::OpSchema *> seen;
+  for (int opset = kMinOpset; opset <= kMaxOpset; ++opset) {
+    const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(op, opset);
+    if (!schema || !seen.insert(schema).second)
+      continue;
+    onnx::DataPropagationFunction original =
+        schema->GetDataPropagationFunction();
+    const_cast<onnx::OpSchema *>(schema)->PartialDataPropagationFunction(
+        [check, original](onnx::DataPropagationContext &ctx) {
+          if (check(ctx))
+            original(ctx);
+        });
+  }
+}
+
 size_t rankOf(onnx::InferenceContext &ctx, size_t input) {
   return size_t(ctx.getInputType(input)->tensor_type().shape().dim_size());
 }
@@ -90,6 +110,17 @@ void checkShapeOperand(onnx::InferenceContext &ctx) {
                          " entries; at most ", kMaxRank, " dims are supported");
 }
 
+/// Add, Sub, Mul and Div propagate the values of two shape tensors by
+/// broadcasting them, and read entry 0 of an empty one (the Shape of a
+/// scalar): a null dereference.
+bool noEmptyValues(onnx::DataPropagationContext &ctx) {
+  for (size_t i = 0; i < ctx.getNumInputs(); ++i)
+    if (const onnx::TensorShapeProto *values = ctx.getInputData(i);
+        values && values->dim_size() == 0)
+      return false;
+  return true;
+}
+
 } // namespace
 
 void strata::frontend::installOnnxInferenceGuards() {
@@ -101,5 +132,7 @@ void strata::frontend::installOnnxInferenceGuards() {
     guard("Expand", checkShapeOperand<1>);
     guard("Reshape", checkShapeOperand<1>);
     guard("ConstantOfShape", checkShapeOperand<0>);
+    for (const char *op : {"Add", "Sub", "Mul", "Div"})
+      guardPropagation(op, noEmptyValues);
   });
 }
