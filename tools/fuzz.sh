@@ -88,12 +88,19 @@ for t in "${targets[@]}"; do
   [[ $fresh -eq 1 ]] && rm -rf "$scratch"
   mkdir -p "$scratch" "$crashes"
   if [[ "$mode" == merge ]]; then
-    # The committed corpus keeps its inputs; of the scratch corpus only a
-    # small set that covers the edges it adds is copied in (set cover, edges
-    # only: hit counts would keep many near-duplicates).
+    # The committed corpus keeps its inputs; of the scratch inputs up to
+    # STRATA_FUZZ_MERGE_MAX bytes (4096) only a small set that covers the
+    # edges they add is copied in (set cover, edges only: hit counts would
+    # keep many near-duplicates).
+    candidates="$work/$t-merge"
+    rm -rf "$candidates"
+    mkdir -p "$candidates"
+    find "$scratch" -type f -size -"$(( ${STRATA_FUZZ_MERGE_MAX:-4096} + 1 ))"c \
+      -exec cp -t "$candidates" {} +
     "$bin" -set_cover_merge=1 -use_counters=0 -max_len="$max_len" \
-      "$corpus" "$scratch" 2>&1 | grep -E 'MERGE-OUTER: [0-9]+ new files' || true
-    echo "fuzz-$t: $(find "$corpus" -type f ! -name '*.md' | wc -l) inputs, $(du -sk "$corpus" | cut -f1) KiB in $corpus"
+      "$corpus" "$candidates" 2>&1 | grep -E 'MERGE-OUTER: [0-9]+ new files' || true
+    rm -rf "$candidates"
+    echo "fuzz-$t: $(find "$corpus" -type f ! -name '*.md' | wc -l) inputs, $(find "$corpus" -type f ! -name '*.md' -printf '%s\n' | awk '{s += $1} END {print s}') bytes in $corpus"
     continue
   fi
   budget=(-max_total_time="$seconds")
