@@ -9,7 +9,7 @@ packages=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   libopenmpi-dev openmpi-bin libopenblas-dev
   libgtest-dev
-  clang-19 libclang-rt-19-dev
+  clang-19 libclang-rt-19-dev # the libFuzzer build (tools/fuzz.sh)
 )
 # `tools/install-deps.sh --models` adds what models/ needs to re-export.
 if [[ "${1:-}" == "--models" ]]; then
