@@ -10,6 +10,7 @@ packages=(
   libopenmpi-dev openmpi-bin libopenblas-dev
   libgtest-dev
   python3-onnx
+  clang-19 libclang-rt-19-dev # the libFuzzer build (tools/fuzz.sh)
 )
 # python3-onnx: models/generate_model.py writes the weightless models the
 # compile-scale test compiles. `tools/install-deps.sh --models` adds what

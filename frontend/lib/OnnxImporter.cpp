@@ -8,7 +8,7 @@
 // otherwise (so masks and shape tables fold away).
 //
 // This library is compiled with exceptions: protobuf and ONNX throw. Nothing
-// thrown crosses importOnnxFile/importOnnxText.
+// thrown crosses importOnnxFile/importOnnxText/importOnnxModel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +17,7 @@
 #include "strata/Frontend/ExternalData.h"
 
 #include "NodeImporter.h"
+#include "OnnxInferenceGuards.h"
 
 #include "strata/Dialect/Graph/IR/GraphOps.h"
 
@@ -129,6 +130,106 @@ private:
 // Tensors and types
 //===----------------------------------------------------------------------===//
 
+static std::string nodeName(const onnx::NodeProto &node) {
+  if (!node.name().empty())
+    return node.name();
+  return node.output_size() ? node.output(0) : "?";
+}
+
+/// No tensor of a model may hold more elements than this (2^40: far beyond
+/// any single weight or activation, and small enough that its byte count,
+/// and a product of two dims within it, cannot wrap).
+static constexpr int64_t kMaxElements = int64_t(1) << 40;
+
+/// The product of `dims`, or nullopt when one is negative or the product
+/// exceeds kMaxElements.
+template <typename Dims>
+static std::optional<int64_t> elementCount(const Dims &dims) {
+  int64_t count = 1;
+  for (int64_t d : dims)
+    if (d < 0 || __builtin_mul_overflow(count, d, &count) ||
+        count > kMaxElements)
+      return std::nullopt;
+  return count;
+}
+
+/// How many values an inline tensor holds (raw bytes over the element
+/// width, or the typed field ONNX keeps its type in), or nullopt for types
+/// the importer does not read and for raw bytes that are not whole values.
+static std::optional<int64_t> storedValues(const onnx::TensorProto &t) {
+  int64_t width = 0, typed = -1;
+  switch (t.data_type()) {
+  case onnx::TensorProto::DOUBLE:
+    width = 8, typed = t.double_data_size();
+    break;
+  case onnx::TensorProto::INT64:
+    width = 8, typed = t.int64_data_size();
+    break;
+  case onnx::TensorProto::FLOAT:
+    width = 4, typed = t.float_data_size();
+    break;
+  case onnx::TensorProto::INT32:
+    width = 4, typed = t.int32_data_size();
+    break;
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16:
+  case onnx::TensorProto::INT16:
+    width = 2, typed = t.int32_data_size();
+    break;
+  case onnx::TensorProto::INT8:
+  case onnx::TensorProto::BOOL:
+    width = 1, typed = t.int32_data_size();
+    break;
+  default:
+    return std::nullopt;
+  }
+  if (!t.has_raw_data())
+    return typed;
+  if (typed > 0 || t.raw_data().size() % width != 0)
+    return -1; // both kinds of data, or a partial value: never a count
+  return int64_t(t.raw_data().size()) / width;
+}
+
+/// A tensor of the graph (initializer or Constant value) whose dims are
+/// negative or multiply past kMaxElements, or whose inline data does not
+/// hold one value per element, as "tensor 'x' ...", or "". Checked before
+/// ONNX's shape inference, which reads constant data unchecked (ONNX 1.12
+/// indexed an empty raw_data of a Range bound and crashed).
+static std::string findMalformedTensor(const onnx::GraphProto &graph) {
+  auto check = [](const onnx::TensorProto &t,
+                  const std::string &name) -> std::string {
+    std::optional<int64_t> count = elementCount(t.dims());
+    SmallVector<std::string> parts;
+    for (int64_t d : t.dims())
+      parts.push_back(std::to_string(d));
+    std::string dims = llvm::join(parts, "x");
+    if (!count)
+      return llvm::formatv("tensor '{0}' has dims {1}: negative, or more "
+                           "than 2^40 elements",
+                           name, dims);
+    if (t.data_location() == onnx::TensorProto::EXTERNAL)
+      return "";
+    std::optional<int64_t> values = storedValues(t);
+    if (values && *values != *count)
+      return llvm::formatv("tensor '{0}' has {1} elements ([{2}]) but its "
+                           "data holds {3}",
+                           name, *count, dims,
+                           *values < 0 ? std::string("no whole number of "
+                                                     "values")
+                                       : std::to_string(*values));
+    return "";
+  };
+  for (const auto &init : graph.initializer())
+    if (std::string why = check(init, init.name()); !why.empty())
+      return why;
+  for (const auto &node : graph.node())
+    for (const auto &attr : node.attribute())
+      if (attr.has_t())
+        if (std::string why = check(attr.t(), nodeName(node)); !why.empty())
+          return why;
+  return "";
+}
+
 Type strata::frontend::getElementType(MLIRContext *context, int32_t onnxType) {
   Builder b(context);
   switch (onnxType) {
@@ -171,9 +272,10 @@ static Expected<std::string> readTensorBytes(const onnx::TensorProto &tensor,
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "tensor '" + tensor.name() + "': " + message);
   };
-  int64_t count = 1;
-  for (int64_t d : tensor.dims())
-    count *= d;
+  std::optional<int64_t> elements = elementCount(tensor.dims());
+  if (!elements)
+    return fail("dims are negative or hold more than 2^40 elements");
+  int64_t count = *elements;
   size_t width;
   switch (tensor.data_type()) {
   case onnx::TensorProto::DOUBLE:
@@ -564,6 +666,10 @@ ModelImporter::convertValueType(const onnx::ValueInfoProto &info) {
         "--input-shape {0}={3}{4}",
         info.name(), dynamicDim, dynamicName, llvm::join(suggestion, "x"),
         dynamicDim == 0 ? " or --batch N" : ""));
+  if (!elementCount(shape))
+    return fail(llvm::formatv("graph input '{0}' has shape {1}: more than "
+                              "2^40 elements",
+                              info.name(), llvm::join(suggestion, "x")));
   return RankedTensorType::get(shape, element);
 }
 
@@ -593,10 +699,8 @@ Error ModelImporter::runShapeInference() {
   // not held twice; small ones keep their values for data propagation.
   constexpr int64_t kPropagatedElements = 4096;
   auto isLarge = [](const onnx::TensorProto &init) {
-    int64_t elements = 1;
-    for (int64_t d : init.dims())
-      elements *= d;
-    return elements > kPropagatedElements;
+    std::optional<int64_t> elements = elementCount(init.dims());
+    return !elements || *elements > kPropagatedElements;
   };
   // Swap the large payloads out of the model around the copy (O(1) each).
   std::vector<std::string> payloads;
@@ -752,12 +856,6 @@ void ModelImporter::classifyInitializers() {
 }
 
 /// A node's name for messages: its own, else its first output's.
-static std::string nodeName(const onnx::NodeProto &node) {
-  if (!node.name().empty())
-    return node.name();
-  return node.output_size() ? node.output(0) : "?";
-}
-
 static std::string shapeString(ArrayRef<int64_t> shape) {
   std::string s;
   for (int64_t d : shape) {
@@ -805,6 +903,20 @@ Error ModelImporter::checkAgainstOnnxShapes(const onnx::NodeProto &node) {
 Error ModelImporter::importNode(const onnx::NodeProto &node, int64_t opset) {
   const OpHandler &handler = getOpHandlerTable().find(node.op_type())->second;
   std::string name = nodeName(node);
+  // ONNX's checker refuses an omitted ("") input only where the schema says
+  // Single; the handlers read every input of a variadic list (Sum, Concat).
+  if (const onnx::OpSchema *schema =
+          onnx::OpSchemaRegistry::Schema(node.op_type(), int(opset));
+      schema && !schema->inputs().empty()) {
+    const auto &formals = schema->inputs();
+    for (int i = 0; i < node.input_size(); ++i) {
+      const auto &formal = formals[std::min<size_t>(i, formals.size() - 1)];
+      if (node.input(i).empty() &&
+          formal.GetOption() != onnx::OpSchema::Optional)
+        return fail("node '" + name + "' (" + node.op_type() + "): input " +
+                    std::to_string(i) + " is omitted but is not optional");
+    }
+  }
   for (const auto &input : node.input())
     if (!input.empty() && !lookup(input)) {
       if (!nodeError.empty())
@@ -978,6 +1090,8 @@ Expected<OwningOpRef<ModuleOp>> ModelImporter::run() {
     return std::move(e);
   if (Error e = runChecker())
     return std::move(e);
+  if (std::string why = findMalformedTensor(model.graph()); !why.empty())
+    return fail(why);
   classifyInitializers();
   if (Error e = resolveInputShapes())
     return std::move(e);
@@ -1015,6 +1129,7 @@ importModel(MLIRContext &context, onnx::ModelProto &model, std::string baseDir,
             std::string path, const ImportOptions &options) {
   context.loadDialect<func::FuncDialect, graph::GraphDialect>();
   try {
+    installOnnxInferenceGuards();
     ModelImporter importer(context, model, std::move(baseDir), std::move(path),
                            options);
     return importer.run();
@@ -1085,6 +1200,14 @@ strata::frontend::importOnnxText(MLIRContext &context, StringRef text,
   if (Error e = parseOnnxText(text, model))
     return std::move(e);
   return importModel(context, model, ".", "", options);
+}
+
+Expected<OwningOpRef<ModuleOp>>
+strata::frontend::importOnnxModel(MLIRContext &context,
+                                  onnx::ModelProto &model, StringRef baseDir,
+                                  const ImportOptions &options) {
+  return importModel(context, model, baseDir.empty() ? "." : baseDir.str(), "",
+                     options);
 }
 
 Expected<OwningOpRef<ModuleOp>>

@@ -2,6 +2,8 @@
 
 #include "../NodeImporter.h"
 
+#include "llvm/Support/FormatVariadic.h"
+
 using namespace mlir;
 using namespace strata;
 using namespace strata::frontend;
@@ -44,6 +46,9 @@ LogicalResult importMatMul(NodeImporter &n) {
 
 LogicalResult importGemm(NodeImporter &n) {
   Value a = n.getInput(0), b = n.getInput(1);
+  // ONNX's inference reports other ranks, but the import goes on without it.
+  if (n.getInputType(0).getRank() != 2 || n.getInputType(1).getRank() != 2)
+    return n.fail("A and B must be matrices (rank 2)");
   Value c = n.hasInput(2) ? n.getInput(2) : Value();
   double alpha = n.getAttrFloat("alpha", 1.0), beta = n.getAttrFloat("beta", 1.0);
   bool transA = n.getAttrInt("transA", 0), transB = n.getAttrInt("transB", 0);
@@ -215,6 +220,22 @@ getWindowPads(NodeImporter &n, ArrayRef<int64_t> spatial,
               ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
               ArrayRef<int64_t> dilations) {
   size_t rank = spatial.size();
+  // Checked before the arithmetic below and the op's own: a stride of 0
+  // divided by zero, values near 2^63 overflowed (found by fuzz-onnx-import).
+  constexpr int64_t kMaxWindow = int64_t(1) << 31;
+  if (kernel.size() != rank || strides.size() != rank ||
+      dilations.size() != rank) {
+    (void)n.fail(llvm::formatv("window attributes need one entry per spatial "
+                               "dim ({0}) and pads two",
+                               rank));
+    return failure();
+  }
+  for (ArrayRef<int64_t> values : {kernel, strides, dilations})
+    for (int64_t v : values)
+      if (v < 1 || v > kMaxWindow) {
+        (void)n.fail("kernel, strides and dilations must be in 1..2^31");
+        return failure();
+      }
   std::string autoPad = n.getAttrString("auto_pad", "NOTSET");
   SmallVector<int64_t> pads = n.getAttrInts("pads");
   if (autoPad == "NOTSET") {
@@ -224,6 +245,11 @@ getWindowPads(NodeImporter &n, ArrayRef<int64_t> spatial,
       (void)n.fail("pads needs two entries per spatial dim");
       return failure();
     }
+    for (int64_t v : pads)
+      if (v < 0 || v > kMaxWindow) {
+        (void)n.fail("pads must be in 0..2^31");
+        return failure();
+      }
     return pads;
   }
   pads.assign(2 * rank, 0);
@@ -257,6 +283,9 @@ LogicalResult importConv(NodeImporter &n) {
   RankedTensorType input = n.getInputType(0), weight = n.getInputType(1);
   if (input.getRank() < 3)
     return n.fail("input must have rank >= 3");
+  // The kernel's shape is read from W's dims 2.. below.
+  if (weight.getRank() != input.getRank())
+    return n.fail("W must have the rank of X");
   size_t spatial = input.getRank() - 2;
   SmallVector<int64_t> kernel = n.getAttrInts("kernel_shape");
   if (kernel.empty())

@@ -11,6 +11,9 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Error.h"
 
+#include <cmath>
+#include <limits>
+
 using namespace mlir;
 using llvm::Expected;
 using namespace strata;
@@ -19,10 +22,14 @@ namespace g = strata::graph;
 
 namespace {
 
+/// The product of `dims`, INT64_MAX when it would overflow (a target shape
+/// from a model's constants can hold any value; found by fuzz-onnx-import),
+/// which no tensor's element count equals.
 int64_t product(ArrayRef<int64_t> dims) {
   int64_t p = 1;
   for (int64_t d : dims)
-    p *= d;
+    if (__builtin_mul_overflow(p, d, &p))
+      return std::numeric_limits<int64_t>::max();
   return p;
 }
 
@@ -367,8 +374,19 @@ LogicalResult importRange(NodeImporter &n) {
        d = n.getConstantScalar(2, "delta");
   if (failed(s) || failed(l) || failed(d) || *d == 0)
     return n.fail("Range needs a non-zero delta");
-  int64_t count = std::max<int64_t>(
-      static_cast<int64_t>(std::ceil((*l - *s) / *d)), 0);
+  // Folded here, element by element: bounded first (found by
+  // fuzz-onnx-import: a count past int64's range was converted to it).
+  // Bounds within 2^53 are exact as doubles and keep start + i * delta,
+  // which lies between start and limit, inside int64.
+  constexpr double kMaxBound = 9007199254740992.0; // 2^53
+  constexpr double kMaxCount = 16777216.0;         // 2^24
+  if (!(std::abs(*s) <= kMaxBound && std::abs(*l) <= kMaxBound &&
+        std::abs(*d) <= kMaxBound))
+    return n.fail("Range's start, limit and delta must lie within 2^53");
+  double steps = std::ceil((*l - *s) / *d);
+  if (!(steps <= kMaxCount))
+    return n.fail("Range folds to more than 2^24 elements");
+  int64_t count = std::max<int64_t>(static_cast<int64_t>(steps), 0);
   auto type = RankedTensorType::get({count}, element);
   if (isa<FloatType>(element)) {
     SmallVector<APFloat> values;
@@ -504,9 +522,21 @@ LogicalResult importScatterND(NodeImporter &n) {
     return n.fail("ScatterND reductions are not supported");
   ArrayRef<int64_t> shape = data.getType().getShape();
   ArrayRef<int64_t> indexShape = indices.getType().getShape();
+  // What ONNX requires and the loops below index by (found by
+  // fuzz-onnx-import: a scalar `indices` was read at its last dim).
+  if (indexShape.empty() || !isa<IntegerType>(indices.getElementType()))
+    return n.fail("indices must be an integer tensor of rank >= 1");
   int64_t k = indexShape.back();
   if (k > static_cast<int64_t>(shape.size()))
     return n.fail("index depth exceeds the data rank");
+  if (k < 1)
+    return n.fail("index depth must be at least 1");
+  SmallVector<int64_t> updateShape(indexShape.drop_back());
+  llvm::append_range(updateShape, shape.drop_front(k));
+  if (updates.getType().getElementType() != data.getType().getElementType() ||
+      updates.getType().getShape() != ArrayRef<int64_t>(updateShape))
+    return n.fail("updates must have the data's element type and shape "
+                  "indices.shape[:-1] + data.shape[k:]");
   int64_t slice = product(shape.drop_front(k));
   int64_t count = product(indexShape.drop_back());
   SmallVector<int64_t> idx;

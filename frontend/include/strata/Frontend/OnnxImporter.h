@@ -21,6 +21,10 @@
 #include <string>
 #include <vector>
 
+namespace onnx {
+class ModelProto;
+} // namespace onnx
+
 namespace strata::frontend {
 
 /// The ONNX default-domain opsets the importer understands: from the one
@@ -49,6 +53,13 @@ importOnnxFile(mlir::MLIRContext &context, llvm::StringRef path,
 llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 importOnnxText(mlir::MLIRContext &context, llvm::StringRef text,
                const ImportOptions &options = {});
+
+/// Imports a model already parsed from binary ONNX (what importOnnxFile does
+/// after reading the file, with ONNX's checker run on the model in memory).
+/// External data is read relative to `baseDir`. The fuzzer's entry point.
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+importOnnxModel(mlir::MLIRContext &context, onnx::ModelProto &model,
+                llvm::StringRef baseDir, const ImportOptions &options = {});
 
 /// The ONNX op types (default domain) the importer handles, sorted.
 std::vector<std::string> getSupportedOnnxOps();

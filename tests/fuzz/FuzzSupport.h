@@ -1,0 +1,71 @@
+//===- FuzzSupport.h - What the libFuzzer targets share ---------*- C++ -*-===//
+//
+// A scratch folder per fuzzer process (the loaders under test read files),
+// removed when the process exits normally, and a file writer.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRATA_TESTS_FUZZ_FUZZSUPPORT_H
+#define STRATA_TESTS_FUZZ_FUZZSUPPORT_H
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <unistd.h>
+#include <vector>
+
+namespace strata::fuzz {
+
+/// A fresh folder under $TMPDIR for this process, removed at exit.
+class ScratchFolder {
+public:
+  explicit ScratchFolder(const char *name) {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / name).string() + "-XXXXXX";
+    std::vector<char> buffer(pattern.begin(), pattern.end());
+    buffer.push_back('\0');
+    if (!::mkdtemp(buffer.data())) {
+      std::perror("mkdtemp");
+      std::abort();
+    }
+    path_ = buffer.data();
+  }
+  ~ScratchFolder() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string &path() const { return path_; }
+  std::string operator/(const std::string &name) const {
+    return path_ + "/" + name;
+  }
+
+private:
+  std::string path_;
+};
+
+/// Writes `bytes` to `path` (replacing it); aborts when it cannot, since a
+/// target that silently tested nothing would be worse than a stop.
+inline void writeFile(const std::string &path, std::string_view bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+  if (!out) {
+    std::fprintf(stderr, "fuzz: cannot write '%s'\n", path.c_str());
+    std::abort();
+  }
+}
+
+/// FNV-1a, 64 bits (decides, per input, which variant a target runs).
+inline uint64_t hashBytes(const uint8_t *data, size_t size) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < size; ++i)
+    h = (h ^ data[i]) * 0x100000001b3ull;
+  return h;
+}
+
+} // namespace strata::fuzz
+
+#endif // STRATA_TESTS_FUZZ_FUZZSUPPORT_H
