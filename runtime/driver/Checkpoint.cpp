@@ -401,8 +401,12 @@ Status readIndex(const std::string &folder, Index &out) {
         e.dtype = field(line, "dtype");
         e.shape = field(line, "shape");
         e.checksum = field(line, "checksum");
-        e.offset = std::stoull(field(line, "offset"));
-        e.bytes = std::stoull(field(line, "bytes"));
+        // Strictly: std::stoull alone took "-4" as 2^64 - 4 (found by
+        // tests/fuzz's checkpoint-load target).
+        e.offset = number(line, "offset", UINT64_MAX);
+        e.bytes = number(line, "bytes", UINT64_MAX);
+        if (e.offset == UINT64_MAX || e.bytes == UINT64_MAX)
+          return damaged;
         e.kind = std::stoi(field(line, "kind"));
         e.slices = uint32_t(number(line, "slices", 1));
         e.slice = uint32_t(number(line, "slice", 0));
@@ -1167,7 +1171,8 @@ Status MappedWeights::open(const std::string &folder,
   }
   ::close(fd);
   for (const auto &[name, e] : index.entries) {
-    if (e.offset + e.bytes > w->size_)
+    // Without a sum that can wrap (an offset near 2^64 once passed).
+    if (e.bytes > w->size_ || e.offset > w->size_ - e.bytes)
       return Status::error("'" + path + "' is shorter than its index.json");
     w->values_[name] = std::string_view(w->data_ + e.offset, e.bytes);
   }

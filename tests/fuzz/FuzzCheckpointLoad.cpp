@@ -96,14 +96,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   (void)peekCheckpoint(checkpointDir, fingerprint, found, step, seed);
   (void)loadCheckpoint(checkpointDir, fingerprint, *executor, step);
 
-  // STRATA_FUZZ_SKIP_MAPPED_WEIGHTS=1 leaves MappedWeights out, to fuzz the
-  // rest past its known crash (tests/fuzz/known-crashes/checkpoint-load).
-  static const bool skipMapped = [] {
-    const char *env = std::getenv("STRATA_FUZZ_SKIP_MAPPED_WEIGHTS");
-    return env && std::string(env) == "1";
-  }();
   std::unique_ptr<MappedWeights> weights;
-  if (!skipMapped && MappedWeights::open(stepFolder, weights)) {
+  if (MappedWeights::open(stepFolder, weights)) {
     // Every value it hands out must lie in the mapped file: touch each byte.
     uint64_t sum = 0;
     for (const std::string &name : namesToRead(index))

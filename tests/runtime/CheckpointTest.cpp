@@ -239,6 +239,41 @@ TEST(CheckpointTest, IndexIsSealedByItsChecksum) {
       << s.message();
 }
 
+// An index entry whose offset + bytes wraps past 2^64, or a "negative"
+// size: MappedWeights once handed out views outside the mapped state.bin
+// (tests/fuzz/regressions/checkpoint-load).
+TEST(CheckpointTest, MappedWeightsRefuseWrappingEntries) {
+  TempDir dir;
+  std::unique_ptr<Artifact> artifact;
+  auto e = load(writeLinearClassifier(dir / "a.strata"), artifact);
+  ASSERT_TRUE(e);
+  trainOneStep(*e, 1);
+  ASSERT_TRUE(saveCheckpoint(dir / "ckpt", "fp", 1, 0, *e).isOk());
+  std::string folder = dir / "ckpt/step-00000001";
+  std::string index = readFile(folder + "/index.json");
+  // Without the seal, as an index written before format 3 would be.
+  index = index.substr(0, index.find(",\n  \"index_checksum\"")) + "\n}\n";
+  size_t at = index.find("\"format\": 3");
+  ASSERT_NE(at, std::string::npos);
+  index.replace(at, 11, "\"format\": 2");
+  for (const char *bad : {"\"bytes\": -4", "\"offset\": 18446744073709551615"}) {
+    std::string edited = index;
+    size_t entry = edited.find("\"name\": \"w\"");
+    ASSERT_NE(entry, std::string::npos);
+    std::string key = std::string(bad).substr(0, std::string(bad).find(':'));
+    size_t field = edited.find(key, entry);
+    size_t end = edited.find_first_of(",}", field);
+    edited.replace(field, end - field, bad);
+    {
+      std::ofstream out(folder + "/index.json", std::ios::trunc);
+      out << edited;
+    }
+    std::unique_ptr<MappedWeights> weights;
+    Status s = MappedWeights::open(folder, weights);
+    EXPECT_FALSE(s.isOk()) << bad;
+  }
+}
+
 TEST(CheckpointTest, RefusesForeignAndDamagedCheckpoints) {
   TempDir dir;
   std::unique_ptr<Artifact> artifact;
