@@ -57,50 +57,51 @@ Status attentionKernel(KernelContext &ctx) {
     int64_t batches = 1;
     for (int64_t dim : batchShape)
       batches *= dim;
-    // scratch: the scores of one batch matrix and a batch coordinate.
-    std::vector<T> p(static_cast<size_t>(s * t));
-    std::vector<int64_t> coord(batchShape.size(), 0);
-    int64_t maskBase = 0;
-    for (int64_t b = 0; b < batches; ++b) {
-      gemm<T>(true, s, t, d, pq + b * s * d, pk + b * t * d, p.data());
-      for (int64_t i = 0; i < s; ++i) {
-        T *row = p.data() + i * t;
-        for (int64_t j = 0; j < t; ++j) {
-          T score = row[j] * tScale;
-          if (pm)
-            score += pm[maskBase + i * maskStrides[rank - 2] +
-                        j * maskStrides[rank - 1]];
-          row[j] = causal && j > i ? negInf : score;
-        }
-        // Softmax as graph.softmax computes it (max first, sum in double).
-        T max = t > 0 ? row[0] : T(0);
-        for (int64_t j = 1; j < t; ++j)
-          if (row[j] > max || row[j] != row[j])
-            max = row[j];
-        double sum = 0;
-        for (int64_t j = 0; j < t; ++j)
-          sum += std::exp(double(row[j]) - double(max));
-        for (int64_t j = 0; j < t; ++j) {
-          T prob = static_cast<T>(std::exp(double(row[j]) - double(max)) / sum);
-          if (ratio > 0) {
-            uint64_t index = static_cast<uint64_t>((b * s + i) * t + j);
-            prob *= dropoutKeeps(seedOf(ctx), index, ratio) ? dropScale : T(0);
+    // Batch matrices are independent: blocks of them run on the pool, each
+    // with its own scratch (the scores of one matrix and one row's
+    // exponentials, kept so each is computed once).
+    parallelFor(batches, 1, [&](int64_t first, int64_t last) {
+      std::vector<T> p(static_cast<size_t>(s * t));
+      std::vector<double> e(static_cast<size_t>(t));
+      for (int64_t b = first; b < last; ++b) {
+        int64_t maskBase = mask ? maskOffset(batchShape, maskStrides, b) : 0;
+        gemm<T>(true, s, t, d, pq + b * s * d, pk + b * t * d, p.data());
+        for (int64_t i = 0; i < s; ++i) {
+          T *row = p.data() + i * t;
+          for (int64_t j = 0; j < t; ++j) {
+            T score = row[j] * tScale;
+            if (pm)
+              score += pm[maskBase + i * maskStrides[rank - 2] +
+                          j * maskStrides[rank - 1]];
+            row[j] = causal && j > i ? negInf : score;
           }
-          row[j] = prob;
+          // Softmax as graph.softmax computes it (max first, sum in double).
+          T max = t > 0 ? row[0] : T(0);
+          for (int64_t j = 1; j < t; ++j)
+            if (row[j] > max || row[j] != row[j])
+              max = row[j];
+          // Past the diagonal exp(-inf - max) is 0 when max is finite.
+          int64_t live = causal && std::isfinite(double(max))
+                             ? std::min(t, i + 1)
+                             : t;
+          double sum = 0;
+          for (int64_t j = 0; j < live; ++j) {
+            e[j] = std::exp(double(row[j]) - double(max));
+            sum += e[j];
+          }
+          for (int64_t j = 0; j < t; ++j) {
+            T prob = j < live ? static_cast<T>(e[j] / sum) : T(0);
+            if (ratio > 0) {
+              uint64_t index = static_cast<uint64_t>((b * s + i) * t + j);
+              prob *= dropoutKeeps(seedOf(ctx), index, ratio) ? dropScale
+                                                              : T(0);
+            }
+            row[j] = prob;
+          }
         }
+        gemm<T>(false, s, dv, t, p.data(), pv + b * t * dv, po + b * s * dv);
       }
-      gemm<T>(false, s, dv, t, p.data(), pv + b * t * dv, po + b * s * dv);
-      // Advance the mask's batch offset (odometer over the batch dims).
-      for (int64_t dim = static_cast<int64_t>(batchShape.size()) - 1; dim >= 0;
-           --dim) {
-        if (++coord[dim] < batchShape[dim]) {
-          maskBase += maskStrides[dim];
-          break;
-        }
-        maskBase -= maskStrides[dim] * (batchShape[dim] - 1);
-        coord[dim] = 0;
-      }
-    }
+    });
     return Status::ok();
   });
 }

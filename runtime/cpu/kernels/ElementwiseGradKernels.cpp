@@ -32,8 +32,10 @@ Status unaryGradKernel(KernelContext &ctx) {
     using T = decltype(tag);
     const T *g = dy.as<T>(), *px = x.as<T>(), *py = y.as<T>();
     T *out = dx.as<T>();
-    for (int64_t i = 0, n = dy.numel(); i < n; ++i)
-      out[i] = static_cast<T>(unaryDerivative(p, px[i], py[i], g[i]));
+    parallelFor(dy.numel(), kElementwiseGrain / 4, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        out[i] = static_cast<T>(unaryDerivative(p, px[i], py[i], g[i]));
+    });
     return Status::ok();
   });
 }

@@ -38,8 +38,10 @@ void addUnary(KernelRegistry &r, std::string op) {
       using T = decltype(tag);
       const T *in = x.as<T>();
       T *out = y.as<T>();
-      for (int64_t i = 0, n = x.numel(); i < n; ++i)
-        out[i] = unaryFormula<K>(in[i], p);
+      parallelFor(x.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i)
+          out[i] = unaryFormula<K>(in[i], p);
+      });
       return Status::ok();
     };
     if constexpr (FloatOnly)
@@ -144,16 +146,31 @@ void broadcastBinary(const TensorView &a, const TensorView &b, TensorView &y,
   Out *out = y.as<Out>();
   int64_t n = y.numel();
   if (sameShape(a, y) && sameShape(b, y)) {
-    for (int64_t i = 0; i < n; ++i)
-      out[i] = fn(pa[i], pb[i]);
+    parallelFor(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        out[i] = fn(pa[i], pb[i]);
+    });
   } else if (sameShape(a, y) && b.numel() == 1) {
-    for (int64_t i = 0; i < n; ++i)
-      out[i] = fn(pa[i], pb[0]);
+    parallelFor(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        out[i] = fn(pa[i], pb[0]);
+    });
+  } else if (sameShape(a, y) && isTrailingBroadcast(b.shape, y.shape)) {
+    // b repeats along the leading dims (a bias): one row of b at a time.
+    int64_t len = b.numel();
+    parallelFor(len > 0 ? n / len : 0, kElementwiseGrain / std::max<int64_t>(len, 1) + 1,
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t r = begin; r < end; ++r)
+                    for (int64_t j = 0; j < len; ++j)
+                      out[r * len + j] = fn(pa[r * len + j], pb[j]);
+                });
   } else {
     std::vector<int64_t> ma = broadcastIndexMap(a.shape, y.shape);
     std::vector<int64_t> mb = broadcastIndexMap(b.shape, y.shape);
-    for (int64_t i = 0; i < n; ++i)
-      out[i] = fn(pa[ma[i]], pb[mb[i]]);
+    parallelFor(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        out[i] = fn(pa[ma[i]], pb[mb[i]]);
+    });
   }
 }
 
@@ -211,8 +228,10 @@ void registerBinary(KernelRegistry &r) {
       using T = decltype(tag);
       const T *pa = a.as<T>(), *pb = b.as<T>();
       T *out = y.as<T>();
-      for (int64_t i = 0, n = y.numel(); i < n; ++i)
-        out[i] = pc[mc[i]] ? pa[ma[i]] : pb[mb[i]];
+      parallelFor(y.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i)
+          out[i] = pc[mc[i]] ? pa[ma[i]] : pb[mb[i]];
+      });
       return Status::ok();
     });
   });

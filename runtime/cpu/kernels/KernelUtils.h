@@ -18,6 +18,7 @@
 #include <cmath>
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <type_traits>
@@ -176,6 +177,58 @@ std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> ctr,
 /// with `ratio`: a pure function of (seed, index), so the forward kernels
 /// and their gradients draw the same mask (DropoutKernels.cpp).
 bool dropoutKeeps(uint64_t seed, uint64_t index, double ratio);
+
+/// The threads of the kernels' pool (ParallelFor.cpp): STRATA_NUM_THREADS,
+/// else OPENBLAS_NUM_THREADS, else OMP_NUM_THREADS, else the cores (shared
+/// among the node's ranks).
+int kernelThreads();
+
+/// Runs body(begin, end) over contiguous blocks covering [0, n), on up to
+/// kernelThreads() threads, at least `grain` iterations a block. The blocks
+/// must write disjoint outputs; a result then does not depend on the thread
+/// count. Called inside another loop (or while one runs), runs serially.
+void parallelFor(int64_t n, int64_t grain,
+                 const std::function<void(int64_t, int64_t)> &body);
+
+/// The offset of batch matrix `b` (flat over `batchShape`) in a tensor with
+/// `strides` over those dims (0 where it broadcasts): the attention mask's.
+inline int64_t maskOffset(const std::vector<int64_t> &batchShape,
+                          const std::vector<int64_t> &strides, int64_t b) {
+  int64_t offset = 0;
+  for (int64_t dim = static_cast<int64_t>(batchShape.size()) - 1; dim >= 0;
+       --dim) {
+    offset += (b % batchShape[dim]) * strides[dim];
+    b /= batchShape[dim];
+  }
+  return offset;
+}
+
+/// Elements a block of an elementwise loop has at least: below about 2x
+/// this an op runs on one thread (a block costs a wake-up, ~10 us).
+constexpr int64_t kElementwiseGrain = 16384;
+
+/// The grain of a loop over rows of `len` elements each: rows enough for
+/// kElementwiseGrain / 4 elements (row kernels do several passes).
+inline int64_t rowGrain(int64_t len) {
+  return kElementwiseGrain / 4 / std::max<int64_t>(len, 1) + 1;
+}
+
+/// True if `in`, right-aligned against `out`, is `out`'s trailing dims
+/// after dropping leading ones: `in` repeats whole along `out`'s leading
+/// dims (a bias row).
+inline bool isTrailingBroadcast(const std::vector<int64_t> &in,
+                                const std::vector<int64_t> &out) {
+  size_t lead = 0;
+  while (lead < in.size() && in[lead] == 1)
+    ++lead;
+  size_t len = in.size() - lead;
+  if (len > out.size())
+    return false;
+  for (size_t i = 0; i < len; ++i)
+    if (in[lead + i] != out[out.size() - len + i])
+      return false;
+  return true;
+}
 
 /// True if `in` has the shape of `out` (no broadcasting needed).
 inline bool sameShape(const TensorView &a, const TensorView &b) {

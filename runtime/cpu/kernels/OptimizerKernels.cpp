@@ -105,16 +105,19 @@ Status adamwKernel(KernelContext &ctx) {
       T *pOut = plan.result(ctx, k, 0).as<T>();
       T *mOut = plan.result(ctx, k, 1).as<T>();
       T *vOut = plan.result(ctx, k, 2).as<T>();
-      for (int64_t i = 0, n = plan.operand(ctx, k, 0).numel(); i < n; ++i) {
-        T grad = scale == T(1) ? g[i] : g[i] * scale;
-        T param = p[i] * decay;
-        T expAvg = m[i] * b1 + oneMinusB1 * grad;
-        T expAvgSq = v[i] * b2 + oneMinusB2 * grad * grad;
-        T denom = std::sqrt(expAvgSq) / bc2Sqrt + tEps;
-        pOut[i] = param + negStep * expAvg / denom;
-        mOut[i] = expAvg;
-        vOut[i] = expAvgSq;
-      }
+      int64_t n = plan.operand(ctx, k, 0).numel();
+      parallelFor(n, kElementwiseGrain, [&](int64_t first, int64_t last) {
+        for (int64_t i = first; i < last; ++i) {
+          T grad = scale == T(1) ? g[i] : g[i] * scale;
+          T param = p[i] * decay;
+          T expAvg = m[i] * b1 + oneMinusB1 * grad;
+          T expAvgSq = v[i] * b2 + oneMinusB2 * grad * grad;
+          T denom = std::sqrt(expAvgSq) / bc2Sqrt + tEps;
+          pOut[i] = param + negStep * expAvg / denom;
+          mOut[i] = expAvg;
+          vOut[i] = expAvgSq;
+        }
+      });
     }
     return Status::ok();
   });
