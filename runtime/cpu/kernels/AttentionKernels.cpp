@@ -4,7 +4,8 @@
 //   s = (q @ k^T) * scale + mask; s[i, j > i] = -inf if causal
 //   p = dropout(softmax(s, -1)); out = p @ v
 // one batch matrix at a time, in the same order of roundings: the products
-// are gemms in the element type, the softmax sums in double. A row with
+// are gemms in the element type, the softmax sums in double (f32 scores'
+// exponentials in float, vectorized: expAndSum). A row with
 // every score -inf (fully masked) gives NaN, as torch.softmax of an all -inf
 // row does (-inf - -inf), and so a NaN output row.
 //
@@ -62,7 +63,7 @@ Status attentionKernel(KernelContext &ctx) {
     // exponentials, kept so each is computed once).
     parallelFor(batches, 1, [&](int64_t first, int64_t last) {
       std::vector<T> p(static_cast<size_t>(s * t));
-      std::vector<double> e(static_cast<size_t>(t));
+      std::vector<T> e(static_cast<size_t>(t));
       for (int64_t b = first; b < last; ++b) {
         int64_t maskBase = mask ? maskOffset(batchShape, maskStrides, b) : 0;
         gemm<T>(true, s, t, d, pq + b * s * d, pk + b * t * d, p.data());
@@ -84,13 +85,9 @@ Status attentionKernel(KernelContext &ctx) {
           int64_t live = causal && std::isfinite(double(max))
                              ? std::min(t, i + 1)
                              : t;
-          double sum = 0;
-          for (int64_t j = 0; j < live; ++j) {
-            e[j] = std::exp(double(row[j]) - double(max));
-            sum += e[j];
-          }
+          double sum = expAndSum(row, max, live, e.data());
           for (int64_t j = 0; j < t; ++j) {
-            T prob = j < live ? static_cast<T>(e[j] / sum) : T(0);
+            T prob = j < live ? static_cast<T>(double(e[j]) / sum) : T(0);
             if (ratio > 0) {
               uint64_t index = static_cast<uint64_t>((b * s + i) * t + j);
               prob *= dropoutKeeps(seedOf(ctx), index, ratio) ? dropScale

@@ -12,6 +12,8 @@
 #include "strata/Runtime/Kernel.h"
 #include "strata/Runtime/KernelChecks.h"
 
+#include "kernels/VectorMath.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -167,6 +169,26 @@ std::pair<T, double> maxAndExpSum(const T *in, int64_t len, int64_t stride) {
   for (int64_t i = 0; i < len; ++i)
     sum += std::exp(double(in[i * stride]) - double(max));
   return {max, sum};
+}
+
+/// e[j] = exp(row[j] - max) for j < n, and their sum in double, in order:
+/// the exponentials of a softmax row. Float rows take vectorExp
+/// (VectorMath.h, in float, as PyTorch's CPU softmax); double rows
+/// std::exp in double.
+template <typename T>
+double expAndSum(const T *row, T max, int64_t n, T *e) {
+  double sum = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    expShifted(row, max, e, n);
+    for (int64_t j = 0; j < n; ++j)
+      sum += e[j];
+  } else {
+    for (int64_t j = 0; j < n; ++j) {
+      e[j] = std::exp(row[j] - max);
+      sum += e[j];
+    }
+  }
+  return sum;
 }
 
 /// Random123's philox4x32_R(10, ctr, key) (DropoutKernels.cpp).

@@ -20,6 +20,7 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace strata::runtime::cpu {
@@ -61,6 +62,8 @@ Status crossEntropyKernel(KernelContext &ctx) {
       // scratch: the positions' weighted losses and weights.
       std::vector<double> nlls(batch * spatial), weights(batch * spatial);
       parallelFor(batch * spatial, rowGrain(classes), [&](int64_t b, int64_t e) {
+        // scratch: one position's exponentials.
+        std::vector<T> ex(spatial == 1 ? classes : 0);
         for (int64_t i = b; i < e; ++i) {
           int64_t n = i / spatial, s = i % spatial;
           int64_t label = static_cast<int64_t>(y[i]);
@@ -72,7 +75,17 @@ Status crossEntropyKernel(KernelContext &ctx) {
           }
           // Class c of position (n, s) is at (n * C + c) * S + s.
           const T *col = x + n * classes * spatial + s;
-          auto [max, sum] = maxAndExpSum(col, classes, spatial);
+          T max;
+          double sum;
+          if (spatial == 1) {
+            max = col[0];
+            for (int64_t c = 1; c < classes; ++c)
+              if (col[c] > max || col[c] != col[c])
+                max = col[c];
+            sum = expAndSum(col, max, classes, ex.data());
+          } else {
+            std::tie(max, sum) = maxAndExpSum(col, classes, spatial);
+          }
           // -log_softmax(x)[label]
           double nll =
               double(max) + std::log(sum) - double(col[label * spatial]);

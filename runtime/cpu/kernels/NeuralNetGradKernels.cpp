@@ -217,7 +217,7 @@ Status attentionGradKernel(KernelContext &ctx) {
     // gradients and one row's exponentials).
     parallelFor(batches, 1, [&](int64_t first, int64_t last) {
       std::vector<T> p(s * t), pd(s * t), dp(s * t);
-      std::vector<double> e(t);
+      std::vector<T> e(t);
       for (int64_t b = first; b < last; ++b) {
         int64_t maskBase = mask ? maskOffset(batchShape, maskStrides, b) : 0;
         const T *qb = pq + b * s * d, *kb = pk + b * t * d,
@@ -233,7 +233,7 @@ Status attentionGradKernel(KernelContext &ctx) {
                           j * maskStrides[rank - 1]];
             row[j] = causal && j > i ? negInf : score;
           }
-          // maxAndExpSum's order, each exponential computed once; past the
+          // The max first, then each exponential once (expAndSum); past the
           // diagonal exp(-inf - max) is 0 when max is finite.
           T max = row[0];
           for (int64_t j = 1; j < t; ++j)
@@ -242,13 +242,9 @@ Status attentionGradKernel(KernelContext &ctx) {
           int64_t live = causal && std::isfinite(double(max))
                              ? std::min(t, i + 1)
                              : t;
-          double sum = 0;
-          for (int64_t j = 0; j < live; ++j) {
-            e[j] = std::exp(double(row[j]) - double(max));
-            sum += e[j];
-          }
+          double sum = expAndSum(row, max, live, e.data());
           for (int64_t j = 0; j < t; ++j) {
-            row[j] = j < live ? static_cast<T>(e[j] / sum) : T(0);
+            row[j] = j < live ? static_cast<T>(double(e[j]) / sum) : T(0);
             T keep = T(1);
             if (ratio > 0) {
               uint64_t index = static_cast<uint64_t>((b * s + i) * t + j);
@@ -379,11 +375,11 @@ Status crossEntropyGradKernel(KernelContext &ctx) {
                                std::to_string(label) + " is out of range");
         totalWeight += w ? double(w[label]) : 1.0;
       }
-      // Positions in parallel, each exponential computed once (in
-      // maxAndExpSum's order).
+      // Positions in parallel, each exponential computed once (the max
+      // first, the sum in double in order; f32 exponentials by expAndSum).
       parallelFor(batch * spatial, rowGrain(classes), [&](int64_t b, int64_t e) {
         // scratch: one position's exponentials.
-        std::vector<double> ex(classes);
+        std::vector<T> ex(classes);
         for (int64_t i = b; i < e; ++i) {
           int64_t n = i / spatial, s = i % spatial;
           const T *col = x + n * classes * spatial + s;
@@ -405,12 +401,17 @@ Status crossEntropyGradKernel(KernelContext &ctx) {
               max = v;
           }
           double sum = 0;
-          for (int64_t c = 0; c < classes; ++c) {
-            ex[c] = std::exp(double(col[c * spatial]) - double(max));
-            sum += ex[c];
+          if (spatial == 1) {
+            sum = expAndSum(col, max, classes, ex.data());
+          } else {
+            for (int64_t c = 0; c < classes; ++c) {
+              ex[c] = static_cast<T>(
+                  std::exp(double(col[c * spatial]) - double(max)));
+              sum += ex[c];
+            }
           }
           for (int64_t c = 0; c < classes; ++c) {
-            double p = ex[c] / sum;
+            double p = double(ex[c]) / sum;
             dcol[c * spatial] =
                 static_cast<T>(scale * (p - (c == label ? 1.0 : 0.0)));
           }

@@ -139,9 +139,28 @@ Status batchNormKernel(KernelContext &ctx) {
 /// -inf gives NaN (-inf - -inf), as torch.softmax and torch.log_softmax do;
 /// so does a row holding +inf.
 template <typename T>
-void softmaxLine(const T *in, T *out, int64_t len, int64_t stride, bool log) {
+void softmaxLine(const T *in, T *out, int64_t len, int64_t stride, bool log,
+                 std::vector<T> &scratch) {
   if (len == 0)
     return;
+  if (stride == 1) {
+    // Contiguous: each exponential once (f32 ones vectorized, expAndSum).
+    T max = in[0];
+    for (int64_t i = 1; i < len; ++i)
+      if (in[i] > max || in[i] != in[i])
+        max = in[i];
+    scratch.resize(len);
+    double sum = expAndSum(in, max, len, scratch.data());
+    if (log) {
+      double logSum = std::log(sum);
+      for (int64_t i = 0; i < len; ++i)
+        out[i] = static_cast<T>(double(in[i]) - double(max) - logSum);
+    } else {
+      for (int64_t i = 0; i < len; ++i)
+        out[i] = static_cast<T>(double(scratch[i]) / sum);
+    }
+    return;
+  }
   auto [max, sum] = maxAndExpSum(in, len, stride);
   if (log) {
     double logSum = std::log(sum);
@@ -178,10 +197,11 @@ void addSoftmax(KernelRegistry &r, std::string op, bool log) {
       const T *in = x.as<T>();
       T *out = y.as<T>();
       parallelFor(outer * inner, rowGrain(len), [&](int64_t b, int64_t e) {
+        std::vector<T> scratch; // one line's exponentials
         for (int64_t line = b; line < e; ++line) {
           int64_t o = line / inner, i = line % inner;
           int64_t base = o * len * inner + i;
-          softmaxLine(in + base, out + base, len, inner, log);
+          softmaxLine(in + base, out + base, len, inner, log, scratch);
         }
       });
       return Status::ok();
