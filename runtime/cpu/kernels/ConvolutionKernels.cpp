@@ -49,30 +49,6 @@ bool nextIndex(std::vector<int64_t> &idx, const std::vector<int64_t> &lo,
 // Convolution
 //===----------------------------------------------------------------------===//
 
-void gemm(int m, int n, int k, const float *a, const float *b, float beta,
-          float *c) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k,
-              b, n, beta, c, n);
-}
-
-void gemm(int m, int n, int k, const double *a, const double *b, double beta,
-          double *c) {
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, k, b,
-              n, beta, c, n);
-}
-
-/// Row-major C[m, n] += A[m, k] B[k, n] with leading dimensions.
-template <typename T>
-void cblas_gemm(int64_t m, int64_t n, int64_t k, const T *a, int64_t lda,
-                const T *b, int64_t ldb, T *c, int64_t ldc) {
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n),
-                int(k), 1.0f, a, int(lda), b, int(ldb), 1.0f, c, int(ldc));
-  else
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n),
-                int(k), 1.0, a, int(lda), b, int(ldb), 1.0, c, int(ldc));
-}
-
 /// The outputs o in [0, out) whose input coordinate o * stride + offset
 /// lies in [0, in), as [lo, hi) (lo >= hi when none does).
 inline std::pair<int64_t, int64_t> insideRange(int64_t out, int64_t in,
@@ -213,9 +189,9 @@ Status convKernel(KernelContext &ctx) {
       // The input is the GEMM's right operand as it stands.
       for (int64_t n = 0; n < batch; ++n)
         for (int64_t g = 0; g < groups; ++g)
-          gemm(static_cast<int>(mg), static_cast<int>(p), static_cast<int>(kc),
-               weight + g * mg * kc, in + (n * x.shape[1] + g * cg) * w.inPlane,
-               T(1), out + (n * m + g * mg) * p);
+          gemmEx<T>(false, false, mg, p, kc, weight + g * mg * kc, kc,
+                    in + (n * x.shape[1] + g * cg) * w.inPlane, p,
+                    out + (n * m + g * mg) * p, p, /*accumulate=*/true);
       return Status::ok();
     }
     // scratch: the unfolded input of nb samples of one group (cg * K x
@@ -232,8 +208,8 @@ Status convKernel(KernelContext &ctx) {
           gatherRows(out, m, n0, count, g, mg, p, block.data(), true);
           dst = block.data();
         }
-        cblas_gemm<T>(mg, ld, kc, weight + g * mg * kc, kc, col.data(), ld,
-                      dst, ld);
+        gemmEx<T>(false, false, mg, ld, kc, weight + g * mg * kc, kc,
+                  col.data(), ld, dst, ld, /*accumulate=*/true);
         if (count > 1)
           gatherRows(out, m, n0, count, g, mg, p, block.data(), false);
       }

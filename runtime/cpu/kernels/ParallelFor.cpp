@@ -1,7 +1,8 @@
 //===- ParallelFor.cpp - The CPU kernels' thread pool ---------------------===//
 //
-// One pool per process for the kernels' own loops (OpenBLAS keeps its own
-// threads for the GEMMs). Its size is the thread count the user set:
+// One pool per process for the kernels' loops and, split into blocks of
+// rows, their GEMMs (OpenBLAS then runs on one thread). Its size is the
+// thread count the user set:
 // STRATA_NUM_THREADS, else OPENBLAS_NUM_THREADS, else OMP_NUM_THREADS,
 // else the cores divided among the node's ranks (OMPI_COMM_WORLD_LOCAL_SIZE).
 // The pool serves one loop at a time: a loop started while another runs
@@ -25,6 +26,9 @@
 #include <mutex>
 #include <new>
 #include <thread>
+
+// OpenBLAS's, where the BLAS is OpenBLAS (weak: another BLAS links too).
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
 
 namespace strata::runtime::cpu {
 namespace {
@@ -59,6 +63,11 @@ public:
   // operator new: the workers start with pthread_create, their arguments
   // from malloc.
   Pool() : size_(chooseThreads()) {
+    // The pool splits the GEMMs itself (gemmEx): OpenBLAS on one thread,
+    // so that its own threads do not spin against the pool's, and so that
+    // a product's rounding does not depend on how OpenBLAS would split it.
+    if (openblas_set_num_threads)
+      openblas_set_num_threads(1);
     auto *args = static_cast<Worker *>(std::malloc(sizeof(Worker) * size_));
     for (int i = 1; i < size_ && args; ++i) {
       args[i] = Worker{this, i};
@@ -75,8 +84,11 @@ public:
 
   int size() const { return size_; }
 
-  /// Runs task(0) ... task(parts - 1), part 0 on the calling thread; false
-  /// (nothing run) if the pool is busy with another loop.
+  /// Runs task(0) ... task(parts - 1) on the calling thread and whichever
+  /// workers join; false (nothing run) if the pool is busy with another
+  /// loop. Parts are claimed one at a time, so a worker the OS has not
+  /// scheduled yet (a loaded machine) delays nothing: the caller takes
+  /// the parts left, then waits only for parts a worker has started.
   bool run(int parts, const std::function<void(int)> &task) {
     bool expected = false;
     if (!busy_.compare_exchange_strong(expected, true,
@@ -86,17 +98,60 @@ public:
       std::lock_guard<std::mutex> lock(mutex_);
       task_ = &task;
       parts_ = parts;
-      remaining_.store(parts - 1, std::memory_order_relaxed);
+      next_.store(0, std::memory_order_relaxed);
+      open_ = true;
       ++generation_;
     }
     wake_.notify_all();
     inLoop() = true;
-    task(0);
+    for (int i; (i = next_.fetch_add(1, std::memory_order_relaxed)) < parts;)
+      runPart(callerArena(), task, i);
     inLoop() = false;
-    while (remaining_.load(std::memory_order_acquire) != 0)
+    {
+      // Workers join under the mutex while the loop is open; after this
+      // none does, and `active_` counts those inside.
+      std::lock_guard<std::mutex> lock(mutex_);
+      open_ = false;
+    }
+    while (active_.load(std::memory_order_acquire) != 0)
       std::this_thread::yield();
     busy_.store(false, std::memory_order_release);
     return true;
+  }
+
+  /// The arena a calling thread's parts take their scratch from.
+  static ScratchArena &callerArena() {
+    static thread_local ScratchArena arena;
+    return arena;
+  }
+
+  /// The most scratch one part has needed, over every thread.
+  static std::atomic<size_t> &partDemand() {
+    static std::atomic<size_t> demand{0};
+    return demand;
+  }
+
+  /// Runs part i with its scratch from `arena`, rewound after it: what an
+  /// arena must hold is one part's need, whichever thread takes how many
+  /// parts (the pool hands them out as threads come).
+  static void runPart(ScratchArena &arena, const std::function<void(int)> &task,
+                      int i) {
+    arena.reserve(partDemand().load(std::memory_order_relaxed));
+    {
+      ScratchArena::Scope scope(arena);
+      task(i);
+    }
+    size_t need = arena.highWater(),
+           known = partDemand().load(std::memory_order_relaxed);
+    while (need > known && !partDemand().compare_exchange_weak(
+                               known, need, std::memory_order_relaxed))
+      ;
+  }
+
+  /// Runs the parts one after another on this thread (the pool is busy).
+  static void runSerially(int parts, const std::function<void(int)> &task) {
+    for (int i = 0; i < parts; ++i)
+      runPart(callerArena(), task, i);
   }
 
   static bool &inLoop() {
@@ -116,7 +171,7 @@ private:
     return nullptr;
   }
 
-  void work(int index) {
+  void work(int) {
     inLoop() = true;
     // Each worker's own scratch arena: kernels' containers on this thread
     // cost no allocator calls after the first steps (ScratchArena.h).
@@ -129,14 +184,19 @@ private:
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [&] { return generation_ != seen; });
         seen = generation_;
+        // Grow to what any part has needed, now rather than inside a later
+        // step (ScratchArena.h: steps after the first allocate nothing).
+        arena.reserve(partDemand().load(std::memory_order_relaxed));
+        { ScratchArena::Scope grow(arena); }
+        if (!open_)
+          continue; // woke after the loop ended
         task = task_;
         parts = parts_;
+        active_.fetch_add(1, std::memory_order_relaxed);
       }
-      if (index < parts) {
-        ScratchArena::Scope scope(arena);
-        (*task)(index);
-        remaining_.fetch_sub(1, std::memory_order_release);
-      }
+      for (int i; (i = next_.fetch_add(1, std::memory_order_relaxed)) < parts;)
+        runPart(arena, *task, i);
+      active_.fetch_sub(1, std::memory_order_release);
     }
   }
 
@@ -146,7 +206,8 @@ private:
   uint64_t generation_ = 0;
   const std::function<void(int)> *task_ = nullptr;
   int parts_ = 0;
-  std::atomic<int> remaining_{0};
+  bool open_ = false;
+  std::atomic<int> next_{0}, active_{0};
   std::atomic<bool> busy_{false};
 };
 
@@ -171,7 +232,12 @@ void parallelFor(int64_t n, int64_t grain,
     return;
   }
   Pool &p = pool();
-  parts = std::min<int64_t>(parts, p.size());
+  if (p.size() < 2) {
+    body(0, n);
+    return;
+  }
+  // A few parts a thread: whoever is scheduled takes the next one.
+  parts = std::min<int64_t>(parts, 4 * int64_t(p.size()));
   if (parts < 2) {
     body(0, n);
     return;
@@ -182,7 +248,7 @@ void parallelFor(int64_t n, int64_t grain,
       body(begin, end);
   };
   if (!p.run(int(parts), task))
-    body(0, n);
+    Pool::runSerially(int(parts), task);
 }
 
 } // namespace strata::runtime::cpu
