@@ -66,37 +66,48 @@ Status attentionKernel(KernelContext &ctx) {
       std::vector<T> e(static_cast<size_t>(t));
       for (int64_t b = first; b < last; ++b) {
         int64_t maskBase = mask ? maskOffset(batchShape, maskStrides, b) : 0;
-        gemm<T>(true, s, t, d, pq + b * s * d, pk + b * t * d, p.data());
-        for (int64_t i = 0; i < s; ++i) {
-          T *row = p.data() + i * t;
-          for (int64_t j = 0; j < t; ++j) {
-            T score = row[j] * tScale;
-            if (pm)
-              score += pm[maskBase + i * maskStrides[rank - 2] +
-                          j * maskStrides[rank - 1]];
-            row[j] = causal && j > i ? negInf : score;
-          }
-          // Softmax as graph.softmax computes it (max first, sum in double).
-          T max = t > 0 ? row[0] : T(0);
-          for (int64_t j = 1; j < t; ++j)
-            if (row[j] > max || row[j] != row[j])
-              max = row[j];
-          // Past the diagonal exp(-inf - max) is 0 when max is finite.
-          int64_t live = causal && std::isfinite(double(max))
-                             ? std::min(t, i + 1)
-                             : t;
-          double sum = expAndSum(row, max, live, e.data());
-          for (int64_t j = 0; j < t; ++j) {
-            T prob = j < live ? static_cast<T>(double(e[j]) / sum) : T(0);
-            if (ratio > 0) {
-              uint64_t index = static_cast<uint64_t>((b * s + i) * t + j);
-              prob *= dropoutKeeps(seedOf(ctx), index, ratio) ? dropScale
-                                                              : T(0);
+        const T *qb = pq + b * s * d, *kb = pk + b * t * d,
+                *vb = pv + b * t * dv;
+        // Blocks of query rows: under a causal mask, rows [i0, i1) see keys
+        // [0, i1) only, so the products skip the keys past the block.
+        for (int64_t i0 = 0; i0 < s; i0 += kAttentionRows) {
+          int64_t i1 = std::min(s, i0 + kAttentionRows), rows = i1 - i0;
+          int64_t keys = causal ? std::min(t, i1) : t;
+          gemmEx<T>(false, true, rows, keys, d, qb + i0 * d, d, kb, d,
+                    p.data() + i0 * t, t);
+          for (int64_t i = i0; i < i1; ++i) {
+            T *row = p.data() + i * t;
+            for (int64_t j = 0; j < keys; ++j) {
+              T score = row[j] * tScale;
+              if (pm)
+                score += pm[maskBase + i * maskStrides[rank - 2] +
+                            j * maskStrides[rank - 1]];
+              row[j] = causal && j > i ? negInf : score;
             }
-            row[j] = prob;
+            // Softmax as graph.softmax computes it (max first, sum in
+            // double); the keys past the block are -inf and change neither.
+            T max = keys > 0 ? row[0] : T(0);
+            for (int64_t j = 1; j < keys; ++j)
+              if (row[j] > max || row[j] != row[j])
+                max = row[j];
+            // Past the diagonal exp(-inf - max) is 0 when max is finite.
+            int64_t live = causal && std::isfinite(double(max))
+                               ? std::min(keys, i + 1)
+                               : keys;
+            double sum = expAndSum(row, max, live, e.data());
+            for (int64_t j = 0; j < keys; ++j) {
+              T prob = j < live ? static_cast<T>(double(e[j]) / sum) : T(0);
+              if (ratio > 0) {
+                uint64_t index = static_cast<uint64_t>((b * s + i) * t + j);
+                prob *= dropoutKeeps(seedOf(ctx), index, ratio) ? dropScale
+                                                                : T(0);
+              }
+              row[j] = prob;
+            }
           }
+          gemmEx<T>(false, false, rows, dv, keys, p.data() + i0 * t, t, vb,
+                    dv, po + (b * s + i0) * dv, dv);
         }
-        gemm<T>(false, s, dv, t, p.data(), pv + b * t * dv, po + b * s * dv);
       }
     });
     return Status::ok();

@@ -216,66 +216,80 @@ Status attentionGradKernel(KernelContext &ctx) {
     // with its own scratch (probabilities, dropped probabilities, their
     // gradients and one row's exponentials).
     parallelFor(batches, 1, [&](int64_t first, int64_t last) {
-      std::vector<T> p(s * t), pd(s * t), dp(s * t);
-      std::vector<T> e(t);
+      // scratch: probabilities, dropped probabilities, dS, the dropout
+      // mask (when there is one) and one row's exponentials.
+      std::vector<T> p(s * t), pd(s * t), ds(s * t), e(t);
+      std::vector<T> keepMask(ratio > 0 ? s * t : 0);
       for (int64_t b = first; b < last; ++b) {
         int64_t maskBase = mask ? maskOffset(batchShape, maskStrides, b) : 0;
         const T *qb = pq + b * s * d, *kb = pk + b * t * d,
                 *vb = pv + b * t * dv;
         const T *dyb = pdy + b * s * dv;
-        gemm<T>(true, s, t, d, qb, kb, p.data());
-        for (int64_t i = 0; i < s; ++i) {
-          T *row = p.data() + i * t;
-          for (int64_t j = 0; j < t; ++j) {
-            T score = row[j] * tScale;
-            if (pm)
-              score += pm[maskBase + i * maskStrides[rank - 2] +
-                          j * maskStrides[rank - 1]];
-            row[j] = causal && j > i ? negInf : score;
-          }
-          // The max first, then each exponential once (expAndSum); past the
-          // diagonal exp(-inf - max) is 0 when max is finite.
-          T max = row[0];
-          for (int64_t j = 1; j < t; ++j)
-            if (row[j] > max || row[j] != row[j])
-              max = row[j];
-          int64_t live = causal && std::isfinite(double(max))
-                             ? std::min(t, i + 1)
-                             : t;
-          double sum = expAndSum(row, max, live, e.data());
-          for (int64_t j = 0; j < t; ++j) {
-            row[j] = j < live ? static_cast<T>(double(e[j]) / sum) : T(0);
-            T keep = T(1);
-            if (ratio > 0) {
-              uint64_t index = static_cast<uint64_t>((b * s + i) * t + j);
-              keep = dropoutKeeps(seedOf(ctx), index, ratio) ? dropScale : T(0);
+        // Blocks of query rows, as the forward: under a causal mask rows
+        // [i0, i1) see keys [0, i1); P, Pd and dS are 0 past them.
+        for (int64_t i0 = 0; i0 < s; i0 += kAttentionRows) {
+          int64_t i1 = std::min(s, i0 + kAttentionRows), rows = i1 - i0;
+          int64_t keys = causal ? std::min(t, i1) : t;
+          gemmEx<T>(false, true, rows, keys, d, qb + i0 * d, d, kb, d,
+                    p.data() + i0 * t, t);
+          for (int64_t i = i0; i < i1; ++i) {
+            T *row = p.data() + i * t;
+            for (int64_t j = 0; j < keys; ++j) {
+              T score = row[j] * tScale;
+              if (pm)
+                score += pm[maskBase + i * maskStrides[rank - 2] +
+                            j * maskStrides[rank - 1]];
+              row[j] = causal && j > i ? negInf : score;
             }
-            pd[i * t + j] = row[j] * keep;
-            dp[i * t + j] = keep; // the mask, until dP overwrites it below
+            // The max first, then each exponential once (expAndSum); past
+            // the diagonal exp(-inf - max) is 0 when max is finite.
+            T max = row[0];
+            for (int64_t j = 1; j < keys; ++j)
+              if (row[j] > max || row[j] != row[j])
+                max = row[j];
+            int64_t live = causal && std::isfinite(double(max))
+                               ? std::min(keys, i + 1)
+                               : keys;
+            double sum = expAndSum(row, max, live, e.data());
+            for (int64_t j = 0; j < keys; ++j) {
+              row[j] = j < live ? static_cast<T>(double(e[j]) / sum) : T(0);
+              T keep = T(1);
+              if (ratio > 0) {
+                uint64_t index = static_cast<uint64_t>((b * s + i) * t + j);
+                keep =
+                    dropoutKeeps(seedOf(ctx), index, ratio) ? dropScale : T(0);
+                keepMask[i * t + j] = keep;
+              }
+              pd[i * t + j] = row[j] * keep;
+            }
+            std::fill(row + keys, row + t, T(0));
+            std::fill(pd.data() + i * t + keys, pd.data() + (i + 1) * t, T(0));
           }
+          // dPd = dY V^T, then through dropout and softmax into dS.
+          gemmEx<T>(false, true, rows, keys, dv, dyb + i0 * dv, dv, vb, dv,
+                    ds.data() + i0 * t, t);
+          for (int64_t i = i0; i < i1; ++i) {
+            T *dsRow = ds.data() + i * t;
+            const T *pRow = p.data() + i * t;
+            double dot = 0;
+            for (int64_t j = 0; j < keys; ++j) {
+              if (ratio > 0)
+                dsRow[j] *= keepMask[i * t + j];
+              dot += double(dsRow[j]) * double(pRow[j]);
+            }
+            for (int64_t j = 0; j < keys; ++j)
+              dsRow[j] = static_cast<T>(double(pRow[j]) *
+                                        (double(dsRow[j]) - dot) * scale);
+            std::fill(dsRow + keys, dsRow + t, T(0));
+          }
+          // dQ = dS K, over the keys the block sees.
+          gemmEx<T>(false, false, rows, d, keys, ds.data() + i0 * t, t, kb, d,
+                    dq + (b * s + i0) * d, d);
         }
-        // dV = Pd^T dY.
+        // dV = Pd^T dY, dK = dS^T Q.
         gemmEx<T>(true, false, t, dv, s, pd.data(), t, dyb, dv,
                   dvOut + b * t * dv, dv);
-        // dPd = dY V^T, then through dropout and softmax into dS.
-        std::vector<T> &keep = pd; // reuse: the mask moves here
-        for (int64_t i = 0; i < s * t; ++i)
-          keep[i] = dp[i];
-        gemmEx<T>(false, true, s, t, dv, dyb, dv, vb, dv, dp.data(), t);
-        for (int64_t i = 0; i < s; ++i) {
-          double dot = 0;
-          for (int64_t j = 0; j < t; ++j) {
-            dp[i * t + j] *= keep[i * t + j];
-            dot += double(dp[i * t + j]) * double(p[i * t + j]);
-          }
-          for (int64_t j = 0; j < t; ++j)
-            dp[i * t + j] = static_cast<T>(
-                double(p[i * t + j]) * (double(dp[i * t + j]) - dot) * scale);
-        }
-        // dQ = dS K, dK = dS^T Q.
-        gemmEx<T>(false, false, s, d, t, dp.data(), t, kb, d, dq + b * s * d,
-                  d);
-        gemmEx<T>(true, false, t, d, s, dp.data(), t, qb, d, dk + b * t * d,
+        gemmEx<T>(true, false, t, d, s, ds.data(), t, qb, d, dk + b * t * d,
                   d);
       }
     });
