@@ -4,7 +4,8 @@
 // with numpy broadcasting, select and cast. Float math is evaluated in the
 // element type except where PyTorch's own CPU kernel evaluates in a wider
 // one; the formulas follow PyTorch's (softplus threshold, GELU forms, NaN
-// propagation of max/min).
+// propagation of max/min). f32 exact GELU is PyTorch's vectorized form
+// (VectorMath.h: float, erf by Abramowitz and Stegun 7.1.26).
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,6 +39,15 @@ void addUnary(KernelRegistry &r, std::string op) {
       using T = decltype(tag);
       const T *in = x.as<T>();
       T *out = y.as<T>();
+      if constexpr (K == Unary::Gelu && std::is_same_v<T, float>) {
+        if (!p.tanhGelu) { // vectorized, as PyTorch's (VectorMath.h)
+          parallelFor(x.numel(), kElementwiseGrain / 4,
+                      [&](int64_t b, int64_t e) {
+                        geluExactF32(in + b, out + b, e - b);
+                      });
+          return Status::ok();
+        }
+      }
       parallelFor(x.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i)
           out[i] = unaryFormula<K>(in[i], p);

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 namespace strata::runtime::cpu {
@@ -101,6 +102,18 @@ void evaluate(const FusedInstruction &in, const T *a, const T *b, const T *c,
   UnaryParams none;
   UnaryGradParams grad;
   grad.kind = in.kind;
+  if constexpr (std::is_same_v<T, float>) {
+    // f32 exact GELU and its gradient as the unfused kernels compute them
+    // (VectorMath.h), so that fusing changes no result.
+    if (in.op == FusedOpcode::Gelu) {
+      geluExactF32(a, out, n);
+      return;
+    }
+    if (in.op == FusedOpcode::Grad && in.kind == UnaryGradKind::Gelu) {
+      geluExactGradF32(b, a, out, n);
+      return;
+    }
+  }
   switch (in.op) {
 #define STRATA_FUSED_CASE(OPCODE, EXPR)                                        \
   case FusedOpcode::OPCODE:                                                    \

@@ -1,10 +1,10 @@
 //===- VectorMath.h - Float exp the compiler vectorizes ---------*- C++ -*-===//
 //
-// Private to runtime/cpu: exp over float arrays written so that GCC's
-// vectorizer turns the loop into SIMD code at the baseline ISA (no libm
-// call per element). Used where a softmax's exponentials dominate a kernel
-// (attention, cross entropy, softmax); PyTorch's CPU kernels compute these
-// in float with vectorized exp too.
+// Private to runtime/cpu: exp, erf and exact GELU over float arrays written
+// so that GCC's vectorizer turns the loops into SIMD code at the baseline
+// ISA (no libm call per element). Used where a softmax's exponentials or
+// GELU dominate a kernel (attention, cross entropy, softmax, gelu and its
+// gradient); PyTorch's CPU kernels compute these in float, vectorized, too.
 //
 // Accuracy: within 2 ulp of exp over [-86.6, 88.7] (Cephes' expf:
 // Cody-Waite reduction by ln 2, a degree-6 polynomial), +inf above, and 0
@@ -57,6 +57,42 @@ STRATA_VECTOR_MATH inline float vectorExp(float x) {
 STRATA_VECTOR_MATH inline void expShifted(const float *in, float shift, float *out, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     out[i] = vectorExp(in[i] - shift);
+}
+
+/// erf(x) for one float: Abramowitz and Stegun 7.1.26, |error| <= 1.5e-7
+/// (absolute), the formula of PyTorch's vectorized CPU erf (so of its
+/// GELU and GELU gradient).
+STRATA_VECTOR_MATH inline float vectorErf(float x) {
+  const float p = 0.3275911f, a1 = 0.254829592f, a2 = -0.284496736f,
+              a3 = 1.421413741f, a4 = -1.453152027f, a5 = 1.061405429f;
+  float ax = x < 0.0f ? -x : x;
+  float t = 1.0f / (1.0f + p * ax);
+  float poly = (((a5 * t + a4) * t + a3) * t + a2) * t + a1;
+  float y = 1.0f - poly * t * vectorExp(-ax * ax);
+  return x < 0.0f ? -y : y;
+}
+
+/// y = GELU(x) = x * (1 + erf(x / sqrt 2)) / 2 over n floats, as PyTorch's
+/// CPU kernel computes it (float, vectorErf).
+STRATA_VECTOR_MATH inline void geluExactF32(const float *x, float *y,
+                                            int64_t n) {
+  const float kAlpha = 0.707106781186547524f; // 1 / sqrt 2
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = x[i] * 0.5f * (1.0f + vectorErf(x[i] * kAlpha));
+}
+
+/// dx = dy * (Phi(x) + x * phi(x)), GELU's derivative, over n floats, as
+/// PyTorch's CPU gelu_backward computes it (float, vectorErf, vectorExp).
+STRATA_VECTOR_MATH inline void geluExactGradF32(const float *x,
+                                                const float *dy, float *dx,
+                                                int64_t n) {
+  const float kAlpha = 0.707106781186547524f;
+  const float kBeta = 0.398942280401432678f; // 1 / sqrt(2 pi)
+  for (int64_t i = 0; i < n; ++i) {
+    float cdf = 0.5f * (1.0f + vectorErf(x[i] * kAlpha));
+    float pdf = kBeta * vectorExp(-0.5f * x[i] * x[i]);
+    dx[i] = dy[i] * (cdf + x[i] * pdf);
+  }
 }
 
 } // namespace strata::runtime::cpu
