@@ -329,6 +329,134 @@ class MLP(nn.Module):
         return self.net(features)
 
 
+# --------------------------------------------------------------------------
+# Vision: a small ViT and a CIFAR-style ResNet-18 (32 x 32 images)
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class ViTConfig:
+    image_size: int = 32
+    patch_size: int = 4
+    channels: int = 3
+    num_classes: int = 10
+    dim: int = 192
+    depth: int = 6
+    heads: int = 3
+    mlp_dim: int = 768
+    dropout: float = 0.0
+
+
+VIT_SMALL = ViTConfig()
+
+
+class ViTAttention(nn.Module):
+    def __init__(self, config: ViTConfig):
+        super().__init__()
+        self.heads = config.heads
+        self.qkv = nn.Linear(config.dim, 3 * config.dim)
+        self.proj = nn.Linear(config.dim, config.dim)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x):
+        B, N, C = x.size()
+        hd = C // self.heads
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q = q.view(B, N, self.heads, hd).transpose(1, 2)
+        k = k.view(B, N, self.heads, hd).transpose(1, 2)
+        v = v.view(B, N, self.heads, hd).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+        att = self.dropout(F.softmax(att, dim=-1))
+        y = (att @ v).transpose(1, 2).contiguous().view(B, N, C)
+        return self.proj(y)
+
+
+class ViTBlock(nn.Module):
+    def __init__(self, config: ViTConfig):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.dim)
+        self.attn = ViTAttention(config)
+        self.ln_2 = nn.LayerNorm(config.dim)
+        self.fc1 = nn.Linear(config.dim, config.mlp_dim)
+        self.gelu = nn.GELU()
+        self.fc2 = nn.Linear(config.mlp_dim, config.dim)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        x = x + self.fc2(self.gelu(self.fc1(self.ln_2(x))))
+        return x
+
+
+class ViT(nn.Module):
+    """Pre-LN vision transformer: a strided-conv patch embedding, a class
+    token, learned positions, classification from the class token."""
+
+    def __init__(self, config: ViTConfig = VIT_SMALL):
+        super().__init__()
+        self.config = config
+        patches = (config.image_size // config.patch_size) ** 2
+        self.patch_embed = nn.Conv2d(config.channels, config.dim,
+                                     kernel_size=config.patch_size,
+                                     stride=config.patch_size)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, config.dim))
+        self.pos_embed = nn.Parameter(torch.zeros(1, patches + 1, config.dim))
+        self.blocks = nn.ModuleList([ViTBlock(config)
+                                     for _ in range(config.depth)])
+        self.ln = nn.LayerNorm(config.dim)
+        self.head = nn.Linear(config.dim, config.num_classes)
+        nn.init.normal_(self.pos_embed, std=0.02)
+        nn.init.normal_(self.cls_token, std=0.02)
+
+    def forward(self, images):
+        x = self.patch_embed(images).flatten(2).transpose(1, 2)  # (B, N, dim)
+        cls = self.cls_token.expand(x.size(0), -1, -1)
+        x = torch.cat([cls, x], dim=1) + self.pos_embed
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln(x)[:, 0])
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.shortcut = nn.Sequential()
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride, bias=False),
+                nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        return F.relu(y + self.shortcut(x))
+
+
+class ResNet18(nn.Module):
+    """ResNet-18 for 32 x 32 images (CIFAR style: a 3 x 3 stem, no max
+    pool), 11.2M parameters at 10 classes."""
+
+    def __init__(self, num_classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 64, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        layers, cin = [], 64
+        for cout, stride in [(64, 1), (128, 2), (256, 2), (512, 2)]:
+            layers += [BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)]
+            cin = cout
+        self.layers = nn.Sequential(*layers)
+        self.fc = nn.Linear(512, num_classes)
+
+    def forward(self, images):
+        x = F.relu(self.bn1(self.conv1(images)))
+        x = self.layers(x)
+        x = F.adaptive_avg_pool2d(x, 1).flatten(1)
+        return self.fc(x)
+
+
 def count_parameters(model: nn.Module) -> int:
     """Trainable parameters; tied parameters are counted once
     (nn.Module.parameters() de-duplicates shared tensors)."""

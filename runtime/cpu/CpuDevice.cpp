@@ -5,9 +5,9 @@
 // CUDA streams and events, so the executor drives the CPU and CUDA through
 // one runner. Stream 0 (compute) runs on the thread that waits for the
 // device (synchronize, and the blocking copies), as the old synchronous
-// path ran it: the kernels' BLAS keeps its own threads, and a program of
-// one stream costs no hand-off; every other stream has a thread of its
-// own. Each serves its kernels' scratch from an arena of its own
+// path ran it: the kernels' loops and GEMMs spread over the kernels' own
+// thread pool (kernels/ParallelFor.cpp), and a program of one stream costs
+// no hand-off; every other stream has a thread of its own. Each serves its kernels' scratch from an arena of its own
 // (ScratchArena.h), so a step after the first allocates nothing; enqueuing
 // allocates nothing once the queues have grown to a program's length.
 //

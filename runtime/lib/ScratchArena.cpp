@@ -20,6 +20,9 @@ thread_local ScratchArena *tCurrent = nullptr;
 /// by it may be deleted after its scope (an error message returned by a
 /// kernel), and must not reach free().
 thread_local ScratchArena *tLast = nullptr;
+/// The arena of the last scope that closed inside another (its memory is
+/// deleted by then, but a delete of it must never reach free() either).
+thread_local ScratchArena *tLastInner = nullptr;
 
 void *heapAllocate(size_t bytes, size_t alignment) {
   gHeapAllocations.fetch_add(1, std::memory_order_relaxed);
@@ -52,6 +55,8 @@ void release(void *p) noexcept {
     return;
   if (ScratchArena *arena = tLast; arena && arena->owns(p))
     return; // rewound with its scope
+  if (ScratchArena *arena = tLastInner; arena && arena->owns(p))
+    return;
   std::free(p);
 }
 
@@ -64,6 +69,8 @@ uint64_t heapAllocations() {
 ScratchArena::~ScratchArena() {
   if (tLast == this)
     tLast = nullptr;
+  if (tLastInner == this)
+    tLastInner = nullptr;
   std::free(block_);
 }
 
@@ -81,7 +88,8 @@ void *ScratchArena::allocate(size_t bytes, size_t alignment) {
   return block_ + at;
 }
 
-ScratchArena::Scope::Scope(ScratchArena &arena) : arena_(arena) {
+ScratchArena::Scope::Scope(ScratchArena &arena)
+    : arena_(arena), outerCurrent_(tCurrent), outerLast_(tLast) {
   // Grow to what the last scopes needed, before handing anything out.
   if (arena.highWater_ > arena.capacity_) {
     std::free(arena.block_);
@@ -96,7 +104,11 @@ ScratchArena::Scope::Scope(ScratchArena &arena) : arena_(arena) {
 }
 
 ScratchArena::Scope::~Scope() {
-  tCurrent = nullptr;
+  tCurrent = outerCurrent_;
+  if (outerCurrent_) { // closing a scope inside another
+    tLastInner = &arena_;
+    tLast = outerLast_;
+  }
   if (arena_.demanded_ > arena_.highWater_)
     arena_.highWater_ = arena_.demanded_;
   arena_.used_ = 0;

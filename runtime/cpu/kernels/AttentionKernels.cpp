@@ -4,7 +4,8 @@
 //   s = (q @ k^T) * scale + mask; s[i, j > i] = -inf if causal
 //   p = dropout(softmax(s, -1)); out = p @ v
 // one batch matrix at a time, in the same order of roundings: the products
-// are gemms in the element type, the softmax sums in double. A row with
+// are gemms in the element type, the softmax sums in double (f32 scores'
+// exponentials in float, vectorized: expAndSum). A row with
 // every score -inf (fully masked) gives NaN, as torch.softmax of an all -inf
 // row does (-inf - -inf), and so a NaN output row.
 //
@@ -57,50 +58,58 @@ Status attentionKernel(KernelContext &ctx) {
     int64_t batches = 1;
     for (int64_t dim : batchShape)
       batches *= dim;
-    // scratch: the scores of one batch matrix and a batch coordinate.
-    std::vector<T> p(static_cast<size_t>(s * t));
-    std::vector<int64_t> coord(batchShape.size(), 0);
-    int64_t maskBase = 0;
-    for (int64_t b = 0; b < batches; ++b) {
-      gemm<T>(true, s, t, d, pq + b * s * d, pk + b * t * d, p.data());
-      for (int64_t i = 0; i < s; ++i) {
-        T *row = p.data() + i * t;
-        for (int64_t j = 0; j < t; ++j) {
-          T score = row[j] * tScale;
-          if (pm)
-            score += pm[maskBase + i * maskStrides[rank - 2] +
-                        j * maskStrides[rank - 1]];
-          row[j] = causal && j > i ? negInf : score;
-        }
-        // Softmax as graph.softmax computes it (max first, sum in double).
-        T max = t > 0 ? row[0] : T(0);
-        for (int64_t j = 1; j < t; ++j)
-          if (row[j] > max || row[j] != row[j])
-            max = row[j];
-        double sum = 0;
-        for (int64_t j = 0; j < t; ++j)
-          sum += std::exp(double(row[j]) - double(max));
-        for (int64_t j = 0; j < t; ++j) {
-          T prob = static_cast<T>(std::exp(double(row[j]) - double(max)) / sum);
-          if (ratio > 0) {
-            uint64_t index = static_cast<uint64_t>((b * s + i) * t + j);
-            prob *= dropoutKeeps(seedOf(ctx), index, ratio) ? dropScale : T(0);
+    // Batch matrices are independent: blocks of them run on the pool, each
+    // with its own scratch (the scores of one matrix and one row's
+    // exponentials, kept so each is computed once).
+    parallelFor(batches, 1, [&](int64_t first, int64_t last) {
+      std::vector<T> p(static_cast<size_t>(s * t));
+      std::vector<T> e(static_cast<size_t>(t));
+      for (int64_t b = first; b < last; ++b) {
+        int64_t maskBase = mask ? maskOffset(batchShape, maskStrides, b) : 0;
+        const T *qb = pq + b * s * d, *kb = pk + b * t * d,
+                *vb = pv + b * t * dv;
+        // Blocks of query rows: under a causal mask, rows [i0, i1) see keys
+        // [0, i1) only, so the products skip the keys past the block.
+        for (int64_t i0 = 0; i0 < s; i0 += kAttentionRows) {
+          int64_t i1 = std::min(s, i0 + kAttentionRows), rows = i1 - i0;
+          int64_t keys = causal ? std::min(t, i1) : t;
+          gemmEx<T>(false, true, rows, keys, d, qb + i0 * d, d, kb, d,
+                    p.data() + i0 * t, t);
+          for (int64_t i = i0; i < i1; ++i) {
+            T *row = p.data() + i * t;
+            for (int64_t j = 0; j < keys; ++j) {
+              T score = row[j] * tScale;
+              if (pm)
+                score += pm[maskBase + i * maskStrides[rank - 2] +
+                            j * maskStrides[rank - 1]];
+              row[j] = causal && j > i ? negInf : score;
+            }
+            // Softmax as graph.softmax computes it (max first, sum in
+            // double); the keys past the block are -inf and change neither.
+            T max = keys > 0 ? row[0] : T(0);
+            for (int64_t j = 1; j < keys; ++j)
+              if (row[j] > max || row[j] != row[j])
+                max = row[j];
+            // Past the diagonal exp(-inf - max) is 0 when max is finite.
+            int64_t live = causal && std::isfinite(double(max))
+                               ? std::min(keys, i + 1)
+                               : keys;
+            double sum = expAndSum(row, max, live, e.data());
+            for (int64_t j = 0; j < keys; ++j) {
+              T prob = j < live ? static_cast<T>(double(e[j]) / sum) : T(0);
+              if (ratio > 0) {
+                uint64_t index = static_cast<uint64_t>((b * s + i) * t + j);
+                prob *= dropoutKeeps(seedOf(ctx), index, ratio) ? dropScale
+                                                                : T(0);
+              }
+              row[j] = prob;
+            }
           }
-          row[j] = prob;
+          gemmEx<T>(false, false, rows, dv, keys, p.data() + i0 * t, t, vb,
+                    dv, po + (b * s + i0) * dv, dv);
         }
       }
-      gemm<T>(false, s, dv, t, p.data(), pv + b * t * dv, po + b * s * dv);
-      // Advance the mask's batch offset (odometer over the batch dims).
-      for (int64_t dim = static_cast<int64_t>(batchShape.size()) - 1; dim >= 0;
-           --dim) {
-        if (++coord[dim] < batchShape[dim]) {
-          maskBase += maskStrides[dim];
-          break;
-        }
-        maskBase -= maskStrides[dim] * (batchShape[dim] - 1);
-        coord[dim] = 0;
-      }
-    }
+    });
     return Status::ok();
   });
 }

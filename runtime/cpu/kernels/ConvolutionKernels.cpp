@@ -20,6 +20,8 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace strata::runtime::cpu {
@@ -47,23 +49,22 @@ bool nextIndex(std::vector<int64_t> &idx, const std::vector<int64_t> &lo,
 // Convolution
 //===----------------------------------------------------------------------===//
 
-void gemm(int m, int n, int k, const float *a, const float *b, float beta,
-          float *c) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k,
-              b, n, beta, c, n);
-}
-
-void gemm(int m, int n, int k, const double *a, const double *b, double beta,
-          double *c) {
-  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, k, b,
-              n, beta, c, n);
+/// The outputs o in [0, out) whose input coordinate o * stride + offset
+/// lies in [0, in), as [lo, hi) (lo >= hi when none does).
+inline std::pair<int64_t, int64_t> insideRange(int64_t out, int64_t in,
+                                               int64_t stride, int64_t offset) {
+  int64_t lo = offset < 0 ? (-offset + stride - 1) / stride : 0;
+  int64_t room = in - offset; // o * stride < room
+  int64_t hi = room <= 0 ? 0 : std::min(out, (room + stride - 1) / stride);
+  return {std::min(lo, out), hi};
 }
 
 /// Unfolds the [cg, in...] channels of one group into col[cg * K, P]: row
 /// (c, k...) holds, for every output position, the input element that
-/// kernel tap meets there, or 0 in the padding.
+/// kernel tap meets there, or 0 in the padding. Rows are `ld` elements
+/// apart (P: packed; more: one sample's columns of a batch's).
 template <typename T>
-void im2col(const T *x, int64_t cg, const Window &w, T *col) {
+void im2col(const T *x, int64_t cg, const Window &w, T *col, int64_t ld) {
   size_t n = w.spatial, last = n - 1;
   std::vector<int64_t> inStrides = rowMajorStrides(w.in); // scratch: rank-sized
   std::vector<int64_t> zero(n, 0), tap(n, 0), offset(n), pos(n, 0);
@@ -85,13 +86,67 @@ void im2col(const T *x, int64_t cg, const Window &w, T *col) {
           inside = inside && i >= 0 && i < w.in[d];
           base += i * inStrides[d];
         }
-        for (int64_t o = 0; o < outLast; ++o) {
-          int64_t i = o * sLast + offset[last];
-          *col++ = inside && i >= 0 && i < inLast ? plane[base + i] : T(0);
-        }
+        // Outputs [lo, hi) of the last dim read inside the input.
+        auto [lo, hi] = insideRange(outLast, inLast, sLast, offset[last]);
+        if (!inside)
+          lo = hi = outLast;
+        std::fill(col, col + lo, T(0));
+        const T *src = plane + base + offset[last];
+        for (int64_t o = lo; o < hi; ++o)
+          col[o] = src[o * sLast];
+        std::fill(col + std::max(lo, hi), col + outLast, T(0));
+        col += outLast;
       } while (nextIndex(pos, zero, outerHi));
+      col += ld - w.outPlane;
     } while (nextIndex(tap, zero, w.kernel));
   }
+}
+
+/// Samples per GEMM: small output planes (the deep layers of a CNN) make
+/// thin GEMMs, so the columns of several samples go side by side into one,
+/// [cg * K, nb * P], up to 256 columns and 16 MiB of them.
+int64_t samplesPerGemm(int64_t batch, int64_t kc, int64_t p, size_t elemSize) {
+  if (p <= 0 || kc <= 0)
+    return 1;
+  int64_t nb = std::max<int64_t>(1, 256 / p);
+  int64_t byMemory = std::max<int64_t>(
+      1, int64_t(16) * 1024 * 1024 / (kc * p * int64_t(elemSize)));
+  return std::max<int64_t>(1, std::min({nb, byMemory, batch}));
+}
+
+/// im2col of samples [n0, n0 + nb) of group g into col[cg * K, nb * P],
+/// a block of channels at a time on the pool.
+template <typename T>
+void im2colBatch(const T *in, int64_t channels, int64_t n0, int64_t nb,
+                 int64_t g, int64_t cg, int64_t taps, const Window &w, T *col) {
+  int64_t ld = nb * w.outPlane;
+  int64_t grain = std::max<int64_t>(1, kElementwiseGrain / (taps * w.outPlane));
+  parallelFor(nb * cg, grain, [&](int64_t first, int64_t last) {
+    for (int64_t u = first; u < last; ++u) {
+      int64_t j = u / cg, c = u % cg;
+      const T *xc = in + ((n0 + j) * channels + g * cg + c) * w.inPlane;
+      im2col(xc, 1, w, col + c * taps * ld + j * w.outPlane, ld);
+    }
+  });
+}
+
+/// Copies rows [g * mg, (g + 1) * mg) of samples [n0, n0 + nb) of a
+/// [N, M, P] tensor into (to = true) or out of a [mg, nb * P] block.
+template <typename T>
+void gatherRows(T *tensor, int64_t m, int64_t n0, int64_t nb, int64_t g,
+                int64_t mg, int64_t p, T *block, bool to) {
+  parallelFor(nb * mg, std::max<int64_t>(1, kElementwiseGrain / p),
+              [&](int64_t first, int64_t last) {
+                for (int64_t u = first; u < last; ++u) {
+                  int64_t j = u / mg, o = u % mg;
+                  T *row = tensor + ((n0 + j) * m + g * mg + o) * p;
+                  T *b = block + o * nb * p + j * p;
+                  if (to)
+                    std::copy(row, row + p, b);
+                  else
+                    std::copy(b, b + p, row);
+                }
+              });
 }
 
 Status convKernel(KernelContext &ctx) {
@@ -129,18 +184,34 @@ Status convKernel(KernelContext &ctx) {
                     bias ? bias->as<T>()[o] : T(0));
     if (kc == 0)
       return Status::ok();
-    // scratch: the unfolded input of one group, cg * K x P elements.
-    std::vector<T> col(pointwise ? 0 : static_cast<size_t>(kc * p));
-    for (int64_t n = 0; n < batch; ++n) {
+    int64_t nb = samplesPerGemm(batch, kc, p, sizeof(T));
+    if (pointwise && nb == 1) {
+      // The input is the GEMM's right operand as it stands.
+      for (int64_t n = 0; n < batch; ++n)
+        for (int64_t g = 0; g < groups; ++g)
+          gemmEx<T>(false, false, mg, p, kc, weight + g * mg * kc, kc,
+                    in + (n * x.shape[1] + g * cg) * w.inPlane, p,
+                    out + (n * m + g * mg) * p, p, /*accumulate=*/true);
+      return Status::ok();
+    }
+    // scratch: the unfolded input of nb samples of one group (cg * K x
+    // nb * P) and, when nb > 1, their output rows side by side.
+    std::vector<T> col(static_cast<size_t>(kc * nb * p));
+    std::vector<T> block(nb > 1 ? static_cast<size_t>(mg * nb * p) : 0);
+    for (int64_t n0 = 0; n0 < batch; n0 += nb) {
+      int64_t count = std::min(nb, batch - n0), ld = count * p;
       for (int64_t g = 0; g < groups; ++g) {
-        const T *xg = in + (n * x.shape[1] + g * cg) * w.inPlane;
-        const T *cols = xg;
-        if (!pointwise) {
-          im2col(xg, cg, w, col.data());
-          cols = col.data();
+        im2colBatch(in, x.shape[1], n0, count, g, cg, geometry.taps, w,
+                    col.data());
+        T *dst = out + (n0 * m + g * mg) * p;
+        if (count > 1) {
+          gatherRows(out, m, n0, count, g, mg, p, block.data(), true);
+          dst = block.data();
         }
-        gemm(static_cast<int>(mg), static_cast<int>(p), static_cast<int>(kc),
-             weight + g * mg * kc, cols, T(1), out + (n * m + g * mg) * p);
+        gemmEx<T>(false, false, mg, ld, kc, weight + g * mg * kc, kc,
+                  col.data(), ld, dst, ld, /*accumulate=*/true);
+        if (count > 1)
+          gatherRows(out, m, n0, count, g, mg, p, block.data(), false);
       }
     }
     return Status::ok();
@@ -273,30 +344,41 @@ Status avgPoolKernel(KernelContext &ctx) {
 // Gradients
 //===----------------------------------------------------------------------===//
 
-/// The adjoint of im2col: adds col[cg * K, P] back into the [cg, in...]
-/// channels (taps in the padding are dropped).
+/// The adjoint of im2col: adds col[cg * K, P] (rows `ld` apart) back into
+/// the [cg, in...] channels (taps in the padding are dropped).
 template <typename T>
-void col2im(const T *col, int64_t cg, const Window &w, T *x) {
-  size_t n = w.spatial;
+void col2im(const T *col, int64_t cg, const Window &w, T *x, int64_t ld) {
+  size_t n = w.spatial, last = n - 1;
   std::vector<int64_t> inStrides = rowMajorStrides(w.in); // scratch
-  std::vector<int64_t> zero(n, 0), tap(n, 0), pos(n, 0);
+  std::vector<int64_t> zero(n, 0), tap(n, 0), offset(n), pos(n, 0);
+  std::vector<int64_t> outerHi(w.out);
+  outerHi[last] = 1; // the last dim is the inner loop
+  int64_t outLast = w.out[last], inLast = w.in[last], sLast = w.strides[last];
   for (int64_t c = 0; c < cg; ++c) {
     T *plane = x + c * w.inPlane;
     do {
+      for (size_t d = 0; d < n; ++d)
+        offset[d] = tap[d] * w.dilations[d] - w.padBegin[d];
       std::fill(pos.begin(), pos.end(), 0);
+      // Every element of dx gets its terms in the order of the flat
+      // (tap, position) loop, as before the last dim became the inner loop.
       do {
         bool inside = true;
-        int64_t at = 0;
-        for (size_t d = 0; d < n; ++d) {
-          int64_t i = pos[d] * w.strides[d] + tap[d] * w.dilations[d] -
-                      w.padBegin[d];
+        int64_t base = 0;
+        for (size_t d = 0; d < last; ++d) {
+          int64_t i = pos[d] * w.strides[d] + offset[d];
           inside = inside && i >= 0 && i < w.in[d];
-          at += i * inStrides[d];
+          base += i * inStrides[d];
         }
-        T v = *col++;
-        if (inside)
-          plane[at] += v;
-      } while (nextIndex(pos, zero, w.out));
+        if (inside) {
+          auto [lo, hi] = insideRange(outLast, inLast, sLast, offset[last]);
+          T *dst = plane + base + offset[last];
+          for (int64_t o = lo; o < hi; ++o)
+            dst[o * sLast] += col[o];
+        }
+        col += outLast;
+      } while (nextIndex(pos, zero, outerHi));
+      col += ld - w.outPlane;
     } while (nextIndex(tap, zero, w.kernel));
   }
 }
@@ -321,22 +403,42 @@ Status convGradKernel(KernelContext &ctx, bool wantInput) {
     using T = decltype(tag);
     T *out = ctx.outputs[0].as<T>();
     std::fill(out, out + ctx.outputs[0].numel(), T(0));
-    // scratch: the unfolded input (or its gradient) of one group.
-    std::vector<T> col(static_cast<size_t>(kc * p));
-    for (int64_t n = 0; n < x.shape[0]; ++n)
+    const int64_t batch = x.shape[0], channels = x.shape[1],
+                  taps = geometry.taps;
+    int64_t nb = samplesPerGemm(batch, kc, p, sizeof(T));
+    // scratch: the unfolded input (or its gradient) of nb samples of one
+    // group, and their dy rows side by side when nb > 1.
+    std::vector<T> col(static_cast<size_t>(kc * nb * p));
+    std::vector<T> block(nb > 1 ? static_cast<size_t>(mg * nb * p) : 0);
+    T *dyAll = const_cast<T *>(dy.as<T>());
+    for (int64_t n0 = 0; n0 < batch; n0 += nb) {
+      int64_t count = std::min(nb, batch - n0), ld = count * p;
       for (int64_t g = 0; g < groups; ++g) {
-        const T *dyg = dy.as<T>() + (n * m + g * mg) * p;
-        int64_t xOffset = (n * x.shape[1] + g * cg) * w.inPlane;
+        const T *dyg = dyAll + (n0 * m + g * mg) * p;
+        if (count > 1) {
+          gatherRows(dyAll, m, n0, count, g, mg, p, block.data(), true);
+          dyg = block.data();
+        }
         if (wantInput) {
-          gemmEx<T>(true, false, kc, p, mg, wt.as<T>() + g * mg * kc, kc, dyg,
-                    p, col.data(), p);
-          col2im(col.data(), cg, w, out + xOffset);
+          gemmEx<T>(true, false, kc, ld, mg, wt.as<T>() + g * mg * kc, kc,
+                    dyg, ld, col.data(), ld);
+          // Each (sample, channel) adds into its own plane of dx.
+          int64_t grain = std::max<int64_t>(1, kElementwiseGrain / (taps * p));
+          parallelFor(count * cg, grain, [&](int64_t first, int64_t last) {
+            for (int64_t u = first; u < last; ++u) {
+              int64_t j = u / cg, c = u % cg;
+              col2im(col.data() + c * taps * ld + j * p, 1, w,
+                     out + ((n0 + j) * channels + g * cg + c) * w.inPlane, ld);
+            }
+          });
         } else {
-          im2col(x.as<T>() + xOffset, cg, w, col.data());
-          gemmEx<T>(false, true, mg, kc, p, dyg, p, col.data(), p,
+          im2colBatch(x.as<T>(), channels, n0, count, g, cg, taps, w,
+                      col.data());
+          gemmEx<T>(false, true, mg, kc, ld, dyg, ld, col.data(), ld,
                     out + g * mg * kc, kc, /*accumulate=*/true);
         }
       }
+    }
     return Status::ok();
   });
 }

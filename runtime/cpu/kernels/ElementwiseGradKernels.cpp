@@ -1,7 +1,8 @@
 //===- ElementwiseGradKernels.cpp - Gradients of elementwise ops ----------===//
 //
 // graph.unary_grad (dx = f'(x) * dy for the forward op named by `kind`, with
-// PyTorch's backward formulas), graph.sum_squares (the gradient norm's
+// PyTorch's backward formulas; f32 exact GELU's in float, vectorized, as
+// PyTorch's), graph.sum_squares (the gradient norm's
 // pieces, one scalar per operand) and runtime.copy (a state update codegen could not do in place).
 //
 //===----------------------------------------------------------------------===//
@@ -16,6 +17,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <string>
 
 namespace strata::runtime::cpu {
@@ -32,8 +34,20 @@ Status unaryGradKernel(KernelContext &ctx) {
     using T = decltype(tag);
     const T *g = dy.as<T>(), *px = x.as<T>(), *py = y.as<T>();
     T *out = dx.as<T>();
-    for (int64_t i = 0, n = dy.numel(); i < n; ++i)
-      out[i] = static_cast<T>(unaryDerivative(p, px[i], py[i], g[i]));
+    if constexpr (std::is_same_v<T, float>) {
+      if (p.kind == UnaryGradKind::Gelu) {
+        // In float, vectorized, as PyTorch's gelu_backward (VectorMath.h).
+        parallelFor(dy.numel(), kElementwiseGrain / 4,
+                    [&](int64_t b, int64_t e) {
+                      geluExactGradF32(px + b, g + b, out + b, e - b);
+                    });
+        return Status::ok();
+      }
+    }
+    parallelFor(dy.numel(), kElementwiseGrain / 4, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        out[i] = static_cast<T>(unaryDerivative(p, px[i], py[i], g[i]));
+    });
     return Status::ok();
   });
 }

@@ -4,7 +4,8 @@
 // with numpy broadcasting, select and cast. Float math is evaluated in the
 // element type except where PyTorch's own CPU kernel evaluates in a wider
 // one; the formulas follow PyTorch's (softplus threshold, GELU forms, NaN
-// propagation of max/min).
+// propagation of max/min). f32 exact GELU is PyTorch's vectorized form
+// (VectorMath.h: float, erf by Abramowitz and Stegun 7.1.26).
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,8 +39,19 @@ void addUnary(KernelRegistry &r, std::string op) {
       using T = decltype(tag);
       const T *in = x.as<T>();
       T *out = y.as<T>();
-      for (int64_t i = 0, n = x.numel(); i < n; ++i)
-        out[i] = unaryFormula<K>(in[i], p);
+      if constexpr (K == Unary::Gelu && std::is_same_v<T, float>) {
+        if (!p.tanhGelu) { // vectorized, as PyTorch's (VectorMath.h)
+          parallelFor(x.numel(), kElementwiseGrain / 4,
+                      [&](int64_t b, int64_t e) {
+                        geluExactF32(in + b, out + b, e - b);
+                      });
+          return Status::ok();
+        }
+      }
+      parallelFor(x.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i)
+          out[i] = unaryFormula<K>(in[i], p);
+      });
       return Status::ok();
     };
     if constexpr (FloatOnly)
@@ -144,16 +156,31 @@ void broadcastBinary(const TensorView &a, const TensorView &b, TensorView &y,
   Out *out = y.as<Out>();
   int64_t n = y.numel();
   if (sameShape(a, y) && sameShape(b, y)) {
-    for (int64_t i = 0; i < n; ++i)
-      out[i] = fn(pa[i], pb[i]);
+    parallelFor(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        out[i] = fn(pa[i], pb[i]);
+    });
   } else if (sameShape(a, y) && b.numel() == 1) {
-    for (int64_t i = 0; i < n; ++i)
-      out[i] = fn(pa[i], pb[0]);
+    parallelFor(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        out[i] = fn(pa[i], pb[0]);
+    });
+  } else if (sameShape(a, y) && isTrailingBroadcast(b.shape, y.shape)) {
+    // b repeats along the leading dims (a bias): one row of b at a time.
+    int64_t len = b.numel();
+    parallelFor(len > 0 ? n / len : 0, kElementwiseGrain / std::max<int64_t>(len, 1) + 1,
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t r = begin; r < end; ++r)
+                    for (int64_t j = 0; j < len; ++j)
+                      out[r * len + j] = fn(pa[r * len + j], pb[j]);
+                });
   } else {
     std::vector<int64_t> ma = broadcastIndexMap(a.shape, y.shape);
     std::vector<int64_t> mb = broadcastIndexMap(b.shape, y.shape);
-    for (int64_t i = 0; i < n; ++i)
-      out[i] = fn(pa[ma[i]], pb[mb[i]]);
+    parallelFor(n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        out[i] = fn(pa[ma[i]], pb[mb[i]]);
+    });
   }
 }
 
@@ -211,8 +238,10 @@ void registerBinary(KernelRegistry &r) {
       using T = decltype(tag);
       const T *pa = a.as<T>(), *pb = b.as<T>();
       T *out = y.as<T>();
-      for (int64_t i = 0, n = y.numel(); i < n; ++i)
-        out[i] = pc[mc[i]] ? pa[ma[i]] : pb[mb[i]];
+      parallelFor(y.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i)
+          out[i] = pc[mc[i]] ? pa[ma[i]] : pb[mb[i]];
+      });
       return Status::ok();
     });
   });

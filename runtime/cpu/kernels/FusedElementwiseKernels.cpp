@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 namespace strata::runtime::cpu {
@@ -101,6 +102,18 @@ void evaluate(const FusedInstruction &in, const T *a, const T *b, const T *c,
   UnaryParams none;
   UnaryGradParams grad;
   grad.kind = in.kind;
+  if constexpr (std::is_same_v<T, float>) {
+    // f32 exact GELU and its gradient as the unfused kernels compute them
+    // (VectorMath.h), so that fusing changes no result.
+    if (in.op == FusedOpcode::Gelu) {
+      geluExactF32(a, out, n);
+      return;
+    }
+    if (in.op == FusedOpcode::Grad && in.kind == UnaryGradKind::Gelu) {
+      geluExactGradF32(b, a, out, n);
+      return;
+    }
+  }
   switch (in.op) {
 #define STRATA_FUSED_CASE(OPCODE, EXPR)                                        \
   case FusedOpcode::OPCODE:                                                    \
@@ -136,22 +149,28 @@ Status runFused(const FusedProgram &p, KernelContext &ctx) {
     if (v.numel() != n && v.numel() != 1)
       maps[k] = broadcastIndexMap(v.shape, shape);
   }
-  std::vector<T> regs(size_t(p.numValues()) * kChunk);
-  auto reg = [&](int v) { return regs.data() + size_t(v) * kChunk; };
-  for (int64_t start = 0; start < n; start += kChunk) {
-    int64_t len = std::min(kChunk, n - start);
-    for (size_t k = 0; k < ctx.inputs.size(); ++k)
-      loadChunk<T>(ctx.inputs[k], maps[k], start, len, reg(int(k)));
-    for (size_t i = 0; i < p.code.size(); ++i) {
-      const FusedInstruction &in = p.code[i];
-      auto arg = [&](int k) -> const T * {
-        return in.args[k] >= 0 ? reg(in.args[k]) : nullptr;
-      };
-      evaluate<T>(in, arg(0), arg(1), arg(2), reg(p.numInputs + int(i)), len);
+  // Chunks are independent: blocks of them run on the pool, each with its
+  // own registers.
+  int64_t chunks = (n + kChunk - 1) / kChunk;
+  parallelFor(chunks, 8, [&](int64_t first, int64_t last) {
+    std::vector<T> regs(size_t(p.numValues()) * kChunk);
+    auto reg = [&](int v) { return regs.data() + size_t(v) * kChunk; };
+    for (int64_t c = first; c < last; ++c) {
+      int64_t start = c * kChunk, len = std::min(kChunk, n - start);
+      for (size_t k = 0; k < ctx.inputs.size(); ++k)
+        loadChunk<T>(ctx.inputs[k], maps[k], start, len, reg(int(k)));
+      for (size_t i = 0; i < p.code.size(); ++i) {
+        const FusedInstruction &in = p.code[i];
+        auto arg = [&](int k) -> const T * {
+          return in.args[k] >= 0 ? reg(in.args[k]) : nullptr;
+        };
+        evaluate<T>(in, arg(0), arg(1), arg(2), reg(p.numInputs + int(i)),
+                    len);
+      }
+      for (size_t r = 0; r < p.results.size(); ++r)
+        storeChunk<T>(ctx.outputs[r], start, len, reg(p.results[r]));
     }
-    for (size_t r = 0; r < p.results.size(); ++r)
-      storeChunk<T>(ctx.outputs[r], start, len, reg(p.results[r]));
-  }
+  });
   return Status::ok();
 }
 

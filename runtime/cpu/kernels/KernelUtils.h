@@ -12,12 +12,15 @@
 #include "strata/Runtime/Kernel.h"
 #include "strata/Runtime/KernelChecks.h"
 
+#include "kernels/VectorMath.h"
+
 #include <cblas.h>
 
 #include <algorithm>
 #include <cmath>
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <type_traits>
@@ -106,29 +109,54 @@ inline std::vector<int64_t> broadcastIndexMap(const std::vector<int64_t> &in,
   return map;
 }
 
-/// Row-major C[m, n] = A[m, k] * op(B), op(B) = B[k, n] or B[n, k]^T.
-/// BLAS rejects a zero leading dimension, so k == 0 is written out here.
-template <typename T>
-void gemm(bool transB, int64_t m, int64_t n, int64_t k, const T *a, const T *b,
-          T *c) {
-  if (m == 0 || n == 0)
-    return;
-  if (k == 0) {
-    std::fill(c, c + m * n, T(0));
-    return;
+/// The threads of the kernels' pool (ParallelFor.cpp): STRATA_NUM_THREADS,
+/// else OPENBLAS_NUM_THREADS, else OMP_NUM_THREADS, else the cores (shared
+/// among the node's ranks).
+int kernelThreads();
+
+/// Runs body(begin, end) over contiguous blocks covering [0, n), on up to
+/// kernelThreads() threads, at least `grain` iterations a block. The blocks
+/// must write disjoint outputs; a result then does not depend on the thread
+/// count. Called inside another loop (or while one runs), runs serially.
+void parallelFor(int64_t n, int64_t grain,
+                 const std::function<void(int64_t, int64_t)> &body);
+
+/// The offset of batch matrix `b` (flat over `batchShape`) in a tensor with
+/// `strides` over those dims (0 where it broadcasts): the attention mask's.
+inline int64_t maskOffset(const std::vector<int64_t> &batchShape,
+                          const std::vector<int64_t> &strides, int64_t b) {
+  int64_t offset = 0;
+  for (int64_t dim = static_cast<int64_t>(batchShape.size()) - 1; dim >= 0;
+       --dim) {
+    offset += (b % batchShape[dim]) * strides[dim];
+    b /= batchShape[dim];
   }
+  return offset;
+}
+
+/// One BLAS call: row-major C[m, n] = op(A) op(B) (+ C if `accumulate`).
+template <typename T>
+void blasGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+              const T *a, int64_t lda, const T *b, int64_t ldb, T *c,
+              int64_t ldc, bool accumulate) {
+  CBLAS_TRANSPOSE ta = transA ? CblasTrans : CblasNoTrans;
   CBLAS_TRANSPOSE tb = transB ? CblasTrans : CblasNoTrans;
-  int ldb = static_cast<int>(transB ? k : n);
   if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, 1.0f, a, k, b, ldb,
-                0.0f, c, n);
+    cblas_sgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), 1.0f, a,
+                int(lda), b, int(ldb), accumulate ? 1.0f : 0.0f, c, int(ldc));
   else
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, m, n, k, 1.0, a, k, b, ldb,
-                0.0, c, n);
+    cblas_dgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), 1.0, a,
+                int(lda), b, int(ldb), accumulate ? 1.0 : 0.0, c, int(ldc));
 }
 
 /// Row-major C[m, n] = op(A) * op(B) (+ C if `accumulate`), with explicit
-/// leading dimensions: the gradients' products (A^T B, A B^T).
+/// leading dimensions. A large product is split into blocks of 128 rows of
+/// C (or columns, when the rows are few), one BLAS call each, run on the
+/// pool: one thread pool for every kernel (OpenBLAS then runs on one thread,
+/// ParallelFor.cpp). The blocks depend on the shape alone, never on the
+/// thread count, so neither do the results (OpenBLAS's kernels for a block
+/// may round differently from one call over the whole). BLAS rejects a
+/// zero leading dimension, so k == 0 is written out here.
 template <typename T>
 void gemmEx(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
             const T *a, int64_t lda, const T *b, int64_t ldb, T *c,
@@ -141,14 +169,39 @@ void gemmEx(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
         std::fill(c + i * ldc, c + i * ldc + n, T(0));
     return;
   }
-  CBLAS_TRANSPOSE ta = transA ? CblasTrans : CblasNoTrans;
-  CBLAS_TRANSPOSE tb = transB ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb,
-                accumulate ? 1.0f : 0.0f, c, ldc);
-  else
-    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb,
-                accumulate ? 1.0 : 0.0, c, ldc);
+  (void)kernelThreads(); // the pool, and OpenBLAS on one thread, first
+  constexpr int64_t kBlock = 128, kMinFlops = int64_t(1) << 22;
+  bool large = 2 * m * n * k >= kMinFlops;
+  if (large && m >= 2 * kBlock) {
+    // Rows of C: rows of op(A) (columns of A when transposed).
+    parallelFor((m + kBlock - 1) / kBlock, 1, [&](int64_t first, int64_t last) {
+      for (int64_t blk = first; blk < last; ++blk) {
+        int64_t r0 = blk * kBlock, rows = std::min(kBlock, m - r0);
+        const T *ab = transA ? a + r0 : a + r0 * lda;
+        blasGemm(transA, transB, rows, n, k, ab, lda, b, ldb, c + r0 * ldc,
+                 ldc, accumulate);
+      }
+    });
+  } else if (large && n >= 2 * kBlock) {
+    // Columns of C: columns of op(B) (rows of B when transposed).
+    parallelFor((n + kBlock - 1) / kBlock, 1, [&](int64_t first, int64_t last) {
+      for (int64_t blk = first; blk < last; ++blk) {
+        int64_t c0 = blk * kBlock, cols = std::min(kBlock, n - c0);
+        const T *bb = transB ? b + c0 * ldb : b + c0;
+        blasGemm(transA, transB, m, cols, k, a, lda, bb, ldb, c + c0, ldc,
+                 accumulate);
+      }
+    });
+  } else {
+    blasGemm(transA, transB, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+  }
+}
+
+/// Row-major C[m, n] = A[m, k] * op(B), op(B) = B[k, n] or B[n, k]^T.
+template <typename T>
+void gemm(bool transB, int64_t m, int64_t n, int64_t k, const T *a, const T *b,
+          T *c) {
+  gemmEx<T>(false, transB, m, n, k, a, k, b, transB ? k : n, c, n);
 }
 
 /// The max (NaN wins, as in torch's max-reduction) of `len` > 0 elements
@@ -168,6 +221,30 @@ std::pair<T, double> maxAndExpSum(const T *in, int64_t len, int64_t stride) {
   return {max, sum};
 }
 
+/// e[j] = exp(row[j] - max) for j < n, and their sum in double, in order:
+/// the exponentials of a softmax row. Float rows take vectorExp
+/// (VectorMath.h, in float, as PyTorch's CPU softmax); double rows
+/// std::exp in double.
+template <typename T>
+double expAndSum(const T *row, T max, int64_t n, T *e) {
+  double sum = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    expShifted(row, max, e, n);
+    for (int64_t j = 0; j < n; ++j)
+      sum += e[j];
+  } else {
+    for (int64_t j = 0; j < n; ++j) {
+      e[j] = std::exp(row[j] - max);
+      sum += e[j];
+    }
+  }
+  return sum;
+}
+
+/// Query rows per block of the attention kernels: a causal block of rows
+/// [i0, i0 + kAttentionRows) multiplies only the keys it can see.
+constexpr int64_t kAttentionRows = 64;
+
 /// Random123's philox4x32_R(10, ctr, key) (DropoutKernels.cpp).
 std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> ctr,
                                       std::array<uint32_t, 2> key);
@@ -176,6 +253,33 @@ std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> ctr,
 /// with `ratio`: a pure function of (seed, index), so the forward kernels
 /// and their gradients draw the same mask (DropoutKernels.cpp).
 bool dropoutKeeps(uint64_t seed, uint64_t index, double ratio);
+
+/// Elements a block of an elementwise loop has at least: below about 2x
+/// this an op runs on one thread (a block costs a wake-up, ~10 us).
+constexpr int64_t kElementwiseGrain = 16384;
+
+/// The grain of a loop over rows of `len` elements each: rows enough for
+/// kElementwiseGrain / 4 elements (row kernels do several passes).
+inline int64_t rowGrain(int64_t len) {
+  return kElementwiseGrain / 4 / std::max<int64_t>(len, 1) + 1;
+}
+
+/// True if `in`, right-aligned against `out`, is `out`'s trailing dims
+/// after dropping leading ones: `in` repeats whole along `out`'s leading
+/// dims (a bias row).
+inline bool isTrailingBroadcast(const std::vector<int64_t> &in,
+                                const std::vector<int64_t> &out) {
+  size_t lead = 0;
+  while (lead < in.size() && in[lead] == 1)
+    ++lead;
+  size_t len = in.size() - lead;
+  if (len > out.size())
+    return false;
+  for (size_t i = 0; i < len; ++i)
+    if (in[lead + i] != out[out.size() - len + i])
+      return false;
+  return true;
+}
 
 /// True if `in` has the shape of `out` (no broadcasting needed).
 inline bool sameShape(const TensorView &a, const TensorView &b) {

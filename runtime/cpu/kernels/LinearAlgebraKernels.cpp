@@ -77,9 +77,11 @@ Status linearKernel(KernelContext &ctx) {
     gemm<T>(transposed, rows, n, k, x.as<T>(), w.as<T>(), out);
     if (bias) {
       const T *pb = bias->as<T>();
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t j = 0; j < n; ++j)
-          out[r * n + j] += pb[j];
+      parallelFor(rows, rowGrain(n) * 4, [&](int64_t first, int64_t last) {
+        for (int64_t r = first; r < last; ++r)
+          for (int64_t j = 0; j < n; ++j)
+            out[r * n + j] += pb[j];
+      });
     }
     return Status::ok();
   });

@@ -20,6 +20,8 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
+#include <vector>
 
 namespace strata::runtime::cpu {
 namespace {
@@ -55,28 +57,52 @@ Status crossEntropyKernel(KernelContext &ctx) {
       const T *x = logits.as<T>();
       const T *w = weight ? weight->as<T>() : nullptr;
       T *out = loss.as<T>();
-      double total = 0, totalWeight = 0;
-      for (int64_t n = 0; n < batch; ++n)
-        for (int64_t s = 0; s < spatial; ++s) {
-          int64_t i = n * spatial + s;
+      // Each position's loss in parallel (with -1 for an ignored one), then
+      // the total in order, as one thread would.
+      // scratch: the positions' weighted losses and weights.
+      std::vector<double> nlls(batch * spatial), weights(batch * spatial);
+      parallelFor(batch * spatial, rowGrain(classes), [&](int64_t b, int64_t e) {
+        // scratch: one position's exponentials.
+        std::vector<T> ex(spatial == 1 ? classes : 0);
+        for (int64_t i = b; i < e; ++i) {
+          int64_t n = i / spatial, s = i % spatial;
           int64_t label = static_cast<int64_t>(y[i]);
           if (hasIgnore && label == ignoreIndex) {
+            weights[i] = -1;
             if (none)
               out[i] = T(0);
             continue;
           }
           // Class c of position (n, s) is at (n * C + c) * S + s.
           const T *col = x + n * classes * spatial + s;
-          auto [max, sum] = maxAndExpSum(col, classes, spatial);
+          T max;
+          double sum;
+          if (spatial == 1) {
+            max = col[0];
+            for (int64_t c = 1; c < classes; ++c)
+              if (col[c] > max || col[c] != col[c])
+                max = col[c];
+            sum = expAndSum(col, max, classes, ex.data());
+          } else {
+            std::tie(max, sum) = maxAndExpSum(col, classes, spatial);
+          }
           // -log_softmax(x)[label]
           double nll =
               double(max) + std::log(sum) - double(col[label * spatial]);
           double wy = w ? double(w[label]) : 1.0;
           if (none)
             out[i] = static_cast<T>(wy * nll);
-          total += wy * nll;
-          totalWeight += wy;
+          nlls[i] = wy * nll;
+          weights[i] = wy;
         }
+      });
+      double total = 0, totalWeight = 0;
+      for (int64_t i = 0; i < batch * spatial; ++i) {
+        if (hasIgnore && static_cast<int64_t>(y[i]) == ignoreIndex)
+          continue;
+        total += nlls[i];
+        totalWeight += weights[i];
+      }
       if (reduction == "sum")
         out[0] = static_cast<T>(total);
       else if (reduction == "mean")

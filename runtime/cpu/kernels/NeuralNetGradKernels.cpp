@@ -68,38 +68,58 @@ Status layerNormGradKernel(KernelContext &ctx) {
     using T = decltype(tag);
     const T *g = dy.as<T>(), *in = x.as<T>(), *w = scale.as<T>();
     T *dx = ctx.outputs[0].as<T>();
-    // scratch: per-element sums over rows and one row of x-hat.
-    std::vector<double> dScale(len, 0.0), dBias(len, 0.0), xhat(len);
-    for (int64_t r = 0; r < rows; ++r) {
-      const T *row = in + r * len, *grow = g + r * len;
-      double sum = 0;
-      for (int64_t i = 0; i < len; ++i)
-        sum += row[i];
-      double mean = sum / double(len), sq = 0;
-      for (int64_t i = 0; i < len; ++i)
-        sq += (row[i] - mean) * (row[i] - mean);
-      double rstd = 1.0 / std::sqrt(sq / double(len) + epsilon);
-      double meanDxhat = 0, meanDxhatXhat = 0;
-      for (int64_t i = 0; i < len; ++i) {
-        xhat[i] = (row[i] - mean) * rstd;
-        double dxhat = double(grow[i]) * double(w[i]);
-        meanDxhat += dxhat;
-        meanDxhatXhat += dxhat * xhat[i];
-        dScale[i] += double(grow[i]) * xhat[i];
-        dBias[i] += grow[i];
+    // Rows in parallel: each row's statistics and dx. Then the scale and
+    // bias gradients in parallel over columns, each summing its rows in
+    // order, as one thread would.
+    // scratch: each row's mean and 1 / std.
+    std::vector<double> mean(rows), rstd(rows);
+    parallelFor(rows, rowGrain(len), [&](int64_t first, int64_t last) {
+      for (int64_t r = first; r < last; ++r) {
+        const T *row = in + r * len, *grow = g + r * len;
+        double sum = 0;
+        for (int64_t i = 0; i < len; ++i)
+          sum += row[i];
+        double mu = sum / double(len), sq = 0;
+        for (int64_t i = 0; i < len; ++i)
+          sq += (row[i] - mu) * (row[i] - mu);
+        double rs = 1.0 / std::sqrt(sq / double(len) + epsilon);
+        double meanDxhat = 0, meanDxhatXhat = 0;
+        for (int64_t i = 0; i < len; ++i) {
+          double xhat = (row[i] - mu) * rs;
+          double dxhat = double(grow[i]) * double(w[i]);
+          meanDxhat += dxhat;
+          meanDxhatXhat += dxhat * xhat;
+        }
+        meanDxhat /= double(len);
+        meanDxhatXhat /= double(len);
+        for (int64_t i = 0; i < len; ++i) {
+          double xhat = (row[i] - mu) * rs;
+          double dxhat = double(grow[i]) * double(w[i]);
+          dx[r * len + i] =
+              static_cast<T>(rs * (dxhat - meanDxhat - xhat * meanDxhatXhat));
+        }
+        mean[r] = mu;
+        rstd[r] = rs;
       }
-      meanDxhat /= double(len);
-      meanDxhatXhat /= double(len);
-      for (int64_t i = 0; i < len; ++i) {
-        double dxhat = double(grow[i]) * double(w[i]);
-        dx[r * len + i] = static_cast<T>(
-            rstd * (dxhat - meanDxhat - xhat[i] * meanDxhatXhat));
+    });
+    T *dScaleOut = ctx.outputs[1].as<T>(), *dBiasOut = ctx.outputs[2].as<T>();
+    int64_t columnGrain = std::max<int64_t>(16, len / 2 / kernelThreads());
+    parallelFor(len, columnGrain, [&](int64_t first, int64_t last) {
+      // scratch: this block's column sums.
+      std::vector<double> dScale(last - first, 0.0), dBias(last - first, 0.0);
+      for (int64_t r = 0; r < rows; ++r) {
+        const T *row = in + r * len, *grow = g + r * len;
+        for (int64_t i = first; i < last; ++i) {
+          double xhat = (row[i] - mean[r]) * rstd[r];
+          dScale[i - first] += double(grow[i]) * xhat;
+          dBias[i - first] += grow[i];
+        }
       }
-    }
-    for (int64_t i = 0; i < len; ++i) {
-      ctx.outputs[1].as<T>()[i] = static_cast<T>(dScale[i]);
-      ctx.outputs[2].as<T>()[i] = static_cast<T>(dBias[i]);
-    }
+      for (int64_t i = first; i < last; ++i) {
+        dScaleOut[i] = static_cast<T>(dScale[i - first]);
+        dBiasOut[i] = static_cast<T>(dBias[i - first]);
+      }
+    });
     return Status::ok();
   });
 }
@@ -192,66 +212,87 @@ Status attentionGradKernel(KernelContext &ctx) {
     const T tScale = static_cast<T>(scale);
     const T dropScale = T(1) / T(1 - ratio);
     const T negInf = -std::numeric_limits<T>::infinity();
-    // scratch: probabilities, dropped probabilities and their gradients.
-    std::vector<T> p(s * t), pd(s * t), dp(s * t);
-    std::vector<int64_t> coord(batchShape.size(), 0);
-    int64_t maskBase = 0;
-    for (int64_t b = 0; b < batches; ++b) {
-      const T *qb = pq + b * s * d, *kb = pk + b * t * d, *vb = pv + b * t * dv;
-      const T *dyb = pdy + b * s * dv;
-      gemm<T>(true, s, t, d, qb, kb, p.data());
-      for (int64_t i = 0; i < s; ++i) {
-        T *row = p.data() + i * t;
-        for (int64_t j = 0; j < t; ++j) {
-          T score = row[j] * tScale;
-          if (pm)
-            score += pm[maskBase + i * maskStrides[rank - 2] +
-                        j * maskStrides[rank - 1]];
-          row[j] = causal && j > i ? negInf : score;
-        }
-        auto [max, sum] = maxAndExpSum(row, t, 1);
-        for (int64_t j = 0; j < t; ++j) {
-          row[j] = static_cast<T>(std::exp(double(row[j]) - double(max)) / sum);
-          T keep = T(1);
-          if (ratio > 0) {
-            uint64_t index = static_cast<uint64_t>((b * s + i) * t + j);
-            keep = dropoutKeeps(seedOf(ctx), index, ratio) ? dropScale : T(0);
+    // Batch matrices are independent: blocks of them run on the pool, each
+    // with its own scratch (probabilities, dropped probabilities, their
+    // gradients and one row's exponentials).
+    parallelFor(batches, 1, [&](int64_t first, int64_t last) {
+      // scratch: probabilities, dropped probabilities, dS, the dropout
+      // mask (when there is one) and one row's exponentials.
+      std::vector<T> p(s * t), pd(s * t), ds(s * t), e(t);
+      std::vector<T> keepMask(ratio > 0 ? s * t : 0);
+      for (int64_t b = first; b < last; ++b) {
+        int64_t maskBase = mask ? maskOffset(batchShape, maskStrides, b) : 0;
+        const T *qb = pq + b * s * d, *kb = pk + b * t * d,
+                *vb = pv + b * t * dv;
+        const T *dyb = pdy + b * s * dv;
+        // Blocks of query rows, as the forward: under a causal mask rows
+        // [i0, i1) see keys [0, i1); P, Pd and dS are 0 past them.
+        for (int64_t i0 = 0; i0 < s; i0 += kAttentionRows) {
+          int64_t i1 = std::min(s, i0 + kAttentionRows), rows = i1 - i0;
+          int64_t keys = causal ? std::min(t, i1) : t;
+          gemmEx<T>(false, true, rows, keys, d, qb + i0 * d, d, kb, d,
+                    p.data() + i0 * t, t);
+          for (int64_t i = i0; i < i1; ++i) {
+            T *row = p.data() + i * t;
+            for (int64_t j = 0; j < keys; ++j) {
+              T score = row[j] * tScale;
+              if (pm)
+                score += pm[maskBase + i * maskStrides[rank - 2] +
+                            j * maskStrides[rank - 1]];
+              row[j] = causal && j > i ? negInf : score;
+            }
+            // The max first, then each exponential once (expAndSum); past
+            // the diagonal exp(-inf - max) is 0 when max is finite.
+            T max = row[0];
+            for (int64_t j = 1; j < keys; ++j)
+              if (row[j] > max || row[j] != row[j])
+                max = row[j];
+            int64_t live = causal && std::isfinite(double(max))
+                               ? std::min(keys, i + 1)
+                               : keys;
+            double sum = expAndSum(row, max, live, e.data());
+            for (int64_t j = 0; j < keys; ++j) {
+              row[j] = j < live ? static_cast<T>(double(e[j]) / sum) : T(0);
+              T keep = T(1);
+              if (ratio > 0) {
+                uint64_t index = static_cast<uint64_t>((b * s + i) * t + j);
+                keep =
+                    dropoutKeeps(seedOf(ctx), index, ratio) ? dropScale : T(0);
+                keepMask[i * t + j] = keep;
+              }
+              pd[i * t + j] = row[j] * keep;
+            }
+            std::fill(row + keys, row + t, T(0));
+            std::fill(pd.data() + i * t + keys, pd.data() + (i + 1) * t, T(0));
           }
-          pd[i * t + j] = row[j] * keep;
-          dp[i * t + j] = keep; // the mask, until dP overwrites it below
+          // dPd = dY V^T, then through dropout and softmax into dS.
+          gemmEx<T>(false, true, rows, keys, dv, dyb + i0 * dv, dv, vb, dv,
+                    ds.data() + i0 * t, t);
+          for (int64_t i = i0; i < i1; ++i) {
+            T *dsRow = ds.data() + i * t;
+            const T *pRow = p.data() + i * t;
+            double dot = 0;
+            for (int64_t j = 0; j < keys; ++j) {
+              if (ratio > 0)
+                dsRow[j] *= keepMask[i * t + j];
+              dot += double(dsRow[j]) * double(pRow[j]);
+            }
+            for (int64_t j = 0; j < keys; ++j)
+              dsRow[j] = static_cast<T>(double(pRow[j]) *
+                                        (double(dsRow[j]) - dot) * scale);
+            std::fill(dsRow + keys, dsRow + t, T(0));
+          }
+          // dQ = dS K, over the keys the block sees.
+          gemmEx<T>(false, false, rows, d, keys, ds.data() + i0 * t, t, kb, d,
+                    dq + (b * s + i0) * d, d);
         }
+        // dV = Pd^T dY, dK = dS^T Q.
+        gemmEx<T>(true, false, t, dv, s, pd.data(), t, dyb, dv,
+                  dvOut + b * t * dv, dv);
+        gemmEx<T>(true, false, t, d, s, ds.data(), t, qb, d, dk + b * t * d,
+                  d);
       }
-      // dV = Pd^T dY.
-      gemmEx<T>(true, false, t, dv, s, pd.data(), t, dyb, dv,
-                dvOut + b * t * dv, dv);
-      // dPd = dY V^T, then through dropout and softmax into dS.
-      std::vector<T> &keep = pd; // reuse: the mask moves here
-      for (int64_t i = 0; i < s * t; ++i)
-        keep[i] = dp[i];
-      gemmEx<T>(false, true, s, t, dv, dyb, dv, vb, dv, dp.data(), t);
-      for (int64_t i = 0; i < s; ++i) {
-        double dot = 0;
-        for (int64_t j = 0; j < t; ++j) {
-          dp[i * t + j] *= keep[i * t + j];
-          dot += double(dp[i * t + j]) * double(p[i * t + j]);
-        }
-        for (int64_t j = 0; j < t; ++j)
-          dp[i * t + j] = static_cast<T>(double(p[i * t + j]) *
-                                         (double(dp[i * t + j]) - dot) * scale);
-      }
-      // dQ = dS K, dK = dS^T Q.
-      gemmEx<T>(false, false, s, d, t, dp.data(), t, kb, d, dq + b * s * d, d);
-      gemmEx<T>(true, false, t, d, s, dp.data(), t, qb, d, dk + b * t * d, d);
-      for (int64_t dim = static_cast<int64_t>(batchShape.size()) - 1; dim >= 0;
-           --dim) {
-        if (++coord[dim] < batchShape[dim]) {
-          maskBase += maskStrides[dim];
-          break;
-        }
-        maskBase -= maskStrides[dim] * (batchShape[dim] - 1);
-        coord[dim] = 0;
-      }
-    }
+    });
     return Status::ok();
   });
 }
@@ -348,9 +389,13 @@ Status crossEntropyGradKernel(KernelContext &ctx) {
                                std::to_string(label) + " is out of range");
         totalWeight += w ? double(w[label]) : 1.0;
       }
-      for (int64_t n = 0; n < batch; ++n)
-        for (int64_t s = 0; s < spatial; ++s) {
-          int64_t i = n * spatial + s;
+      // Positions in parallel, each exponential computed once (the max
+      // first, the sum in double in order; f32 exponentials by expAndSum).
+      parallelFor(batch * spatial, rowGrain(classes), [&](int64_t b, int64_t e) {
+        // scratch: one position's exponentials.
+        std::vector<T> ex(classes);
+        for (int64_t i = b; i < e; ++i) {
+          int64_t n = i / spatial, s = i % spatial;
           const T *col = x + n * classes * spatial + s;
           T *dcol = out + n * classes * spatial + s;
           int64_t label = static_cast<int64_t>(y[i]);
@@ -363,13 +408,29 @@ Status crossEntropyGradKernel(KernelContext &ctx) {
                          : summed ? double(g[0])
                                   : double(g[0]) / totalWeight;
           scale *= w ? double(w[label]) : 1.0;
-          auto [max, sum] = maxAndExpSum(col, classes, spatial);
+          T max = col[0];
+          for (int64_t c = 1; c < classes; ++c) {
+            T v = col[c * spatial];
+            if (v > max || v != v)
+              max = v;
+          }
+          double sum = 0;
+          if (spatial == 1) {
+            sum = expAndSum(col, max, classes, ex.data());
+          } else {
+            for (int64_t c = 0; c < classes; ++c) {
+              ex[c] = static_cast<T>(
+                  std::exp(double(col[c * spatial]) - double(max)));
+              sum += ex[c];
+            }
+          }
           for (int64_t c = 0; c < classes; ++c) {
-            double p = std::exp(double(col[c * spatial]) - double(max)) / sum;
+            double p = double(ex[c]) / sum;
             dcol[c * spatial] =
                 static_cast<T>(scale * (p - (c == label ? 1.0 : 0.0)));
           }
         }
+      });
       return Status::ok();
     });
   });

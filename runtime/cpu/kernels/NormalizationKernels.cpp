@@ -43,26 +43,28 @@ Status layerNormKernel(KernelContext &ctx) {
     const T *b = bias ? bias->as<T>() : nullptr;
     T *out = y.as<T>();
     int64_t rows = plan.rows, len = plan.len;
-    for (int64_t r = 0; r < rows; ++r) {
-      const T *row = in + r * len;
-      double sum = 0;
-      for (int64_t i = 0; i < len; ++i)
-        sum += row[i];
-      double mean = sum / static_cast<double>(len);
-      // Two passes: the variance of centred values cannot go negative.
-      double sq = 0;
-      for (int64_t i = 0; i < len; ++i) {
-        double d = row[i] - mean;
-        sq += d * d;
+    parallelFor(rows, rowGrain(len), [&](int64_t first, int64_t last) {
+      for (int64_t r = first; r < last; ++r) {
+        const T *row = in + r * len;
+        double sum = 0;
+        for (int64_t i = 0; i < len; ++i)
+          sum += row[i];
+        double mean = sum / static_cast<double>(len);
+        // Two passes: the variance of centred values cannot go negative.
+        double sq = 0;
+        for (int64_t i = 0; i < len; ++i) {
+          double d = row[i] - mean;
+          sq += d * d;
+        }
+        double rstd = 1.0 / std::sqrt(sq / static_cast<double>(len) + epsilon);
+        for (int64_t i = 0; i < len; ++i) {
+          double v = (row[i] - mean) * rstd * g[i];
+          if (b)
+            v += b[i];
+          out[r * len + i] = static_cast<T>(v);
+        }
       }
-      double rstd = 1.0 / std::sqrt(sq / static_cast<double>(len) + epsilon);
-      for (int64_t i = 0; i < len; ++i) {
-        double v = (row[i] - mean) * rstd * g[i];
-        if (b)
-          v += b[i];
-        out[r * len + i] = static_cast<T>(v);
-      }
-    }
+    });
     return Status::ok();
   });
 }
@@ -87,41 +89,43 @@ Status batchNormKernel(KernelContext &ctx) {
     const T *runMean = ctx.inputs[3].as<T>(), *runVar = ctx.inputs[4].as<T>();
     T *out = y.as<T>();
     T *newMean = ctx.outputs[1].as<T>(), *newVar = ctx.outputs[2].as<T>();
-    for (int64_t c = 0; c < channels; ++c) {
-      double mean, var;
-      if (training) {
-        double sum = 0;
-        for (int64_t n = 0; n < batch; ++n)
-          for (int64_t s = 0; s < spatial; ++s)
-            sum += in[(n * channels + c) * spatial + s];
-        mean = sum / static_cast<double>(count);
-        double sq = 0;
+    parallelFor(channels, rowGrain(count), [&](int64_t first, int64_t last) {
+      for (int64_t c = first; c < last; ++c) {
+        double mean, var;
+        if (training) {
+          double sum = 0;
+          for (int64_t n = 0; n < batch; ++n)
+            for (int64_t s = 0; s < spatial; ++s)
+              sum += in[(n * channels + c) * spatial + s];
+          mean = sum / static_cast<double>(count);
+          double sq = 0;
+          for (int64_t n = 0; n < batch; ++n)
+            for (int64_t s = 0; s < spatial; ++s) {
+              double d = in[(n * channels + c) * spatial + s] - mean;
+              sq += d * d;
+            }
+          // Biased variance normalizes; the unbiased one updates the running
+          // variance (PyTorch's convention).
+          var = sq / static_cast<double>(count);
+          double unbiased = sq / static_cast<double>(count - 1);
+          newMean[c] = static_cast<T>((1 - momentum) * double(runMean[c]) +
+                                      momentum * mean);
+          newVar[c] = static_cast<T>((1 - momentum) * double(runVar[c]) +
+                                     momentum * unbiased);
+        } else {
+          mean = runMean[c];
+          var = runVar[c];
+          newMean[c] = runMean[c];
+          newVar[c] = runVar[c];
+        }
+        double rstd = 1.0 / std::sqrt(var + epsilon);
         for (int64_t n = 0; n < batch; ++n)
           for (int64_t s = 0; s < spatial; ++s) {
-            double d = in[(n * channels + c) * spatial + s] - mean;
-            sq += d * d;
+            int64_t i = (n * channels + c) * spatial + s;
+            out[i] = static_cast<T>((in[i] - mean) * rstd * g[c] + b[c]);
           }
-        // Biased variance normalizes; the unbiased one updates the running
-        // variance (PyTorch's convention).
-        var = sq / static_cast<double>(count);
-        double unbiased = sq / static_cast<double>(count - 1);
-        newMean[c] = static_cast<T>((1 - momentum) * double(runMean[c]) +
-                                    momentum * mean);
-        newVar[c] = static_cast<T>((1 - momentum) * double(runVar[c]) +
-                                   momentum * unbiased);
-      } else {
-        mean = runMean[c];
-        var = runVar[c];
-        newMean[c] = runMean[c];
-        newVar[c] = runVar[c];
       }
-      double rstd = 1.0 / std::sqrt(var + epsilon);
-      for (int64_t n = 0; n < batch; ++n)
-        for (int64_t s = 0; s < spatial; ++s) {
-          int64_t i = (n * channels + c) * spatial + s;
-          out[i] = static_cast<T>((in[i] - mean) * rstd * g[c] + b[c]);
-        }
-    }
+    });
     return Status::ok();
   });
 }
@@ -135,9 +139,28 @@ Status batchNormKernel(KernelContext &ctx) {
 /// -inf gives NaN (-inf - -inf), as torch.softmax and torch.log_softmax do;
 /// so does a row holding +inf.
 template <typename T>
-void softmaxLine(const T *in, T *out, int64_t len, int64_t stride, bool log) {
+void softmaxLine(const T *in, T *out, int64_t len, int64_t stride, bool log,
+                 std::vector<T> &scratch) {
   if (len == 0)
     return;
+  if (stride == 1) {
+    // Contiguous: each exponential once (f32 ones vectorized, expAndSum).
+    T max = in[0];
+    for (int64_t i = 1; i < len; ++i)
+      if (in[i] > max || in[i] != in[i])
+        max = in[i];
+    scratch.resize(len);
+    double sum = expAndSum(in, max, len, scratch.data());
+    if (log) {
+      double logSum = std::log(sum);
+      for (int64_t i = 0; i < len; ++i)
+        out[i] = static_cast<T>(double(in[i]) - double(max) - logSum);
+    } else {
+      for (int64_t i = 0; i < len; ++i)
+        out[i] = static_cast<T>(double(scratch[i]) / sum);
+    }
+    return;
+  }
   auto [max, sum] = maxAndExpSum(in, len, stride);
   if (log) {
     double logSum = std::log(sum);
@@ -173,11 +196,14 @@ void addSoftmax(KernelRegistry &r, std::string op, bool log) {
       using T = decltype(tag);
       const T *in = x.as<T>();
       T *out = y.as<T>();
-      for (int64_t o = 0; o < outer; ++o)
-        for (int64_t i = 0; i < inner; ++i) {
+      parallelFor(outer * inner, rowGrain(len), [&](int64_t b, int64_t e) {
+        std::vector<T> scratch; // one line's exponentials
+        for (int64_t line = b; line < e; ++line) {
+          int64_t o = line / inner, i = line % inner;
           int64_t base = o * len * inner + i;
-          softmaxLine(in + base, out + base, len, inner, log);
+          softmaxLine(in + base, out + base, len, inner, log, scratch);
         }
+      });
       return Status::ok();
     });
   });

@@ -69,6 +69,31 @@ Status prepareUpdate(KernelContext &ctx, const char *op, size_t perParameter,
   return Status::ok();
 }
 
+template <typename T> struct AdamwConstants {
+  T decay, b1, b2, oneMinusB1, oneMinusB2, bc2Sqrt, eps, negStep, scale;
+};
+
+/// Elements [first, last) of one parameter's AdamW update.
+template <typename T>
+void adamwRange(const AdamwConstants<T> &c, const T *p, const T *g, const T *m,
+           const T *v, T *pOut, T *mOut, T *vOut, int64_t first,
+           int64_t last) {
+  // g * 1 is g exactly, so the unscaled case needs no branch.
+  const T decay = c.decay, b1 = c.b1, b2 = c.b2, oneMinusB1 = c.oneMinusB1,
+          oneMinusB2 = c.oneMinusB2, bc2Sqrt = c.bc2Sqrt, eps = c.eps,
+          negStep = c.negStep, scale = c.scale;
+  for (int64_t i = first; i < last; ++i) {
+    T grad = g[i] * scale;
+    T param = p[i] * decay;
+    T expAvg = m[i] * b1 + oneMinusB1 * grad;
+    T expAvgSq = v[i] * b2 + oneMinusB2 * grad * grad;
+    T denom = std::sqrt(expAvgSq) / bc2Sqrt + eps;
+    pOut[i] = param + negStep * expAvg / denom;
+    mOut[i] = expAvg;
+    vOut[i] = expAvgSq;
+  }
+}
+
 Status adamwKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.adamw_update";
   UpdatePlan plan;
@@ -105,16 +130,12 @@ Status adamwKernel(KernelContext &ctx) {
       T *pOut = plan.result(ctx, k, 0).as<T>();
       T *mOut = plan.result(ctx, k, 1).as<T>();
       T *vOut = plan.result(ctx, k, 2).as<T>();
-      for (int64_t i = 0, n = plan.operand(ctx, k, 0).numel(); i < n; ++i) {
-        T grad = scale == T(1) ? g[i] : g[i] * scale;
-        T param = p[i] * decay;
-        T expAvg = m[i] * b1 + oneMinusB1 * grad;
-        T expAvgSq = v[i] * b2 + oneMinusB2 * grad * grad;
-        T denom = std::sqrt(expAvgSq) / bc2Sqrt + tEps;
-        pOut[i] = param + negStep * expAvg / denom;
-        mOut[i] = expAvg;
-        vOut[i] = expAvgSq;
-      }
+      int64_t n = plan.operand(ctx, k, 0).numel();
+      AdamwConstants<T> c{decay, b1, b2, oneMinusB1, oneMinusB2, bc2Sqrt,
+                          tEps, negStep, scale};
+      parallelFor(n, kElementwiseGrain, [&](int64_t first, int64_t last) {
+        adamwRange(c, p, g, m, v, pOut, mOut, vOut, first, last);
+      });
     }
     return Status::ok();
   });

@@ -39,8 +39,10 @@ public:
   size_t capacity() const { return capacity_; }
   size_t highWater() const { return highWater_; }
 
-  /// While alive, the arena serves this thread's operator new (scopes do
-  /// not nest).
+  /// While alive, the arena serves this thread's operator new. A scope
+  /// opened inside another (a parallel loop's part, in the CPU kernels'
+  /// pool, inside an instruction's) serves until it closes, then the outer
+  /// one serves again; memory of the inner one must not outlive it.
   class Scope {
   public:
     explicit Scope(ScratchArena &arena);
@@ -50,7 +52,15 @@ public:
 
   private:
     ScratchArena &arena_;
+    ScratchArena *outerCurrent_, *outerLast_;
   };
+
+  /// Makes the next scope's block at least `bytes` (what another thread's
+  /// arena needed for the same kind of work).
+  void reserve(size_t bytes) {
+    if (bytes > highWater_)
+      highWater_ = bytes;
+  }
 
   /// For the replacement operator new/delete.
   void *allocate(size_t bytes, size_t alignment);
