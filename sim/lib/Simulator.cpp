@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -474,52 +473,38 @@ Status loadCluster(const std::string &path, Cluster &out) {
   c.name = kv.count("name") ? kv["name"] : path;
   c.source = kv.count("source") ? kv["source"] : "";
   double k = 0, f32 = 0, bf16 = 0, f16 = 0;
+  // Each key: whether the file must give it, and whether it must be
+  // positive (a bandwidth or peak of 0 would divide by zero).
   struct Field {
     const char *key;
     double *value;
-    bool required;
+    bool required, positive;
   } fields[] = {
-      {"gpus_per_node", &k, true},
-      {"flops_f32", &f32, true},
-      {"flops_bf16", &bf16, false},
-      {"flops_f16", &f16, false},
-      {"memory_bytes", &c.memoryBytes, true},
-      {"memory_bandwidth", &c.memoryBandwidth, true},
-      {"host_memory_bytes", &c.hostMemoryBytes, false},
-      {"pcie_bandwidth", &c.pcieBandwidth, true},
-      {"ssd_bandwidth", &c.ssdBandwidth, false},
-      {"intra_bandwidth", &c.intraBandwidth, true},
-      {"intra_latency", &c.intraLatency, true},
-      {"inter_bandwidth", &c.interBandwidth, true},
-      {"inter_latency", &c.interLatency, true},
-      {"kernel_launch", &c.kernelLaunch, false},
-      {"gemm_efficiency", &c.gemmEfficiency, false},
-      {"attention_efficiency", &c.attentionEfficiency, false},
-      {"memory_efficiency", &c.memoryEfficiency, false},
+      {"gpus_per_node", &k, true, true},
+      {"flops_f32", &f32, true, true},
+      {"flops_bf16", &bf16, false, false},
+      {"flops_f16", &f16, false, false},
+      {"memory_bytes", &c.memoryBytes, true, false},
+      {"memory_bandwidth", &c.memoryBandwidth, true, true},
+      {"host_memory_bytes", &c.hostMemoryBytes, false, false},
+      {"pcie_bandwidth", &c.pcieBandwidth, true, true},
+      {"ssd_bandwidth", &c.ssdBandwidth, false, false},
+      {"intra_bandwidth", &c.intraBandwidth, true, true},
+      {"intra_latency", &c.intraLatency, true, false},
+      {"inter_bandwidth", &c.interBandwidth, true, true},
+      {"inter_latency", &c.interLatency, true, false},
+      {"kernel_launch", &c.kernelLaunch, false, false},
+      {"gemm_efficiency", &c.gemmEfficiency, false, true},
+      {"attention_efficiency", &c.attentionEfficiency, false, true},
+      {"memory_efficiency", &c.memoryEfficiency, false, true},
   };
-  for (const Field &f : fields)
+  for (const Field &f : fields) {
     if (Status s = number(f.key, *f.value, f.required); !s)
       return s;
-  for (const char *key :
-       {"memory_bandwidth", "pcie_bandwidth", "intra_bandwidth",
-        "inter_bandwidth", "flops_f32", "gpus_per_node"})
-    if (!(*std::find_if(std::begin(fields), std::end(fields),
-                        [&](const Field &f) {
-                          return std::strcmp(f.key, key) == 0;
-                        })
-               ->value > 0))
-      return Status::error("cluster file '" + path + "': '" + key +
+    if (f.positive && !(*f.value > 0))
+      return Status::error("cluster file '" + path + "': '" + f.key +
                            "' must be positive");
-  for (const char *key : {"gemm_efficiency", "attention_efficiency",
-                          "memory_efficiency"})
-    if (kv.count(key) &&
-        !(*std::find_if(std::begin(fields), std::end(fields),
-                        [&](const Field &f) {
-                          return std::strcmp(f.key, key) == 0;
-                        })
-               ->value > 0))
-      return Status::error("cluster file '" + path + "': '" + key +
-                           "' must be positive");
+  }
   c.gpusPerNode = int(k);
   c.flops["f32"] = f32;
   c.flops["bf16"] = bf16 > 0 ? bf16 : f32;
