@@ -1058,15 +1058,17 @@ Status consolidateCheckpoint(const Artifact &artifact, const std::string &dir,
     for (size_t id = 0; id < held[size_t(s)].size(); ++id)
       if (held[size_t(s)][id])
         holder[id] = s;
-  std::vector<Index> shards(size_t(p * stages));
-  std::vector<std::ifstream> states(size_t(p * stages));
+  std::vector<OldShard> shards(size_t(p * stages));
   for (int r = 0; r < p * stages; ++r) {
-    std::string rankFolder = folder + "/" + rankName(r);
-    if (Status s = readIndex(rankFolder, shards[r]); !s)
+    OldShard &shard = shards[size_t(r)];
+    shard.folder = folder + "/" + rankName(r);
+    if (Status s = readIndex(shard.folder, shard.index); !s)
       return s;
-    states[r].open(rankFolder + "/state.bin", std::ios::binary);
-    if (!states[r])
-      return Status::error("checkpoint '" + rankFolder + "' has no state.bin");
+    std::string path = shard.folder + "/state.bin";
+    shard.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (shard.fd < 0)
+      return Status::error("checkpoint '" + shard.folder +
+                           "' has no state.bin");
   }
   std::error_code ec;
   std::string staging = outDir + ".tmp";
@@ -1102,18 +1104,17 @@ Status consolidateCheckpoint(const Artifact &artifact, const std::string &dir,
     int firstRank = holder[param.tensor()] * p;
     std::string value;
     for (int r = firstRank; r < firstRank + parts; ++r) {
-      auto it = shards[r].entries.find(param.name());
-      if (it == shards[r].entries.end())
-        return Status::error("checkpoint '" + folder + "/" + rankName(r) +
-                             "' lacks '" + param.name() + "'");
+      const OldShard &shard = shards[size_t(r)];
+      auto it = shard.index.entries.find(param.name());
+      if (it == shard.index.entries.end())
+        return Status::error("checkpoint '" + shard.folder + "' lacks '" +
+                             param.name() + "'");
       const Entry &e = it->second;
       std::string bytes(e.bytes, '\0');
-      states[r].seekg(static_cast<std::streamoff>(e.offset));
-      states[r].read(bytes.data(), static_cast<std::streamsize>(e.bytes));
-      if (!states[r] || hex(fnv1a64(bytes.data(), bytes.size())) != e.checksum)
-        return Status::error("checkpoint '" + folder + "/" + rankName(r) +
-                             "': '" + param.name() +
-                             "' is truncated or corrupt");
+      if (Status s = readChecked(shard, param.name(), e, 0, e.bytes,
+                                 bytes.data());
+          !s)
+        return s;
       value += bytes;
     }
     size_t bytes = size_t(numel) * byteWidth(dtype);
