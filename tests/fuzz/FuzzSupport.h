@@ -8,6 +8,8 @@
 #ifndef STRATA_TESTS_FUZZ_FUZZSUPPORT_H
 #define STRATA_TESTS_FUZZ_FUZZSUPPORT_H
 
+#include "TempDir.h"
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -21,31 +23,7 @@
 namespace strata::fuzz {
 
 /// A fresh folder under $TMPDIR for this process, removed at exit.
-class ScratchFolder {
-public:
-  explicit ScratchFolder(const char *name) {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / name).string() + "-XXXXXX";
-    std::vector<char> buffer(pattern.begin(), pattern.end());
-    buffer.push_back('\0');
-    if (!::mkdtemp(buffer.data())) {
-      std::perror("mkdtemp");
-      std::abort();
-    }
-    path_ = buffer.data();
-  }
-  ~ScratchFolder() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string &path() const { return path_; }
-  std::string operator/(const std::string &name) const {
-    return path_ + "/" + name;
-  }
-
-private:
-  std::string path_;
-};
+using ScratchFolder = strata::testing::TempDir;
 
 /// Writes `bytes` to `path` (replacing it); aborts when it cannot, since a
 /// target that silently tested nothing would be worse than a stop.

@@ -23,6 +23,8 @@
 #ifndef STRATA_RUNTIME_TESTS_TESTARTIFACTS_H
 #define STRATA_RUNTIME_TESTS_TESTARTIFACTS_H
 
+#include "TempDir.h"
+
 #include "strata/Runtime/Artifact.h"
 
 #include "plan.pb.h"
@@ -36,28 +38,7 @@
 
 namespace strata::runtime::testing {
 
-/// A fresh temporary directory, removed with the object.
-class TempDir {
-public:
-  TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "strata-test-XXXXXX").string();
-    std::vector<char> buffer(pattern.begin(), pattern.end());
-    buffer.push_back('\0');
-    path_ = ::mkdtemp(buffer.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string &path() const { return path_; }
-  std::string operator/(const std::string &name) const {
-    return path_ + "/" + name;
-  }
-
-private:
-  std::string path_;
-};
+using strata::testing::TempDir;
 
 inline plan::Attribute intAttr(const std::string &name, int64_t value) {
   plan::Attribute a;

@@ -7,6 +7,8 @@
 
 #include "strata/Frontend/ExternalData.h"
 
+#include "TempDir.h"
+
 #include "onnx/onnx_pb.h"
 
 #include "gtest/gtest.h"
@@ -24,13 +26,9 @@ using strata::frontend::readExternalData;
 namespace {
 
 struct Folder {
-  fs::path root;
-  Folder() {
-    char name[] = "/tmp/strata-external-XXXXXX";
-    root = ::mkdtemp(name);
-    fs::create_directories(root / "model");
-  }
-  ~Folder() { fs::remove_all(root); }
+  strata::testing::TempDir temp{"strata-external"};
+  fs::path root{temp.path()};
+  Folder() { fs::create_directories(root / "model"); }
   void write(const fs::path &path, const std::string &bytes) {
     std::ofstream out(root / path, std::ios::binary);
     out << bytes;
