@@ -80,14 +80,9 @@ extern "C" int LLVMFuzzerInitialize(int *argc, char ***argv) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  if (size < 2)
+  std::string_view index, state;
+  if (!fuzz::unpack(data, size, index, state))
     return -1;
-  size_t n = data[0] | size_t(data[1]) << 8;
-  if (n > size - 2)
-    return -1;
-  std::string_view index(reinterpret_cast<const char *>(data) + 2, n);
-  std::string_view state(reinterpret_cast<const char *>(data) + 2 + n,
-                         size - 2 - n);
   fuzz::writeFile(stepFolder + "/index.json", index);
   fuzz::writeFile(stepFolder + "/state.bin", state);
 

@@ -90,16 +90,12 @@ extern "C" int LLVMFuzzerInitialize(int *argc, char ***argv) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  if (size < 2)
-    return -1;
-  size_t n = data[0] | size_t(data[1]) << 8;
-  if (n > size - 2)
+  std::string_view proto, contents;
+  if (!fuzz::unpack(data, size, proto, contents))
     return -1;
   onnx::TensorProto tensor;
-  if (!tensor.ParseFromArray(data + 2, int(n)))
+  if (!tensor.ParseFromArray(proto.data(), int(proto.size())))
     return -1;
-  std::string_view contents(reinterpret_cast<const char *>(data) + 2 + n,
-                            size - 2 - n);
   fuzz::writeFile(modelDir + "/data.bin", contents);
   fuzz::writeFile(modelDir + "/sub/data.bin", contents);
 

@@ -25,6 +25,22 @@ namespace strata::fuzz {
 /// A fresh folder under $TMPDIR for this process, removed at exit.
 using ScratchFolder = strata::testing::TempDir;
 
+/// The input of a target that reads two files: a 2-byte little-endian
+/// length, that many bytes (`head`), then the rest (`tail`), as
+/// strata-fuzz-seeds' pack() writes it. False when the input is too short.
+inline bool unpack(const uint8_t *data, size_t size, std::string_view &head,
+                   std::string_view &tail) {
+  if (size < 2)
+    return false;
+  size_t n = data[0] | size_t(data[1]) << 8;
+  if (n > size - 2)
+    return false;
+  head = std::string_view(reinterpret_cast<const char *>(data) + 2, n);
+  tail = std::string_view(reinterpret_cast<const char *>(data) + 2 + n,
+                          size - 2 - n);
+  return true;
+}
+
 /// Writes `bytes` to `path` (replacing it); aborts when it cannot, since a
 /// target that silently tested nothing would be worse than a stop.
 inline void writeFile(const std::string &path, std::string_view bytes) {
