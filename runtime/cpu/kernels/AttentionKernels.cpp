@@ -21,7 +21,6 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <limits>
 #include <string>
 #include <type_traits>
 
@@ -54,7 +53,6 @@ Status attentionKernel(KernelContext &ctx) {
     T *po = out.as<T>();
     const T tScale = static_cast<T>(scale);
     const T dropScale = T(1) / T(1 - ratio);
-    const T negInf = -std::numeric_limits<T>::infinity();
     int64_t batches = 1;
     for (int64_t dim : batchShape)
       batches *= dim;
@@ -77,33 +75,16 @@ Status attentionKernel(KernelContext &ctx) {
                     p.data() + i0 * t, t);
           for (int64_t i = i0; i < i1; ++i) {
             T *row = p.data() + i * t;
-            for (int64_t j = 0; j < keys; ++j) {
-              T score = row[j] * tScale;
-              if (pm)
-                score += pm[maskBase + i * maskStrides[rank - 2] +
-                            j * maskStrides[rank - 1]];
-              row[j] = causal && j > i ? negInf : score;
-            }
-            // Softmax as graph.softmax computes it (max first, sum in
-            // double); the keys past the block are -inf and change neither.
-            T max = keys > 0 ? row[0] : T(0);
-            for (int64_t j = 1; j < keys; ++j)
-              if (row[j] > max || row[j] != row[j])
-                max = row[j];
-            // Past the diagonal exp(-inf - max) is 0 when max is finite.
-            int64_t live = causal && std::isfinite(double(max))
-                               ? std::min(keys, i + 1)
-                               : keys;
-            double sum = expAndSum(row, max, live, e.data());
-            for (int64_t j = 0; j < keys; ++j) {
-              T prob = j < live ? static_cast<T>(double(e[j]) / sum) : T(0);
-              if (ratio > 0) {
+            attentionRowProbabilities(
+                row, i, keys, tScale, pm,
+                pm ? maskBase + i * maskStrides[rank - 2] : 0,
+                pm ? maskStrides[rank - 1] : 0, causal, e.data());
+            if (ratio > 0)
+              for (int64_t j = 0; j < keys; ++j) {
                 uint64_t index = static_cast<uint64_t>((b * s + i) * t + j);
-                prob *= dropoutKeeps(seedOf(ctx), index, ratio) ? dropScale
-                                                                : T(0);
+                row[j] *= dropoutKeeps(seedOf(ctx), index, ratio) ? dropScale
+                                                                  : T(0);
               }
-              row[j] = prob;
-            }
           }
           gemmEx<T>(false, false, rows, dv, keys, p.data() + i0 * t, t, vb,
                     dv, po + (b * s + i0) * dv, dv);

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -239,6 +240,36 @@ double expAndSum(const T *row, T max, int64_t n, T *e) {
     }
   }
   return sum;
+}
+
+/// Row `i` of an attention block, the products q k^T of its first `keys`
+/// keys already in `row`: scaled, plus the additive mask (`mask` at
+/// `maskRow`, `maskStride` apart; null without), -inf past the diagonal
+/// when `causal`, then the softmax over those keys into `row` (the max
+/// first, each exponential once into `e`, the sum in double; 0 past the
+/// live keys). graph.attention and graph.attention_grad compute the same
+/// probabilities through here.
+template <typename T>
+void attentionRowProbabilities(T *row, int64_t i, int64_t keys, T scale,
+                               const T *mask, int64_t maskRow,
+                               int64_t maskStride, bool causal, T *e) {
+  const T negInf = -std::numeric_limits<T>::infinity();
+  for (int64_t j = 0; j < keys; ++j) {
+    T score = row[j] * scale;
+    if (mask)
+      score += mask[maskRow + j * maskStride];
+    row[j] = causal && j > i ? negInf : score;
+  }
+  T max = keys > 0 ? row[0] : T(0);
+  for (int64_t j = 1; j < keys; ++j)
+    if (row[j] > max || row[j] != row[j])
+      max = row[j];
+  // Past the diagonal exp(-inf - max) is 0 when max is finite.
+  int64_t live =
+      causal && std::isfinite(double(max)) ? std::min(keys, i + 1) : keys;
+  double sum = expAndSum(row, max, live, e);
+  for (int64_t j = 0; j < keys; ++j)
+    row[j] = j < live ? static_cast<T>(double(e[j]) / sum) : T(0);
 }
 
 /// Query rows per block of the attention kernels: a causal block of rows

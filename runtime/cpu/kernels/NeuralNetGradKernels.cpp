@@ -19,7 +19,6 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <string>
 
 namespace strata::runtime::cpu {
@@ -211,7 +210,6 @@ Status attentionGradKernel(KernelContext &ctx) {
       *dvOut = ctx.outputs[2].as<T>();
     const T tScale = static_cast<T>(scale);
     const T dropScale = T(1) / T(1 - ratio);
-    const T negInf = -std::numeric_limits<T>::infinity();
     // Batch matrices are independent: blocks of them run on the pool, each
     // with its own scratch (probabilities, dropped probabilities, their
     // gradients and one row's exponentials).
@@ -234,25 +232,11 @@ Status attentionGradKernel(KernelContext &ctx) {
                     p.data() + i0 * t, t);
           for (int64_t i = i0; i < i1; ++i) {
             T *row = p.data() + i * t;
+            attentionRowProbabilities(
+                row, i, keys, tScale, pm,
+                pm ? maskBase + i * maskStrides[rank - 2] : 0,
+                pm ? maskStrides[rank - 1] : 0, causal, e.data());
             for (int64_t j = 0; j < keys; ++j) {
-              T score = row[j] * tScale;
-              if (pm)
-                score += pm[maskBase + i * maskStrides[rank - 2] +
-                            j * maskStrides[rank - 1]];
-              row[j] = causal && j > i ? negInf : score;
-            }
-            // The max first, then each exponential once (expAndSum); past
-            // the diagonal exp(-inf - max) is 0 when max is finite.
-            T max = row[0];
-            for (int64_t j = 1; j < keys; ++j)
-              if (row[j] > max || row[j] != row[j])
-                max = row[j];
-            int64_t live = causal && std::isfinite(double(max))
-                               ? std::min(keys, i + 1)
-                               : keys;
-            double sum = expAndSum(row, max, live, e.data());
-            for (int64_t j = 0; j < keys; ++j) {
-              row[j] = j < live ? static_cast<T>(double(e[j]) / sum) : T(0);
               T keep = T(1);
               if (ratio > 0) {
                 uint64_t index = static_cast<uint64_t>((b * s + i) * t + j);
