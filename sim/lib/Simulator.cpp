@@ -65,7 +65,15 @@ Status parseFlatJson(const std::string &text, const std::string &path,
                            key + "'");
     ++at;
     skip();
-    if (at < text.size() && text[at] == '"') {
+    if (at < text.size() && text[at] == '[') {
+      // A flat array of numbers, kept as its text between the brackets.
+      size_t end = text.find(']', at);
+      if (end == std::string::npos)
+        return Status::error("cluster file '" + path + "': '" + key +
+                             "' has an unterminated array");
+      value = text.substr(at, end + 1 - at);
+      at = end + 1;
+    } else if (at < text.size() && text[at] == '"') {
       if (!string(value))
         return Status::error("cluster file '" + path + "': '" + key +
                              "' has an unterminated string");
@@ -172,8 +180,84 @@ public:
     return b;
   }
 
+  /// A calibrated kernel's seconds, or a negative number where the
+  /// cluster has no measurement for it (the roofline then).
+  double measured(const plan::Instruction &inst, double counted) const {
+    const std::string &op = inst.op();
+    if (op == "graph.linear" || op == "graph.matmul")
+      return fromTable(c.gemmRate, counted);
+    if (op == "graph.linear_grad_weight")
+      return fromTable(c.gemmGradRate.empty() ? c.gemmRate : c.gemmGradRate,
+                       counted);
+    bool forward = op == "graph.attention";
+    if ((forward || op == "graph.attention_grad") && inst.inputs_size() >= 2) {
+      const plan::Attribute *causal = findAttr(inst, "causal");
+      bool isCausal = causal && causal->int_value();
+      double score = forward ? c.attentionScore : c.attentionGradScore;
+      double mac = forward ? c.attentionMac : c.attentionGradMac;
+      if (isCausal && (c.causalScore > 0 || c.causalMac > 0)) {
+        score = forward ? c.causalScore : c.causalGradScore;
+        mac = forward ? c.causalMac : c.causalGradMac;
+      }
+      if (score <= 0 && mac <= 0)
+        return -1;
+      // The operands: attention (q, k, v, ...), its gradient (dy, q, k, ...).
+      const plan::Tensor &q = tensor(inst.inputs(forward ? 0 : 1));
+      const plan::Tensor &k = tensor(inst.inputs(forward ? 1 : 2));
+      double d = lastDim(q);
+      double t = k.shape_size() >= 2 ? double(k.shape(k.shape_size() - 2)) : 1;
+      double scores = elements(q) / std::max(d, 1.0) * t;
+      if (isCausal)
+        scores /= 2;
+      return scores * (score + mac * d);
+    }
+    double operands = 0;
+    for (uint32_t i : inst.inputs())
+      operands += elements(tensor(i));
+    auto it = c.opSeconds.find(op);
+    if (it != c.opSeconds.end() && !it->second.empty())
+      return operands * interpolate(it->second, operands);
+    if (c.copySeconds.empty())
+      return -1;
+    // Any other kernel: a copy of its operands or results.
+    double in = 0, out = 0;
+    for (uint32_t i : inst.inputs())
+      in += double(runtime::tensorBytes(tensor(i)));
+    for (uint32_t o : inst.outputs())
+      out += double(runtime::tensorBytes(tensor(o)));
+    double bytes = std::max(in, out);
+    return bytes * interpolate(c.copySeconds, bytes);
+  }
+
+  /// The table's value at `x`, interpolated log-log between its rows and
+  /// held at its ends.
+  static double interpolate(const std::vector<std::pair<double, double>> &rows,
+                            double x) {
+    if (x <= rows.front().first)
+      return rows.front().second;
+    if (x >= rows.back().first)
+      return rows.back().second;
+    size_t i = 1;
+    while (rows[i].first < x)
+      ++i;
+    double x0 = std::log(rows[i - 1].first), x1 = std::log(rows[i].first);
+    double y0 = std::log(rows[i - 1].second), y1 = std::log(rows[i].second);
+    return std::exp(y0 + (y1 - y0) * (std::log(x) - x0) / (x1 - x0));
+  }
+
+  /// A GEMM of `counted` FLOPs at the rate measured for its size (the cube
+  /// root of M N K).
+  static double fromTable(const std::vector<std::pair<double, double>> &rows,
+                          double counted) {
+    if (rows.empty())
+      return -1;
+    return counted / interpolate(rows, std::cbrt(counted / 2));
+  }
+
   double kernel(const plan::Instruction &inst, double &counted) const {
     counted = flops(inst);
+    if (double t = measured(inst, counted); t >= 0)
+      return c.kernelLaunch + t;
     std::string key = inst.outputs_size()
                           ? peakKey(tensor(inst.outputs(0)).dtype())
                           : "f32";
@@ -277,7 +361,8 @@ private:
       nodes.insert(m / k);
       onMyNode += m / k == rank / k;
     }
-    ring.crossesNodes = nodes.size() > 1;
+    // Emulated nodes on one host share its memory: no ring leaves it.
+    ring.crossesNodes = nodes.size() > 1 && !c.emulatedNodes;
     ring.concurrent = std::max(1, k / std::max(onMyNode, 1));
     return rings.emplace(key, ring).first->second;
   }
@@ -505,6 +590,66 @@ Status loadCluster(const std::string &path, Cluster &out) {
       return Status::error("cluster file '" + path + "': '" + f.key +
                            "' must be positive");
   }
+  // The calibrated tables (strata-sim --calibrate).
+  auto table = [&](const std::string &key,
+                   std::vector<std::pair<double, double>> &rows) -> Status {
+    auto it = kv.find(key);
+    if (it == kv.end())
+      return Status::ok();
+    std::string text = it->second;
+    if (text.size() < 2 || text.front() != '[' || text.back() != ']')
+      return Status::error("cluster file '" + path + "': '" + key +
+                           "' must be an array [size, value, ...]");
+    std::vector<double> values;
+    std::stringstream items(text.substr(1, text.size() - 2));
+    std::string item;
+    while (std::getline(items, item, ',')) {
+      char *end = nullptr;
+      double v = std::strtod(item.c_str(), &end);
+      while (end && std::isspace(static_cast<unsigned char>(*end)))
+        ++end;
+      if (end == item.c_str() || (end && *end) || !(v > 0) || !std::isfinite(v))
+        return Status::error("cluster file '" + path + "': '" + key +
+                             "' holds '" + item + "', not a positive number");
+      values.push_back(v);
+    }
+    if (values.size() % 2)
+      return Status::error("cluster file '" + path + "': '" + key +
+                           "' must hold pairs [size, value, ...]");
+    for (size_t i = 0; i < values.size(); i += 2) {
+      if (!rows.empty() && values[i] <= rows.back().first)
+        return Status::error("cluster file '" + path + "': '" + key +
+                             "' sizes must ascend");
+      rows.push_back({values[i], values[i + 1]});
+    }
+    return Status::ok();
+  };
+  if (Status s = table("gemm_rate", c.gemmRate); !s)
+    return s;
+  if (Status s = table("gemm_grad_rate", c.gemmGradRate); !s)
+    return s;
+  double emulated = 0;
+  struct Field calibrated[] = {
+      {"attention_score", &c.attentionScore, false, false},
+      {"attention_mac", &c.attentionMac, false, false},
+      {"attention_grad_score", &c.attentionGradScore, false, false},
+      {"attention_grad_mac", &c.attentionGradMac, false, false},
+      {"attention_causal_score", &c.causalScore, false, false},
+      {"attention_causal_mac", &c.causalMac, false, false},
+      {"attention_grad_causal_score", &c.causalGradScore, false, false},
+      {"attention_grad_causal_mac", &c.causalGradMac, false, false},
+      {"emulated_nodes", &emulated, false, false},
+  };
+  for (const Field &f : calibrated)
+    if (Status s = number(f.key, *f.value, f.required); !s)
+      return s;
+  c.emulatedNodes = emulated != 0;
+  if (Status s = table("copy_seconds", c.copySeconds); !s)
+    return s;
+  for (const auto &entry : kv)
+    if (entry.first.rfind("op.", 0) == 0)
+      if (Status s = table(entry.first, c.opSeconds[entry.first.substr(3)]); !s)
+        return s;
   c.gpusPerNode = int(k);
   c.flops["f32"] = f32;
   c.flops["bf16"] = bf16 > 0 ? bf16 : f32;
@@ -522,7 +667,8 @@ Status simulate(const plan::Plan &plan, const Cluster &cluster,
                          "was compiled with --forward-only");
   CostModel costs(plan, cluster);
   const runtime::TopologyInfo &t = costs.topo;
-  if (t.world > 1 && t.ranksPerNode != cluster.gpusPerNode)
+  if (t.world > 1 && t.ranksPerNode != cluster.gpusPerNode &&
+      !cluster.emulatedNodes)
     return Status::error(
         "the artifact was compiled for " + std::to_string(t.ranksPerNode) +
         " ranks a node (--gpus-per-node) but the cluster '" + cluster.name +
@@ -621,8 +767,9 @@ void writeTrace(const std::string &path, const Prediction &p,
 } // namespace
 
 int simMain(int argc, char **argv) {
-  std::string artifactDir, clusterPath, tracePath;
-  bool json = false;
+  std::string artifactDir, clusterPath, tracePath, outPath;
+  bool json = false, calibrating = false;
+  CalibrateOptions calibration;
   auto usage = [] {
     std::cerr
         << "usage: strata-sim ARTIFACT --cluster FILE [--trace OUT.json] "
@@ -631,11 +778,32 @@ int simMain(int argc, char **argv) {
            "plan-only\n"
            "  artifact from strata-compile --no-weights) on the cluster FILE "
            "describes\n"
-           "  (sim/clusters/*.json)\n";
+           "  (sim/clusters/*.json)\n"
+           "       strata-sim --calibrate [-o FILE] [--seconds S]\n"
+           "  measures this machine with microbenchmarks (the CPU kernels, "
+           "memory, the\n"
+           "  per-instruction cost, and under mpirun -np N the collectives "
+           "of N ranks\n"
+           "  sharing it) into a cluster file; S: each benchmark's time "
+           "(0.05)\n";
   };
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--cluster" && i + 1 < argc) {
+    if (a == "--calibrate") {
+      calibrating = true;
+    } else if (a == "-o" && i + 1 < argc) {
+      outPath = argv[++i];
+    } else if (a == "--seconds" && i + 1 < argc) {
+      char *end = nullptr;
+      calibration.secondsPerBenchmark = std::strtod(argv[++i], &end);
+      if (!end || *end || !(calibration.secondsPerBenchmark > 0) ||
+          calibration.secondsPerBenchmark > 60) {
+        std::cerr << "strata-sim: error: --seconds takes a number of "
+                     "seconds in (0, 60], got '"
+                  << argv[i] << "'\n";
+        return 1;
+      }
+    } else if (a == "--cluster" && i + 1 < argc) {
       clusterPath = argv[++i];
     } else if (a == "--trace" && i + 1 < argc) {
       tracePath = argv[++i];
@@ -656,14 +824,34 @@ int simMain(int argc, char **argv) {
       return 1;
     }
   }
-  if (artifactDir.empty() || clusterPath.empty()) {
-    usage();
-    return 1;
-  }
   auto fail = [](const std::string &m) {
     std::cerr << "strata-sim: error: " << m << "\n";
     return 1;
   };
+  if (calibrating) {
+    if (!artifactDir.empty() || !clusterPath.empty())
+      return fail("--calibrate measures this machine; it takes no artifact "
+                  "or --cluster");
+    std::string text;
+    if (Status s = calibrate(calibration, text); !s)
+      return fail(s.message());
+    if (text.empty()) // not rank 0
+      return 0;
+    if (outPath.empty()) {
+      std::fputs(text.c_str(), stdout);
+      return 0;
+    }
+    std::ofstream file(outPath);
+    file << text;
+    if (!file.flush())
+      return fail("cannot write '" + outPath + "'");
+    std::printf("calibrated   %s\n", outPath.c_str());
+    return 0;
+  }
+  if (artifactDir.empty() || clusterPath.empty()) {
+    usage();
+    return 1;
+  }
   auto started = std::chrono::steady_clock::now();
   std::unique_ptr<runtime::Artifact> artifact;
   if (Status s = runtime::Artifact::load(artifactDir, artifact); !s)

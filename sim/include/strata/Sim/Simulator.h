@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <map>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -43,11 +44,41 @@ struct Cluster {
   double interBandwidth = 0;           // per node (all its NICs), each way
   double interLatency = 0;
   double kernelLaunch = 5e-6;
-  /// The share of peak a kernel class reaches (calibrated or assumed).
+  /// The share of peak a kernel class reaches (assumed, for the GPU
+  /// presets; a calibrated file measures the tables below instead).
   double gemmEfficiency = 0.7, attentionEfficiency = 0.5,
          memoryEfficiency = 0.8;
   std::string source; // where the figures come from
+
+  /// Measured by strata-sim --calibrate (empty or 0: use the roofline).
+  /// GEMM FLOP/s by the product's size (the cube root of M N K), sizes
+  /// ascending: graph.linear / matmul, and linear_grad_weight.
+  std::vector<std::pair<double, double>> gemmRate, gemmGradRate;
+  /// Attention seconds per score (query-key pair) and per score and head
+  /// element: forward and backward.
+  double attentionScore = 0, attentionMac = 0, attentionGradScore = 0,
+         attentionGradMac = 0;
+  /// The same for causal attention, per score it computes (half).
+  double causalScore = 0, causalMac = 0, causalGradScore = 0,
+         causalGradMac = 0;
+  /// Seconds per element of a kernel's operands, by op, as [elements,
+  /// seconds] rows; and seconds per byte of a copy by its bytes (any other
+  /// kernel: a copy of its operands or results, whichever is larger).
+  std::map<std::string, std::vector<std::pair<double, double>>> opSeconds;
+  std::vector<std::pair<double, double>> copySeconds;
+  /// The nodes are emulated on one host (a calibrated CPU): every link is
+  /// the same shared memory, and an artifact of any --gpus-per-node runs.
+  bool emulatedNodes = false;
 };
+
+/// strata-sim --calibrate: microbenchmarks of this machine.
+struct CalibrateOptions {
+  double secondsPerBenchmark = 0.05;
+};
+
+/// Measures this machine (with every rank the launch started, at once) into
+/// a cluster file's JSON text, on rank 0 (other ranks: empty).
+runtime::Status calibrate(const CalibrateOptions &options, std::string &json);
 
 /// Reads a cluster file; one-line errors naming the key.
 runtime::Status loadCluster(const std::string &path, Cluster &out);

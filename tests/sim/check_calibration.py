@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""strata-sim against strata-run on this machine.
+
+Calibrates this machine with `strata-sim --calibrate` (microbenchmarks only,
+launched with as many ranks as the runs it will predict), then compiles the
+committed models in the configurations below, runs each with strata-run
+(the median step time of the steps after the first few) and predicts it with
+strata-sim on the calibrated file. Fails when a prediction at a rank count
+in --check-ranks misses the measured step by more than --tolerance; reports
+the others.
+
+    check_calibration.py --bin BUILD/bin [--ranks 1 2] [--check-ranks 1 2]
+                         [--models gpt_tiny bert_tiny] [--steps 24]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODELS = os.path.join(HERE, "..", "..", "models")
+
+
+def mpirun(n):
+    if n == 1:
+        return []
+    return ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(n)]
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, **kw)
+    if r.returncode != 0:
+        sys.exit("FAILED: " + " ".join(cmd) + "\n" + r.stdout[-3000:])
+    return r.stdout
+
+
+def configurations(ranks):
+    """(name, strata-compile flags) for a world of `ranks`, one rank a core."""
+    if ranks == 1:
+        return [
+            ("one rank", []),
+            ("offload (half the memory)", ["--gpu-memory", "@half",
+                                           "--host-memory", "1G"]),
+        ]
+    n = str(ranks)
+    half = str(max(ranks // 2, 1))
+    topo = ["--world", n]
+    configs = [
+        ("ZeRO-3 P=%s" % n, topo + ["--gpus-per-node", n, "--partition-group",
+                                     n, "--hierarchical", "off"]),
+        ("ZeRO-3 P=%s prefetch 2" % n,
+         topo + ["--gpus-per-node", n, "--partition-group", n,
+                 "--hierarchical", "off", "--prefetch-depth", "2"]),
+        ("MiCS hierarchical P=%s K=%s" % (n, half),
+         topo + ["--gpus-per-node", half, "--partition-group", n,
+                 "--hierarchical", "on"]),
+        ("MiCS P=%s 2-hop" % half,
+         topo + ["--gpus-per-node", half, "--partition-group", half,
+                 "--grad-sync", "2hop", "--accum", "2"]),
+        ("MiCS P=%s global sync" % half,
+         topo + ["--gpus-per-node", half, "--partition-group", half,
+                 "--grad-sync", "global", "--accum", "2"]),
+    ]
+    return configs
+
+
+def peak_bytes(bin_dir, art):
+    out = run([os.path.join(bin_dir, "strata-inspect"), art, "--json"])
+    info = json.loads(out)
+    return int(info["memory"]["device"]["planned_peak_bytes"])
+
+
+def measure(bin_dir, art, ranks, steps, work):
+    log = os.path.join(work, "run.jsonl")
+    run(mpirun(ranks) + [os.path.join(bin_dir, "strata-run"), art,
+                         "--steps", str(steps), "--log", log,
+                         "--print-every", str(steps)], cwd=work)
+    times = [json.loads(line)["step_ms"] for line in open(log)]
+    return statistics.median(times[4:]) / 1e3
+
+
+def predict(bin_dir, art, cluster):
+    out = run([os.path.join(bin_dir, "strata-sim"), art, "--cluster", cluster,
+               "--json"])
+    return json.loads(out)["step_s"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--check-ranks", type=int, nargs="*", default=[1, 2])
+    ap.add_argument("--models", nargs="+", default=["gpt_tiny", "bert_tiny"])
+    ap.add_argument("--steps", type=int, default=24)
+    ap.add_argument("--tolerance", type=float, default=0.15)
+    ap.add_argument("--seconds", type=float, default=0.05,
+                    help="each calibration benchmark's time")
+    ap.add_argument("--keep", help="keep the calibrated files in this folder")
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="strata-calibration-")
+    rows, failures = [], []
+    try:
+        for ranks in args.ranks:
+            cluster = os.path.join(work, "cpu-%d.json" % ranks)
+            run(mpirun(ranks) + [os.path.join(args.bin, "strata-sim"),
+                                 "--calibrate", "-o", cluster, "--seconds",
+                                 str(args.seconds)], cwd=work)
+            if args.keep:
+                os.makedirs(args.keep, exist_ok=True)
+                shutil.copy(cluster, args.keep)
+            for model in args.models:
+                onnx = os.path.join(MODELS, model + ".onnx")
+                for name, flags in configurations(ranks):
+                    art = os.path.join(work, "art")
+                    shutil.rmtree(art, ignore_errors=True)
+                    if "@half" in flags:
+                        base = os.path.join(work, "base")
+                        shutil.rmtree(base, ignore_errors=True)
+                        run([os.path.join(args.bin, "strata-compile"), onnx,
+                             "-o", base])
+                        half = peak_bytes(args.bin, base) // 2
+                        flags = [str(half) if f == "@half" else f
+                                 for f in flags]
+                    run([os.path.join(args.bin, "strata-compile"), onnx,
+                         "-o", art] + flags)
+                    measured = measure(args.bin, art, ranks, args.steps, work)
+                    predicted = predict(args.bin, art, cluster)
+                    error = (predicted - measured) / measured
+                    rows.append((ranks, model, name, measured, predicted,
+                                 error))
+                    print("%d rank%s  %-10s %-30s measured %8.3f ms  "
+                          "predicted %8.3f ms  error %+6.1f%%" %
+                          (ranks, " " if ranks == 1 else "s", model, name,
+                           measured * 1e3, predicted * 1e3, 100 * error),
+                          flush=True)
+                    if ranks in args.check_ranks and \
+                            abs(error) > args.tolerance:
+                        failures.append("%d ranks %s %s: %+.1f%%" %
+                                        (ranks, model, name, 100 * error))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    for ranks in sorted(set(r[0] for r in rows)):
+        errs = [abs(r[5]) for r in rows if r[0] == ranks]
+        print("%d rank%s: mean |error| %.1f%%, worst %.1f%% over %d runs" %
+              (ranks, "" if ranks == 1 else "s", 100 * statistics.mean(errs),
+               100 * max(errs), len(errs)))
+    if failures:
+        sys.exit("FAILED: predictions off by more than %.0f%%: %s" %
+                 (100 * args.tolerance, "; ".join(failures)))
+    print("PASSED")
+
+
+if __name__ == "__main__":
+    main()
