@@ -660,6 +660,62 @@ Status loadCluster(const std::string &path, Cluster &out) {
   return Status::ok();
 }
 
+Status predictAllGather(const Cluster &cluster, double bytes, int ranks,
+                        int perNode, bool hierarchical, double &seconds) {
+  if (ranks < 2 || perNode < 1 || ranks % perNode)
+    return Status::error("an all-gather needs 2 or more ranks, a multiple of "
+                         "the ranks a node (got " + std::to_string(ranks) +
+                         " and " + std::to_string(perNode) + ")");
+  if (hierarchical && ranks == perNode)
+    return Status::error("a hierarchical all-gather needs a group that "
+                         "spans nodes");
+  // A plan of the gather alone: f16 elements, the shard a rank holds, what
+  // the inter-node stage gathers, the whole.
+  int64_t whole = std::max<int64_t>(int64_t(bytes / 2), ranks);
+  whole -= whole % ranks;
+  plan::Plan p;
+  plan::Topology *t = p.mutable_topology();
+  t->set_world(uint32_t(ranks));
+  t->set_ranks_per_node(uint32_t(perNode));
+  t->set_partition(uint32_t(ranks));
+  t->set_hierarchical(hierarchical);
+  t->set_pipeline_stages(1);
+  auto tensor = [&](int64_t elements) {
+    plan::Tensor *x = p.add_tensors();
+    x->set_id(uint32_t(p.tensors_size() - 1));
+    x->set_dtype(plan::F16);
+    x->add_shape(elements);
+    return x->id();
+  };
+  uint32_t shard = tensor(whole / ranks);
+  uint32_t full = tensor(whole);
+  std::vector<plan::Instruction> gathers;
+  auto gather = [&](uint32_t in, uint32_t out, plan::CollectiveGroup g) {
+    plan::Instruction inst;
+    inst.set_op("sched.all_gather");
+    inst.add_inputs(in);
+    inst.add_outputs(out);
+    inst.set_group(g);
+    inst.set_collective(plan::ALL_GATHER);
+    gathers.push_back(inst);
+    return &gathers.back();
+  };
+  if (!hierarchical) {
+    gather(shard, full, plan::PARTITION);
+  } else {
+    uint32_t across = tensor(whole / perNode);
+    gather(shard, across, plan::INTER);
+    plan::Attribute *blocks = gather(across, full, plan::INTRA)->add_attributes();
+    blocks->set_name("blocks");
+    blocks->set_int_value(perNode);
+  }
+  CostModel costs(p, cluster);
+  seconds = 0;
+  for (const plan::Instruction &inst : gathers)
+    seconds += costs.collective(inst, 0);
+  return Status::ok();
+}
+
 Status simulate(const plan::Plan &plan, const Cluster &cluster,
                 Prediction &out) {
   if (!plan.has_training())
@@ -769,6 +825,7 @@ void writeTrace(const std::string &path, const Prediction &p,
 int simMain(int argc, char **argv) {
   std::string artifactDir, clusterPath, tracePath, outPath;
   bool json = false, calibrating = false;
+  std::string gatherSpec; // BYTES:RANKS:PER_NODE
   CalibrateOptions calibration;
   auto usage = [] {
     std::cerr
@@ -785,7 +842,10 @@ int simMain(int argc, char **argv) {
            "  per-instruction cost, and under mpirun -np N the collectives "
            "of N ranks\n"
            "  sharing it) into a cluster file; S: each benchmark's time "
-           "(0.05)\n";
+           "(0.05)\n"
+           "       strata-sim --cluster FILE --all-gather MIB:RANKS:PER_NODE\n"
+           "  one all-gather of MIB MiB over RANKS ranks, flat and "
+           "hierarchical\n";
   };
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -803,6 +863,8 @@ int simMain(int argc, char **argv) {
                   << argv[i] << "'\n";
         return 1;
       }
+    } else if (a == "--all-gather" && i + 1 < argc) {
+      gatherSpec = argv[++i];
     } else if (a == "--cluster" && i + 1 < argc) {
       clusterPath = argv[++i];
     } else if (a == "--trace" && i + 1 < argc) {
@@ -846,6 +908,35 @@ int simMain(int argc, char **argv) {
     if (!file.flush())
       return fail("cannot write '" + outPath + "'");
     std::printf("calibrated   %s\n", outPath.c_str());
+    return 0;
+  }
+  if (!gatherSpec.empty()) {
+    Cluster cluster;
+    if (clusterPath.empty())
+      return fail("--all-gather needs --cluster FILE");
+    if (Status s = loadCluster(clusterPath, cluster); !s)
+      return fail(s.message());
+    double mib = 0;
+    int ranks = 0, perNode = 0;
+    char tail = 0;
+    if (std::sscanf(gatherSpec.c_str(), "%lf:%d:%d%c", &mib, &ranks, &perNode,
+                    &tail) != 3 ||
+        !(mib > 0))
+      return fail("--all-gather takes MIB:RANKS:PER_NODE (e.g. 128:16:8), "
+                  "got '" + gatherSpec + "'");
+    double flat = 0, hier = 0;
+    if (Status s = predictAllGather(cluster, mib * 1048576, ranks, perNode,
+                                    false, flat);
+        !s)
+      return fail(s.message());
+    if (Status s = predictAllGather(cluster, mib * 1048576, ranks, perNode,
+                                    true, hier);
+        !s)
+      return fail(s.message());
+    std::printf("all-gather   %g MiB over %d ranks (%d a node) on %s: flat "
+                "%.3f ms, hierarchical %.3f ms (%.1f%% of flat)\n",
+                mib, ranks, perNode, cluster.name.c_str(), flat * 1e3,
+                hier * 1e3, 100 * hier / flat);
     return 0;
   }
   if (artifactDir.empty() || clusterPath.empty()) {

@@ -415,20 +415,41 @@ struct Tried {
   std::string dropped; // "" when simulated
 };
 
-/// --auto: every partition group (powers of two dividing the world),
-/// hierarchical all-gather on and off where the group spans nodes, 2-hop
-/// and global gradient sync, prefetch depth 1 and 2, each compiled
-/// plan-only from a copy of `graph` under the cluster's GPU memory (state
-/// offload, recomputation and activation offload as the budget needs;
-/// what cannot fit is dropped before simulating) and replayed by the
-/// simulator. Returns the fastest; prints the ranked table.
+/// The elements of the model's trained parameters.
+double parameterElements(ModuleOp module) {
+  namespace graph = strata::graph;
+  double n = 0;
+  auto main = module.lookupSymbol<func::FuncOp>("main");
+  for (unsigned i = 0; main && i < main.getNumArguments(); ++i)
+    if (graph::getArgumentRole(main, i) == graph::Role::Parameter)
+      if (auto t = dyn_cast<RankedTensorType>(main.getArgument(i).getType()))
+        n += double(t.getNumElements());
+  return n;
+}
+
+/// --auto: a search over partition group (powers of two dividing the
+/// world), hierarchical all-gather (on and off where the group spans
+/// nodes), gradient sync (2-hop, global) and prefetch depth (1, 2). Each
+/// candidate is
+/// compiled plan-only from a copy of `graph` under the cluster's GPU memory
+/// (state offload, recomputation and activation offload as the budget
+/// needs) and replayed by the simulator. Pruned by memory twice: a
+/// partition group whose model states (parameters, gradients, optimizer
+/// states, fp32) exceed a rank's share of GPU and host memory is dropped
+/// before compiling, and a plan the budget cannot hold is dropped before
+/// simulating. In two rounds: every (partition group, hierarchical) with
+/// 2-hop sync and depth 1, then the other knobs around the two fastest.
+/// Returns the fastest; prints the ranked table of everything tried.
 llvm::Expected<strata::TrainingConfig>
 searchConfigurations(MLIRContext &context, ModuleOp graph,
                      strata::TrainingConfig base,
                      const strata::sim::Cluster &cluster) {
   unsigned n = base.world, k = unsigned(cluster.gpusPerNode);
+  if (cluster.emulatedNodes && base.gpusPerNode)
+    k = base.gpusPerNode; // a calibrated host: the nodes are the user's
   base.gpusPerNode = k;
-  base.gpuMemory = strata::ByteSize(uint64_t(cluster.memoryBytes));
+  if (cluster.memoryBytes > 0)
+    base.gpuMemory = strata::ByteSize(uint64_t(cluster.memoryBytes));
   if (!base.hostMemory && cluster.hostMemoryBytes > 0)
     base.hostMemory =
         strata::ByteSize(uint64_t(cluster.hostMemoryBytes / double(k)));
@@ -438,7 +459,92 @@ searchConfigurations(MLIRContext &context, ModuleOp graph,
   if (std::error_code ec =
           llvm::sys::fs::createUniqueDirectory("strata-auto", scratch))
     return fail("--auto: cannot create a scratch folder: " + ec.message());
+  // Model states a parameter costs: its fp32 value and gradient, and the
+  // optimizer's states (AdamW two, SGD with momentum one).
+  double perParameter =
+      8 + (base.optimizer == strata::Optimizer::AdamW ? 8
+           : base.momentum != 0                      ? 4
+                                                      : 0);
+  double states = parameterElements(graph) * perParameter;
+  // What a rank can hold them in (none: a tier without a limit).
+  double capacity = base.gpuMemory && base.hostMemory
+                        ? double(base.gpuMemory.bytes) +
+                              double(base.hostMemory.bytes) +
+                              double(base.ssdMemory.bytes)
+                        : 0;
+  auto size = [](double bytes) {
+    return bytes >= double(1ull << 30)
+               ? llvm::formatv("{0:f1} GiB", bytes / double(1ull << 30)).str()
+               : llvm::formatv("{0:f1} MiB", bytes / double(1ull << 20)).str();
+  };
   std::vector<Tried> tried;
+  std::set<std::string> seen;
+  auto evaluate = [&](strata::TrainingConfig config) -> llvm::Error {
+    Tried t;
+    t.config = config;
+    t.label = llvm::formatv(
+        "--partition-group {0} --hierarchical {1} --grad-sync {2} "
+        "--prefetch-depth {3}",
+        config.partitionGroup,
+        config.hierarchical == strata::Hierarchical::On ? "on" : "off",
+        config.gradSync == strata::GradSync::TwoHop ? "2hop" : "global",
+        config.prefetchDepth);
+    if (!seen.insert(t.label).second)
+      return llvm::Error::success();
+    double perRank = states / double(config.partitionGroup);
+    if (capacity > 0 && perRank > capacity) {
+      t.dropped = "model states " + size(perRank) +
+                  " a rank exceed its GPU and host memory (" +
+                  size(capacity) + "), not compiled";
+      tried.push_back(std::move(t));
+      return llvm::Error::success();
+    }
+    auto topology = readTopology(t.config);
+    if (!topology) {
+      t.dropped = llvm::toString(topology.takeError());
+      tried.push_back(std::move(t));
+      return llvm::Error::success();
+    }
+    OwningOpRef<ModuleOp> m = cast<ModuleOp>(graph->clone());
+    if (llvm::Error e =
+            strata::buildTrainingStep(context, *m, t.config, true)) {
+      t.dropped = llvm::toString(std::move(e));
+      tried.push_back(std::move(t));
+      return llvm::Error::success();
+    }
+    if (llvm::Error e = planMemory(context, m, t.config, true)) {
+      llvm::consumeError(std::move(e));
+      t.dropped = "does not fit the GPU's memory";
+      tried.push_back(std::move(t));
+      return llvm::Error::success();
+    }
+    std::string dir = (scratch + "/candidate.strata").str();
+    strata::codegen::ArtifactOptions artifact{"auto " + t.label};
+    artifact.training = t.config;
+    if (n > 1)
+      artifact.topology = *topology;
+    artifact.weightless = true;
+    if (llvm::Error e = strata::codegen::writeArtifact(
+            *m, dir,
+            [](llvm::StringRef name) -> llvm::Expected<std::string> {
+              return fail("--auto reads no weight ('" + name + "')");
+            },
+            artifact))
+      return e;
+    std::unique_ptr<strata::runtime::Artifact> loaded;
+    strata::sim::Prediction predicted;
+    strata::runtime::Status s = strata::runtime::Artifact::load(dir, loaded);
+    if (s)
+      s = strata::sim::simulate(loaded->getPlan(), cluster, predicted);
+    if (!s)
+      return fail("--auto: " + s.message());
+    t.step = predicted.stepSeconds;
+    t.tokensPerSecond = double(predicted.tokensPerStep) / t.step;
+    t.peak = predicted.peakBytes;
+    tried.push_back(std::move(t));
+    return llvm::Error::success();
+  };
+  // Round 1: every partition group and hierarchical choice.
   for (unsigned p = 1; p <= n; p *= 2) {
     if (n % p)
       continue;
@@ -447,66 +553,42 @@ searchConfigurations(MLIRContext &context, ModuleOp graph,
          spans ? std::vector<strata::Hierarchical>{strata::Hierarchical::On,
                                                    strata::Hierarchical::Off}
                : std::vector<strata::Hierarchical>{
-                     strata::Hierarchical::Off})
+                     strata::Hierarchical::Off}) {
+      strata::TrainingConfig c = base;
+      c.partitionGroup = p;
+      c.hierarchical = h;
+      c.gradSync = strata::GradSync::TwoHop;
+      c.prefetchDepth = 1;
+      if (llvm::Error e = evaluate(c))
+        return std::move(e);
+    }
+  }
+  // Round 2: around the two fastest, the other gradient sync and prefetch
+  // depth 2.
+  auto ranked = [&] {
+    std::vector<const Tried *> fits;
+    for (const Tried &t : tried)
+      if (t.dropped.empty())
+        fits.push_back(&t);
+    std::stable_sort(fits.begin(), fits.end(),
+                     [](const Tried *a, const Tried *b) {
+                       return a->step < b->step;
+                     });
+    std::vector<strata::TrainingConfig> best;
+    for (size_t i = 0; i < fits.size() && i < 2; ++i)
+      best.push_back(fits[i]->config);
+    return best;
+  };
+  for (const strata::TrainingConfig &around : ranked()) {
+    for (unsigned depth : {1u, 2u})
       for (strata::GradSync sync :
-           {strata::GradSync::TwoHop, strata::GradSync::Global})
-        for (unsigned depth : {1u, 2u}) {
-          Tried t;
-          t.config = base;
-          t.config.partitionGroup = p;
-          t.config.hierarchical = h;
-          t.config.gradSync = sync;
-          t.config.prefetchDepth = depth;
-          t.label = llvm::formatv(
-              "--partition-group {0} --hierarchical {1} --grad-sync {2} "
-              "--prefetch-depth {3}",
-              p, h == strata::Hierarchical::On ? "on" : "off",
-              sync == strata::GradSync::TwoHop ? "2hop" : "global", depth);
-          auto topology = readTopology(t.config);
-          if (!topology) {
-            t.dropped = llvm::toString(topology.takeError());
-            tried.push_back(std::move(t));
-            continue;
-          }
-          OwningOpRef<ModuleOp> m = cast<ModuleOp>(graph->clone());
-          if (llvm::Error e =
-                  strata::buildTrainingStep(context, *m, t.config, true)) {
-            t.dropped = llvm::toString(std::move(e));
-            tried.push_back(std::move(t));
-            continue;
-          }
-          if (llvm::Error e = planMemory(context, m, t.config, true)) {
-            llvm::consumeError(std::move(e));
-            t.dropped = "does not fit the GPU's memory";
-            tried.push_back(std::move(t));
-            continue;
-          }
-          std::string dir = (scratch + "/candidate.strata").str();
-          strata::codegen::ArtifactOptions artifact{"auto " + t.label};
-          artifact.training = t.config;
-          if (n > 1)
-            artifact.topology = *topology;
-          artifact.weightless = true;
-          if (llvm::Error e = strata::codegen::writeArtifact(
-                  *m, dir,
-                  [](llvm::StringRef name) -> llvm::Expected<std::string> {
-                    return fail("--auto reads no weight ('" + name + "')");
-                  },
-                  artifact))
-            return std::move(e);
-          std::unique_ptr<strata::runtime::Artifact> loaded;
-          strata::sim::Prediction predicted;
-          strata::runtime::Status s =
-              strata::runtime::Artifact::load(dir, loaded);
-          if (s)
-            s = strata::sim::simulate(loaded->getPlan(), cluster, predicted);
-          if (!s)
-            return fail("--auto: " + s.message());
-          t.step = predicted.stepSeconds;
-          t.tokensPerSecond = double(predicted.tokensPerStep) / t.step;
-          t.peak = predicted.peakBytes;
-          tried.push_back(std::move(t));
-        }
+           {strata::GradSync::TwoHop, strata::GradSync::Global}) {
+        strata::TrainingConfig c = around;
+        c.prefetchDepth = depth;
+        c.gradSync = sync;
+        if (llvm::Error e = evaluate(c))
+          return std::move(e);
+      }
   }
   llvm::sys::fs::remove_directories(scratch);
   std::stable_sort(tried.begin(), tried.end(),

@@ -71,6 +71,14 @@ struct Cluster {
   bool emulatedNodes = false;
 };
 
+/// One all-gather of `bytes` (the gathered result on each rank) over a
+/// partition group of `ranks` ranks, `perNode` to a node, flat or
+/// hierarchical (MiCS: across the nodes, then inside each): the seconds the
+/// replay gives it on `cluster`, by the same cost model as a plan's.
+runtime::Status predictAllGather(const Cluster &cluster, double bytes,
+                                 int ranks, int perNode, bool hierarchical,
+                                 double &seconds);
+
 /// strata-sim --calibrate: microbenchmarks of this machine.
 struct CalibrateOptions {
   double secondsPerBenchmark = 0.05;
