@@ -2,6 +2,8 @@
 
 #include "strata/Runtime/Communicator.h"
 
+#include "strata/Runtime/NarrowFloat.h"
+
 // The C API only: no OpenMPI C++ bindings.
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
@@ -29,8 +31,38 @@ MPI_Datatype mpiType(DType t) {
   case DType::F64: return MPI_DOUBLE;
   case DType::I64: return MPI_INT64_T;
   case DType::I32: return MPI_INT32_T;
+  case DType::BF16:
+  case DType::F16: return MPI_UINT16_T; // summed by narrowSum's ops
   default: return MPI_DATATYPE_NULL;
   }
+}
+
+/// bf16 / fp16 sums (--reduce-dtype narrow): each pair added in f32 and
+/// rounded back, as NCCL sums them.
+template <bool Bf16>
+void sumNarrow(void *in, void *inout, int *len, MPI_Datatype *) {
+  const auto *a = static_cast<const uint16_t *>(in);
+  auto *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i) {
+    if constexpr (Bf16)
+      b[i] = bf16Bits(fromBf16Bits(a[i]) + fromBf16Bits(b[i]));
+    else
+      b[i] = fp16Bits(fromFp16Bits(a[i]) + fromFp16Bits(b[i]));
+  }
+}
+
+/// The MPI operation that sums elements of `t`.
+MPI_Op sumOp(DType t) {
+  if (t != DType::BF16 && t != DType::F16)
+    return MPI_SUM;
+  // Made once, after MPI_Init (the first reduction), never freed.
+  static MPI_Op bf16 = MPI_OP_NULL, fp16 = MPI_OP_NULL;
+  static std::once_flag made;
+  std::call_once(made, [] {
+    MPI_Op_create(&sumNarrow<true>, /*commute=*/1, &bf16);
+    MPI_Op_create(&sumNarrow<false>, /*commute=*/1, &fp16);
+  });
+  return t == DType::BF16 ? bf16 : fp16;
 }
 
 MPI_Comm comm(void *c) { return static_cast<MPI_Comm>(c); }
@@ -402,7 +434,8 @@ Status Communicator::reduceScatterSum(Group group,
                  [](const Buffer &b, MPI_Comm c, MPI_Request *r) {
                    MPI_Ireduce_scatter_block(b.in, b.out,
                                              static_cast<int>(b.count),
-                                             mpiType(b.dtype), MPI_SUM, c, r);
+                                             mpiType(b.dtype), sumOp(b.dtype),
+                                             c, r);
                    return double(b.count * byteWidth(b.dtype));
                  });
 }
@@ -413,7 +446,7 @@ Status Communicator::allReduceSum(Group group,
                  [](const Buffer &b, MPI_Comm c, MPI_Request *r) {
                    const void *send = b.in == b.out ? MPI_IN_PLACE : b.in;
                    MPI_Iallreduce(send, b.out, static_cast<int>(b.count),
-                                  mpiType(b.dtype), MPI_SUM, c, r);
+                                  mpiType(b.dtype), sumOp(b.dtype), c, r);
                    return double(b.count * byteWidth(b.dtype));
                  });
 }

@@ -309,6 +309,45 @@ def timeout_test(args, work):
     return 0 if took < 60 else 1
 
 
+def reduce_dtype_test(args, work):
+    # --reduce-dtype narrow: the reduce-scatters and the 2-hop all-reduce
+    # carry bf16 (half the bytes, by the artifact's own traffic count), and
+    # the losses stay close to the f32 sums' (rounded, so not equal).
+    compile_ = os.path.join(args.bin, "strata-compile")
+    strata_run = os.path.join(args.bin, "strata-run")
+    inspect = os.path.join(args.bin, "strata-inspect")
+    onnx = os.path.join(ROOT, "models", "gpt_tiny_dynamic_batch.onnx")
+    losses, traffic = {}, {}
+    for mode in ("fp32", "narrow"):
+        art = os.path.join(work, "reduce-%s.strata" % mode)
+        run([compile_, onnx, "--batch", "2", "-o", art, "--steps", "8",
+             "--world", "4", "--gpus-per-node", "2", "--partition-group", "2",
+             "--accum", "2", "--dtype", "bf16", "--reduce-dtype", mode])
+        log = os.path.join(work, "reduce-%s.jsonl" % mode)
+        run(MPIRUN + ["-np", "4", strata_run, art, "--quiet", "--log", log])
+        losses[mode] = [json.loads(l)["loss"] for l in open(log)
+                        if '"loss"' in l]
+        info = json.loads(subprocess.run([inspect, art, "--json"],
+                                         capture_output=True, text=True,
+                                         check=True).stdout)
+        traffic[mode] = info["traffic"]
+    for kind in ("reduce_scatter", "all_reduce"):
+        wide = sum(traffic["fp32"][kind])
+        narrow = sum(traffic["narrow"][kind])
+        # The grad-norm all-reduce (one f32 scalar) stays f32.
+        if not (0.49 * wide <= narrow <= 0.51 * wide + 64):
+            print(f"{kind}: {narrow:.0f} bytes narrow against {wide:.0f} f32")
+            return 1
+    diff = max(abs(a - b) for a, b in zip(losses["fp32"], losses["narrow"]))
+    print(f"--reduce-dtype narrow: reduce-scatter and all-reduce bytes "
+          f"halved; losses within {diff:.2e} of the f32 sums over "
+          f"{len(losses['fp32'])} steps")
+    if len(losses["narrow"]) != 8 or diff > 5e-3 or diff == 0:
+        print("losses", losses)
+        return 1
+    return 0
+
+
 def replica_fault_test(args, work):
     compile_ = os.path.join(args.bin, "strata-compile")
     strata_run = os.path.join(args.bin, "strata-run")
@@ -507,6 +546,7 @@ def main():
     ap.add_argument("--timeout-test", action="store_true")
     ap.add_argument("--replica-fault-test", action="store_true")
     ap.add_argument("--checkpoint-test", action="store_true")
+    ap.add_argument("--reduce-dtype-test", action="store_true")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="distributed-")
     if args.timeout_test:
@@ -515,6 +555,8 @@ def main():
         return replica_fault_test(args, work)
     if args.checkpoint_test:
         return checkpoint_test(args, work)
+    if args.reduce_dtype_test:
+        return reduce_dtype_test(args, work)
     refs = {}
     if not args.matrix:
         failure = check_topology(args, work, refs)

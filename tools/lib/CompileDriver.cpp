@@ -753,6 +753,10 @@ int strata::compileMain(int argc, char **argv) {
     if (config.pipelineStages > 1 && config.gradSync == strata::GradSync::Global)
       return error("--grad-sync global all-reduces over every rank, which "
                    "with --pipeline-stages would mix the stages; use 2hop");
+    if (config.reduceDtype == strata::ReduceDtype::Narrow &&
+        config.dtype == strata::Precision::FP32)
+      return error("--reduce-dtype narrow sums gradients in --dtype's bf16 or "
+                   "fp16; give --dtype bf16 or fp16");
   }
   if (options.emit == EmitStage::Pipeline &&
       (options.forwardOnly || config.pipelineStages < 2))

@@ -93,6 +93,16 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
   std::vector<SmallVector<std::string>> buckets;
   bool global = false;
 
+  /// The narrow type gradients are summed in (reduce-type), or null: f32.
+  Type reduceElementType() {
+    MLIRContext *context = &getContext();
+    if (reduceType == "bf16")
+      return BFloat16Type::get(context);
+    if (reduceType == "f16")
+      return Float16Type::get(context);
+    return Type();
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (world < 1 || partition < 1 || world % partition != 0 ||
@@ -110,6 +120,12 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
       return signalPassFailure();
     }
     global = gradSync == GradSync::Global;
+    if (reduceType != "f32" && reduceType != "bf16" && reduceType != "f16") {
+      module.emitError("strata-partition: reduce-type is f32, bf16 or f16, "
+                       "got '")
+          << reduceType << "'";
+      return signalPassFailure();
+    }
     auto step = module.lookupSymbol<func::FuncOp>("micro_step");
     auto update = module.lookupSymbol<func::FuncOp>("optimizer_step");
     if (!step || !update) {
@@ -473,6 +489,15 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
                                  ? r.grad.getType()
                                  : shardType(r.grad.getType(), partition));
       }
+      // --reduce-dtype narrow: the sums travel (and are rounded) narrow.
+      SmallVector<Type> wideShardTypes = shardTypes;
+      if (Type narrow = reduceElementType()) {
+        for (Value &v : flat)
+          v = b.create<graph::CastOp>(
+              loc, cast<RankedTensorType>(v.getType()).clone(narrow), v);
+        for (Type &t : shardTypes)
+          t = cast<RankedTensorType>(t).clone(narrow);
+      }
       SmallVector<Value> shards;
       if (!global) {
         shards = b.create<sched::ReduceScatterOp>(
@@ -494,6 +519,9 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
                                      value)
                                      .getResult());
       }
+      if (reduceElementType())
+        for (auto [shard, wide] : llvm::zip(shards, wideShardTypes))
+          shard = b.create<graph::CastOp>(loc, wide, shard);
       for (auto [r, shard] : llvm::zip(members, shards)) {
         Value out = shard;
         if (r.acc) {
@@ -561,11 +589,27 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
           }
         if (members.empty())
           continue;
+        Location loc = members.front().getLoc();
+        SmallVector<Value> operands(members.begin(), members.end());
+        SmallVector<Type> sent = types;
+        SmallPtrSet<Operation *, 8> casts;
+        if (Type narrow = reduceElementType())
+          for (auto [v, t] : llvm::zip(operands, sent)) {
+            t = cast<RankedTensorType>(t).clone(narrow);
+            v = b.create<graph::CastOp>(loc, t, v);
+            casts.insert(v.getDefiningOp());
+          }
         auto reduced = b.create<sched::AllReduceOp>(
-            members.front().getLoc(), types, sched::Group::Replication,
-            members);
-        for (auto [arg, sum] : llvm::zip(members, reduced.getResults()))
-          arg.replaceAllUsesExcept(sum, reduced);
+            loc, sent, sched::Group::Replication, operands);
+        for (auto [arg, sum, type] :
+             llvm::zip(members, reduced.getResults(), types)) {
+          Value wide = sum;
+          if (wide.getType() != type)
+            wide = b.create<graph::CastOp>(loc, type, sum);
+          SmallPtrSet<Operation *, 8> keep = casts;
+          keep.insert(reduced);
+          arg.replaceAllUsesExcept(wide, keep);
+        }
       }
     }
     // Updates on shards; the squared norm summed over the partition group.

@@ -97,6 +97,9 @@ void strata::buildTrainingPipeline(OpPassManager &pm,
     partition.hierarchical = topology.hierarchical;
     partition.gradSync = options.gradSync;
     partition.bucketBytes = options.bucketBytes;
+    if (options.reduceDtype == ReduceDtype::Narrow)
+      partition.reduceType =
+          options.dtype == Precision::BF16 ? "bf16" : "f16";
     pm.addPass(createPartitionPass(partition));
   }
   if (stages > 1) {

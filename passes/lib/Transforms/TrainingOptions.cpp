@@ -32,6 +32,10 @@ llvm::StringRef stringify(Hierarchical h) {
   return "?";
 }
 
+llvm::StringRef stringify(ReduceDtype r) {
+  return r == ReduceDtype::FP32 ? "fp32" : "narrow";
+}
+
 llvm::StringRef stringify(GradSync g) {
   return g == GradSync::TwoHop ? "2hop" : "global";
 }

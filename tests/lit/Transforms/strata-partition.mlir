@@ -5,6 +5,9 @@
 // RUN: strata-opt %s --strata-autodiff --strata-optimizer "--strata-partition=world=4 partition=1 bucket-bytes=1024" | FileCheck %s --check-prefix=DP
 // RUN: strata-opt %s --strata-autodiff --strata-optimizer "--strata-partition=world=4 partition=1 grad-sync=global bucket-bytes=1024" | FileCheck %s --check-prefix=DPGLOBAL
 // RUN: not strata-opt %s --strata-autodiff --strata-optimizer "--strata-partition=world=4 ranks-per-node=2 partition=2 hierarchical=true" 2>&1 | FileCheck %s --check-prefix=NOHIER
+// RUN: strata-opt %s --strata-autodiff=accumulate=true --strata-optimizer=accum=2 "--strata-partition=world=4 ranks-per-node=2 partition=2 bucket-bytes=1024 reduce-type=bf16" | FileCheck %s --check-prefix=NARROW
+// RUN: strata-opt %s --strata-autodiff --strata-optimizer "--strata-partition=world=4 partition=1 grad-sync=global bucket-bytes=1024 reduce-type=f16" | FileCheck %s --check-prefix=NARROWGLOBAL
+// RUN: not strata-opt %s --strata-autodiff --strata-optimizer "--strata-partition=world=4 partition=2 reduce-type=f8" 2>&1 | FileCheck %s --check-prefix=NARROWBAD
 
 // Three layers (h.0, h.1, head), each a weight and a bias. Over P = 2 the
 // 4x4 weights become 8-element shards, the 3-element head bias a padded
@@ -131,3 +134,26 @@ func.func @main(%x: tensor<2x4xf32> {graph.name = "x", graph.role = #graph<role 
 // DPGLOBAL-NOT: sched.
 
 // NOHIER: error: strata-partition: a hierarchical all-gather needs P > K and K | P, got K = 2, P = 2
+
+// reduce-type=bf16 (strata-compile --reduce-dtype narrow): each bucket's
+// gradients are cast to bf16 before the reduce-scatter and the shards
+// widened before the f32 accumulation; the 2-hop all-reduce sums bf16
+// copies of the accumulated shards and widens them for the update.
+// NARROW-LABEL: func.func @micro_step
+// NARROW: %[[N0:.*]] = graph.cast %{{.*}} : tensor<12xf32> to tensor<12xbf16>
+// NARROW: %[[N1:.*]] = graph.cast %{{.*}} : tensor<4xf32> to tensor<4xbf16>
+// NARROW: %[[RSN:.*]]:2 = sched.reduce_scatter partition %[[N0]], %[[N1]] : tensor<12xbf16>, tensor<4xbf16> -> tensor<6xbf16>, tensor<2xbf16>
+// NARROW: %[[W0:.*]] = graph.cast %[[RSN]]#0 : tensor<6xbf16> to tensor<6xf32>
+// NARROW: graph.add %{{.*}}, %[[W0]] : tensor<6xf32>
+// NARROW-NOT: sched.reduce_scatter partition {{.*}} : tensor<{{[0-9]+}}xf32>
+// NARROW-LABEL: func.func @optimizer_step
+// NARROW: %[[A0:.*]] = graph.cast %{{.*}} : tensor<8xf32> to tensor<8xbf16>
+// NARROW: %[[AR:.*]]:2 = sched.all_reduce replication %[[A0]], %{{.*}} : tensor<8xbf16>, tensor<2xbf16> -> tensor<8xbf16>, tensor<2xbf16>
+// NARROW: graph.cast %[[AR]]#0 : tensor<8xbf16> to tensor<8xf32>
+// NARROW: graph.adamw_update {{.*}} -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+
+// NARROWGLOBAL-LABEL: func.func @micro_step
+// NARROWGLOBAL: sched.all_reduce world {{.*}} : tensor<4x4xf16>, tensor<4xf16>
+// NARROWGLOBAL: graph.cast %{{.*}} : tensor<4x4xf16> to tensor<4x4xf32>
+
+// NARROWBAD: strata-partition: reduce-type is f32, bf16 or f16, got 'f8'

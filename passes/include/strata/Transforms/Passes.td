@@ -320,6 +320,10 @@ def PartitionPass : Pass<"strata-partition", "::mlir::ModuleOp"> {
       group ({j, j+P, ...}) once per optimizer step; the squared norm is
       all-reduced over the partition group before its square root; the
       updates keep replicas bit-identical without a broadcast.
+    `reduce-type=bf16|f16` casts the gradients to that type before each
+    reduce-scatter and all-reduce and widens the sums after (DeepSpeed's
+    `communication_data_type`, FSDP's `reduce_dtype`); accumulation and the
+    update stay f32.
     `grad-sync=global` (DeepSpeed's default, for ablation) instead
     all-reduces the full gradients over every rank each micro-step and keeps
     this rank's shard (`sched.local_shard`); no boundary all-reduce.
@@ -360,6 +364,10 @@ def PartitionPass : Pass<"strata-partition", "::mlir::ModuleOp"> {
                clEnumValN(::strata::GradSync::Global, "global", ""))}]>,
     Option<"bucketBytes", "bucket-bytes", "uint64_t", /*default=*/"0",
            "Largest coalesced bucket in bytes (0: one parameter a bucket)">,
+    Option<"reduceType", "reduce-type", "std::string", /*default=*/"\"f32\"",
+           "The element type gradients are summed over the ranks in: f32, "
+           "or bf16 / f16 (cast before each reduce-scatter or all-reduce, "
+           "widened after: half the bytes, rounded at each sum)">,
   ];
 }
 

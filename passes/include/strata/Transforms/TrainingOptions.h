@@ -33,6 +33,7 @@ enum class PrecisionStorage { Narrow, F32 };
 enum class Optimizer { AdamW, SGD };
 enum class Hierarchical { Auto, On, Off };
 enum class GradSync { TwoHop, Global };
+enum class ReduceDtype { FP32, Narrow };
 enum class Recompute { None, Auto, Always };
 enum class LrSchedule { Constant, Cosine };
 
@@ -42,6 +43,7 @@ llvm::StringRef stringify(PrecisionStorage s);
 llvm::StringRef stringify(Optimizer o);
 llvm::StringRef stringify(Hierarchical h);
 llvm::StringRef stringify(GradSync g);
+llvm::StringRef stringify(ReduceDtype r);
 llvm::StringRef stringify(Recompute r);
 llvm::StringRef stringify(LrSchedule s);
 
