@@ -55,10 +55,14 @@ class Runner:
                 hierarchical="auto", grad_sync="2hop"):
         """strata-sim's JSON for one configuration (compiled once)."""
         onnx = self.model(model, batch)
-        tag = "%s-b%d-n%d-p%d-s%d-h%s-%s" % (model, batch, world, partition,
-                                             accum, hierarchical, grad_sync)
+        tag = "%s-b%d-n%d-p%d-s%d-h%s-%s-rn" % (model, batch, world,
+                                                partition, accum, hierarchical,
+                                                grad_sync)
         art = os.path.join(self.work, tag + ".strata")
-        flags = ["--no-weights", "--dtype", "fp16", "--world", str(world),
+        # The paper's runs: fp16 mixed precision with fp16 gradient
+        # communication (DeepSpeed's default), activation checkpointing.
+        flags = ["--no-weights", "--dtype", "fp16", "--reduce-dtype", "narrow",
+                 "--world", str(world),
                  "--gpus-per-node", "8", "--partition-group", str(partition),
                  "--accum", str(accum), "--hierarchical", hierarchical,
                  "--grad-sync", grad_sync, "--recompute", "always"]

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""strata-compile --auto's choice against a measured sweep on this machine.
+
+Calibrates this machine for N ranks (strata-sim --calibrate under mpirun),
+lets `strata-compile --auto --cluster` choose the configuration of the
+committed GPT for N ranks, then compiles and runs every configuration --auto
+evaluated (the ranked table it printed) with strata-run and measures each
+step (the median after the first few). Passes when the chosen
+configuration's measured step is within --tolerance of the fastest measured.
+
+    check_auto_sweep.py --bin BUILD/bin [--ranks 8] [--gpus-per-node 4]
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODELS = os.path.join(HERE, "..", "..", "models")
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, **kw)
+    if r.returncode != 0:
+        sys.exit("FAILED: " + " ".join(cmd) + "\n" + r.stdout[-3000:])
+    return r.stdout
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--model", default="gpt_tiny_dynamic_batch")
+    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--ranks", type=int, default=8)
+    ap.add_argument("--gpus-per-node", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=16)
+    ap.add_argument("--tolerance", type=float, default=0.10)
+    args = ap.parse_args()
+    b = lambda tool: os.path.join(args.bin, tool)
+    work = tempfile.mkdtemp(prefix="strata-auto-sweep-")
+    try:
+        cluster = os.path.join(work, "cpu.json")
+        run(MPIRUN + ["-np", str(args.ranks), b("strata-sim"), "--calibrate",
+                      "-o", cluster], cwd=work)
+        onnx = os.path.join(MODELS, args.model + ".onnx")
+        common = ["--batch", str(args.batch), "--world", str(args.ranks),
+                  "--gpus-per-node", str(args.gpus_per_node)]
+        out = run([b("strata-compile"), onnx] + common +
+                  ["--auto", "--cluster", cluster, "-o",
+                   os.path.join(work, "auto.strata")])
+        print(out)
+        chosen = re.search(r"--auto chose (.*) \(predicted", out).group(1)
+        table = re.findall(r"^\s+\d+\s+(--partition-group .*?)\s{2,}[\d.]+\s+"
+                           r"([\d.]+)\s+\d+$", out, re.M)
+        measured = {}
+        for label, predicted in table:
+            art = os.path.join(work, "c.strata")
+            shutil.rmtree(art, ignore_errors=True)
+            run([b("strata-compile"), onnx] + common + label.split() +
+                ["-o", art])
+            log = os.path.join(work, "run.jsonl")
+            run(MPIRUN + ["-np", str(args.ranks), b("strata-run"), art,
+                          "--steps", str(args.steps), "--log", log,
+                          "--print-every", str(args.steps)], cwd=work)
+            times = [json.loads(l)["step_ms"] for l in open(log)]
+            measured[label] = statistics.median(times[4:])
+            print("%-72s predicted %8.3f ms  measured %8.3f ms" %
+                  (label, float(predicted), measured[label]), flush=True)
+        fastest = min(measured, key=measured.get)
+        ratio = measured[chosen] / measured[fastest]
+        print("chosen: %s, measured %.3f ms; fastest measured: %s, %.3f ms "
+              "(chosen / fastest %.3f)" % (chosen, measured[chosen], fastest,
+                                           measured[fastest], ratio))
+        if ratio > 1 + args.tolerance:
+            sys.exit("FAILED: --auto's choice is %.0f%% slower than the "
+                     "fastest measured" % (100 * (ratio - 1)))
+        print("PASSED")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
