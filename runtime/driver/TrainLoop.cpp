@@ -16,6 +16,7 @@
 #include "plan.pb.h"
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
@@ -42,6 +43,12 @@ int error(const std::string &message) {
 
 double scalar(const TensorView &t) {
   return t.dtype == DType::F64 ? t.as<double>()[0] : double(t.as<float>()[0]);
+}
+
+/// --data names a dataset folder (not a token file).
+bool isFolder(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 /// strata-run --trace: one step's instructions as they ran, per stream,
@@ -521,6 +528,8 @@ private:
   /// The line after the last step.
   void printSummary();
   /// --export-onnx: the model with the trained weights.
+  /// --eval: the dataset's loss and accuracy with the trained weights.
+  bool evaluate();
   bool exportOnnx();
   /// --sample: the text the trained model continues --prompt with.
   bool printSample();
@@ -594,6 +603,8 @@ int TrainingRun::runPhases() {
     if (!runStep(s))
       return 1;
   printSummary();
+  if (!options_.evalData.empty() && !evaluate())
+    return 1;
   if (!options_.exportOnnx.empty() && !exportOnnx())
     return 1;
   if (options_.sampleTokens > 0 && !printSample())
@@ -669,9 +680,13 @@ bool TrainingRun::createLoader() {
   }
   if (options_.data == "synthetic")
     loader_ = DataLoader::synthetic(inputs, seed_, rank_, world_);
-  else if (Status s =
-               DataLoader::tokens(options_.data, options_.dataDtype, inputs,
-                                  seed_, loader_, rank_, world_);
+  else if (Status s = isFolder(options_.data)
+                          ? DataLoader::arrays(options_.data, inputs,
+                                               training_.ignore_index(), seed_,
+                                               loader_, rank_, world_)
+                          : DataLoader::tokens(options_.data,
+                                               options_.dataDtype, inputs,
+                                               seed_, loader_, rank_, world_);
            !s)
     return fail(s.message());
   return true;
@@ -702,10 +717,15 @@ bool TrainingRun::createStageLoaders() {
     if (options_.data == "synthetic")
       stageLoaders_[k] =
           DataLoader::synthetic(inputs, seed_, lane_, lanes_);
-    else if (Status s = DataLoader::tokens(options_.data, options_.dataDtype,
-                                           inputs, seed_,
-                                           stageLoaders_[k], lane_, lanes_,
-                                           /*partial=*/true);
+    else if (Status s =
+                 isFolder(options_.data)
+                     ? DataLoader::arrays(options_.data, inputs,
+                                          training_.ignore_index(), seed_,
+                                          stageLoaders_[k], lane_, lanes_,
+                                          /*partial=*/true)
+                     : DataLoader::tokens(options_.data, options_.dataDtype,
+                                          inputs, seed_, stageLoaders_[k],
+                                          lane_, lanes_, /*partial=*/true);
              !s)
       return fail(s.message());
   }
@@ -1222,6 +1242,26 @@ void TrainingRun::printSummary() {
                 tailSum_ / double(std::max<uint64_t>(tailCount_, 1)),
                 totalMs_ / double(steps_ - start_));
   std::cout << line;
+}
+
+bool TrainingRun::evaluate() {
+  if (comm_ && world_ > 1)
+    return fail("--eval scores a one-rank run; evaluate a distributed run's "
+                "checkpoint with strata-run --consolidate, then --forward "
+                "--eval on a one-rank artifact");
+  EvalResult result;
+  if (Status s = evaluateDataset(*executor_, training_, options_.evalData,
+                                 result);
+      !s)
+    return fail(s.message());
+  std::cout << describeEval(result, options_.evalData) << "\n";
+  if (log_.is_open()) {
+    log_ << evalRecord(result, options_.evalData, steps_) << "\n"
+         << std::flush;
+    if (!log_)
+      return fail("cannot write the log '" + options_.logPath + "'");
+  }
+  return true;
 }
 
 bool TrainingRun::exportOnnx() {

@@ -37,6 +37,8 @@ struct TrainOptions {
   bool cudaGraph = false;
   std::string data = "synthetic";
   std::string dataDtype = "uint16";
+  /// A dataset folder to score after training (or, with --forward, instead).
+  std::string evalData;
   int64_t steps = -1;   // -1: the artifact's
   uint64_t seed = 0;
   bool seedGiven = false; // --seed on the command line
@@ -95,6 +97,24 @@ void setOnnxExporter(OnnxExporter exporter);
 Status generateText(Executor &executor, const std::string &prompt,
                     int64_t count, int64_t topK, uint64_t seed,
                     std::string &out);
+
+/// What --eval measured over a dataset folder.
+struct EvalResult {
+  double loss = 0;     // mean cross-entropy over the scored labels
+  double accuracy = 0; // fraction of them whose largest logit is the label
+  uint64_t correct = 0, scored = 0, samples = 0;
+};
+
+/// Scores the forward program's logits (the loss's `logits_output`) on
+/// every sample of the dataset folder `dir` in order, with the executor's
+/// current weights; nothing is updated (docs/data.md).
+Status evaluateDataset(Executor &executor, const plan::Training &training,
+                       const std::string &dir, EvalResult &out);
+/// "eval DIR: loss L | accuracy A (C of N labels) | S samples"
+std::string describeEval(const EvalResult &result, const std::string &dir);
+/// The --log record: {"eval": DIR, "after_step": S, "loss": ..., ...}.
+std::string evalRecord(const EvalResult &result, const std::string &dir,
+                       uint64_t step);
 
 /// The learning rate of optimizer step `step` (1-based) under the artifact's
 /// schedule, with base rate `lr`.
