@@ -18,6 +18,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <dirent.h>
 #include <limits>
@@ -294,8 +295,11 @@ Status checkConvertible(const Array &a, DType to) {
                : [&] {
                    for (uint64_t i = 0; i < n; ++i) {
                      double v = a.floatAt(i);
-                     if (!std::isnan(v) && double(float(v)) != v)
-                       return refuse(i, std::to_string(v));
+                     if (!std::isnan(v) && double(float(v)) != v) {
+                       char text[32];
+                       std::snprintf(text, sizeof(text), "%.17g", v);
+                       return refuse(i, text);
+                     }
                    }
                    return Status::ok();
                  }();
