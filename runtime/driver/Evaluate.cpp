@@ -11,6 +11,8 @@
 
 #include "strata/Runtime/DataLoader.h"
 
+#include "JsonText.h"
+
 #include "plan.pb.h"
 
 #include <cmath>
@@ -123,23 +125,16 @@ std::string describeEval(const EvalResult &r, const std::string &dir) {
 
 std::string evalRecord(const EvalResult &r, const std::string &dir,
                        uint64_t step) {
-  std::string escaped;
-  for (char c : dir) {
-    if (c == '"' || c == '\\')
-      escaped += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20)
-      escaped += c;
-  }
   char line[256];
   std::snprintf(line, sizeof(line),
-                "\", \"after_step\": %llu, \"loss\": %.9g, \"accuracy\": "
+                ", \"after_step\": %llu, \"loss\": %.9g, \"accuracy\": "
                 "%.9g, \"correct\": %llu, \"labels\": %llu, \"samples\": "
                 "%llu}",
                 static_cast<unsigned long long>(step), r.loss, r.accuracy,
                 static_cast<unsigned long long>(r.correct),
                 static_cast<unsigned long long>(r.scored),
                 static_cast<unsigned long long>(r.samples));
-  return "{\"eval\": \"" + escaped + line;
+  return "{\"eval\": " + jsonString(dir) + line;
 }
 
 } // namespace strata::runtime

@@ -67,6 +67,7 @@ TEST(ArrayDataTest, FileNamesEscapeOddCharacters) {
   EXPECT_EQ(datasetFileName("x:0"), "x%3A0.npy");
   EXPECT_EQ(datasetFileName("a/b c"), "a%2Fb%20c.npy");
   EXPECT_EQ(datasetFileName("pixel-values.1"), "pixel-values.1.npy");
+  EXPECT_EQ(datasetFileName("\xC3\xBC~"), "%C3%BC%7E.npy");
 }
 
 // N = 100 rows, seed 7: row_k = splitmix64(splitmix64(7) ^ k) mod 100 is
