@@ -5,7 +5,9 @@
 
 DESCR is a numpy dtype string ('<f4', '<i8', '|u1', ...), SHAPE a comma list
 ("100,64"), FILL how element i (row-major) is chosen: `range` (i), `modK`
-(i % K), `row-modK` (the sample's row % K, for labels), `wave` (a float
+(i % K), `row-modK` (the sample's row % K, for labels), `constV` (V),
+`mod256-skip4` (i % 256, but -100, the ignored label, where i % 4 == 0),
+`wave` (a float
 pattern in [-1, 1), exact in float16: ((i * 37) % 128) / 64 - 1), `bad-magic` (a file that is
 not .npy at all).
 """
@@ -30,6 +32,10 @@ def main(out, descr, shape_text, fill):
     for i in range(count):
         if fill == "range":
             v = i
+        elif fill == "mod256-skip4":
+            v = -100 if i % 4 == 0 else i % 256
+        elif fill.startswith("const"):
+            v = int(fill[5:])
         elif fill.startswith("row-mod"):
             v = (i // per_row) % int(fill[7:])
         elif fill.startswith("mod"):
