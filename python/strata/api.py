@@ -144,6 +144,11 @@ def train(artifact, data="synthetic", steps=None, *, log=None,
     `save_every`, the last step is saved. `launcher` prefixes the command
     (["mpirun", "-np", "4"]). Raises StrataError with strata-run's error
     line when it fails."""
+    if checkpoint_dir is not None and save_every is None:
+        save_every = steps or getattr(artifact, "steps", None)
+        if not save_every:
+            raise StrataError("checkpoint_dir needs steps= or save_every= "
+                              "(the artifact's step count is not known here)")
     work = None
     if log is None:
         work = tempfile.mkdtemp(prefix="strata-train-")
@@ -155,24 +160,23 @@ def train(artifact, data="synthetic", steps=None, *, log=None,
         cmd += ["--steps", str(steps)]
     if checkpoint_dir is not None:
         cmd += ["--checkpoint-dir", os.fspath(checkpoint_dir)]
-        if save_every is None:
-            save_every = steps or getattr(artifact, "steps", None)
-            if not save_every:
-                raise StrataError("checkpoint_dir needs steps= or save_every= "
-                                  "(the artifact's step count is not known "
-                                  "here)")
     if save_every:
         cmd += ["--save-every", str(save_every)]
     if eval is not None:
         cmd += ["--eval", os.fspath(eval)]
     cmd += _options(options, joined=False)
-    if os.path.exists(log) and not options.get("resume"):
-        os.remove(log)
+    # A resumed run appends to its log: yield only what this run writes.
+    start = 0
+    if os.path.exists(log):
+        if options.get("resume"):
+            start = os.path.getsize(log)
+        else:
+            os.remove(log)
     stderr = tempfile.TemporaryFile(mode="w+")
     process = subprocess.Popen(list(launcher or []) + cmd,
                                stdout=subprocess.DEVNULL, stderr=stderr)
     try:
-        yield from _follow(log, process)
+        yield from _follow(log, process, start)
         if process.wait() != 0:
             stderr.seek(0)
             raise StrataError(_error_line(stderr.read(), "strata-run"))
@@ -185,10 +189,10 @@ def train(artifact, data="synthetic", steps=None, *, log=None,
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _follow(path, process):
-    """The JSON records appended to `path` while `process` runs, and those
-    left once it has ended."""
-    offset, pending = 0, ""
+def _follow(path, process, offset):
+    """The JSON records appended to `path` after byte `offset` while
+    `process` runs, and those left once it has ended."""
+    pending = ""
     while True:
         ended = process.poll() is not None
         if os.path.exists(path):
