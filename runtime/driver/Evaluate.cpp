@@ -20,8 +20,14 @@
 
 namespace strata::runtime {
 
-Status evaluateDataset(Executor &executor, const plan::Training &training,
-                       const std::string &dir, EvalResult &out) {
+Evaluation::Evaluation(Executor &executor, const plan::Training &training)
+    : executor_(executor), ignoreIndex_(training.ignore_index()) {}
+
+Evaluation::~Evaluation() = default;
+
+Status Evaluation::open(Executor &executor, const plan::Training &training,
+                        const std::string &dir,
+                        std::unique_ptr<Evaluation> &out) {
   if (training.loss() != "cross_entropy")
     return Status::error("--eval scores a classifier's logits against its "
                          "labels; this artifact trains the model's own "
@@ -41,54 +47,58 @@ Status evaluateDataset(Executor &executor, const plan::Training &training,
   if ((logits->dtype != DType::F32 && logits->dtype != DType::F64) ||
       logits->rank() < 2)
     return Status::error("--eval reads f32 or f64 logits [B, ..., C]; '" +
-                         logitsName + "' is " +
-                         logits->describe());
+                         logitsName + "' is " + logits->describe());
   auto highOf = [&](const std::string &name) {
     auto it = training.int_input_high().find(name);
     return it == training.int_input_high().end() ? int64_t(2) : it->second;
   };
+  std::unique_ptr<Evaluation> e(new Evaluation(executor, training));
+  e->dir_ = dir;
+  e->logits_ = logits;
   std::vector<LoaderInput> inputs;
   for (const std::string &name : executor.getInputNames("forward"))
     inputs.push_back({name, executor.findInput(name), highOf(name)});
   // The labels, which the forward program does not read: logits' shape
   // without its last dimension.
-  TensorView labels;
-  labels.dtype = DType::I64;
-  labels.shape.assign(logits->shape.begin(), logits->shape.end() - 1);
-  std::vector<int64_t> labelValues(size_t(labels.numel()));
-  labels.data = labelValues.data();
-  std::string labelsName =
-      training.labels_input().empty() ? "labels" : training.labels_input();
-  inputs.push_back({labelsName, &labels, highOf(labelsName)});
-
-  std::unique_ptr<ArrayDataset> dataset;
+  e->labels_.dtype = DType::I64;
+  e->labels_.shape.assign(logits->shape.begin(), logits->shape.end() - 1);
+  e->labelValues_.resize(size_t(e->labels_.numel()));
+  e->labels_.data = e->labelValues_.data();
+  inputs.push_back({"labels", &e->labels_, highOf("labels")});
   if (Status s = ArrayDataset::open(dir, inputs, training.ignore_index(),
-                                    /*partial=*/false, dataset);
+                                    /*partial=*/false, e->dataset_);
       !s)
     return s;
-  uint64_t batch = uint64_t(logits->shape[0]);
-  uint64_t perSample = uint64_t(labels.numel()) / batch;
-  int64_t classes = logits->shape.back();
+  out = std::move(e);
+  return Status::ok();
+}
+
+Status Evaluation::run(EvalResult &out) {
+  const TensorView &logits = *logits_;
+  uint64_t batch = uint64_t(logits.shape[0]);
+  uint64_t perSample = uint64_t(labels_.numel()) / batch;
+  int64_t classes = logits.shape.back();
+  const ArrayDataset &dataset = *dataset_;
   out = EvalResult();
-  out.samples = dataset->samples();
+  out.samples = dataset.samples();
   double lossSum = 0;
-  for (uint64_t start = 0; start < dataset->samples(); start += batch) {
+  for (uint64_t start = 0; start < dataset.samples(); start += batch) {
     // The last batch repeats its last sample; those rows are not scored.
-    uint64_t count = std::min(batch, dataset->samples() - start);
+    uint64_t count = std::min(batch, dataset.samples() - start);
     for (uint64_t b = 0; b < batch; ++b)
-      for (size_t i = 0; i < dataset->inputs(); ++i)
-        dataset->copySample(i, start + std::min(b, count - 1), int64_t(b));
-    if (Status s = executor.run("forward"); !s)
+      for (size_t i = 0; i < dataset.inputs(); ++i)
+        dataset.copySample(i, start + std::min(b, count - 1), int64_t(b));
+    if (Status s = executor_.run("forward"); !s)
       return Status::error("--eval, samples " + std::to_string(start) + "+: " +
                            s.message());
     for (uint64_t j = 0; j < count * perSample; ++j) {
-      int64_t label = labelValues[j];
-      if (label == training.ignore_index())
+      int64_t label = labelValues_[j];
+      if (label == ignoreIndex_)
         continue;
       auto at = [&](int64_t c) {
         uint64_t i = j * uint64_t(classes) + uint64_t(c);
-        return logits->dtype == DType::F32 ? double(logits->as<float>()[i])
-                                           : logits->as<double>()[i];
+        return logits.dtype == DType::F32 ? double(logits.as<float>()[i])
+                                          : logits.as<double>()[i];
       };
       int64_t best = 0;
       for (int64_t c = 1; c < classes; ++c)
@@ -103,9 +113,9 @@ Status evaluateDataset(Executor &executor, const plan::Training &training,
     }
   }
   if (out.scored == 0)
-    return Status::error("dataset '" + dir + "' has no label to score (all "
+    return Status::error("dataset '" + dir_ + "' has no label to score (all "
                          "equal --ignore-index " +
-                         std::to_string(training.ignore_index()) + ")");
+                         std::to_string(ignoreIndex_) + ")");
   out.loss = lossSum / double(out.scored);
   out.accuracy = double(out.correct) / double(out.scored);
   return Status::ok();

@@ -407,10 +407,13 @@ int evaluateForwardOnDataset(const RunArguments &args,
     return error("--eval needs a training artifact (its loss names the "
                  "logits and labels); '" + args.artifactDir +
                  "' was compiled with --forward-only");
+  std::unique_ptr<Evaluation> evaluation;
   EvalResult result;
-  if (Status s = evaluateDataset(executor, artifact.getPlan().training(),
-                                 args.train.evalData, result);
+  if (Status s = Evaluation::open(executor, artifact.getPlan().training(),
+                                  args.train.evalData, evaluation);
       !s)
+    return error(s.message());
+  if (Status s = evaluation->run(result); !s)
     return error(s.message());
   std::cout << describeEval(result, args.train.evalData) << "\n";
   if (!args.train.logPath.empty()) {

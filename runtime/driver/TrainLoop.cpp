@@ -528,7 +528,9 @@ private:
   /// The line after the last step.
   void printSummary();
   /// --export-onnx: the model with the trained weights.
-  /// --eval: the dataset's loss and accuracy with the trained weights.
+  /// --eval: the folder checked before step 1, then scored with the
+  /// trained weights.
+  bool openEvaluation();
   bool evaluate();
   bool exportOnnx();
   /// --sample: the text the trained model continues --prompt with.
@@ -546,6 +548,7 @@ private:
   std::shared_ptr<Device> device_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<DataLoader> loader_;
+  std::unique_ptr<Evaluation> evaluation_;
   // Pipeline stages: this rank's stage and its programs, the lanes the
   // micro-batches are sampled for, a loader per micro-batch, the last
   // stage's losses.
@@ -595,7 +598,8 @@ int TrainingRun::run() {
 
 int TrainingRun::runPhases() {
   if (!createExecutor() || !lockAndPeekCheckpoint() || !createLoader() ||
-      !findScalars() || !resumeAndOpenLog() || !initLossScaling())
+      !openEvaluation() || !findScalars() || !resumeAndOpenLog() ||
+      !initLossScaling())
     return 1;
   traceStep_ = options_.traceStep > 0 ? uint64_t(options_.traceStep) : steps_;
   tailFrom_ = steps_ - std::max<uint64_t>((steps_ - start_) / 10, 1);
@@ -1244,15 +1248,23 @@ void TrainingRun::printSummary() {
   std::cout << line;
 }
 
-bool TrainingRun::evaluate() {
+bool TrainingRun::openEvaluation() {
+  if (options_.evalData.empty())
+    return true;
   if (comm_ && world_ > 1)
     return fail("--eval scores a one-rank run; evaluate a distributed run's "
                 "checkpoint with strata-run --consolidate, then --forward "
                 "--eval on a one-rank artifact");
-  EvalResult result;
-  if (Status s = evaluateDataset(*executor_, training_, options_.evalData,
-                                 result);
+  if (Status s = Evaluation::open(*executor_, training_, options_.evalData,
+                                  evaluation_);
       !s)
+    return fail(s.message());
+  return true;
+}
+
+bool TrainingRun::evaluate() {
+  EvalResult result;
+  if (Status s = evaluation_->run(result); !s)
     return fail(s.message());
   std::cout << describeEval(result, options_.evalData) << "\n";
   if (log_.is_open()) {

@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace strata::plan {
 class Plan;
@@ -105,11 +106,32 @@ struct EvalResult {
   uint64_t correct = 0, scored = 0, samples = 0;
 };
 
-/// Scores the forward program's logits (the loss's `logits_output`) on
-/// every sample of the dataset folder `dir` in order, with the executor's
-/// current weights; nothing is updated (docs/data.md).
-Status evaluateDataset(Executor &executor, const plan::Training &training,
-                       const std::string &dir, EvalResult &out);
+class ArrayDataset;
+
+/// --eval: the forward program's logits (the loss's `logits_output`) scored
+/// against the labels of a dataset folder, every sample in order, with the
+/// executor's current weights; nothing is updated (docs/data.md).
+class Evaluation {
+public:
+  ~Evaluation();
+  /// Checks the artifact and opens (and checks) the folder `dir`: before
+  /// training, so a bad folder is refused before step 1.
+  static Status open(Executor &executor, const plan::Training &training,
+                     const std::string &dir, std::unique_ptr<Evaluation> &out);
+  /// Runs the forward program over the folder and scores it.
+  Status run(EvalResult &out);
+
+private:
+  Evaluation(Executor &executor, const plan::Training &training);
+  Executor &executor_;
+  int64_t ignoreIndex_;
+  std::string dir_;
+  const TensorView *logits_ = nullptr;
+  TensorView labels_;
+  std::vector<int64_t> labelValues_;
+  std::unique_ptr<ArrayDataset> dataset_;
+};
+
 /// "eval DIR: loss L | accuracy A (C of N labels) | S samples"
 std::string describeEval(const EvalResult &result, const std::string &dir);
 /// The --log record: {"eval": DIR, "after_step": S, "loss": ..., ...}.
