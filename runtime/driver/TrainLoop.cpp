@@ -1252,9 +1252,11 @@ bool TrainingRun::openEvaluation() {
   if (options_.evalData.empty())
     return true;
   if (comm_ && world_ > 1)
-    return fail("--eval scores a one-rank run; evaluate a distributed run's "
-                "checkpoint with strata-run --consolidate, then --forward "
-                "--eval on a one-rank artifact");
+    return fail("--eval scores on one rank: save a checkpoint "
+                "(--save-every), then run strata-run ONE.strata --forward "
+                "--eval DIR --checkpoint-dir CKPT --resume with the model "
+                "compiled for one rank (the checkpoint is resharded as it "
+                "loads)");
   if (Status s = Evaluation::open(*executor_, training_, options_.evalData,
                                   evaluation_);
       !s)
