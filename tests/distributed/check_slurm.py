@@ -35,7 +35,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
-DAEMONS = ("slurmctld", "slurmd", "srun", "sbatch", "sinfo")
+SLURM_TOOLS = ("slurmctld", "slurmd", "srun", "sbatch", "sinfo")
 
 
 def skip_or_fail(message):
@@ -157,7 +157,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bin", required=True)
     args = parser.parse_args()
-    missing = [t for t in DAEMONS if not shutil.which(t)]
+    missing = [t for t in SLURM_TOOLS if not shutil.which(t)]
     if missing:
         skip_or_fail("slurm-wlm is not installed (no " + ", ".join(missing) +
                      ")")
