@@ -287,22 +287,21 @@ Status checkConvertible(const Array &a, DType to) {
                          ", which " + input + " cannot hold exactly");
   };
   // Conversions exact for every value by the types alone.
-  if (a.kind == Array::Bool)
+  if (a.kind == Array::Bool ||
+      (a.kind == Array::Float && (to == DType::F64 || a.width <= 4)))
     return Status::ok();
-  if (a.kind == Array::Float)
-    return (to == DType::F64 || a.width <= 4)
-               ? Status::ok()
-               : [&] {
-                   for (uint64_t i = 0; i < n; ++i) {
-                     double v = a.floatAt(i);
-                     if (!std::isnan(v) && double(float(v)) != v) {
-                       char text[32];
-                       std::snprintf(text, sizeof(text), "%.17g", v);
-                       return refuse(i, text);
-                     }
-                   }
-                   return Status::ok();
-                 }();
+  if (a.kind == Array::Float) {
+    // float64 into float32: each value must be a float32.
+    for (uint64_t i = 0; i < n; ++i) {
+      double v = a.floatAt(i);
+      if (!std::isnan(v) && double(float(v)) != v) {
+        char text[32];
+        std::snprintf(text, sizeof(text), "%.17g", v);
+        return refuse(i, text);
+      }
+    }
+    return Status::ok();
+  }
   // Integers: by value where the width alone does not settle it.
   bool isSigned = a.kind == Array::Signed;
   for (uint64_t i = 0; i < n; ++i) {
@@ -315,13 +314,14 @@ Status checkConvertible(const Array &a, DType to) {
       exact = v >= INT32_MIN && v <= INT32_MAX;
       break;
     case DType::F32:
-      exact = std::llabs(v) <= (1ll << 24) ||
-              (double(float(double(v))) == double(v) &&
-               int64_t(double(v)) == v);
+    case DType::F64: {
+      // Exact in double (2^63 itself is not an int64), and for float32
+      // exact in float too.
+      double d = double(v);
+      exact = d < 0x1p63 && int64_t(d) == v &&
+              (to == DType::F64 || double(float(d)) == d);
       break;
-    case DType::F64:
-      exact = std::llabs(v) <= (1ll << 53) || int64_t(double(v)) == v;
-      break;
+    }
     default:
       break;
     }

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -137,6 +138,14 @@ TEST(ArrayDataTest, LossyConversionsAreRefused) {
             "'" + dir / "x.npy" +
                 "' (<i8) holds 16777217 at sample 1, which input 'x' "
                 "(float32) cannot hold exactly");
+  // Into float64: 2^60 is exact, INT64_MAX rounds (to 2^63, no int64).
+  OwnedTensor wide(DType::F64, {1, 1});
+  writeNpy(dir / "x.npy", "<i8", {2, 1},
+           std::vector<int64_t>{1ll << 60, INT64_MAX});
+  EXPECT_EQ(openError(dir.path(), {{"x", &wide.view}}),
+            "'" + dir / "x.npy" +
+                "' (<i8) holds 9223372036854775807 at sample 1, which input "
+                "'x' (float64) cannot hold exactly");
   // An int64 outside int32; floats into an integer input (x.npy, which
   // would feed nothing, out of the way).
   std::filesystem::remove(dir / "x.npy");
