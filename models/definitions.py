@@ -330,6 +330,31 @@ class MLP(nn.Module):
 
 
 # --------------------------------------------------------------------------
+# A small CNN for scikit-learn's 8 x 8 digits (models/digits.py)
+# --------------------------------------------------------------------------
+
+
+class DigitsCNN(nn.Module):
+    """Two 3 x 3 convolutions with max pooling and a linear head: 8 x 8
+    grey images in, 10 class logits out."""
+
+    def __init__(self, channels=16, num_classes=10):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, channels, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(channels, 2 * channels, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        )
+        self.head = nn.Linear(2 * channels * 2 * 2, num_classes)
+
+    def forward(self, image):
+        return self.head(torch.flatten(self.features(image), 1))
+
+
+# --------------------------------------------------------------------------
 # Vision: a small ViT and a CIFAR-style ResNet-18 (32 x 32 images)
 # --------------------------------------------------------------------------
 

@@ -44,6 +44,17 @@ def token_batch(tokens, batch, length, step, micro, accum, seed):
     return x, y
 
 
+def dataset_batch(arrays, batch, step, micro, accum, seed):
+    """The batch strata-run --data DIR feeds (docs/data.md): `arrays` maps
+    each input (and "labels") to its .npy array, all of N rows; sample k is
+    row splitmix64(splitmix64(seed) ^ k) % N of every one."""
+    mix = splitmix64(seed)
+    n = len(next(iter(arrays.values())))
+    rows = [splitmix64(mix ^ sample_index(step, micro, accum, batch, b)) % n
+            for b in range(batch)]
+    return {name: array[rows] for name, array in arrays.items()}
+
+
 def synthetic_input(name, shape, dtype, high, step, micro, accum, seed):
     """The synthetic values of one input: ints in [0, high), floats in
     [-1, 1)."""
@@ -70,7 +81,11 @@ def self_test():
     print("token_batch start rows:", x[:, 0].tolist())
     print("synthetic labels:", synthetic_input("labels", [2, 3], np.int64,
                                                 10, 0, 0, 1, 0).tolist())
+    rows = dataset_batch({"x": np.arange(100)}, 12, 0, 0, 1, 7)["x"]
+    print("dataset rows (N = 100, seed 7):", rows.tolist())
     assert splitmix64(0) == 0xe220a8397b1dcdaf
+    # tests/runtime/ArrayDataTest.cpp pins the same rows.
+    assert rows.tolist() == [21, 15, 81, 93, 34, 30, 93, 4, 84, 82, 33, 31]
 
 
 if __name__ == "__main__":

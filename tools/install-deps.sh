@@ -11,12 +11,16 @@ packages=(
   libgtest-dev
   python3-onnx
   clang-19 libclang-rt-19-dev # the libFuzzer build (tools/fuzz.sh)
+  python3-sklearn python3-torch # digits.cnn and python.readme (docs/data.md, docs/python.md)
+  slurm-wlm # slurm.srun: a one-node cluster (docs/distributed.md)
 )
 # python3-onnx: models/generate_model.py writes the weightless models the
-# compile-scale test compiles. `tools/install-deps.sh --models` adds what
+# compile-scale test compiles. python3-sklearn brings python3-numpy: the
+# digits dataset (models/digits.py); python3-torch: the strata Python
+# package's compile() exports with torch.onnx.export. `tools/install-deps.sh --models` adds what
 # models/ needs to re-export from PyTorch.
 if [[ "${1:-}" == "--models" ]]; then
-  packages+=(python3-torch python3-numpy python3-torchvision)
+  packages+=(python3-numpy python3-torchvision)
 fi
 
 missing=()

@@ -123,6 +123,40 @@ private:
   std::thread thread_;
 };
 
+/// A task srun started (SLURM_STEP_ID and SLURM_PROCID set) finds its peers
+/// through PMI only when srun offered it one (--mpi=pmix; Debian's OpenMPI
+/// reads PMIx alone): without, MPI_Init would abort with a page of text.
+Status checkSlurmLaunch() {
+  if (!std::getenv("SLURM_STEP_ID") || !std::getenv("SLURM_PROCID"))
+    return Status::ok();
+  if (std::getenv("PMIX_RANK") || std::getenv("PMI_RANK") ||
+      std::getenv("OMPI_COMM_WORLD_RANK"))
+    return Status::ok();
+  std::string task = std::getenv("SLURM_PROCID");
+  return Status::error(
+      "task " + task +
+      " was started by srun without a PMI for MPI to find the other tasks "
+      "through: run srun --mpi=pmix (srun --mpi=list), or set "
+      "MpiDefault=pmix in slurm.conf");
+}
+
+/// Under srun, MPI's rank and size must be Slurm's task id and task count
+/// (SLURM_PROCID, SLURM_NTASKS): anything else means the tasks did not form
+/// one communicator.
+Status checkSlurmRanks(int rank, int size) {
+  const char *task = std::getenv("SLURM_PROCID");
+  const char *tasks = std::getenv("SLURM_NTASKS");
+  if (!std::getenv("SLURM_STEP_ID") || !task || !tasks)
+    return Status::ok();
+  if (std::atoi(task) == rank && std::atoi(tasks) == size)
+    return Status::ok();
+  return Status::error("MPI made this rank " + std::to_string(rank) + " of " +
+                       std::to_string(size) + " but srun started it as task " +
+                       task + " of " + tasks +
+                       " (SLURM_PROCID, SLURM_NTASKS): the tasks did not "
+                       "form one MPI job; run srun --mpi=pmix");
+}
+
 } // namespace
 
 struct Communicator::PendingSend {
@@ -158,6 +192,8 @@ Status Communicator::create(const TopologyInfo &topology, double timeoutSeconds,
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
+    if (Status s = checkSlurmLaunch(); !s)
+      return s;
     // The collective stream's thread calls MPI during a program, the main
     // thread between programs: never two at once.
     int provided;
@@ -184,6 +220,8 @@ Status Communicator::create(const TopologyInfo &topology, double timeoutSeconds,
   int size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &c->rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (Status s = checkSlurmRanks(c->rank_, size); !s)
+    return s;
   if (size != topology.world)
     return Status::error("the artifact was compiled for --world " +
                          std::to_string(topology.world) + " but " +

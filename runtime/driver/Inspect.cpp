@@ -1,6 +1,7 @@
 //===- Inspect.cpp - strata-inspect ---------------------------------------===//
 //
 // strata-inspect ARTIFACT [--json] [--trace OUT.json] [--memory-plot OUT.svg]
+// strata-inspect --log RUN.jsonl [--log ...] --plot OUT.svg (LogPlot.cpp)
 // What an artifact holds, read from its plan alone: programs, parameters and
 // shards, the topology and its groups, the memory plan (planned peak against
 // the lower bound, pages), the bytes a training step moves per collective
@@ -37,6 +38,7 @@ namespace {
 
 const char *kUsage =
     "USAGE: strata-inspect ARTIFACT.strata [options]\n"
+    "       strata-inspect --log RUN.jsonl [--log RUN2.jsonl ...] --plot OUT.svg\n"
     "\n"
     "Prints what a Strata artifact holds: programs, parameters, topology and\n"
     "groups, the memory plan, the bytes a step moves per link class.\n"
@@ -45,6 +47,9 @@ const char *kUsage =
     "  --trace OUT.json        the planned schedule, Chrome-trace JSON\n"
     "                          (open in https://ui.perfetto.dev)\n"
     "  --memory-plot OUT.svg   bytes live over one training step, by kind\n"
+    "  --log RUN.jsonl         a strata-run --log file (repeat to overlay)\n"
+    "  --plot OUT.svg          loss, learning rate, gradient norm and\n"
+    "                          throughput over the steps of the --log files\n"
     "  --help                  this text\n";
 
 int error(const std::string &message) {
@@ -1018,7 +1023,8 @@ bool writeMemoryPlot(const Inspection &in, const std::string &path) {
 } // namespace
 
 int inspectMain(int argc, char **argv) {
-  std::string dir, tracePath, plotPath;
+  std::string dir, tracePath, plotPath, logPlotPath;
+  std::vector<std::string> logs;
   bool json = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -1027,10 +1033,16 @@ int inspectMain(int argc, char **argv) {
       return 0;
     } else if (arg == "--json") {
       json = true;
-    } else if (arg == "--trace" || arg == "--memory-plot") {
+    } else if (arg == "--trace" || arg == "--memory-plot" || arg == "--plot") {
       if (i + 1 >= argc)
         return error(arg + " expects a file");
-      (arg == "--trace" ? tracePath : plotPath) = argv[++i];
+      (arg == "--trace" ? tracePath
+       : arg == "--plot" ? logPlotPath
+                         : plotPath) = argv[++i];
+    } else if (arg == "--log") {
+      if (i + 1 >= argc)
+        return error("--log expects a strata-run log file");
+      logs.push_back(argv[++i]);
     } else if (!arg.empty() && arg[0] == '-') {
       return error("unknown option '" + arg + "' (see --help)");
     } else if (dir.empty()) {
@@ -1039,6 +1051,21 @@ int inspectMain(int argc, char **argv) {
       return error("more than one artifact given: '" + dir + "' and '" + arg +
                    "'");
     }
+  }
+  if (!logs.empty() || !logPlotPath.empty()) {
+    if (logs.empty())
+      return error("--plot draws --log files; give at least one --log "
+                   "RUN.jsonl");
+    if (logPlotPath.empty())
+      return error("--log needs --plot OUT.svg");
+    if (!dir.empty())
+      return error("--log --plot reads logs, not an artifact ('" + dir +
+                   "')");
+    std::string message;
+    if (plotLogs(logs, logPlotPath, message) != 0)
+      return error(message);
+    std::cout << "wrote " << logPlotPath << "\n";
+    return 0;
   }
   if (dir.empty())
     return error("no artifact given (see --help)");

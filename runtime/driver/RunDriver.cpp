@@ -37,8 +37,12 @@ const char *kUsage =
     "--forward evaluates it once.\n"
     "\n"
     "TRAINING:\n"
-    "  --data FILE|synthetic   token file (raw little-endian ids) or generated\n"
-    "                          inputs (synthetic, the default)\n"
+    "  --data FILE|DIR|synthetic  token file (raw little-endian ids), a\n"
+    "                          folder of .npy arrays (one per input, and\n"
+    "                          labels.npy: docs/data.md) or generated inputs\n"
+    "                          (synthetic, the default)\n"
+    "  --eval DIR              after training, the loss and accuracy on the\n"
+    "                          dataset folder DIR (forward program only)\n"
     "  --data-dtype T          uint8 (bytes: text), uint16 (default) or uint32\n"
     "  --steps N               optimizer steps (default: strata-compile --steps)\n"
     "  --lr X                  base learning rate (default: the compiled one)\n"
@@ -75,6 +79,9 @@ const char *kUsage =
     "EVALUATION:\n"
     "  --forward               evaluate the forward pass once (with\n"
     "                          --checkpoint-dir DIR --resume: trained weights)\n"
+    "  --forward --eval DIR    instead: the loss and accuracy on the dataset\n"
+    "                          folder DIR (a training artifact's logits and\n"
+    "                          labels), with --log FILE a JSON record too\n"
     "  --input NAME=FILE       raw little-endian bytes for input NAME\n"
     "  --random-inputs SEED    fill inputs without --input: floats uniform in\n"
     "                          [-1, 1), integers uniform in [0, --int-high)\n"
@@ -284,12 +291,14 @@ std::optional<int> parseArguments(int argc, char **argv, RunArguments &args) {
         return error(arg + " expects a positive number, got '" + value + "'");
       }
     } else if (arg == "--data" || arg == "--data-dtype" || arg == "--log" ||
+               arg == "--eval" ||
                arg == "--checkpoint-dir" || arg == "--export-onnx" ||
                arg == "--consolidate" || arg == "--ssd-dir" ||
                arg == "--trace") {
       if (!next(value))
         return error(arg + " expects a value");
       (arg == "--data"           ? train.data
+       : arg == "--eval"         ? train.evalData
        : arg == "--data-dtype"   ? train.dataDtype
        : arg == "--log"          ? train.logPath
        : arg == "--export-onnx"  ? train.exportOnnx
@@ -390,6 +399,32 @@ int writeForwardOutputs(const RunArguments &args, const Executor &executor) {
   return 0;
 }
 
+/// strata-run ARTIFACT --forward --eval DIR: the dataset's loss and
+/// accuracy, printed and, with --log, appended as a JSON record.
+int evaluateForwardOnDataset(const RunArguments &args,
+                             const Artifact &artifact, Executor &executor) {
+  if (!artifact.getPlan().has_training())
+    return error("--eval needs a training artifact (its loss names the "
+                 "logits and labels); '" + args.artifactDir +
+                 "' was compiled with --forward-only");
+  std::unique_ptr<Evaluation> evaluation;
+  EvalResult result;
+  if (Status s = Evaluation::open(executor, artifact.getPlan().training(),
+                                  args.train.evalData, evaluation);
+      !s)
+    return error(s.message());
+  if (Status s = evaluation->run(result); !s)
+    return error(s.message());
+  std::cout << describeEval(result, args.train.evalData) << "\n";
+  if (!args.train.logPath.empty()) {
+    std::ofstream log(args.train.logPath, std::ios::app);
+    log << evalRecord(result, args.train.evalData, 0) << "\n";
+    if (!log)
+      return error("cannot write the log '" + args.train.logPath + "'");
+  }
+  return 0;
+}
+
 /// strata-run ARTIFACT --forward: evaluates the forward program once on
 /// `backend` and prints each output.
 int evaluateForward(const RunArguments &args, const std::string &backend) {
@@ -429,6 +464,8 @@ int evaluateForward(const RunArguments &args, const std::string &backend) {
         !s)
       return error(s.message());
   }
+  if (!args.train.evalData.empty())
+    return evaluateForwardOnDataset(args, *artifact, *executor);
   if (int code = fillForwardInputs(args, *executor))
     return code;
   if (Status s = executor->run(); !s)

@@ -16,6 +16,7 @@
 #include "plan.pb.h"
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
@@ -42,6 +43,12 @@ int error(const std::string &message) {
 
 double scalar(const TensorView &t) {
   return t.dtype == DType::F64 ? t.as<double>()[0] : double(t.as<float>()[0]);
+}
+
+/// --data names a dataset folder (not a token file).
+bool isFolder(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 /// strata-run --trace: one step's instructions as they ran, per stream,
@@ -521,6 +528,10 @@ private:
   /// The line after the last step.
   void printSummary();
   /// --export-onnx: the model with the trained weights.
+  /// --eval: the folder checked before step 1, then scored with the
+  /// trained weights.
+  bool openEvaluation();
+  bool evaluate();
   bool exportOnnx();
   /// --sample: the text the trained model continues --prompt with.
   bool printSample();
@@ -537,6 +548,7 @@ private:
   std::shared_ptr<Device> device_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<DataLoader> loader_;
+  std::unique_ptr<Evaluation> evaluation_;
   // Pipeline stages: this rank's stage and its programs, the lanes the
   // micro-batches are sampled for, a loader per micro-batch, the last
   // stage's losses.
@@ -586,7 +598,8 @@ int TrainingRun::run() {
 
 int TrainingRun::runPhases() {
   if (!createExecutor() || !lockAndPeekCheckpoint() || !createLoader() ||
-      !findScalars() || !resumeAndOpenLog() || !initLossScaling())
+      !openEvaluation() || !findScalars() || !resumeAndOpenLog() ||
+      !initLossScaling())
     return 1;
   traceStep_ = options_.traceStep > 0 ? uint64_t(options_.traceStep) : steps_;
   tailFrom_ = steps_ - std::max<uint64_t>((steps_ - start_) / 10, 1);
@@ -594,6 +607,8 @@ int TrainingRun::runPhases() {
     if (!runStep(s))
       return 1;
   printSummary();
+  if (!options_.evalData.empty() && !evaluate())
+    return 1;
   if (!options_.exportOnnx.empty() && !exportOnnx())
     return 1;
   if (options_.sampleTokens > 0 && !printSample())
@@ -669,9 +684,13 @@ bool TrainingRun::createLoader() {
   }
   if (options_.data == "synthetic")
     loader_ = DataLoader::synthetic(inputs, seed_, rank_, world_);
-  else if (Status s =
-               DataLoader::tokens(options_.data, options_.dataDtype, inputs,
-                                  seed_, loader_, rank_, world_);
+  else if (Status s = isFolder(options_.data)
+                          ? DataLoader::arrays(options_.data, inputs,
+                                               training_.ignore_index(), seed_,
+                                               loader_, rank_, world_)
+                          : DataLoader::tokens(options_.data,
+                                               options_.dataDtype, inputs,
+                                               seed_, loader_, rank_, world_);
            !s)
     return fail(s.message());
   return true;
@@ -702,10 +721,15 @@ bool TrainingRun::createStageLoaders() {
     if (options_.data == "synthetic")
       stageLoaders_[k] =
           DataLoader::synthetic(inputs, seed_, lane_, lanes_);
-    else if (Status s = DataLoader::tokens(options_.data, options_.dataDtype,
-                                           inputs, seed_,
-                                           stageLoaders_[k], lane_, lanes_,
-                                           /*partial=*/true);
+    else if (Status s =
+                 isFolder(options_.data)
+                     ? DataLoader::arrays(options_.data, inputs,
+                                          training_.ignore_index(), seed_,
+                                          stageLoaders_[k], lane_, lanes_,
+                                          /*partial=*/true)
+                     : DataLoader::tokens(options_.data, options_.dataDtype,
+                                          inputs, seed_, stageLoaders_[k],
+                                          lane_, lanes_, /*partial=*/true);
              !s)
       return fail(s.message());
   }
@@ -1222,6 +1246,36 @@ void TrainingRun::printSummary() {
                 tailSum_ / double(std::max<uint64_t>(tailCount_, 1)),
                 totalMs_ / double(steps_ - start_));
   std::cout << line;
+}
+
+bool TrainingRun::openEvaluation() {
+  if (options_.evalData.empty())
+    return true;
+  if (comm_ && world_ > 1)
+    return fail("--eval scores on one rank: save a checkpoint "
+                "(--save-every), then run strata-run ONE.strata --forward "
+                "--eval DIR --checkpoint-dir CKPT --resume with the model "
+                "compiled for one rank (the checkpoint is resharded as it "
+                "loads)");
+  if (Status s = Evaluation::open(*executor_, training_, options_.evalData,
+                                  evaluation_);
+      !s)
+    return fail(s.message());
+  return true;
+}
+
+bool TrainingRun::evaluate() {
+  EvalResult result;
+  if (Status s = evaluation_->run(result); !s)
+    return fail(s.message());
+  std::cout << describeEval(result, options_.evalData) << "\n";
+  if (log_.is_open()) {
+    log_ << evalRecord(result, options_.evalData, steps_) << "\n"
+         << std::flush;
+    if (!log_)
+      return fail("cannot write the log '" + options_.logPath + "'");
+  }
+  return true;
 }
 
 bool TrainingRun::exportOnnx() {

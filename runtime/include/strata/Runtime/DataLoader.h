@@ -52,6 +52,48 @@ public:
                        std::vector<LoaderInput> inputs, uint64_t seed,
                        std::unique_ptr<DataLoader> &out, int rank = 0,
                        int world = 1, bool partial = false);
+  /// A folder of .npy arrays (docs/data.md): one per input, named by
+  /// datasetFileName, and labels.npy. Every file is mapped and checked here
+  /// (shape, dtype, sample count, labels within [0, labelsHigh) or
+  /// `ignoreIndex`); sample k is row splitmix64(splitmix64(seed) ^ k) mod N.
+  /// `partial`: a pipeline stage's inputs, so files for other inputs are
+  /// no error.
+  static Status arrays(const std::string &dir, std::vector<LoaderInput> inputs,
+                       int64_t ignoreIndex, uint64_t seed,
+                       std::unique_ptr<DataLoader> &out, int rank = 0,
+                       int world = 1, bool partial = false);
+};
+
+/// The file in a dataset folder that holds input `name`: the name with
+/// every byte outside [A-Za-z0-9._-] written as %XX (upper-case hex), and
+/// ".npy" (`input_ids` -> input_ids.npy, `x:0` -> x%3A0.npy).
+std::string datasetFileName(const std::string &name);
+
+/// The arrays of a dataset folder, checked against the inputs they feed
+/// (DataLoader::arrays samples them; evaluation reads them in order).
+class ArrayDataset {
+public:
+  ~ArrayDataset();
+  /// Opens `dir`/datasetFileName(input) for every input (see
+  /// DataLoader::arrays); a one-line error naming the file and what is
+  /// wrong with it.
+  static Status open(const std::string &dir,
+                     const std::vector<LoaderInput> &inputs,
+                     int64_t ignoreIndex, bool partial,
+                     std::unique_ptr<ArrayDataset> &out);
+  /// Samples in every file (the first dimension).
+  uint64_t samples() const { return samples_; }
+  /// Copies sample `row` into row `b` of input `i`'s view, converted to the
+  /// input's dtype (exact: open checked every value).
+  void copySample(size_t i, uint64_t row, int64_t b) const;
+  size_t inputs() const { return arrays_.size(); }
+  const LoaderInput &input(size_t i) const;
+
+  struct Array;
+
+private:
+  std::vector<std::unique_ptr<Array>> arrays_;
+  uint64_t samples_ = 0;
 };
 
 } // namespace strata::runtime

@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace strata::plan {
 class Plan;
@@ -37,6 +38,8 @@ struct TrainOptions {
   bool cudaGraph = false;
   std::string data = "synthetic";
   std::string dataDtype = "uint16";
+  /// A dataset folder to score after training (or, with --forward, instead).
+  std::string evalData;
   int64_t steps = -1;   // -1: the artifact's
   uint64_t seed = 0;
   bool seedGiven = false; // --seed on the command line
@@ -95,6 +98,45 @@ void setOnnxExporter(OnnxExporter exporter);
 Status generateText(Executor &executor, const std::string &prompt,
                     int64_t count, int64_t topK, uint64_t seed,
                     std::string &out);
+
+/// What --eval measured over a dataset folder.
+struct EvalResult {
+  double loss = 0;     // mean cross-entropy over the scored labels
+  double accuracy = 0; // fraction of them whose largest logit is the label
+  uint64_t correct = 0, scored = 0, samples = 0;
+};
+
+class ArrayDataset;
+
+/// --eval: the forward program's logits (the loss's `logits_output`) scored
+/// against the labels of a dataset folder, every sample in order, with the
+/// executor's current weights; nothing is updated (docs/data.md).
+class Evaluation {
+public:
+  ~Evaluation();
+  /// Checks the artifact and opens (and checks) the folder `dir`: before
+  /// training, so a bad folder is refused before step 1.
+  static Status open(Executor &executor, const plan::Training &training,
+                     const std::string &dir, std::unique_ptr<Evaluation> &out);
+  /// Runs the forward program over the folder and scores it.
+  Status run(EvalResult &out);
+
+private:
+  Evaluation(Executor &executor, const plan::Training &training);
+  Executor &executor_;
+  int64_t ignoreIndex_;
+  std::string dir_;
+  const TensorView *logits_ = nullptr;
+  TensorView labels_;
+  std::vector<int64_t> labelValues_;
+  std::unique_ptr<ArrayDataset> dataset_;
+};
+
+/// "eval DIR: loss L | accuracy A (C of N labels) | S samples"
+std::string describeEval(const EvalResult &result, const std::string &dir);
+/// The --log record: {"eval": DIR, "after_step": S, "loss": ..., ...}.
+std::string evalRecord(const EvalResult &result, const std::string &dir,
+                       uint64_t step);
 
 /// The learning rate of optimizer step `step` (1-based) under the artifact's
 /// schedule, with base rate `lr`.
