@@ -65,6 +65,13 @@ require_privileges() {
     { echo "cluster.sh: cannot emulate a cluster here: tc (iproute2) is not installed" >&2; exit 77; }
 }
 
+# One emulated cluster at a time on this machine: up, down, bandwidth and run
+# hold this lock until they exit (a crashed holder's goes with its process).
+lock() {
+  exec 9>"$LOCK"
+  flock 9
+}
+
 # Parses a tc rate (500mbit, 1gbit, 100kbit, unlimited) into bits/s.
 rate_bits() {
   local r=${1,,} n unit
@@ -77,16 +84,24 @@ rate_bits() {
   esac
 }
 
+# Kills every process running in the namespaces of the nodes given by index
+# (all of them were started there by this script); prints how many.
+kill_processes() {
+  local i pid killed=0
+  for i; do
+    for pid in $(ip netns pids "$(ns_of "$i")" 2>/dev/null); do
+      kill -KILL "$pid" 2>/dev/null && killed=$((killed + 1))
+    done
+  done
+  echo "$killed"
+}
+
 # Removes every namespace, link and process of an emulated cluster: the
 # processes running in the nodes' namespaces first (a daemon left there would
 # keep the namespace's network alive).
 down() {
-  local i pid
-  for i in $(nodes); do
-    for pid in $(ip netns pids "$(ns_of "$i")" 2>/dev/null); do
-      kill -KILL "$pid" 2>/dev/null
-    done
-  done
+  local i
+  kill_processes $(nodes) >/dev/null
   for i in $(nodes); do
     ip netns delete "$(ns_of "$i")" 2>/dev/null
   done
@@ -227,12 +242,9 @@ link() {
 
 # Kills every process of a node, its Open MPI daemon included: the node dies.
 kill_node() {
-  local i=$1 pid killed=0
+  local i=$1
   ip netns list | grep -q "^$(ns_of "$i")\b" || die "kill: no node $i is up"
-  for pid in $(ip netns pids "$(ns_of "$i")"); do
-    kill -KILL "$pid" 2>/dev/null && killed=$((killed + 1))
-  done
-  note "node $i ($(ns_of "$i")): killed $killed process(es)"
+  note "node $i ($(ns_of "$i")): killed $(kill_processes "$i") process(es)"
 }
 
 # The number of processes in the nodes' namespaces that are ranks (not Open
@@ -265,12 +277,10 @@ run() {
   [[ $np =~ ^[0-9]+$ ]] && ((np >= 1)) || die "run: -n '$np' is not a rank count"
   [[ $n =~ ^[0-9]+$ ]] && ((n >= 1)) || die "run: -N '$n' is not a node count"
   ((np % n == 0)) || die "run: $np ranks do not split evenly over $n nodes"
+  [[ $grace =~ ^[0-9]+$ ]] || die "run: --grace '$grace' is not a whole number of seconds"
   local k=$((np / n)) hosts= i
   require_privileges
-  # One emulated cluster at a time on this machine; a crashed holder's lock
-  # is released with its process.
-  exec 9>"$LOCK"
-  flock 9
+  lock
   ((keep)) || trap 'down' EXIT
   trap 'exit 130' INT TERM
   up "$n" "$bandwidth" || exit 1
@@ -295,13 +305,12 @@ run() {
     --mca btl self,vader,tcp --mca btl_tcp_if_include "$SUBNET.0/24" \
     --mca oob_tcp_if_include "$SUBNET.0/24" \
     "${forward[@]}" --wdir "$PWD" "$@" 2> >(sed -u "${names[@]}" >&2) &
-  local launcher=$! since= rc started=0
+  local launcher=$! since= rc started=0 alive
   # Wait for mpirun; once a rank has ended, give it --grace seconds to end
   # the job (it cannot reach a daemon behind a link that is down), then end
   # it here.
   while kill -0 "$launcher" 2>/dev/null; do
     sleep 0.5
-    local alive
     alive=$(ranks_alive)
     ((alive >= np)) && started=1
     if [[ -z $since ]] && ((started && alive < np)); then
@@ -309,11 +318,7 @@ run() {
     fi
     if [[ -n $since ]] && ((SECONDS - since > grace)); then
       note "the job did not end within ${grace} s of a rank ending; ending it (mpirun $launcher and every process on the nodes)"
-      for i in $(nodes); do
-        for pid in $(ip netns pids "$(ns_of "$i")" 2>/dev/null); do
-          kill -KILL "$pid" 2>/dev/null
-        done
-      done
+      kill_processes $(nodes) >/dev/null
       kill -KILL "$launcher" 2>/dev/null
       break
     fi
@@ -324,48 +329,57 @@ run() {
   return "$rc"
 }
 
-cmd=${1:-}
-(($#)) && shift
-case $cmd in
-up)
-  n=2 bandwidth=unlimited
-  while (($#)); do
-    case $1 in
-    -N) n=$2; shift 2 ;;
-    --inter-node-bandwidth) bandwidth=$2; shift 2 ;;
-    *) die "up: unknown option '$1' (up -N NODES [--inter-node-bandwidth R])" ;;
-    esac
-  done
-  up "$n" "$bandwidth" ;;
-down) down ;;
-check) require_privileges; note "this machine can emulate a cluster" ;;
-run) run "$@" ;;
-agent) agent "$@" ;;
-bandwidth)
-  if (($#)); then
-    require_privileges
-    exec 9>"$LOCK"; flock 9
-    trap down EXIT
+# The whole command is one function, read before it runs: editing this file
+# during a run cannot change what the run executes.
+main() {
+  local cmd=${1:-} n bandwidth i
+  (($#)) && shift
+  case $cmd in
+  up)
     n=2 bandwidth=unlimited
     while (($#)); do
       case $1 in
       -N) n=$2; shift 2 ;;
       --inter-node-bandwidth) bandwidth=$2; shift 2 ;;
-      *) die "bandwidth: unknown option '$1'" ;;
+      *) die "up: unknown option '$1' (up -N NODES [--inter-node-bandwidth R])" ;;
       esac
     done
-    up "$n" "$bandwidth" || exit 1
-  fi
-  bandwidth ;;
-link) (($# == 2)) || die "usage: link NODE up|down"; link "$1" "$2" ;;
-kill) (($# == 1)) || die "usage: kill NODE"; kill_node "$1" ;;
-hosts) for i in $(nodes); do echo "$(ip_of "$i") $(ns_of "$i")"; done ;;
-counters) counters ;;
-status)
-  if [[ -f $STATE/cluster ]]; then
-    note "$(nodes | wc -l) node(s) up ($(hosts_line)), bandwidth $(cut -d' ' -f2 "$STATE/cluster")"
-  else
-    note "no emulated cluster is up"
-  fi ;;
-*) die "usage: cluster.sh up|down|check|run|bandwidth|link|kill|hosts|counters|status (see the header of $SELF)" ;;
-esac
+    require_privileges
+    lock
+    up "$n" "$bandwidth" ;;
+  down) lock; down ;;
+  check) require_privileges; note "this machine can emulate a cluster" ;;
+  run) run "$@" ;;
+  agent) agent "$@" ;;
+  bandwidth)
+    if (($#)); then
+      require_privileges
+      lock
+      trap down EXIT
+      n=2 bandwidth=unlimited
+      while (($#)); do
+        case $1 in
+        -N) n=$2; shift 2 ;;
+        --inter-node-bandwidth) bandwidth=$2; shift 2 ;;
+        *) die "bandwidth: unknown option '$1'" ;;
+        esac
+      done
+      up "$n" "$bandwidth" || exit 1
+    fi
+    bandwidth ;;
+  link) (($# == 2)) || die "usage: link NODE up|down"; link "$1" "$2" ;;
+  kill) (($# == 1)) || die "usage: kill NODE"; kill_node "$1" ;;
+  hosts) for i in $(nodes); do echo "$(ip_of "$i") $(ns_of "$i")"; done ;;
+  counters) counters ;;
+  status)
+    if [[ -f $STATE/cluster ]]; then
+      note "$(nodes | wc -l) node(s) up ($(hosts_line)), bandwidth $(cut -d' ' -f2 "$STATE/cluster")"
+    else
+      note "no emulated cluster is up"
+    fi ;;
+  *) die "usage: cluster.sh up|down|check|run|bandwidth|link|kill|hosts|counters|status (see the header of $SELF)" ;;
+  esac
+}
+
+main "$@"
+exit $?

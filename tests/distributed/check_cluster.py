@@ -19,7 +19,8 @@ cluster reproduces the uninterrupted run's losses exactly.
 
   --placement-test    an artifact compiled for another --gpus-per-node than
                       the launcher's ranks per node is refused in one line
-                      naming both.
+                      naming both; the run first cleans a 3-node cluster
+                      left up (as a crash leaves one) and leaves nothing.
 
     check_cluster.py --bin BUILD/bin --fault link-down|node-kill
     check_cluster.py --bin BUILD/bin --placement-test
@@ -173,6 +174,11 @@ def fault_test(args, work):
 
 def placement_test(args, work):
     art = compile_artifact(args.bin, work, gpus_per_node=4)
+    # A cluster of 3 nodes left up, as a crashed run would leave it: the
+    # next run's `up` removes it (the check of leftovers below sees
+    # strata-n2 otherwise).
+    subprocess.run([CLUSTER, "up", "-N", "3", "--inter-node-bandwidth",
+                    "1gbit"], check=True)
     code, err, _ = cluster_run(args.bin, art, work, "placement")
     expected = ("the launcher placed 2 ranks on this node "
                 "(OMPI_COMM_WORLD_LOCAL_SIZE=2) but the artifact was compiled "
