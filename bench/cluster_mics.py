@@ -16,7 +16,9 @@ at each inter-node bandwidth, interleaved (every schedule once per round,
 --rounds rounds), and prints per cell the median step time (rank 0's
 step_ms over the steps after the first), the bytes the nodes' veths
 received per step and the inter-node bytes the step log's ring model
-counts. Not part of CI (minutes); docs/distributed.md holds its table.
+counts, and the time one node's link needs for its share of those veth
+bytes at the slowest bandwidth (tools/cluster.sh bandwidth's measured
+rate). Not part of CI (minutes); docs/distributed.md holds its table.
 
     bench/cluster_mics.py --bin build/bin [--nodes 2,4] \\
         [--bandwidths 50mbit,100mbit,500mbit,unlimited] [--rounds 2]
@@ -120,10 +122,12 @@ def main():
           f"{args.steps}, best of {args.rounds} interleaved rounds")
     print("# link measured (tools/cluster.sh bandwidth): " +
           ", ".join(f"{b} {links[b]:.1f} Mbit/s" for b in bandwidths))
+    slowest = bandwidths[0]
     print("| nodes | schedule | " + " | ".join(f"ms/step @ {b}"
                                                for b in bandwidths) +
-          " | MB/step on veths | MB/step inter-node (ring model) |")
-    print("|---" * (4 + len(bandwidths)) + "|")
+          " | MB/step on veths | MB/step inter-node (ring model) | "
+          f"link ms/step @ {slowest} |")
+    print("|---" * (5 + len(bandwidths)) + "|")
     for nodes in map(int, args.nodes.split(",")):
         for name in SCHEDULES:
             cells = [min(r[0] for r in results[(nodes, b, name)])
@@ -131,9 +135,13 @@ def main():
             wire = statistics.median(r[1] for b in bandwidths
                                      for r in results[(nodes, b, name)])
             model = results[(nodes, bandwidths[0], name)][0][2]
+            # The time a node's link needs for its share of the veth bytes
+            # at the slowest measured rate.
+            link_ms = wire / nodes * 8 / (links[slowest] * 1e6) * 1e3
             print(f"| {nodes} | {name} | " +
                   " | ".join(f"{c:.0f}" for c in cells) +
-                  f" | {wire / 1e6:.2f} | {model / 1e6:.2f} |")
+                  f" | {wire / 1e6:.2f} | {model / 1e6:.2f} | "
+                  f"{link_ms:.0f} |")
     return 0
 
 
