@@ -13,7 +13,7 @@
 #   tools/cluster.sh up -N 2 [--inter-node-bandwidth 1gbit]
 #   tools/cluster.sh down
 #   tools/cluster.sh run -N 2 -n 4 [--inter-node-bandwidth R] [--grace S]
-#                        [--keep] -- strata-run ART ...
+#                        [--keep] [--mpirun-arg ARG]... -- strata-run ART ...
 #   tools/cluster.sh bandwidth [-N 2 --inter-node-bandwidth R]
 #   tools/cluster.sh link NODE up|down
 #   tools/cluster.sh kill NODE
@@ -261,16 +261,17 @@ ranks_alive() {
 }
 
 run() {
-  local n=2 np= bandwidth=unlimited grace=10 keep=0
+  local n=2 np= bandwidth=unlimited grace=10 keep=0 extra=()
   while (($#)); do
     case $1 in
     -N) n=$2; shift 2 ;;
     -n) np=$2; shift 2 ;;
+    --mpirun-arg) extra+=("$2"); shift 2 ;;
     --inter-node-bandwidth) bandwidth=$2; shift 2 ;;
     --grace) grace=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     --) shift; break ;;
-    *) die "run: unknown option '$1' (run -N NODES -n RANKS [--inter-node-bandwidth R] [--grace S] [--keep] -- COMMAND...)" ;;
+    *) die "run: unknown option '$1' (run -N NODES -n RANKS [--inter-node-bandwidth R] [--grace S] [--keep] [--mpirun-arg ARG]... -- COMMAND...)" ;;
     esac
   done
   (($#)) || die "run: no command after --"
@@ -304,7 +305,7 @@ run() {
     --mca plm_rsh_no_tree_spawn 1 \
     --mca btl self,vader,tcp --mca btl_tcp_if_include "$SUBNET.0/24" \
     --mca oob_tcp_if_include "$SUBNET.0/24" \
-    "${forward[@]}" --wdir "$PWD" "$@" 2> >(sed -u "${names[@]}" >&2) &
+    "${forward[@]}" "${extra[@]}" --wdir "$PWD" "$@" 2> >(sed -u "${names[@]}" >&2) &
   local launcher=$! since= rc started=0 alive
   # Wait for mpirun; once a rank has ended, give it --grace seconds to end
   # the job (it cannot reach a daemon behind a link that is down), then end

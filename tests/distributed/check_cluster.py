@@ -19,8 +19,10 @@ cluster reproduces the uninterrupted run's losses exactly.
 
   --placement-test    an artifact compiled for another --gpus-per-node than
                       the launcher's ranks per node is refused in one line
-                      naming both; the run first cleans a 3-node cluster
-                      left up (as a crash leaves one) and leaves nothing.
+                      naming both, and so are ranks dealt round-robin over
+                      the nodes (mpirun --map-by node); the run first
+                      cleans a 3-node cluster left up (as a crash leaves
+                      one) and leaves nothing.
 
     check_cluster.py --bin BUILD/bin --fault link-down|node-kill
     check_cluster.py --bin BUILD/bin --placement-test
@@ -69,11 +71,15 @@ def compile_artifact(bin_dir, work, gpus_per_node=2):
     return art
 
 
-def cluster_run(bin_dir, art, work, name, extra=(), during=None):
+def cluster_run(bin_dir, art, work, name, extra=(), during=None,
+                mpirun=()):
     """Runs ART on 2 nodes of 2 ranks; `during(log)` runs beside the job.
     Returns (exit status, stderr, seconds)."""
     log = os.path.join(work, name + ".jsonl")
-    cmd = [CLUSTER, "run", "-N", "2", "-n", "4", "--grace", str(GRACE), "--",
+    cmd = [CLUSTER, "run", "-N", "2", "-n", "4", "--grace", str(GRACE)]
+    for arg in mpirun:
+        cmd += ["--mpirun-arg", arg]
+    cmd += ["--",
            os.path.join(bin_dir, "strata-run"), art, "--quiet", "--log", log,
            "--timeout", str(TIMEOUT), "--save-every", "2", "--checkpoint-dir",
            os.path.join(work, name)] + list(extra)
@@ -191,7 +197,23 @@ def placement_test(args, work):
         print("the emulated cluster left behind:", cluster_leftovers())
         return 1
     line = next(l for l in err.splitlines() if expected in l)
+    # The right count per node, but ranks dealt round-robin over the nodes
+    # (rank 1 on node 1): the groups assume node-major numbering.
+    art = compile_artifact(args.bin, work)
+    code, err, _ = cluster_run(args.bin, art, work, "round-robin",
+                               mpirun=["--map-by", "node"])
+    expected = ("rank 1 is local rank 0 of its node "
+                "(OMPI_COMM_WORLD_LOCAL_RANK) but --gpus-per-node 2 numbers "
+                "ranks node-major (local rank 1)")
+    if code == 0 or expected not in err:
+        print("ranks dealt round-robin over the nodes were not refused:",
+              code, err[-2000:])
+        return 1
+    if cluster_leftovers():
+        print("the emulated cluster left behind:", cluster_leftovers())
+        return 1
     print("refused:", line)
+    print("refused:", next(l for l in err.splitlines() if expected in l))
     return 0
 
 
