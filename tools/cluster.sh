@@ -101,6 +101,7 @@ kill_processes() {
 # keep the namespace's network alive).
 down() {
   local i
+  # shellcheck disable=SC2046 # one argument per node
   kill_processes $(nodes) >/dev/null
   for i in $(nodes); do
     ip netns delete "$(ns_of "$i")" 2>/dev/null
@@ -261,7 +262,7 @@ ranks_alive() {
 }
 
 run() {
-  local n=2 np= bandwidth=unlimited grace=10 keep=0 extra=()
+  local n=2 np='' bandwidth=unlimited grace=10 keep=0 extra=()
   while (($#)); do
     case $1 in
     -N) n=$2; shift 2 ;;
@@ -279,7 +280,7 @@ run() {
   [[ $n =~ ^[0-9]+$ ]] && ((n >= 1)) || die "run: -N '$n' is not a node count"
   ((np % n == 0)) || die "run: $np ranks do not split evenly over $n nodes"
   [[ $grace =~ ^[0-9]+$ ]] || die "run: --grace '$grace' is not a whole number of seconds"
-  local k=$((np / n)) hosts= i
+  local k=$((np / n)) hosts='' i
   require_privileges
   lock
   ((keep)) || trap 'down' EXIT
@@ -306,7 +307,7 @@ run() {
     --mca btl self,vader,tcp --mca btl_tcp_if_include "$SUBNET.0/24" \
     --mca oob_tcp_if_include "$SUBNET.0/24" \
     "${forward[@]}" "${extra[@]}" --wdir "$PWD" "$@" 2> >(sed -u "${names[@]}" >&2) &
-  local launcher=$! since= rc started=0 alive
+  local launcher=$! since='' rc started=0 alive
   # Wait for mpirun; once a rank has ended, give it --grace seconds to end
   # the job (it cannot reach a daemon behind a link that is down), then end
   # it here.
@@ -319,6 +320,7 @@ run() {
     fi
     if [[ -n $since ]] && ((SECONDS - since > grace)); then
       note "the job did not end within ${grace} s of a rank ending; ending it (mpirun $launcher and every process on the nodes)"
+      # shellcheck disable=SC2046 # one argument per node
       kill_processes $(nodes) >/dev/null
       kill -KILL "$launcher" 2>/dev/null
       break
@@ -334,6 +336,8 @@ run() {
 # during a run cannot change what the run executes.
 main() {
   local cmd=${1:-} n bandwidth i
+  [[ $SUBNET =~ ^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] ||
+    die "STRATA_CLUSTER_SUBNET '$SUBNET' is not the first three numbers of a /24, like 10.213.77"
   (($#)) && shift
   case $cmd in
   up)
