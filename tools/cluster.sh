@@ -23,7 +23,8 @@
 # `run` brings the cluster up (cleaning any left by a crash), runs the job
 # under mpirun with n/N ranks per node, prints each node's veth byte counters
 # and tears everything down on exit, whatever happened. Once a rank has
-# ended mpirun gets --grace seconds (default 10)
+# ended mpirun gets --grace seconds (default 10; more than strata-run's
+# --timeout + 2, for the survivors to say what they waited for)
 # to end the job; after that this script ends it: it kills every process in
 # the nodes' namespaces and mpirun. Only names with the strata- prefix and
 # addresses on STRATA_CLUSTER_SUBNET (default 10.213.77, a /24) are used.
@@ -248,17 +249,21 @@ kill_node() {
   note "node $i ($(ns_of "$i")): killed $(kill_processes "$i") process(es)"
 }
 
-# The number of processes in the nodes' namespaces that are ranks (not Open
-# MPI's daemon, nor the shells that start it).
-ranks_alive() {
-  local i pid count=0 comm
+# "RANKS DAEMONS": the processes in the nodes' namespaces that are ranks,
+# and Open MPI's daemons (the shells that start them count as neither).
+census() {
+  local i pid ranks=0 daemons=0 comm
   for i in $(nodes); do
     for pid in $(ip netns pids "$(ns_of "$i")" 2>/dev/null); do
       comm=$(cat "/proc/$pid/comm" 2>/dev/null) || continue
-      case $comm in orted | sh | bash | unshare) ;; *) count=$((count + 1)) ;; esac
+      case $comm in
+      orted) daemons=$((daemons + 1)) ;;
+      sh | bash | unshare) ;;
+      *) ranks=$((ranks + 1)) ;;
+      esac
     done
   done
-  echo "$count"
+  echo "$ranks $daemons"
 }
 
 run() {
@@ -298,28 +303,39 @@ run() {
     forward+=(-x "$var")
   done
   # Between nodes TCP on the cluster's subnet only; within a node shared
-  # memory (vader). The launcher's environment gives each rank its node
+  # memory (vader). --enable-recovery: a node that dies does not end the
+  # job at once, so the survivors' collectives time out and name what they
+  # waited for and on which node (the grace below ends the job after). The launcher's environment gives each rank its node
   # (OMPI_COMM_WORLD_LOCAL_RANK / _LOCAL_SIZE), which strata-run checks
   # against the artifact's --gpus-per-node.
   mpirun --allow-run-as-root --oversubscribe -np "$np" --host "$hosts" \
     --map-by slot --mca plm_rsh_agent "$SELF agent" \
-    --mca plm_rsh_no_tree_spawn 1 \
+    --mca plm_rsh_no_tree_spawn 1 --enable-recovery \
     --mca btl self,vader,tcp --mca btl_tcp_if_include "$SUBNET.0/24" \
     --mca oob_tcp_if_include "$SUBNET.0/24" \
     "${forward[@]}" "${extra[@]}" --wdir "$PWD" "$@" 2> >(sed -u "${names[@]}" >&2) &
-  local launcher=$! since='' rc started=0 alive
-  # Wait for mpirun; once a rank has ended, give it --grace seconds to end
-  # the job (it cannot reach a daemon behind a link that is down), then end
-  # it here.
+  local launcher=$! rc seen=0 since='' idle=0 ranks daemons why=''
+  # Wait for mpirun. Once a rank has ended, it has --grace seconds to end
+  # the job (it cannot reach a daemon behind a link that is down, and with
+  # --enable-recovery it may not try); once daemons are left with no rank
+  # for 2 s (every rank ended), or 30 s if no rank was ever seen (they all
+  # ended between two looks, or never started), nothing can still report.
+  # Then the job is ended here.
   while kill -0 "$launcher" 2>/dev/null; do
-    sleep 0.5
-    alive=$(ranks_alive)
-    ((alive >= np)) && started=1
-    if [[ -z $since ]] && ((started && alive < np)); then
-      since=$SECONDS
-    fi
+    sleep 0.2
+    read -r ranks daemons < <(census)
+    ((ranks > seen)) && seen=$ranks
+    [[ -z $since ]] && ((ranks < seen)) && since=$SECONDS
+    if ((daemons > 0 && ranks == 0)); then idle=$((idle + 1)); else idle=0; fi
     if [[ -n $since ]] && ((SECONDS - since > grace)); then
-      note "the job did not end within ${grace} s of a rank ending; ending it (mpirun $launcher and every process on the nodes)"
+      why="within $grace s of a rank ending"
+    elif ((seen > 0 && idle > 10)); then
+      why="2 s after its last rank ended"
+    elif ((idle > 150)); then
+      why="in 30 s with its daemons up and no rank running"
+    fi
+    if [[ -n $why ]]; then
+      note "the job did not end $why; ending it (mpirun $launcher and every process on the nodes)"
       # shellcheck disable=SC2046 # one argument per node
       kill_processes $(nodes) >/dev/null
       kill -KILL "$launcher" 2>/dev/null
