@@ -22,11 +22,13 @@
 #
 # `run` brings the cluster up (cleaning any left by a crash), runs the job
 # under mpirun with n/N ranks per node, prints each node's veth byte counters
-# and tears everything down on exit, whatever happened. Once a rank has
-# ended mpirun gets --grace seconds (default 10; more than strata-run's
-# --timeout + 2, for the survivors to say what they waited for)
-# to end the job; after that this script ends it: it kills every process in
-# the nodes' namespaces and mpirun. Only names with the strata- prefix and
+# and tears everything down on exit, whatever happened. mpirun runs with
+# --enable-recovery: a node that dies does not end the job at once, so the
+# survivors' collectives time out naming what they waited for. Once a rank
+# has ended mpirun gets --grace seconds (default 10; more than strata-run's
+# --timeout + 2) to end the job, 2 s once every rank has ended; after that
+# this script ends it: it kills every process in the nodes' namespaces and
+# mpirun. Only names with the strata- prefix and
 # addresses on STRATA_CLUSTER_SUBNET (default 10.213.77, a /24) are used.
 #
 # Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN); without it every command but
@@ -69,6 +71,7 @@ require_privileges() {
 # One emulated cluster at a time on this machine: up, down, bandwidth and run
 # hold this lock until they exit (a crashed holder's goes with its process).
 lock() {
+  mkdir -p "${LOCK%/*}"
   exec 9>"$LOCK"
   flock 9
 }
