@@ -8,6 +8,7 @@ packages=(
   libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools
   libonnx-dev libprotobuf-dev protobuf-compiler
   libopenmpi-dev openmpi-bin libopenblas-dev
+  iproute2 util-linux # tools/cluster.sh: ip, tc; unshare, flock
   libgtest-dev
   python3-onnx
   clang-19 libclang-rt-19-dev # the libFuzzer build (tools/fuzz.sh)

@@ -157,6 +157,48 @@ Status checkSlurmRanks(int rank, int size) {
                        "form one MPI job; run srun --mpi=pmix");
 }
 
+/// Checks the launcher's placement against the artifact's ranks per node.
+/// One host for every rank is the emulation of nodes in one machine (any K
+/// goes); otherwise each node must hold K ranks, numbered node-major, as
+/// the groups assume. The launcher says where a rank is: Open MPI through
+/// OMPI_COMM_WORLD_LOCAL_RANK / _LOCAL_SIZE, MPICH's Hydra through
+/// MPI_LOCALRANKID / MPI_LOCALNRANKS; Slurm's SLURM_LOCALID /
+/// SLURM_TASKS_PER_NODE.
+Status checkPlacement(int rank, int world, int ranksPerNode) {
+  const char *names[][2] = {
+      {"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+      {"MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+      {"SLURM_LOCALID", "SLURM_TASKS_PER_NODE"}};
+  for (auto &name : names) {
+    const char *localRank = std::getenv(name[0]);
+    const char *localSize = std::getenv(name[1]);
+    if (!localRank || !localSize)
+      continue;
+    // SLURM_TASKS_PER_NODE reads "2(x4)" for 4 nodes of 2.
+    int local = std::atoi(localRank), size = std::atoi(localSize);
+    if (size <= 0 || size >= world)
+      return Status::ok();
+    if (size != ranksPerNode)
+      return Status::error(
+          "the launcher placed " + std::to_string(size) +
+          " ranks on this node (" + name[1] + "=" + localSize +
+          ") but the artifact was compiled with --gpus-per-node " +
+          std::to_string(ranksPerNode) + "; launch " +
+          std::to_string(ranksPerNode) +
+          " ranks per node or compile for --gpus-per-node " +
+          std::to_string(size));
+    if (local != rank % ranksPerNode)
+      return Status::error(
+          "rank " + std::to_string(rank) + " is local rank " + localRank +
+          " of its node (" + name[0] + ") but --gpus-per-node " +
+          std::to_string(ranksPerNode) + " numbers ranks node-major (local "
+          "rank " + std::to_string(rank % ranksPerNode) +
+          "); map ranks to nodes in order (mpirun --map-by slot)");
+    return Status::ok();
+  }
+  return Status::ok();
+}
+
 } // namespace
 
 struct Communicator::PendingSend {
@@ -230,6 +272,16 @@ Status Communicator::create(const TopologyInfo &topology, double timeoutSeconds,
                          std::to_string(topology.world) + ")");
   int p = topology.partition, r = c->rank_;
   int k = std::max(topology.ranksPerNode, 1);
+  if (Status placed = checkPlacement(r, size, k); !placed)
+    return placed;
+  char host[MPI_MAX_PROCESSOR_NAME] = {};
+  int hostLength = 0;
+  MPI_Get_processor_name(host, &hostLength);
+  std::vector<char> hosts(size_t(size) * MPI_MAX_PROCESSOR_NAME);
+  MPI_Allgather(host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, hosts.data(),
+                MPI_MAX_PROCESSOR_NAME, MPI_CHAR, MPI_COMM_WORLD);
+  for (int i = 0; i < size; ++i)
+    c->hosts_.emplace_back(&hosts[size_t(i) * MPI_MAX_PROCESSOR_NAME]);
   // Colours in Group order; within a colour, ranks keep their order.
   int colors[kGroups] = {r / p, r % (p * std::max(topology.stages, 1)), 0,
                          r / p * k + r % k, r / k};
@@ -403,12 +455,27 @@ void Communicator::abortStalled(Group group, const std::string &what) {
       (missing.empty()
            ? std::string("every rank arrived but the collective did not "
                          "finish")
-           : "rank(s) " + list(missing) + " never arrived") +
+           : "rank(s) " + list(missing) + " never arrived (" +
+                 nodesOf(missing) + ")") +
       "; aborting every rank\n";
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 3);
   std::abort();
+}
+
+std::string Communicator::nodesOf(const std::vector<int> &ranks) const {
+  int k = std::max(topology_.ranksPerNode, 1);
+  std::string out;
+  int last = -1;
+  for (int r : ranks)
+    if (r / k != last) {
+      last = r / k;
+      out += (out.empty() ? "node " : ", node ") + std::to_string(last);
+      if (size_t(r) < hosts_.size())
+        out += " on " + hosts_[r];
+    }
+  return out;
 }
 
 Status Communicator::waitAll(std::vector<void *> &requests, Group group,

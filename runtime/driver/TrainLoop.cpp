@@ -37,7 +37,8 @@ namespace strata::runtime {
 namespace {
 
 int error(const std::string &message) {
-  std::cerr << "strata-run: error: " << message << "\n";
+  // One write, so the ranks' lines do not interleave.
+  std::cerr << "strata-run: error: " + message + "\n";
   return 1;
 }
 

@@ -28,6 +28,13 @@ N ranks at the micro-batch G / (N A). It runs the second under mpirun with
     check_distributed.py --bin BUILD/bin --replica-fault-test
         a rank whose state is perturbed is caught by --check-replicas
     check_distributed.py --bin BUILD/bin --checkpoint-test
+        ...
+    check_distributed.py --bin BUILD/bin --cluster --world 4 \\
+        --ranks-per-node 2 --partition 4 --hierarchical on
+        the same checks on an emulated cluster of N / K nodes
+        (tools/cluster.sh: a network namespace per node, TCP between them),
+        and: the nodes' veths carried at least half the inter-node bytes the
+        log counts, and nothing of the cluster is left afterwards
         sharded checkpoints: kill and resume bit for bit, a different
         topology refused, --consolidate writes the whole weights (equal to a
         one-rank run's) and --export-onnx from them
@@ -45,11 +52,54 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+CLUSTER = os.path.join(ROOT, "tools", "cluster.sh")
 WIDTH = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2}
 
 
 def run(cmd, **kw):
     return subprocess.run(cmd, check=True, **kw)
+
+
+def launcher(args, n):
+    """The command prefix that starts N ranks: mpirun on this host, or
+    tools/cluster.sh on an emulated cluster of N / K nodes."""
+    if args.cluster:
+        return [CLUSTER, "run", "-N", str(n // args.ranks_per_node), "-n",
+                str(n), "--"]
+    return MPIRUN + ["-np", str(n)]
+
+
+def veth_bytes(stderr):
+    """The bytes the nodes received over their veths, from tools/cluster.sh
+    run's counters."""
+    return sum(int(b) for b in re.findall(r"^cluster\.sh: node \d+ .*, "
+                                          r"received (\d+) bytes$", stderr,
+                                          re.M))
+
+
+def cluster_leftovers():
+    """What an emulated cluster left behind: namespaces, links, qdiscs."""
+    left = []
+    for cmd in (["ip", "netns", "list"], ["ip", "-o", "link", "show"],
+                ["tc", "qdisc", "show"]):
+        out = subprocess.run(cmd, capture_output=True, text=True).stdout
+        left += [" ".join(cmd[:2]) + ": " + l.strip()
+                 for l in out.splitlines() if "strata-" in l]
+    return left
+
+
+def cluster_unavailable():
+    """None when tools/cluster.sh can emulate a cluster here; else its one
+    line, and ctest's skip code (77) on a developer machine, a failure
+    under CI (CI=true)."""
+    proc = subprocess.run([CLUSTER, "check"], capture_output=True, text=True)
+    if proc.returncode == 0:
+        return None
+    line = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else \
+        "tools/cluster.sh check failed"
+    print(line)
+    return 1 if os.environ.get("CI") == "true" or proc.returncode != 77 \
+        else 77
 
 
 def read_log(path):
@@ -190,7 +240,7 @@ def check_topology(args, work, ref_cache):
         run([compile_, onnx, "--batch", str(micro), "-o", ref] + topology +
             precision + ["--precision-storage", "f32"] + grouping)
         log = os.path.join(work, "ref-emulated.jsonl")
-        run(MPIRUN + ["-np", str(n), strata_run, ref, "--quiet", "--log", log])
+        run(launcher(args, n) + [strata_run, ref, "--quiet", "--log", log])
         ref_steps = read_log(log)
     elif key not in ref_cache:
         ref = os.path.join(work, "ref-%s.strata" % args.model)
@@ -210,10 +260,26 @@ def check_topology(args, work, ref_cache):
     summary = run([compile_, onnx, "--batch", str(micro), "--emit=summary"],
                   capture_output=True, text=True).stdout
     log = os.path.join(work, "dist.jsonl")
-    run(MPIRUN + ["-np", str(n), strata_run, dist, "--quiet",
-                  "--check-replicas", "--log", log])
+    proc = run(launcher(args, n) + [strata_run, dist, "--quiet",
+                                    "--check-replicas", "--log", log],
+               capture_output=args.cluster, text=True)
     dist_steps = read_log(log)
-    name = (f"{args.model} N={n} K={k} P={p} hier={args.hierarchical} "
+    wire = ""
+    if args.cluster:
+        sys.stderr.write(proc.stderr)
+        # TCP carried the inter-node bytes: the veths saw at least half
+        # of what the counters model (Open MPI's algorithms are not rings;
+        # shared memory would leave the veths near 0).
+        counted = sum(step["inter_node_bytes"] for step in read_log(log))
+        received = veth_bytes(proc.stderr)
+        if received < counted / 2:
+            return (f"cluster: the nodes' veths received {received} bytes, "
+                    f"the log counts {counted:.0f} inter-node bytes: the "
+                    f"ranks did not talk over TCP between nodes")
+        wire = (f"; {received} bytes over the nodes' veths for "
+                f"{counted:.0f} inter-node bytes counted")
+    name = (("cluster of %d nodes: " % (n // k) if args.cluster else "") +
+            f"{args.model} N={n} K={k} P={p} hier={args.hierarchical} "
             f"sync={args.grad_sync} A={a}" +
             (f" {args.dtype}" if args.dtype != "fp32" else ""))
     reference = "one rank" if args.dtype == "fp32" else "the f32 emulation"
@@ -272,7 +338,7 @@ def check_topology(args, work, ref_cache):
     ag = dist_steps[0]["bytes"]["all_gather"]
     print(f"{name}: {args.steps} steps equal {reference} (worst {worst:.2g}); "
           f"replicas identical; bytes match the formulas (all-gather "
-          f"intra {ag[0]:.0f} inter {ag[1]:.0f} per step)")
+          f"intra {ag[0]:.0f} inter {ag[1]:.0f} per step){wire}")
     return None
 
 
@@ -541,6 +607,9 @@ def main():
                          "emulation on the same topology, exactly")
     ap.add_argument("--ungrouped-reference", action="store_true",
                     help="compile the reference with --group-updates=false")
+    ap.add_argument("--cluster", action="store_true",
+                    help="run the ranks on an emulated cluster of "
+                         "world / ranks-per-node nodes (tools/cluster.sh)")
     ap.add_argument("--matrix", action="store_true")
     ap.add_argument("--models", default="gpt_tiny,bert_tiny")
     ap.add_argument("--timeout-test", action="store_true")
@@ -558,8 +627,12 @@ def main():
     if args.reduce_dtype_test:
         return reduce_dtype_test(args, work)
     refs = {}
+    if args.cluster and (unavailable := cluster_unavailable()):
+        return unavailable
     if not args.matrix:
         failure = check_topology(args, work, refs)
+        if args.cluster and not failure and (left := cluster_leftovers()):
+            failure = "the emulated cluster left behind: " + "; ".join(left)
         if failure:
             print(failure)
         return 1 if failure else 0

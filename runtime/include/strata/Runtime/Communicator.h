@@ -137,6 +137,8 @@ private:
   Status waitAll(std::vector<void *> &requests, Group group,
                  const std::string &what);
   [[noreturn]] void abortStalled(Group group, const std::string &what);
+  /// "node 1 on strata-n1, ..." for the nodes of `ranks`.
+  std::string nodesOf(const std::vector<int> &ranks) const;
 
   TopologyInfo topology_;
   int rank_ = 0;
@@ -148,6 +150,9 @@ private:
   uint64_t sequence_[kGroups] = {};
   Traffic traffic_ = {};
   std::vector<int> members_[kGroups];
+  /// Every rank's host name (MPI_Get_processor_name), for the messages
+  /// that name a node.
+  std::vector<std::string> hosts_;
   /// Point-to-point between stages: a duplicate of the world communicator,
   /// and the sends still in flight.
   void *p2p_ = nullptr;
