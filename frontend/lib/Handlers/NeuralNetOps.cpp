@@ -128,8 +128,6 @@ LogicalResult importBatchNorm(NodeImporter &n) {
   return success();
 }
 
-/// InstanceNormalization: per sample and channel over the spatial dims,
-/// y = (x - mean) / sqrt(var + epsilon) * scale[c] + bias[c].
 /// (x - mean) / sqrt(var + epsilon), the statistics over `axes` of x.
 FailureOr<Value> normalizeOver(NodeImporter &n, Value x,
                                ArrayRef<int64_t> axes, double epsilon) {
@@ -171,6 +169,8 @@ FailureOr<Value> applyAffine(NodeImporter &n, FailureOr<Value> normalized,
   return n.create<g::AddOp>({*scaled, *bias});
 }
 
+/// InstanceNormalization: per sample and channel over the spatial dims,
+/// y = (x - mean) / sqrt(var + epsilon) * scale[c] + bias[c].
 LogicalResult importInstanceNorm(NodeImporter &n) {
   Value x = n.getInput(0);
   RankedTensorType type = n.getInputType(0);
