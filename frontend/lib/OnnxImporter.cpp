@@ -7,9 +7,10 @@
 // which infers its results' shapes as it builds graph ops. Where Debian's
 // ONNX 1.12 knows the model's opset and IR version (opset <= 17, IR <= 8),
 // its checker and shape inference run too, as a second opinion the handlers'
-// shapes are compared against. Initializers become parameters when gradients can flow from them
-// to an output, buffers when they are batch-norm statistics, and constants
-// otherwise (so masks and shape tables fold away).
+// shapes are compared against. Initializers become parameters when
+// gradients can flow from them to an output, buffers when they are
+// batch-norm statistics, and constants otherwise (so masks and shape tables
+// fold away).
 //
 // This library is compiled with exceptions: protobuf and ONNX throw. Nothing
 // thrown crosses importOnnxFile/importOnnxText/importOnnxModel.
