@@ -398,7 +398,9 @@ LogicalResult importRange(NodeImporter &n) {
   double steps = std::ceil((*l - *s) / *d);
   if (!(steps <= kMaxCount))
     return n.fail("Range folds to more than 2^24 elements");
-  int64_t count = std::max<int64_t>(static_cast<int64_t>(steps), 0);
+  // A limit behind the start is no elements, however far behind (found by
+  // fuzz-onnx-import: -4e29 steps were converted to int64).
+  int64_t count = steps > 0 ? static_cast<int64_t>(steps) : 0;
   auto type = RankedTensorType::get({count}, element);
   if (isa<FloatType>(element)) {
     SmallVector<APFloat> values;
