@@ -44,9 +44,10 @@ public:
                      google::protobuf::RepeatedPtrField<onnx::NodeProto> &out);
 
 private:
-  std::string expandCall(const onnx::NodeProto &call,
-                         const onnx::FunctionProto &function, int depth,
-                         google::protobuf::RepeatedPtrField<onnx::NodeProto> &out);
+  std::string
+  expandCall(const onnx::NodeProto &call, const onnx::FunctionProto &function,
+             int depth,
+             google::protobuf::RepeatedPtrField<onnx::NodeProto> &out);
 
   std::map<std::pair<std::string, std::string>, const onnx::FunctionProto *>
       functions;
@@ -60,9 +61,9 @@ std::string callName(const onnx::NodeProto &node) {
   return node.output_size() ? node.output(0) : node.op_type();
 }
 
-std::string Inliner::expand(
-    const onnx::NodeProto &node, int depth,
-    google::protobuf::RepeatedPtrField<onnx::NodeProto> &out) {
+std::string
+Inliner::expand(const onnx::NodeProto &node, int depth,
+                google::protobuf::RepeatedPtrField<onnx::NodeProto> &out) {
   auto it = functions.find({node.domain(), node.op_type()});
   if (it == functions.end()) {
     *out.Add() = node;
@@ -71,14 +72,15 @@ std::string Inliner::expand(
   return expandCall(node, *it->second, depth, out);
 }
 
-std::string Inliner::expandCall(
-    const onnx::NodeProto &call, const onnx::FunctionProto &function,
-    int depth, google::protobuf::RepeatedPtrField<onnx::NodeProto> &out) {
+std::string
+Inliner::expandCall(const onnx::NodeProto &call,
+                    const onnx::FunctionProto &function, int depth,
+                    google::protobuf::RepeatedPtrField<onnx::NodeProto> &out) {
   std::string where = "call '" + callName(call) + "' of local function '" +
                       function.name() + "'";
   if (depth >= kMaxDepth)
-    return where + ": functions nest deeper than " +
-           std::to_string(kMaxDepth) + " (a function that calls itself?)";
+    return where + ": functions nest deeper than " + std::to_string(kMaxDepth) +
+           " (a function that calls itself?)";
   for (const auto &entry : function.opset_import())
     if (isDefaultDomain(entry.domain()) && entry.version() != opset)
       return llvm::formatv("{0}: the function imports opset {1} but the "
@@ -90,9 +92,8 @@ std::string Inliner::expandCall(
                          "function has {3} and {4}",
                          where, call.input_size(), call.output_size(),
                          function.input_size(), function.output_size());
-  std::string prefix =
-      callName(call) + "/" + function.name() + "#" + std::to_string(calls++) +
-      "/";
+  std::string prefix = callName(call) + "/" + function.name() + "#" +
+                       std::to_string(calls++) + "/";
   llvm::StringMap<std::string> actual;
   for (int i = 0; i < function.input_size(); ++i)
     actual[function.input(i)] = i < call.input_size() ? call.input(i) : "";

@@ -180,10 +180,14 @@ const std::vector<OnnxOpForm> &forms() {
   static const std::vector<OnnxOpForm> all = [] {
     std::vector<OnnxOpForm> result;
     for (const Row &row : kRows) {
-      OnnxOpForm form{row.op,        std::max(row.since, kMinOpset),
-                      row.minInputs, row.maxInputs,
-                      row.minOutputs, row.maxOutputs,
-                      row.maxInputs == kMany, {}};
+      OnnxOpForm form{row.op,
+                      std::max(row.since, kMinOpset),
+                      row.minInputs,
+                      row.maxInputs,
+                      row.minOutputs,
+                      row.maxOutputs,
+                      row.maxInputs == kMany,
+                      {}};
       llvm::SmallVector<StringRef> specs;
       StringRef(row.attributes).split(specs, ' ', -1, /*KeepEmpty=*/false);
       for (StringRef spec : specs) {

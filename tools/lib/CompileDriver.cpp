@@ -136,10 +136,11 @@ struct CompileOptions {
   cl::list<std::string> freeze{
       "freeze", cl::desc("Keep parameters matching a glob fixed (repeatable)"),
       cl::value_desc("glob"), cl::cat(category)};
-  cl::opt<bool> listOps{"list-onnx-ops",
-                        cl::desc("Print the supported ONNX ops, each with its opset range, "
-                                 "and exit"),
-                        cl::init(false), cl::cat(category)};
+  cl::opt<bool> listOps{
+      "list-onnx-ops",
+      cl::desc("Print the supported ONNX ops, each with its opset range, "
+               "and exit"),
+      cl::init(false), cl::cat(category)};
 
   /// The values of the training step's options.
   strata::TrainingConfig config() const {
