@@ -5,8 +5,10 @@
 // and outputs become the call's actual names, every other value of the body
 // gets a prefix unique to the call, and an attribute that refers to one of
 // the function's (ref_attr_name) takes the call's value or, when the call
-// does not set it, is left out (the op's default). Bodies may call other
-// local functions, to a bounded depth (a function calling itself is an
+// does not set it, the function's default for it (FunctionProto's
+// attribute_proto, IR version 9, read from the unknown fields of ONNX 1.12's
+// protobuf) or, without one, is left out (the op's default). Bodies may call
+// other local functions, to a bounded depth (a function calling itself is an
 // error, not an endless loop).
 //
 //===----------------------------------------------------------------------===//
@@ -14,9 +16,13 @@
 #include "OnnxFunctions.h"
 
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <google/protobuf/unknown_field_set.h>
+
 #include <map>
+#include <optional>
 
 using namespace strata::frontend;
 
@@ -54,6 +60,30 @@ private:
   int64_t opset = 0;
   int64_t calls = 0;
 };
+
+/// FunctionProto.attribute_proto: the attributes that have defaults (field
+/// 11 from IR version 9; ONNX 1.12's protobuf keeps it as an unknown field).
+constexpr int kAttributeProtoField = 11;
+
+/// The function's attributes with their defaults, if any: the names of
+/// `attribute` map to null.
+llvm::StringMap<std::optional<onnx::AttributeProto>>
+declaredAttributes(const onnx::FunctionProto &function) {
+  llvm::StringMap<std::optional<onnx::AttributeProto>> declared;
+  for (const auto &name : function.attribute())
+    declared[name] = std::nullopt;
+  const google::protobuf::UnknownFieldSet &unknown =
+      function.GetReflection()->GetUnknownFields(function);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const google::protobuf::UnknownField &field = unknown.field(i);
+    onnx::AttributeProto attr;
+    if (field.number() == kAttributeProtoField &&
+        field.type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED &&
+        attr.ParseFromString(field.length_delimited()) && !attr.name().empty())
+      declared[attr.name()] = attr;
+  }
+  return declared;
+}
 
 std::string callName(const onnx::NodeProto &node) {
   if (!node.name().empty())
@@ -106,14 +136,15 @@ Inliner::expandCall(const onnx::NodeProto &call,
     auto it = actual.find(name);
     return it != actual.end() ? it->second : prefix + name;
   };
-  llvm::StringMap<const onnx::AttributeProto *> given;
+  llvm::StringMap<std::optional<onnx::AttributeProto>> given =
+      declaredAttributes(function);
+  llvm::StringSet<> set;
   for (const auto &attr : call.attribute()) {
-    bool declared = false;
-    for (const auto &name : function.attribute())
-      declared |= name == attr.name();
-    if (!declared)
+    if (!given.contains(attr.name()))
       return where + ": the function has no attribute '" + attr.name() + "'";
-    given[attr.name()] = &attr;
+    if (!set.insert(attr.name()).second)
+      return where + ": attribute '" + attr.name() + "' is given twice";
+    given[attr.name()] = attr;
   }
 
   for (const auto &bodyNode : function.node()) {
@@ -129,7 +160,7 @@ Inliner::expandCall(const onnx::NodeProto &call,
       if (attr.ref_attr_name().empty())
         continue;
       auto value = given.find(attr.ref_attr_name());
-      if (value == given.end()) {
+      if (value == given.end() || !value->second) {
         attrs->DeleteSubrange(i, 1);
         continue;
       }

@@ -191,8 +191,10 @@ TEST_F(OnnxImporterTest, EveryOpStatesAnOpsetRange) {
 }
 
 /// A model whose function `local::Scale` (y = x * factor, factor an
-/// attribute reference) is called twice: both bodies are inlined, their
-/// inner values renamed apart, each with its call's factor.
+/// attribute reference with the default 5, an IR-9 attribute_proto that
+/// ONNX 1.12's protobuf keeps as unknown field 11) is called three times:
+/// every body is inlined, its inner values renamed apart, each with its
+/// call's factor or the default.
 static onnx::ModelProto modelWithScaleFunction(bool recursive) {
   onnx::ModelProto model;
   model.set_ir_version(8);
@@ -205,7 +207,12 @@ static onnx::ModelProto modelWithScaleFunction(bool recursive) {
   function.set_domain("local");
   function.add_input("x");
   function.add_output("y");
-  function.add_attribute("factor");
+  onnx::AttributeProto fallback;
+  fallback.set_name("factor");
+  fallback.set_type(onnx::AttributeProto::FLOAT);
+  fallback.set_f(5.0f);
+  function.mutable_unknown_fields()->AddLengthDelimited(
+      11, fallback.SerializeAsString());
   function.add_opset_import()->set_version(18);
   onnx::NodeProto &constant = *function.add_node();
   constant.set_op_type("Constant");
@@ -230,22 +237,25 @@ static onnx::ModelProto modelWithScaleFunction(bool recursive) {
   auto *type = input.mutable_type()->mutable_tensor_type();
   type->set_elem_type(onnx::TensorProto::FLOAT);
   type->mutable_shape()->add_dim()->set_dim_value(4);
-  for (auto [output, factor] : {std::pair{"a", 2.0f}, std::pair{"b", 3.0f}}) {
+  for (auto [output, factor] : {std::pair{"a", 2.0f}, std::pair{"b", 3.0f},
+                                std::pair{"c", 0.0f}}) {
     onnx::NodeProto &call = *graph.add_node();
     call.set_op_type("Scale");
     call.set_domain("local");
     call.add_input("x");
     call.add_output(output);
+    if (factor == 0.0f)
+      continue; // the function's default
     onnx::AttributeProto &attr = *call.add_attribute();
     attr.set_name("factor");
     attr.set_type(onnx::AttributeProto::FLOAT);
     attr.set_f(factor);
   }
-  onnx::NodeProto &add = *graph.add_node();
-  add.set_op_type("Add");
-  add.add_input("a");
-  add.add_input("b");
-  add.add_output("z");
+  onnx::NodeProto &sum = *graph.add_node();
+  sum.set_op_type("Sum");
+  for (const char *input : {"a", "b", "c"})
+    sum.add_input(input);
+  sum.add_output("z");
   graph.add_output()->set_name("z");
   return model;
 }
@@ -260,8 +270,8 @@ TEST_F(OnnxImporterTest, LocalFunctionsAreInlined) {
     if (matchPattern(mul.getRhs(), m_Constant(&value)))
       factors.push_back(value.getSplatValue<float>());
   });
-  EXPECT_EQ(factors, (std::vector<float>{2.0f, 3.0f}));
-  EXPECT_EQ(countOps(**module)["graph.add"], 1);
+  EXPECT_EQ(factors, (std::vector<float>{2.0f, 3.0f, 5.0f}));
+  EXPECT_EQ(countOps(**module)["graph.add"], 2);
 }
 
 TEST_F(OnnxImporterTest, RecursiveLocalFunctionIsAnError) {
