@@ -1,11 +1,16 @@
 //===- OnnxImporter.cpp - ONNX to the graph dialect -----------------------===//
 //
 // The import runs in stages, each of which can reject the model with one
-// line: parse (binary or text), opset, unsupported ops (all listed at once),
-// ONNX's checker, static input shapes, ONNX shape inference, then one handler
-// per node. Initializers become parameters when gradients can flow from them
-// to an output, buffers when they are batch-norm statistics, and constants
-// otherwise (so masks and shape tables fold away).
+// line: parse (binary or text), opset and IR version, inlining of local
+// functions, unsupported ops (all listed at once), Strata's own structural
+// checks (OnnxSchemas.cpp), static input shapes, then one handler per node,
+// which infers its results' shapes as it builds graph ops. Where Debian's
+// ONNX 1.12 knows the model's opset and IR version (opset <= 17, IR <= 8),
+// its checker and shape inference run too, as a second opinion the handlers'
+// shapes are compared against. Initializers become parameters when
+// gradients can flow from them to an output, buffers when they are
+// batch-norm statistics, and constants otherwise (so masks and shape tables
+// fold away).
 //
 // This library is compiled with exceptions: protobuf and ONNX throw. Nothing
 // thrown crosses importOnnxFile/importOnnxText/importOnnxModel.
@@ -17,7 +22,9 @@
 #include "strata/Frontend/ExternalData.h"
 
 #include "NodeImporter.h"
+#include "OnnxFunctions.h"
 #include "OnnxInferenceGuards.h"
+#include "OnnxSchemas.h"
 
 #include "strata/Dialect/Graph/IR/GraphOps.h"
 
@@ -77,7 +84,8 @@ private:
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    message.str());
   }
-  Error checkOpsetAndOps();
+  Error checkOpsetAndIrVersion();
+  Error checkSupportedOps();
   Error runChecker();
   Error resolveInputShapes();
   Error runShapeInference();
@@ -107,6 +115,9 @@ private:
   std::string baseDir, modelPath;
   const ImportOptions &options;
   int64_t opset = 0;
+  /// Whether ONNX 1.12's checker and shape inference know this model's opset
+  /// and IR version.
+  bool onnxLibraryKnowsModel = false;
 
   llvm::StringMap<Value> values;
   llvm::StringMap<const onnx::TensorProto *> initializers;
@@ -562,7 +573,7 @@ DenseElementsAttr ModelImporter::lookupConstant(StringRef name) {
   return *attr;
 }
 
-Error ModelImporter::checkOpsetAndOps() {
+Error ModelImporter::checkOpsetAndIrVersion() {
   bool found = false;
   for (const auto &entry : model.opset_import()) {
     if (entry.domain().empty() || entry.domain() == "ai.onnx") {
@@ -576,7 +587,16 @@ Error ModelImporter::checkOpsetAndOps() {
     return fail(llvm::formatv("opset {0} is outside the supported range "
                               "{1}..{2}; re-export with opset_version={3}",
                               opset, kMinOpset, kMaxOpset, 17));
+  if (model.ir_version() < 1 || model.ir_version() > kMaxIrVersion)
+    return fail(llvm::formatv("IR version {0} is outside the supported range "
+                              "1..{1}",
+                              model.ir_version(), kMaxIrVersion));
+  onnxLibraryKnowsModel = opset <= kOnnxLibraryMaxOpset &&
+                          model.ir_version() <= onnx::IR_VERSION;
+  return Error::success();
+}
 
+Error ModelImporter::checkSupportedOps() {
   const OpHandlerTable &table = getOpHandlerTable();
   SmallVector<std::string> unsupported;
   for (const auto &node : model.graph().node()) {
@@ -598,6 +618,8 @@ Error ModelImporter::checkOpsetAndOps() {
 }
 
 Error ModelImporter::runChecker() {
+  if (!onnxLibraryKnowsModel)
+    return Error::success();
   try {
     if (!modelPath.empty())
       onnx::checker::check_model(modelPath);
@@ -694,6 +716,8 @@ Error ModelImporter::resolveInputShapes() {
 }
 
 Error ModelImporter::runShapeInference() {
+  if (!onnxLibraryKnowsModel)
+    return Error::success();
   // Infer on a copy whose inputs carry the resolved static shapes. Large
   // initializers travel as typed inputs without data, so an inline model is
   // not held twice; small ones keep their values for data propagation.
@@ -903,20 +927,6 @@ Error ModelImporter::checkAgainstOnnxShapes(const onnx::NodeProto &node) {
 Error ModelImporter::importNode(const onnx::NodeProto &node, int64_t opset) {
   const OpHandler &handler = getOpHandlerTable().find(node.op_type())->second;
   std::string name = nodeName(node);
-  // ONNX's checker refuses an omitted ("") input only where the schema says
-  // Single; the handlers read every input of a variadic list (Sum, Concat).
-  if (const onnx::OpSchema *schema =
-          onnx::OpSchemaRegistry::Schema(node.op_type(), int(opset));
-      schema && !schema->inputs().empty()) {
-    const auto &formals = schema->inputs();
-    for (int i = 0; i < node.input_size(); ++i) {
-      const auto &formal = formals[std::min<size_t>(i, formals.size() - 1)];
-      if (node.input(i).empty() &&
-          formal.GetOption() != onnx::OpSchema::Optional)
-        return fail("node '" + name + "' (" + node.op_type() + "): input " +
-                    std::to_string(i) + " is omitted but is not optional");
-    }
-  }
   for (const auto &input : node.input())
     if (!input.empty() && !lookup(input)) {
       if (!nodeError.empty())
@@ -1086,8 +1096,15 @@ Error ModelImporter::verifyModule(ModuleOp module) {
 Expected<OwningOpRef<ModuleOp>> ModelImporter::run() {
   if (!model.has_graph())
     return fail("model has no graph");
-  if (Error e = checkOpsetAndOps())
+  if (Error e = checkOpsetAndIrVersion())
     return std::move(e);
+  if (std::string why = inlineLocalFunctions(model); !why.empty())
+    return fail(why);
+  if (Error e = checkSupportedOps())
+    return std::move(e);
+  if (std::string why = checkGraphStructure(model.graph(), opset);
+      !why.empty())
+    return fail(why);
   if (Error e = runChecker())
     return std::move(e);
   if (std::string why = findMalformedTensor(model.graph()); !why.empty())
@@ -1259,6 +1276,18 @@ strata::frontend::openOnnxWeights(StringRef path) {
   for (const auto &init : weights->model.graph().initializer())
     weights->byName[init.name()] = &init;
   return std::unique_ptr<OnnxWeights>(std::move(weights));
+}
+
+std::vector<OnnxOpSupport> strata::frontend::getSupportedOnnxOpsets() {
+  std::vector<OnnxOpSupport> ops;
+  for (const std::string &op : getSupportedOnnxOps()) {
+    int64_t since = kMaxOpset + 1;
+    for (const OnnxOpForm &form : getOnnxOpForms())
+      if (form.op == op)
+        since = std::min(since, form.since);
+    ops.push_back({op, since, kMaxOpset});
+  }
+  return ops;
 }
 
 std::vector<std::string> strata::frontend::getSupportedOnnxOps() {

@@ -8,6 +8,7 @@
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
@@ -174,9 +175,115 @@ TEST_F(OnnxImporterTest, OpsetOutsideTheRangeIsAnError) {
   std::string message = importError(R"(
     <ir_version: 7, opset_import: ["" : 11]>
     g (float[2] x) => (float[2] y) { y = Relu(x) })");
-  EXPECT_NE(message.find("opset 11 is outside the supported range 13..17"),
+  EXPECT_NE(message.find("opset 11 is outside the supported range 13..21"),
             std::string::npos)
       << message;
+}
+
+TEST_F(OnnxImporterTest, EveryOpStatesAnOpsetRange) {
+  std::vector<frontend::OnnxOpSupport> ops = frontend::getSupportedOnnxOpsets();
+  EXPECT_EQ(ops.size(), frontend::getSupportedOnnxOps().size());
+  for (const frontend::OnnxOpSupport &op : ops) {
+    EXPECT_GE(op.minOpset, frontend::kMinOpset) << op.op;
+    EXPECT_LE(op.minOpset, op.maxOpset) << op.op << " has no op form";
+    EXPECT_EQ(op.maxOpset, frontend::kMaxOpset) << op.op;
+  }
+}
+
+/// A model whose function `local::Scale` (y = x * factor, factor an
+/// attribute reference with the default 5, an IR-9 attribute_proto that
+/// ONNX 1.12's protobuf keeps as unknown field 11) is called three times:
+/// every body is inlined, its inner values renamed apart, each with its
+/// call's factor or the default.
+static onnx::ModelProto modelWithScaleFunction(bool recursive) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(18);
+  onnx::OperatorSetIdProto *local = model.add_opset_import();
+  local->set_domain("local");
+  local->set_version(1);
+  onnx::FunctionProto &function = *model.add_functions();
+  function.set_name("Scale");
+  function.set_domain("local");
+  function.add_input("x");
+  function.add_output("y");
+  onnx::AttributeProto fallback;
+  fallback.set_name("factor");
+  fallback.set_type(onnx::AttributeProto::FLOAT);
+  fallback.set_f(5.0f);
+  function.mutable_unknown_fields()->AddLengthDelimited(
+      11, fallback.SerializeAsString());
+  function.add_opset_import()->set_version(18);
+  onnx::NodeProto &constant = *function.add_node();
+  constant.set_op_type("Constant");
+  constant.add_output("t");
+  onnx::AttributeProto &ref = *constant.add_attribute();
+  ref.set_name("value_float");
+  ref.set_type(onnx::AttributeProto::FLOAT);
+  ref.set_ref_attr_name("factor");
+  onnx::NodeProto &mul = *function.add_node();
+  mul.set_op_type(recursive ? "Scale" : "Mul");
+  if (recursive)
+    mul.set_domain("local");
+  mul.add_input("x");
+  if (!recursive)
+    mul.add_input("t");
+  mul.add_output("y");
+
+  onnx::GraphProto &graph = *model.mutable_graph();
+  graph.set_name("scales");
+  onnx::ValueInfoProto &input = *graph.add_input();
+  input.set_name("x");
+  auto *type = input.mutable_type()->mutable_tensor_type();
+  type->set_elem_type(onnx::TensorProto::FLOAT);
+  type->mutable_shape()->add_dim()->set_dim_value(4);
+  for (auto [output, factor] : {std::pair{"a", 2.0f}, std::pair{"b", 3.0f},
+                                std::pair{"c", 0.0f}}) {
+    onnx::NodeProto &call = *graph.add_node();
+    call.set_op_type("Scale");
+    call.set_domain("local");
+    call.add_input("x");
+    call.add_output(output);
+    if (factor == 0.0f)
+      continue; // the function's default
+    onnx::AttributeProto &attr = *call.add_attribute();
+    attr.set_name("factor");
+    attr.set_type(onnx::AttributeProto::FLOAT);
+    attr.set_f(factor);
+  }
+  onnx::NodeProto &sum = *graph.add_node();
+  sum.set_op_type("Sum");
+  for (const char *input : {"a", "b", "c"})
+    sum.add_input(input);
+  sum.add_output("z");
+  graph.add_output()->set_name("z");
+  return model;
+}
+
+TEST_F(OnnxImporterTest, LocalFunctionsAreInlined) {
+  onnx::ModelProto model = modelWithScaleFunction(/*recursive=*/false);
+  auto module = frontend::importOnnxModel(context, model, ".");
+  ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
+  std::vector<float> factors;
+  (*module)->walk([&](graph::MulOp mul) {
+    DenseElementsAttr value;
+    if (matchPattern(mul.getRhs(), m_Constant(&value)))
+      factors.push_back(value.getSplatValue<float>());
+  });
+  EXPECT_EQ(factors, (std::vector<float>{2.0f, 3.0f, 5.0f}));
+  EXPECT_EQ(countOps(**module)["graph.add"], 2);
+}
+
+TEST_F(OnnxImporterTest, RecursiveLocalFunctionIsAnError) {
+  onnx::ModelProto model = modelWithScaleFunction(/*recursive=*/true);
+  auto module = frontend::importOnnxModel(context, model, ".");
+  ASSERT_FALSE(bool(module));
+  std::string message = llvm::toString(module.takeError());
+  EXPECT_NE(message.find("of local function 'Scale': functions nest deeper "
+                         "than 32"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos);
 }
 
 TEST_F(OnnxImporterTest, NonConstantShapeNamesTheNode) {

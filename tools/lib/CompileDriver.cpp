@@ -136,9 +136,11 @@ struct CompileOptions {
   cl::list<std::string> freeze{
       "freeze", cl::desc("Keep parameters matching a glob fixed (repeatable)"),
       cl::value_desc("glob"), cl::cat(category)};
-  cl::opt<bool> listOps{"list-onnx-ops",
-                        cl::desc("Print the supported ONNX ops and exit"),
-                        cl::init(false), cl::cat(category)};
+  cl::opt<bool> listOps{
+      "list-onnx-ops",
+      cl::desc("Print the supported ONNX ops, each with its opset range, "
+               "and exit"),
+      cl::init(false), cl::cat(category)};
 
   /// The values of the training step's options.
   strata::TrainingConfig config() const {
@@ -716,8 +718,10 @@ int strata::compileMain(int argc, char **argv) {
   // --list-onnx-ops needs no model; handle it before the required positional.
   for (int i = 1; i < argc; ++i)
     if (llvm::StringRef(argv[i]) == "--list-onnx-ops") {
-      for (const std::string &op : frontend::getSupportedOnnxOps())
-        llvm::outs() << op << "\n";
+      for (const frontend::OnnxOpSupport &op :
+           frontend::getSupportedOnnxOpsets())
+        llvm::outs() << op.op << " " << op.minOpset << ".." << op.maxOpset
+                     << "\n";
       return 0;
     }
   CompileOptions options;

@@ -34,6 +34,23 @@ LogicalResult importUnary(NodeImporter &n) {
   return n.setResult(n.createTyped<OpTy>(x.getType(), x));
 }
 
+/// Gelu (opset 20): exact, or with the tanh approximation.
+LogicalResult importGelu(NodeImporter &n) {
+  std::string approximate = n.getAttrString("approximate", "none");
+  if (approximate != "none" && approximate != "tanh")
+    return n.fail("approximate must be 'none' or 'tanh', not '" + approximate +
+                  "'");
+  Value x = n.getInput(0);
+  if (!isa<FloatType>(getElementTypeOrSelf(x.getType())))
+    return n.fail("the input must be a float tensor");
+  auto kind = approximate == "tanh" ? g::GeluApproximation::Tanh
+                                    : g::GeluApproximation::None;
+  return n.setResult(n.createTyped<g::GeluOp>(
+      x.getType(), x,
+      {n.attr("approximate",
+              g::GeluApproximationAttr::get(n.getContext(), kind))}));
+}
+
 /// LessOrEqual / GreaterOrEqual as the negation of the strict opposite.
 template <typename StrictOpposite>
 LogicalResult importNegatedCompare(NodeImporter &n) {
@@ -179,6 +196,7 @@ void strata::frontend::registerElementwiseHandlers(OpHandlerTable &table) {
   table["Reciprocal"] = importUnary<g::ReciprocalOp>;
   table["Tanh"] = importUnary<g::TanhOp>;
   table["Erf"] = importUnary<g::ErfOp>;
+  table["Gelu"] = importGelu;
   table["Relu"] = importUnary<g::ReluOp>;
   table["Sigmoid"] = importUnary<g::SigmoidOp>;
   table["Softplus"] = importUnary<g::SoftplusOp>;

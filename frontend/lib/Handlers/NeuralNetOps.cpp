@@ -128,20 +128,11 @@ LogicalResult importBatchNorm(NodeImporter &n) {
   return success();
 }
 
-/// InstanceNormalization: per sample and channel over the spatial dims,
-/// y = (x - mean) / sqrt(var + epsilon) * scale[c] + bias[c].
-LogicalResult importInstanceNorm(NodeImporter &n) {
-  Value x = n.getInput(0);
-  RankedTensorType type = n.getInputType(0);
-  int64_t rank = type.getRank();
-  if (rank < 3)
-    return n.fail("input must have rank >= 3");
-  SmallVector<NamedAttribute> reduce{
-      n.i64ArrayAttr("axes", llvm::to_vector(llvm::seq<int64_t>(2, rank))),
-      n.boolAttr("keepdims", true)};
-  // Per-channel operands as [C, 1, ...] to broadcast over the spatial dims.
-  SmallVector<int64_t> channelShape(rank - 1, 1);
-  channelShape[0] = type.getDimSize(1);
+/// (x - mean) / sqrt(var + epsilon), the statistics over `axes` of x.
+FailureOr<Value> normalizeOver(NodeImporter &n, Value x,
+                               ArrayRef<int64_t> axes, double epsilon) {
+  SmallVector<NamedAttribute> reduce{n.i64ArrayAttr("axes", axes),
+                                     n.boolAttr("keepdims", true)};
   FailureOr<Value> mean = n.create<g::ReduceMeanOp>({x}, reduce);
   if (failed(mean))
     return failure();
@@ -154,22 +145,95 @@ LogicalResult importInstanceNorm(NodeImporter &n) {
   FailureOr<Value> var = n.create<g::ReduceMeanOp>({*squared}, reduce);
   if (failed(var))
     return failure();
-  FailureOr<Value> shifted = n.create<g::AddOp>(
-      {*var, n.scalarLike(x, n.getAttrFloat("epsilon", 1e-5))});
+  FailureOr<Value> shifted =
+      n.create<g::AddOp>({*var, n.scalarLike(x, epsilon)});
   if (failed(shifted))
     return failure();
   FailureOr<Value> std = n.createTyped<g::SqrtOp>(shifted->getType(), *shifted);
   if (failed(std))
     return failure();
-  FailureOr<Value> normalized = n.create<g::DivOp>({*centered, *std});
-  FailureOr<Value> scale = n.reshape(n.getInput(1), channelShape);
-  FailureOr<Value> bias = n.reshape(n.getInput(2), channelShape);
+  return n.create<g::DivOp>({*centered, *std});
+}
+
+/// normalized * scale + bias, scale and bias (inputs 1 and 2) reshaped to
+/// `shape`.
+FailureOr<Value> applyAffine(NodeImporter &n, FailureOr<Value> normalized,
+                             ArrayRef<int64_t> shape) {
+  FailureOr<Value> scale = n.reshape(n.getInput(1), shape);
+  FailureOr<Value> bias = n.reshape(n.getInput(2), shape);
   if (failed(normalized) || failed(scale) || failed(bias))
     return failure();
   FailureOr<Value> scaled = n.create<g::MulOp>({*normalized, *scale});
   if (failed(scaled))
     return failure();
-  return n.setResult(n.create<g::AddOp>({*scaled, *bias}));
+  return n.create<g::AddOp>({*scaled, *bias});
+}
+
+/// InstanceNormalization: per sample and channel over the spatial dims,
+/// y = (x - mean) / sqrt(var + epsilon) * scale[c] + bias[c].
+LogicalResult importInstanceNorm(NodeImporter &n) {
+  Value x = n.getInput(0);
+  RankedTensorType type = n.getInputType(0);
+  int64_t rank = type.getRank();
+  if (rank < 3)
+    return n.fail("input must have rank >= 3");
+  // Per-channel operands as [C, 1, ...] to broadcast over the spatial dims.
+  SmallVector<int64_t> channelShape(rank - 1, 1);
+  channelShape[0] = type.getDimSize(1);
+  FailureOr<Value> normalized =
+      normalizeOver(n, x, llvm::to_vector(llvm::seq<int64_t>(2, rank)),
+                    n.getAttrFloat("epsilon", 1e-5));
+  return n.setResult(applyAffine(n, normalized, channelShape));
+}
+
+/// GroupNormalization: x [N, C, ...] viewed as [N, G, C/G * ...] and
+/// normalized over its last dim. Scale and bias are per channel ([C]) from
+/// opset 21; opset 18 gave them per group ([G]).
+LogicalResult importGroupNorm(NodeImporter &n) {
+  Value x = n.getInput(0);
+  RankedTensorType type = n.getInputType(0);
+  int64_t rank = type.getRank();
+  if (rank < 3)
+    return n.fail("input must have rank >= 3");
+  if (!isa<FloatType>(type.getElementType()))
+    return n.fail("the input must be a float tensor");
+  int64_t channels = type.getDimSize(1);
+  int64_t groups = n.getAttrInt("num_groups", 0);
+  if (groups <= 0 || channels % groups != 0)
+    return n.fail(llvm::formatv("num_groups ({0}) must be positive and "
+                                "divide the {1} channels",
+                                groups, channels)
+                      .str());
+  bool perChannel = n.getOpset() >= 21;
+  int64_t affineSize = perChannel ? channels : groups;
+  for (unsigned i : {1u, 2u})
+    if (n.getInputType(i).getNumElements() != affineSize ||
+        n.getInputType(i).getRank() != 1)
+      return n.fail(llvm::formatv("scale and bias must have shape [{0}] (one "
+                                  "per {1} at opset {2})",
+                                  affineSize,
+                                  perChannel ? "channel" : "group",
+                                  n.getOpset())
+                        .str());
+  int64_t batch = type.getDimSize(0);
+  FailureOr<Value> grouped =
+      n.reshape(x, {batch, groups, type.getNumElements() / (batch * groups)});
+  if (failed(grouped))
+    return failure();
+  FailureOr<Value> normalized =
+      normalizeOver(n, *grouped, {2}, n.getAttrFloat("epsilon", 1e-5));
+  if (failed(normalized))
+    return failure();
+  if (!perChannel) {
+    FailureOr<Value> result = applyAffine(n, normalized, {groups, 1});
+    if (failed(result))
+      return failure();
+    return n.setResult(n.reshape(*result, type.getShape()));
+  }
+  FailureOr<Value> restored = n.reshape(*normalized, type.getShape());
+  SmallVector<int64_t> channelShape(rank - 1, 1);
+  channelShape[0] = channels;
+  return n.setResult(applyAffine(n, restored, channelShape));
 }
 
 template <typename OpTy>
@@ -383,6 +447,7 @@ void strata::frontend::registerNeuralNetHandlers(OpHandlerTable &table) {
   table["LayerNormalization"] = importLayerNorm;
   table["BatchNormalization"] = importBatchNorm;
   table["InstanceNormalization"] = importInstanceNorm;
+  table["GroupNormalization"] = importGroupNorm;
   table["Softmax"] = importSoftmax<g::SoftmaxOp>;
   table["LogSoftmax"] = importSoftmax<g::LogSoftmaxOp>;
   table["Dropout"] = importDropout;

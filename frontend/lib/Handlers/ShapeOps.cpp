@@ -10,6 +10,7 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
 #include <limits>
@@ -180,6 +181,17 @@ LogicalResult importSplit(NodeImporter &n) {
     return failure();
   int64_t dim = type.getDimSize(*axis);
   SmallVector<int64_t> sizes;
+  // From opset 18 a split without sizes must say how many parts it makes.
+  if (n.getOpset() >= 18 && n.hasInput(1) == n.hasAttr("num_outputs"))
+    return n.fail("give either the split input or num_outputs, not both or "
+                  "neither");
+  if (n.hasAttr("num_outputs") &&
+      n.getAttrInt("num_outputs", 0) != int64_t(n.getNumOutputs()))
+    return n.fail(llvm::formatv("num_outputs is {0} but the node has {1} "
+                                "outputs",
+                                n.getAttrInt("num_outputs", 0),
+                                n.getNumOutputs())
+                      .str());
   if (n.hasInput(1)) {
     FailureOr<SmallVector<int64_t>> split = n.getConstantInts(1, "split");
     if (failed(split))
@@ -386,7 +398,9 @@ LogicalResult importRange(NodeImporter &n) {
   double steps = std::ceil((*l - *s) / *d);
   if (!(steps <= kMaxCount))
     return n.fail("Range folds to more than 2^24 elements");
-  int64_t count = std::max<int64_t>(static_cast<int64_t>(steps), 0);
+  // A limit behind the start is no elements, however far behind (found by
+  // fuzz-onnx-import: -4e29 steps were converted to int64).
+  int64_t count = steps > 0 ? static_cast<int64_t>(steps) : 0;
   auto type = RankedTensorType::get({count}, element);
   if (isa<FloatType>(element)) {
     SmallVector<APFloat> values;

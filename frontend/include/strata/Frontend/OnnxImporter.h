@@ -28,10 +28,15 @@ class ModelProto;
 namespace strata::frontend {
 
 /// The ONNX default-domain opsets the importer understands: from the one
-/// where axes became inputs to the newest that Debian's ONNX 1.12 (its
-/// checker and shape inference) knows.
+/// where most axes became inputs (ReduceSum, Squeeze, Unsqueeze, Split) to
+/// ONNX 1.16's (what recent PyTorch exporters write).
 inline constexpr int64_t kMinOpset = 13;
-inline constexpr int64_t kMaxOpset = 17;
+inline constexpr int64_t kMaxOpset = 21;
+/// The newest opset and IR version Debian's ONNX 1.12 knows: up to them its
+/// checker and shape inference also run at import.
+inline constexpr int64_t kOnnxLibraryMaxOpset = 17;
+/// The newest ONNX IR version the importer reads (ONNX 1.16's).
+inline constexpr int64_t kMaxIrVersion = 10;
 
 struct ImportOptions {
   /// Static shapes for graph inputs, by name (`--input-shape name=8x64`).
@@ -63,6 +68,15 @@ importOnnxModel(mlir::MLIRContext &context, onnx::ModelProto &model,
 
 /// The ONNX op types (default domain) the importer handles, sorted.
 std::vector<std::string> getSupportedOnnxOps();
+
+/// An op the importer handles and the opsets it handles it at.
+struct OnnxOpSupport {
+  std::string op;
+  int64_t minOpset, maxOpset;
+};
+
+/// getSupportedOnnxOps with each op's opset range, sorted by op.
+std::vector<OnnxOpSupport> getSupportedOnnxOpsets();
 
 /// The initializers of an ONNX model, read one at a time: what codegen
 /// writes into params.bin. External data is read by offset, so a large model
