@@ -207,46 +207,59 @@ Status calibrate(const CalibrateOptions &options, std::string &json) {
   out << "  \"gemm_rate\": [" << linear.str() << "],\n";
   out << "  \"gemm_grad_rate\": [" << gradWeight.str() << "],\n";
 
-  // Attention: seconds per score and per score and head element, from two
-  // head widths at one sequence length, forward and backward.
+  // Attention: seconds per score and per score and head element (from two
+  // head widths), forward and backward, plain and causal, by the sequence
+  // length (the work per row sets how well a row's loops run).
   {
-    const int64_t T = 256, H = 4;
-    double fwd[2] = {0, 0}, bwd[2] = {0, 0}, causalFwd[2] = {0, 0},
-           causalBwd[2] = {0, 0};
-    const int64_t widths[2] = {16, 64};
-    for (int i = 0; i < 2; ++i) {
-      int64_t D = widths[i];
-      Owned q(DType::F32, {H, T, D}, 3), k(DType::F32, {H, T, D}, 4),
-          v(DType::F32, {H, T, D}, 5), y(DType::F32, {H, T, D}),
-          dy(DType::F32, {H, T, D}, 6), dq(DType::F32, {H, T, D}),
-          dk(DType::F32, {H, T, D}), dv(DType::F32, {H, T, D});
-      KernelAttrs a;
-      a.set("scale", 1.0 / std::sqrt(double(D)));
-      a.set("causal", int64_t(0));
-      a.set("dropout_ratio", 0.0);
-      double scores = double(H * T * T);
-      fwd[i] = b.kernel("graph.attention", {&q, &k, &v}, {&y}, a) / scores;
-      bwd[i] = b.kernel("graph.attention_grad", {&dy, &q, &k, &v},
-                        {&dq, &dk, &dv}, a) /
-               scores;
-      // Causal: per score the simulator counts (half of them).
-      a.set("causal", int64_t(1));
-      causalFwd[i] = b.kernel("graph.attention", {&q, &k, &v}, {&y}, a) /
-                     (scores / 2);
-      causalBwd[i] = b.kernel("graph.attention_grad", {&dy, &q, &k, &v},
-                              {&dq, &dk, &dv}, a) /
-                     (scores / 2);
+    std::map<std::string, std::ostringstream> tables;
+    for (int64_t T : {64, 256, 1024}) {
+      const int64_t H = std::max<int64_t>(1, 16384 / T);
+      double fwd[2] = {0, 0}, bwd[2] = {0, 0}, causalFwd[2] = {0, 0},
+             causalBwd[2] = {0, 0};
+      const int64_t widths[2] = {16, 64};
+      for (int i = 0; i < 2; ++i) {
+        int64_t D = widths[i];
+        Owned q(DType::F32, {H, T, D}, 3), k(DType::F32, {H, T, D}, 4),
+            v(DType::F32, {H, T, D}, 5), y(DType::F32, {H, T, D}),
+            dy(DType::F32, {H, T, D}, 6), dq(DType::F32, {H, T, D}),
+            dk(DType::F32, {H, T, D}), dv(DType::F32, {H, T, D});
+        KernelAttrs a;
+        a.set("scale", 1.0 / std::sqrt(double(D)));
+        a.set("causal", int64_t(0));
+        a.set("dropout_ratio", 0.0);
+        double scores = double(H * T * T);
+        fwd[i] = b.kernel("graph.attention", {&q, &k, &v}, {&y}, a) / scores;
+        bwd[i] = b.kernel("graph.attention_grad", {&dy, &q, &k, &v},
+                          {&dq, &dk, &dv}, a) /
+                 scores;
+        // Causal: per score the simulator counts (half of them).
+        a.set("causal", int64_t(1));
+        causalFwd[i] = b.kernel("graph.attention", {&q, &k, &v}, {&y}, a) /
+                       (scores / 2);
+        causalBwd[i] = b.kernel("graph.attention_grad", {&dy, &q, &k, &v},
+                                {&dq, &dk, &dv}, a) /
+                       (scores / 2);
+      }
+      auto solve = [&](const double s[2], const std::string &name) {
+        double mac =
+            std::max(0.0, (s[1] - s[0]) / double(widths[1] - widths[0]));
+        // Both positive (the table's values are): a floor of 1e-15.
+        double score = std::max(1e-15, s[0] - mac * double(widths[0]));
+        mac = std::max(1e-15, mac);
+        for (auto [key, value] : {std::pair<std::string, double>{
+                                      name + "_score", score},
+                                  {name + "_mac", mac}}) {
+          std::ostringstream &row = tables[key];
+          row << (row.tellp() ? ", " : "") << T << ", " << number(value);
+        }
+      };
+      solve(fwd, "attention");
+      solve(bwd, "attention_grad");
+      solve(causalFwd, "attention_causal");
+      solve(causalBwd, "attention_grad_causal");
     }
-    auto solve = [&](const double s[2], const char *name) {
-      double mac = std::max(0.0, (s[1] - s[0]) / double(widths[1] - widths[0]));
-      double score = std::max(0.0, s[0] - mac * double(widths[0]));
-      out << "  \"" << name << "_score\": " << number(score) << ",\n";
-      out << "  \"" << name << "_mac\": " << number(mac) << ",\n";
-    };
-    solve(fwd, "attention");
-    solve(bwd, "attention_grad");
-    solve(causalFwd, "attention_causal");
-    solve(causalBwd, "attention_grad_causal");
+    for (auto &[key, row] : tables)
+      out << "  \"" << key << "\": [" << row.str() << "],\n";
   }
 
   // Per element of a kernel's operands, at three sizes

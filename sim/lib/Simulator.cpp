@@ -193,13 +193,15 @@ public:
     if ((forward || op == "graph.attention_grad") && inst.inputs_size() >= 2) {
       const plan::Attribute *causal = findAttr(inst, "causal");
       bool isCausal = causal && causal->int_value();
-      double score = forward ? c.attentionScore : c.attentionGradScore;
-      double mac = forward ? c.attentionMac : c.attentionGradMac;
-      if (isCausal && (c.causalScore > 0 || c.causalMac > 0)) {
-        score = forward ? c.causalScore : c.causalGradScore;
-        mac = forward ? c.causalMac : c.causalGradMac;
+      const Cluster::Table *score = forward ? &c.attentionScore
+                                            : &c.attentionGradScore;
+      const Cluster::Table *mac = forward ? &c.attentionMac
+                                          : &c.attentionGradMac;
+      if (isCausal && !c.causalScore.empty()) {
+        score = forward ? &c.causalScore : &c.causalGradScore;
+        mac = forward ? &c.causalMac : &c.causalGradMac;
       }
-      if (score <= 0 && mac <= 0)
+      if (score->empty() || mac->empty())
         return -1;
       // The operands: attention (q, k, v, ...), its gradient (dy, q, k, ...).
       const plan::Tensor &q = tensor(inst.inputs(forward ? 0 : 1));
@@ -209,7 +211,7 @@ public:
       double scores = elements(q) / std::max(d, 1.0) * t;
       if (isCausal)
         scores /= 2;
-      return scores * (score + mac * d);
+      return scores * (interpolate(*score, t) + interpolate(*mac, t) * d);
     }
     double operands = 0;
     for (uint32_t i : inst.inputs())
@@ -630,14 +632,6 @@ Status loadCluster(const std::string &path, Cluster &out) {
     return s;
   double emulated = 0;
   struct Field calibrated[] = {
-      {"attention_score", &c.attentionScore, false, false},
-      {"attention_mac", &c.attentionMac, false, false},
-      {"attention_grad_score", &c.attentionGradScore, false, false},
-      {"attention_grad_mac", &c.attentionGradMac, false, false},
-      {"attention_causal_score", &c.causalScore, false, false},
-      {"attention_causal_mac", &c.causalMac, false, false},
-      {"attention_grad_causal_score", &c.causalGradScore, false, false},
-      {"attention_grad_causal_mac", &c.causalGradMac, false, false},
       {"emulated_nodes", &emulated, false, false},
   };
   for (const Field &f : calibrated)
@@ -646,6 +640,18 @@ Status loadCluster(const std::string &path, Cluster &out) {
   c.emulatedNodes = emulated != 0;
   if (Status s = table("copy_seconds", c.copySeconds); !s)
     return s;
+  for (auto [key, rows] :
+       {std::pair<const char *, Cluster::Table *>{"attention_score",
+                                                  &c.attentionScore},
+        {"attention_mac", &c.attentionMac},
+        {"attention_grad_score", &c.attentionGradScore},
+        {"attention_grad_mac", &c.attentionGradMac},
+        {"attention_causal_score", &c.causalScore},
+        {"attention_causal_mac", &c.causalMac},
+        {"attention_grad_causal_score", &c.causalGradScore},
+        {"attention_grad_causal_mac", &c.causalGradMac}})
+    if (Status s = table(key, *rows); !s)
+      return s;
   for (const auto &entry : kv)
     if (entry.first.rfind("op.", 0) == 0)
       if (Status s = table(entry.first, c.opSeconds[entry.first.substr(3)]); !s)

@@ -55,12 +55,11 @@ struct Cluster {
   /// ascending: graph.linear / matmul, and linear_grad_weight.
   std::vector<std::pair<double, double>> gemmRate, gemmGradRate;
   /// Attention seconds per score (query-key pair) and per score and head
-  /// element: forward and backward.
-  double attentionScore = 0, attentionMac = 0, attentionGradScore = 0,
-         attentionGradMac = 0;
-  /// The same for causal attention, per score it computes (half).
-  double causalScore = 0, causalMac = 0, causalGradScore = 0,
-         causalGradMac = 0;
+  /// element, by the sequence length: forward and backward, and causal
+  /// (per score it computes, half).
+  using Table = std::vector<std::pair<double, double>>;
+  Table attentionScore, attentionMac, attentionGradScore, attentionGradMac;
+  Table causalScore, causalMac, causalGradScore, causalGradMac;
   /// Seconds per element of a kernel's operands, by op, as [elements,
   /// seconds] rows; and seconds per byte of a copy by its bytes (any other
   /// kernel: a copy of its operands or results, whichever is larger).
