@@ -205,6 +205,42 @@ void gemm(bool transB, int64_t m, int64_t n, int64_t k, const T *a, const T *b,
   gemmEx<T>(false, transB, m, n, k, a, k, b, transB ? k : n, c, n);
 }
 
+/// A sum in double in a fixed order that does not wait on one running
+/// total: kLanes partial sums, lane j taking the terms j, j + kLanes, ...
+/// of each add() (every add() starts again at lane 0), and total() adds
+/// the lanes pairwise. The order depends on the lengths alone, never on the
+/// CPU or the thread count; the lanes vectorize and hide the latency of the
+/// add that a single running sum is bound by (about 3 cycles a term).
+class LaneSum {
+public:
+  static constexpr int kLanes = 8;
+
+  /// Adds term(i) for i < n.
+  template <typename Term> void add(int64_t n, Term term) {
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+      for (int j = 0; j < kLanes; ++j)
+        lane[j] += term(i + j);
+    for (int j = 0; i < n; ++i, ++j)
+      lane[j] += term(i);
+  }
+
+  double total() const {
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+           ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+  }
+
+private:
+  double lane[kLanes] = {};
+};
+
+/// The sum of term(i), i < n, through one LaneSum.
+template <typename Term> double laneSum(int64_t n, Term term) {
+  LaneSum sum;
+  sum.add(n, term);
+  return sum.total();
+}
+
 /// The max (NaN wins, as in torch's max-reduction) of `len` > 0 elements
 /// `stride` apart, and the sum in double of exp(x - max): the log-sum-exp of
 /// softmax and cross entropy.
@@ -222,24 +258,19 @@ std::pair<T, double> maxAndExpSum(const T *in, int64_t len, int64_t stride) {
   return {max, sum};
 }
 
-/// e[j] = exp(row[j] - max) for j < n, and their sum in double, in order:
-/// the exponentials of a softmax row. Float rows take vectorExp
+/// e[j] = exp(row[j] - max) for j < n, and their sum in double (a
+/// LaneSum): the exponentials of a softmax row. Float rows take vectorExp
 /// (VectorMath.h, in float, as PyTorch's CPU softmax); double rows
 /// std::exp in double.
 template <typename T>
 double expAndSum(const T *row, T max, int64_t n, T *e) {
-  double sum = 0;
   if constexpr (std::is_same_v<T, float>) {
     expShifted(row, max, e, n);
-    for (int64_t j = 0; j < n; ++j)
-      sum += e[j];
   } else {
-    for (int64_t j = 0; j < n; ++j) {
+    for (int64_t j = 0; j < n; ++j)
       e[j] = std::exp(row[j] - max);
-      sum += e[j];
-    }
   }
-  return sum;
+  return laneSum(n, [&](int64_t j) { return double(e[j]); });
 }
 
 /// Row `i` of an attention block, the products q k^T of its first `keys`

@@ -75,20 +75,18 @@ Status layerNormGradKernel(KernelContext &ctx) {
     parallelFor(rows, rowGrain(len), [&](int64_t first, int64_t last) {
       for (int64_t r = first; r < last; ++r) {
         const T *row = in + r * len, *grow = g + r * len;
-        double sum = 0;
-        for (int64_t i = 0; i < len; ++i)
-          sum += row[i];
-        double mu = sum / double(len), sq = 0;
-        for (int64_t i = 0; i < len; ++i)
-          sq += (row[i] - mu) * (row[i] - mu);
+        double sum = laneSum(len, [&](int64_t i) { return double(row[i]); });
+        double mu = sum / double(len);
+        double sq = laneSum(
+            len, [&](int64_t i) { return (row[i] - mu) * (row[i] - mu); });
         double rs = 1.0 / std::sqrt(sq / double(len) + epsilon);
-        double meanDxhat = 0, meanDxhatXhat = 0;
-        for (int64_t i = 0; i < len; ++i) {
+        double meanDxhat = laneSum(len, [&](int64_t i) {
+          return double(grow[i]) * double(w[i]);
+        });
+        double meanDxhatXhat = laneSum(len, [&](int64_t i) {
           double xhat = (row[i] - mu) * rs;
-          double dxhat = double(grow[i]) * double(w[i]);
-          meanDxhat += dxhat;
-          meanDxhatXhat += dxhat * xhat;
-        }
+          return double(grow[i]) * double(w[i]) * xhat;
+        });
         meanDxhat /= double(len);
         meanDxhatXhat /= double(len);
         for (int64_t i = 0; i < len; ++i) {
@@ -142,27 +140,31 @@ Status batchNormGradKernel(KernelContext &ctx) {
     auto at = [&](int64_t n, int64_t c, int64_t s) {
       return (n * channels + c) * spatial + s;
     };
-    for (int64_t c = 0; c < channels; ++c) {
+    // Channels in parallel, each summed in LaneSum's fixed order.
+    parallelFor(channels, rowGrain(batch * spatial), [&](int64_t first,
+                                                         int64_t last) {
+    for (int64_t c = first; c < last; ++c) {
+      // The sum over the channel's planes of term(plane of x, plane of dy,
+      // s).
+      auto channelSum = [&](auto term) {
+        LaneSum sum;
+        for (int64_t n = 0; n < batch; ++n) {
+          const T *xs = in + at(n, c, 0), *gs = g + at(n, c, 0);
+          sum.add(spatial, [&](int64_t s) { return term(xs[s], gs[s]); });
+        }
+        return sum.total();
+      };
       double mean = runMean[c], var = runVar[c];
       if (training) {
-        double sum = 0, sq = 0;
-        for (int64_t n = 0; n < batch; ++n)
-          for (int64_t s = 0; s < spatial; ++s)
-            sum += in[at(n, c, s)];
-        mean = sum / count;
-        for (int64_t n = 0; n < batch; ++n)
-          for (int64_t s = 0; s < spatial; ++s)
-            sq += (in[at(n, c, s)] - mean) * (in[at(n, c, s)] - mean);
-        var = sq / count;
+        mean = channelSum([](T xv, T) { return double(xv); }) / count;
+        var = channelSum([&](T xv, T) {
+                return (xv - mean) * (xv - mean);
+              }) / count;
       }
       double rstd = 1.0 / std::sqrt(var + epsilon);
-      double dBias = 0, dScale = 0;
-      for (int64_t n = 0; n < batch; ++n)
-        for (int64_t s = 0; s < spatial; ++s) {
-          int64_t i = at(n, c, s);
-          dBias += g[i];
-          dScale += double(g[i]) * (in[i] - mean) * rstd;
-        }
+      double dBias = channelSum([](T, T gv) { return double(gv); });
+      double dScale = channelSum(
+          [&](T xv, T gv) { return double(gv) * (xv - mean) * rstd; });
       for (int64_t n = 0; n < batch; ++n)
         for (int64_t s = 0; s < spatial; ++s) {
           int64_t i = at(n, c, s);
@@ -174,6 +176,7 @@ Status batchNormGradKernel(KernelContext &ctx) {
       ctx.outputs[1].as<T>()[c] = static_cast<T>(dScale);
       ctx.outputs[2].as<T>()[c] = static_cast<T>(dBias);
     }
+    });
     return Status::ok();
   });
 }
