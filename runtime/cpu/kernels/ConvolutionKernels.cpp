@@ -59,12 +59,81 @@ inline std::pair<int64_t, int64_t> insideRange(int64_t out, int64_t in,
   return {std::min(lo, out), hi};
 }
 
+/// im2col of a 2-D window (the common case): the rows of each tap copied
+/// whole, the padding filled with zeros, without the N-d index stepping.
+template <typename T>
+void im2col2d(const T *x, int64_t cg, const Window &w, T *col, int64_t ld) {
+  const int64_t outH = w.out[0], outW = w.out[1], inH = w.in[0],
+                inW = w.in[1], strideH = w.strides[0], strideW = w.strides[1];
+  for (int64_t c = 0; c < cg; ++c) {
+    const T *plane = x + c * w.inPlane;
+    for (int64_t kh = 0; kh < w.kernel[0]; ++kh)
+      for (int64_t kw = 0; kw < w.kernel[1]; ++kw) {
+        int64_t offH = kh * w.dilations[0] - w.padBegin[0];
+        int64_t offW = kw * w.dilations[1] - w.padBegin[1];
+        auto [lo, hi] = insideRange(outW, inW, strideW, offW);
+        hi = std::max(lo, hi);
+        for (int64_t y = 0; y < outH; ++y) {
+          T *row = col + y * outW;
+          int64_t i = y * strideH + offH;
+          if (i < 0 || i >= inH) {
+            std::fill(row, row + outW, T(0));
+            continue;
+          }
+          const T *src = plane + i * inW + offW;
+          std::fill(row, row + lo, T(0));
+          if (strideW == 1)
+            std::copy(src + lo, src + hi, row + lo);
+          else
+            for (int64_t o = lo; o < hi; ++o)
+              row[o] = src[o * strideW];
+          std::fill(row + hi, row + outW, T(0));
+        }
+        col += ld;
+      }
+  }
+}
+
+/// col2im of a 2-D window: each tap's rows added back whole, in im2col's
+/// (tap, position) order, so every element of dx sums its terms as the
+/// N-d loop does.
+template <typename T>
+void col2im2d(const T *col, int64_t cg, const Window &w, T *x, int64_t ld) {
+  const int64_t outH = w.out[0], outW = w.out[1], inH = w.in[0],
+                inW = w.in[1], strideH = w.strides[0], strideW = w.strides[1];
+  for (int64_t c = 0; c < cg; ++c) {
+    T *plane = x + c * w.inPlane;
+    for (int64_t kh = 0; kh < w.kernel[0]; ++kh)
+      for (int64_t kw = 0; kw < w.kernel[1]; ++kw) {
+        int64_t offH = kh * w.dilations[0] - w.padBegin[0];
+        int64_t offW = kw * w.dilations[1] - w.padBegin[1];
+        auto [lo, hi] = insideRange(outW, inW, strideW, offW);
+        for (int64_t y = 0; y < outH; ++y) {
+          int64_t i = y * strideH + offH;
+          if (i < 0 || i >= inH)
+            continue;
+          const T *row = col + y * outW;
+          T *dst = plane + i * inW + offW;
+          if (strideW == 1)
+            for (int64_t o = lo; o < hi; ++o)
+              dst[o] += row[o];
+          else
+            for (int64_t o = lo; o < hi; ++o)
+              dst[o * strideW] += row[o];
+        }
+        col += ld;
+      }
+  }
+}
+
 /// Unfolds the [cg, in...] channels of one group into col[cg * K, P]: row
 /// (c, k...) holds, for every output position, the input element that
 /// kernel tap meets there, or 0 in the padding. Rows are `ld` elements
 /// apart (P: packed; more: one sample's columns of a batch's).
 template <typename T>
 void im2col(const T *x, int64_t cg, const Window &w, T *col, int64_t ld) {
+  if (w.spatial == 2)
+    return im2col2d(x, cg, w, col, ld);
   size_t n = w.spatial, last = n - 1;
   std::vector<int64_t> inStrides = rowMajorStrides(w.in); // scratch: rank-sized
   std::vector<int64_t> zero(n, 0), tap(n, 0), offset(n), pos(n, 0);
@@ -348,6 +417,8 @@ Status avgPoolKernel(KernelContext &ctx) {
 /// the [cg, in...] channels (taps in the padding are dropped).
 template <typename T>
 void col2im(const T *col, int64_t cg, const Window &w, T *x, int64_t ld) {
+  if (w.spatial == 2)
+    return col2im2d(col, cg, w, x, ld);
   size_t n = w.spatial, last = n - 1;
   std::vector<int64_t> inStrides = rowMajorStrides(w.in); // scratch
   std::vector<int64_t> zero(n, 0), tap(n, 0), offset(n), pos(n, 0);
