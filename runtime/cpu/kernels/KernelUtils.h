@@ -11,6 +11,7 @@
 
 #include "strata/Runtime/Kernel.h"
 #include "strata/Runtime/KernelChecks.h"
+#include "strata/Runtime/UnaryGrad.h"
 
 #include "kernels/VectorMath.h"
 
@@ -204,6 +205,16 @@ void gemm(bool transB, int64_t m, int64_t n, int64_t k, const T *a, const T *b,
           T *c) {
   gemmEx<T>(false, transB, m, n, k, a, k, b, transB ? k : n, c, n);
 }
+
+/// dx[i] = unaryDerivative(p, x[i], y[i], dy[i]) rounded to T, for i < n:
+/// graph.unary_grad and a fused program's gradient. One loop per kind, so
+/// the kind's switch folds away and the loop vectorizes, built for the
+/// CPU at hand as VectorMath.h's are (ElementwiseGradKernels.cpp).
+void unaryDerivativeLoop(const UnaryGradParams &p, const float *dy,
+                         const float *x, const float *y, float *dx, int64_t n);
+void unaryDerivativeLoop(const UnaryGradParams &p, const double *dy,
+                         const double *x, const double *y, double *dx,
+                         int64_t n);
 
 /// A sum in double in a fixed order that does not wait on one running
 /// total: kLanes partial sums, lane j taking the terms j, j + kLanes, ...

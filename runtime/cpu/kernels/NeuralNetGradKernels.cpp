@@ -121,6 +121,36 @@ Status layerNormGradKernel(KernelContext &ctx) {
   });
 }
 
+/// dx over one plane of a channel: dy, less (in training) its share of
+/// the batch's mean and of the normalized input's direction, times
+/// scale * rstd; built for the CPU at hand (VectorMath.h).
+template <typename T>
+STRATA_VECTOR_BODY void
+batchNormGradPlaneBody(const T *g, const T *in, T *dx, int64_t n,
+                       bool training, double mean, double rstd, double dBias,
+                       double dScale, double count, double scale) {
+  for (int64_t s = 0; s < n; ++s) {
+    double v = double(g[s]);
+    if (training)
+      v -= (dBias + (in[s] - mean) * rstd * dScale) / count;
+    dx[s] = static_cast<T>(v * scale * rstd);
+  }
+}
+STRATA_VECTOR_DISPATCHED void
+batchNormGradPlane(const float *g, const float *in, float *dx, int64_t n,
+                   bool training, double mean, double rstd, double dBias,
+                   double dScale, double count, double scale) {
+  batchNormGradPlaneBody(g, in, dx, n, training, mean, rstd, dBias, dScale,
+                         count, scale);
+}
+STRATA_VECTOR_DISPATCHED void
+batchNormGradPlane(const double *g, const double *in, double *dx, int64_t n,
+                   bool training, double mean, double rstd, double dBias,
+                   double dScale, double count, double scale) {
+  batchNormGradPlaneBody(g, in, dx, n, training, mean, rstd, dBias, dScale,
+                         count, scale);
+}
+
 Status batchNormGradKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.batch_norm_grad";
   BatchNormGradPlan plan;
@@ -165,14 +195,11 @@ Status batchNormGradKernel(KernelContext &ctx) {
       double dBias = channelSum([](T, T gv) { return double(gv); });
       double dScale = channelSum(
           [&](T xv, T gv) { return double(gv) * (xv - mean) * rstd; });
-      for (int64_t n = 0; n < batch; ++n)
-        for (int64_t s = 0; s < spatial; ++s) {
-          int64_t i = at(n, c, s);
-          double v = double(g[i]);
-          if (training)
-            v -= (dBias + (in[i] - mean) * rstd * dScale) / count;
-          dx[i] = static_cast<T>(v * double(w[c]) * rstd);
-        }
+      for (int64_t n = 0; n < batch; ++n) {
+        int64_t i = at(n, c, 0);
+        batchNormGradPlane(g + i, in + i, dx + i, spatial, training, mean,
+                           rstd, dBias, dScale, count, double(w[c]));
+      }
       ctx.outputs[1].as<T>()[c] = static_cast<T>(dScale);
       ctx.outputs[2].as<T>()[c] = static_cast<T>(dBias);
     }

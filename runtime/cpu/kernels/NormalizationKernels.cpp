@@ -71,6 +71,28 @@ Status layerNormKernel(KernelContext &ctx) {
 // BatchNorm
 //===----------------------------------------------------------------------===//
 
+/// out[s] = (in[s] - mean) * rstd * scale + shift, rounded to T, for s < n:
+/// one plane of a channel, built for the CPU at hand (VectorMath.h).
+template <typename T>
+STRATA_VECTOR_BODY void normalizePlaneBody(const T *in, T *out, int64_t n,
+                                           double mean, double rstd,
+                                           double scale, double shift) {
+  for (int64_t s = 0; s < n; ++s)
+    out[s] = static_cast<T>((in[s] - mean) * rstd * scale + shift);
+}
+STRATA_VECTOR_DISPATCHED void normalizePlane(const float *in, float *out,
+                                             int64_t n, double mean,
+                                             double rstd, double scale,
+                                             double shift) {
+  normalizePlaneBody(in, out, n, mean, rstd, scale, shift);
+}
+STRATA_VECTOR_DISPATCHED void normalizePlane(const double *in, double *out,
+                                             int64_t n, double mean,
+                                             double rstd, double scale,
+                                             double shift) {
+  normalizePlaneBody(in, out, n, mean, rstd, scale, shift);
+}
+
 Status batchNormKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.batch_norm";
   BatchNormShape plan;
@@ -121,11 +143,11 @@ Status batchNormKernel(KernelContext &ctx) {
           newVar[c] = runVar[c];
         }
         double rstd = 1.0 / std::sqrt(var + epsilon);
-        for (int64_t n = 0; n < batch; ++n)
-          for (int64_t s = 0; s < spatial; ++s) {
-            int64_t i = (n * channels + c) * spatial + s;
-            out[i] = static_cast<T>((in[i] - mean) * rstd * g[c] + b[c]);
-          }
+        for (int64_t n = 0; n < batch; ++n) {
+          int64_t at = (n * channels + c) * spatial;
+          normalizePlane(in + at, out + at, spatial, mean, rstd, double(g[c]),
+                         double(b[c]));
+        }
       }
     });
     return Status::ok();
