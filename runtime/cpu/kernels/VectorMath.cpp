@@ -5,7 +5,9 @@
 // baseline, the CPU choosing at load time) for the kernels, and for the
 // baseline alone as the tests' reference.
 //
-// STRATA_VECTOR_OPTIONS (VectorMath.h) keep the two builds bit-identical.
+// The library's float options (runtime/CMakeLists.txt: no FMA
+// contraction, no trapping math, so the selects if-convert and the loops
+// vectorize) keep the two builds bit-identical.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,7 +18,6 @@
 namespace strata::runtime::cpu {
 namespace {
 
-#define STRATA_VECTOR_BASELINE __attribute__((STRATA_VECTOR_OPTIONS))
 
 /// exp(x) for one float (Cephes' expf, the selects in vectorizable form).
 STRATA_VECTOR_BODY float vectorExp(float x) {
@@ -97,16 +98,16 @@ STRATA_VECTOR_DISPATCHED void geluExactGradF32(const float *x, const float *dy,
 
 namespace baseline {
 
-STRATA_VECTOR_BASELINE void expShifted(const float *in, float shift,
+void expShifted(const float *in, float shift,
                                        float *out, int64_t n) {
   expShiftedBody(in, shift, out, n);
 }
 
-STRATA_VECTOR_BASELINE void geluExactF32(const float *x, float *y, int64_t n) {
+void geluExactF32(const float *x, float *y, int64_t n) {
   geluBody(x, y, n);
 }
 
-STRATA_VECTOR_BASELINE void geluExactGradF32(const float *x, const float *dy,
+void geluExactGradF32(const float *x, const float *dy,
                                              float *dx, int64_t n) {
   geluGradBody(x, dy, dx, n);
 }

@@ -28,28 +28,16 @@
 
 namespace strata::runtime::cpu {
 
-/// The options under which vectorized loops are compiled, here and in the
-/// kernels: no-trapping-math (else GCC keeps the branches of a float
-/// compare and a loop with a select does not vectorize), no-math-errno
-/// (else std::sqrt keeps a libm call for negative operands; the kernels
-/// never read errno) and fp-contract=off (the x86-64-v4 build has FMA, and
-/// a fused multiply-add would round differently from the baseline's
-/// multiply then add).
-#define STRATA_VECTOR_OPTIONS                                                  \
-  optimize("no-trapping-math", "no-math-errno", "fp-contract=off")
-
 /// A loop body written once, inlined into each build of its callers.
-#define STRATA_VECTOR_BODY                                                     \
-  __attribute__((always_inline, STRATA_VECTOR_OPTIONS)) inline
+#define STRATA_VECTOR_BODY __attribute__((always_inline)) inline
 
 /// A function compiled for x86-64-v4 (AVX-512) and for the baseline ISA,
-/// the CPU choosing once at load time (GCC's target_clones). With
-/// STRATA_VECTOR_OPTIONS both builds round every operation alike, so the
-/// results are bit-identical whichever runs; only the vector width
-/// differs.
+/// the CPU choosing once at load time (GCC's target_clones). The CPU
+/// kernels are compiled without FMA contraction (runtime/CMakeLists.txt),
+/// so both builds round every operation alike and the results are
+/// bit-identical whichever runs; only the vector width differs.
 #define STRATA_VECTOR_DISPATCHED                                               \
-  __attribute__((target_clones("arch=x86-64-v4", "default"),                  \
-                 STRATA_VECTOR_OPTIONS))
+  __attribute__((target_clones("arch=x86-64-v4", "default")))
 
 /// out[i] = exp(in[i] - shift) for i < n (out may be in).
 void expShifted(const float *in, float shift, float *out, int64_t n);
