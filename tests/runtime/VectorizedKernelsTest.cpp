@@ -3,14 +3,16 @@
 // The kernels compiled twice (STRATA_VECTOR_DISPATCHED, VectorMath.h) must
 // give the same bits whichever build the CPU picks: the dispatched exp and
 // GELU against their baseline-only builds, and graph.adamw_update against
-// the update written out element by element in the kernel's order. On a
-// CPU with AVX-512 the dispatched builds are the x86-64-v4 ones, so a
-// fused multiply-add or a reassociation there fails these tests.
+// the update written out element by element in the kernel's order, and
+// softmax's row division against its formula. On a CPU with AVX-512 the
+// dispatched builds are the x86-64-v4 ones, so a fused multiply-add or a
+// reassociation there fails these tests. rowMax, the lane-wise max of the
+// softmax rows, against the serial scan it replaces, bit for bit.
 //
 //===----------------------------------------------------------------------===//
 
 #include "GradKernelTestUtils.h"
-#include "kernels/VectorMath.h"
+#include "kernels/KernelUtils.h"
 
 #include <algorithm>
 #include <cmath>
@@ -112,6 +114,47 @@ TEST(VectorizedKernels, AdamWEqualsTheElementwiseFormula) {
   EXPECT_TRUE(sameBits(tp.values<float>(), pRef));
   EXPECT_TRUE(sameBits(tm.values<float>(), mRef));
   EXPECT_TRUE(sameBits(tv.values<float>(), vRef));
+}
+
+TEST(VectorizedKernels, DivideRowEqualsTheFormula) {
+  std::vector<float> e = probeValues(1003, 7), a(e.size()), b(e.size());
+  cpu::divideRow(e.data(), 3.25, a.data(), int64_t(e.size()));
+  for (size_t j = 0; j < e.size(); ++j)
+    b[j] = static_cast<float>(double(e[j]) / 3.25);
+  EXPECT_TRUE(sameBits(a, b));
+}
+
+/// The scan rowMax stands for (NaN wins; the first of equal maxima).
+float serialMax(const std::vector<float> &row) {
+  float max = row[0];
+  for (float v : row)
+    if (v > max || v != v)
+      max = v;
+  return max;
+}
+
+TEST(VectorizedKernels, RowMaxEqualsTheSerialScan) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<std::vector<float>> rows = {
+      {1.0f},
+      {-inf, -inf, -inf},
+      {-0.0f, 0.0f, -1.0f, -2.0f, -3.0f, -4.0f, -5.0f, -6.0f, 0.0f},
+      {0.0f, -1.0f, -2.0f, -3.0f, -4.0f, -5.0f, -6.0f, -7.0f, -0.0f},
+      {1.0f, nan, 3.0f, 2.0f, 5.0f, 4.0f, 7.0f, 6.0f, 9.0f, 8.0f},
+      {-inf, 2.0f, inf, 1.0f}};
+  for (size_t n : {5u, 8u, 64u, 257u})
+    rows.push_back(probeValues(n, uint32_t(n)));
+  std::vector<float> noNan = probeValues(300, 9);
+  for (float &v : noNan)
+    v = v != v ? 1.0f : v;
+  rows.push_back(noNan);
+  for (const std::vector<float> &row : rows) {
+    float got = cpu::rowMax(row.data(), int64_t(row.size()));
+    float want = serialMax(row);
+    EXPECT_EQ(std::memcmp(&got, &want, sizeof got), 0)
+        << "row of " << row.size() << ": " << got << " vs " << want;
+  }
 }
 
 } // namespace

@@ -252,6 +252,46 @@ template <typename Term> double laneSum(int64_t n, Term term) {
   return sum.total();
 }
 
+/// The max of row[0, n), n > 0, as the serial scan `if (v > max || v !=
+/// v) max = v` finds it (NaN wins, the last one), but by 8 lanes that
+/// vectorize: a row with a NaN, or whose max is a zero (whose sign the
+/// serial scan takes from the first zero), is scanned serially instead.
+template <typename T> T rowMax(const T *row, int64_t n) {
+  constexpr int kLanes = 8;
+  T lane[kLanes];
+  for (int j = 0; j < kLanes; ++j)
+    lane[j] = row[0];
+  int nan = 0;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) {
+      T v = row[i + j];
+      lane[j] = v > lane[j] ? v : lane[j];
+      nan |= v != v;
+    }
+  for (; i < n; ++i) {
+    T v = row[i];
+    lane[0] = v > lane[0] ? v : lane[0];
+    nan |= v != v;
+  }
+  T max = lane[0];
+  for (int j = 1; j < kLanes; ++j)
+    max = lane[j] > max ? lane[j] : max;
+  if (nan || max == T(0)) {
+    max = row[0];
+    for (int64_t k = 1; k < n; ++k)
+      if (row[k] > max || row[k] != row[k])
+        max = row[k];
+  }
+  return max;
+}
+
+/// out[j] = e[j] / sum in double, rounded to the element type, for j < n:
+/// the normalization of a softmax row, built for the CPU at hand
+/// (VectorMath.h; ElementwiseKernels.cpp).
+void divideRow(const float *e, double sum, float *out, int64_t n);
+void divideRow(const double *e, double sum, double *out, int64_t n);
+
 /// The max (NaN wins, as in torch's max-reduction) of `len` > 0 elements
 /// `stride` apart, and the sum in double of exp(x - max): the log-sum-exp of
 /// softmax and cross entropy.
@@ -302,16 +342,13 @@ void attentionRowProbabilities(T *row, int64_t i, int64_t keys, T scale,
       score += mask[maskRow + j * maskStride];
     row[j] = causal && j > i ? negInf : score;
   }
-  T max = keys > 0 ? row[0] : T(0);
-  for (int64_t j = 1; j < keys; ++j)
-    if (row[j] > max || row[j] != row[j])
-      max = row[j];
+  T max = keys > 0 ? rowMax(row, keys) : T(0);
   // Past the diagonal exp(-inf - max) is 0 when max is finite.
   int64_t live =
       causal && std::isfinite(double(max)) ? std::min(keys, i + 1) : keys;
   double sum = expAndSum(row, max, live, e);
-  for (int64_t j = 0; j < keys; ++j)
-    row[j] = j < live ? static_cast<T>(double(e[j]) / sum) : T(0);
+  divideRow(e, sum, row, live);
+  std::fill(row + live, row + keys, T(0));
 }
 
 /// Query rows per block of the attention kernels: a causal block of rows

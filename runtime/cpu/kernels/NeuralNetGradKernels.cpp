@@ -285,12 +285,12 @@ Status attentionGradKernel(KernelContext &ctx) {
           for (int64_t i = i0; i < i1; ++i) {
             T *dsRow = ds.data() + i * t;
             const T *pRow = p.data() + i * t;
-            double dot = 0;
-            for (int64_t j = 0; j < keys; ++j) {
-              if (ratio > 0)
+            if (ratio > 0)
+              for (int64_t j = 0; j < keys; ++j)
                 dsRow[j] *= keepMask[i * t + j];
-              dot += double(dsRow[j]) * double(pRow[j]);
-            }
+            double dot = laneSum(keys, [&](int64_t j) {
+              return double(dsRow[j]) * double(pRow[j]);
+            });
             for (int64_t j = 0; j < keys; ++j)
               dsRow[j] = static_cast<T>(double(pRow[j]) *
                                         (double(dsRow[j]) - dot) * scale);
@@ -423,10 +423,14 @@ Status crossEntropyGradKernel(KernelContext &ctx) {
                                   : double(g[0]) / totalWeight;
           scale *= w ? double(w[label]) : 1.0;
           T max = col[0];
-          for (int64_t c = 1; c < classes; ++c) {
-            T v = col[c * spatial];
-            if (v > max || v != v)
-              max = v;
+          if (spatial == 1) {
+            max = rowMax(col, classes);
+          } else {
+            for (int64_t c = 1; c < classes; ++c) {
+              T v = col[c * spatial];
+              if (v > max || v != v)
+                max = v;
+            }
           }
           double sum = 0;
           if (spatial == 1) {

@@ -169,10 +169,7 @@ void softmaxLine(const T *in, T *out, int64_t len, int64_t stride, bool log,
     return;
   if (stride == 1) {
     // Contiguous: each exponential once (f32 ones vectorized, expAndSum).
-    T max = in[0];
-    for (int64_t i = 1; i < len; ++i)
-      if (in[i] > max || in[i] != in[i])
-        max = in[i];
+    T max = rowMax(in, len);
     scratch.resize(len);
     double sum = expAndSum(in, max, len, scratch.data());
     if (log) {
@@ -180,8 +177,7 @@ void softmaxLine(const T *in, T *out, int64_t len, int64_t stride, bool log,
       for (int64_t i = 0; i < len; ++i)
         out[i] = static_cast<T>(double(in[i]) - double(max) - logSum);
     } else {
-      for (int64_t i = 0; i < len; ++i)
-        out[i] = static_cast<T>(double(scratch[i]) / sum);
+      divideRow(scratch.data(), sum, out, len);
     }
     return;
   }
