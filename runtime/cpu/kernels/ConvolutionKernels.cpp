@@ -245,12 +245,15 @@ Status convKernel(KernelContext &ctx) {
     int64_t batch = x.shape[0];
     if (y.numel() == 0)
       return Status::ok();
-    // As PyTorch's slow_conv2d: the output starts as the bias (or zero) and
-    // the GEMM accumulates onto it.
-    for (int64_t n = 0; n < batch; ++n)
-      for (int64_t o = 0; o < m; ++o)
-        std::fill_n(out + (n * m + o) * p, p,
-                    bias ? bias->as<T>()[o] : T(0));
+    // As PyTorch's slow_conv2d: the output starts as the bias and the GEMM
+    // accumulates onto it. Without a bias the GEMM writes the output
+    // outright (the same values: x + 0 is x).
+    bool accumulate = bias != nullptr || kc == 0;
+    if (accumulate)
+      for (int64_t n = 0; n < batch; ++n)
+        for (int64_t o = 0; o < m; ++o)
+          std::fill_n(out + (n * m + o) * p, p,
+                      bias ? bias->as<T>()[o] : T(0));
     if (kc == 0)
       return Status::ok();
     int64_t nb = samplesPerGemm(batch, kc, p, sizeof(T));
@@ -260,7 +263,7 @@ Status convKernel(KernelContext &ctx) {
         for (int64_t g = 0; g < groups; ++g)
           gemmEx<T>(false, false, mg, p, kc, weight + g * mg * kc, kc,
                     in + (n * x.shape[1] + g * cg) * w.inPlane, p,
-                    out + (n * m + g * mg) * p, p, /*accumulate=*/true);
+                    out + (n * m + g * mg) * p, p, accumulate);
       return Status::ok();
     }
     // scratch: the unfolded input of nb samples of one group (cg * K x
@@ -274,11 +277,12 @@ Status convKernel(KernelContext &ctx) {
                     col.data());
         T *dst = out + (n0 * m + g * mg) * p;
         if (count > 1) {
-          gatherRows(out, m, n0, count, g, mg, p, block.data(), true);
+          if (accumulate)
+            gatherRows(out, m, n0, count, g, mg, p, block.data(), true);
           dst = block.data();
         }
         gemmEx<T>(false, false, mg, ld, kc, weight + g * mg * kc, kc,
-                  col.data(), ld, dst, ld, /*accumulate=*/true);
+                  col.data(), ld, dst, ld, accumulate);
         if (count > 1)
           gatherRows(out, m, n0, count, g, mg, p, block.data(), false);
       }
@@ -473,9 +477,12 @@ Status convGradKernel(KernelContext &ctx, bool wantInput) {
   return dispatchFloat(dy.dtype, op, [&](auto tag) -> Status {
     using T = decltype(tag);
     T *out = ctx.outputs[0].as<T>();
-    std::fill(out, out + ctx.outputs[0].numel(), T(0));
     const int64_t batch = x.shape[0], channels = x.shape[1],
                   taps = geometry.taps;
+    // dx gathers col2im's sums, so it starts at zero; dw is written by the
+    // first samples' GEMM and accumulated onto by the rest.
+    if (wantInput || batch == 0)
+      std::fill(out, out + ctx.outputs[0].numel(), T(0));
     int64_t nb = samplesPerGemm(batch, kc, p, sizeof(T));
     // scratch: the unfolded input (or its gradient) of nb samples of one
     // group, and their dy rows side by side when nb > 1.
@@ -506,7 +513,7 @@ Status convGradKernel(KernelContext &ctx, bool wantInput) {
           im2colBatch(x.as<T>(), channels, n0, count, g, cg, taps, w,
                       col.data());
           gemmEx<T>(false, true, mg, kc, ld, dyg, ld, col.data(), ld,
-                    out + g * mg * kc, kc, /*accumulate=*/true);
+                    out + g * mg * kc, kc, /*accumulate=*/n0 > 0);
         }
       }
     }
