@@ -4,6 +4,7 @@
     /usr/bin/python3 bench/bench_cpu.py --bin build/bin
         [--models gpt_tiny,gpt_4l,gpt_6l,vit,resnet18] [--dtypes fp32,bf16]
         [--threads 1,2] [--reps 2] [--cache DIR] [--out FILE.md]
+        [--cpu-time]
 
 (Debian's Python: it has torch.) Each model is defined in models/ and
 trained with a fixed batch, AdamW (lr 1e-3, betas (0.9, 0.999), eps 1e-8,
@@ -31,6 +32,12 @@ median over them: throughput over the timed steps after the warm-up ones
 (tokens/s for GPT, samples/s for the vision models) and each process's peak
 RSS (its VmHWM: the whole process, Python and torch included for
 PyTorch). Ratios are Strata over PyTorch.
+
+--cpu-time adds each system's CPU milliseconds per timed step (user +
+system, all threads): PyTorch's time.process_time over its timed steps;
+Strata's process CPU time less that of the same run stopped after its
+warm-up steps. On a shared machine this is the figure that load disturbs
+least (at one thread); its ratio is PyTorch's over Strata's.
 
 Models not committed are exported (TorchScript exporter, as models/) into
 --cache (default ~/.cache/strata-bench-cpu) the first time and reused.
@@ -187,6 +194,13 @@ def compile_strata(name, dtype, args):
     return artifact
 
 
+def children_cpu_seconds():
+    """User + system CPU seconds of this process's waited-for children."""
+    import resource
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def bench_strata(name, dtype, threads, artifact, args):
     spec = MODELS[name]
     log = artifact + f".t{threads}.jsonl"
@@ -194,7 +208,9 @@ def bench_strata(name, dtype, threads, artifact, args):
         os.remove(log)
     cmd = [os.path.join(args.bin, "strata-run"), artifact, "--quiet",
            "--backend", "cpu", "--log", log, "--seed", "0"]
+    cpu0 = children_cpu_seconds()
     rc, out, err, rss = spawn_measured(cmd, thread_env(threads), args.timeout)
+    cpu = children_cpu_seconds() - cpu0
     if rc != 0:
         raise RuntimeError("strata-run: " + ((err or out).strip()
                                              .splitlines() or ["?"])[-1])
@@ -202,8 +218,22 @@ def bench_strata(name, dtype, threads, artifact, args):
     timed = steps[spec["warmup"]:]
     seconds = sum(s["step_ms"] for s in timed) / 1000.0
     per_step = spec["batch"] * (spec["seq"] if spec["kind"] == "gpt" else 1)
-    return {"rate": per_step * len(timed) / seconds, "rss": rss,
-            "loss": steps[-1]["loss"]}
+    result = {"rate": per_step * len(timed) / seconds, "rss": rss,
+              "loss": steps[-1]["loss"]}
+    if args.cpu_time:
+        # The same run stopped after the warm-up steps: the difference of
+        # the two processes' CPU time is the timed steps' alone (loading,
+        # planning and the warm-up cancel).
+        cpu0 = children_cpu_seconds()
+        rc, out, err, _ = spawn_measured(
+            cmd[:-4] + ["--steps", str(spec["warmup"]), "--seed", "0"],
+            thread_env(threads), args.timeout)
+        if rc != 0:
+            raise RuntimeError("strata-run (warm-up only): " + (
+                (err or out).strip().splitlines() or ["?"])[-1])
+        warm = children_cpu_seconds() - cpu0
+        result["cpu_ms"] = (cpu - warm) * 1000.0 / len(timed)
+    return result
 
 
 def bench_eager(name, dtype, threads, args):
@@ -243,12 +273,14 @@ def worker(name, dtype, threads):
 
     for _ in range(spec["warmup"]):
         step()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(spec["steps"]):
         loss = step()
     seconds = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     per_step = spec["batch"] * (spec["seq"] if spec["kind"] == "gpt" else 1)
     print(json.dumps({"rate": per_step * spec["steps"] / seconds,
+                      "cpu_ms": cpu * 1000.0 / spec["steps"],
                       "loss": float(loss)}))
     return 0
 
@@ -273,6 +305,10 @@ def main():
     ap.add_argument("--cache", default=os.path.join(
         os.path.expanduser("~"), ".cache", "strata-bench-cpu"))
     ap.add_argument("--out", help="also write the table (markdown) here")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="also give each system's CPU milliseconds per "
+                         "timed step (all its threads; Strata runs once "
+                         "more, warm-up only, to subtract the start)")
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--worker-dtype", help=argparse.SUPPRESS)
@@ -332,14 +368,19 @@ def main():
                                   flush=True)
                             continue
                         results.setdefault((name, dtype, t, system), []).append(r)
+                        cpu_note = (f", {r['cpu_ms']:.1f} CPU ms/step"
+                                    if "cpu_ms" in r else "")
                         print(f"rep {rep + 1} {name} {dtype} {t} thread(s) "
                               f"{system}: {fmt_rate(r['rate'])}/s, peak RSS "
-                              f"{fmt_mb(r['rss'])}", flush=True)
+                              f"{fmt_mb(r['rss'])}{cpu_note}", flush=True)
 
+    cpu_head = (" CPU ms/step Strata / PyTorch | CPU ratio |"
+                if args.cpu_time else "")
     lines = [header, "",
              "| model | batch | dtype | threads | Strata | PyTorch eager | "
-             "ratio | peak RSS Strata / PyTorch |",
-             "|---|---|---|---:|---:|---:|---:|---|"]
+             "ratio | peak RSS Strata / PyTorch |" + cpu_head,
+             "|---|---|---|---:|---:|---:|---:|---|" +
+             ("---|---:|" if args.cpu_time else "")]
     for name in models:
         spec = MODELS[name]
         unit = "tok/s" if spec["kind"] == "gpt" else "samples/s"
@@ -351,8 +392,10 @@ def main():
                 for system in ("strata", "eager"):
                     rs = results.get((name, dtype, t, system))
                     if rs:
-                        cells[system] = (statistics.median(r["rate"] for r in rs),
-                                         statistics.median(r["rss"] for r in rs))
+                        cells[system] = (
+                            statistics.median(r["rate"] for r in rs),
+                            statistics.median(r["rss"] for r in rs),
+                            statistics.median(r.get("cpu_ms", 0) for r in rs))
                     elif (name, dtype, system) in errors:
                         cells[system] = errors[(name, dtype, system)]
                 def show(system):
@@ -366,9 +409,16 @@ def main():
                 both = isinstance(s, tuple) and isinstance(e, tuple)
                 ratio = f"{s[0] / e[0]:.2f}x" if both else "n/a"
                 rss = (f"{fmt_mb(s[1])} / {fmt_mb(e[1])}" if both else "n/a")
+                cpu_cells = ""
+                if args.cpu_time:
+                    # PyTorch's CPU time over Strata's: the throughput ratio
+                    # at equal CPU time.
+                    cpu_cells = (f" {s[2]:.1f} / {e[2]:.1f} | "
+                                 f"{e[2] / s[2]:.2f}x |" if both and s[2] > 0
+                                 else " n/a | n/a |")
                 lines.append(f"| {name} | {batch} | {dtype} | {t} | "
                              f"{show('strata')} | {show('eager')} | {ratio} | "
-                             f"{rss} |")
+                             f"{rss} |" + cpu_cells)
     print("\n".join(lines[2:]))
     if args.out:
         with open(args.out, "w") as f:

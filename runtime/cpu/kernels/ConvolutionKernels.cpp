@@ -59,12 +59,81 @@ inline std::pair<int64_t, int64_t> insideRange(int64_t out, int64_t in,
   return {std::min(lo, out), hi};
 }
 
+/// im2col of a 2-D window (the common case): the rows of each tap copied
+/// whole, the padding filled with zeros, without the N-d index stepping.
+template <typename T>
+void im2col2d(const T *x, int64_t cg, const Window &w, T *col, int64_t ld) {
+  const int64_t outH = w.out[0], outW = w.out[1], inH = w.in[0],
+                inW = w.in[1], strideH = w.strides[0], strideW = w.strides[1];
+  for (int64_t c = 0; c < cg; ++c) {
+    const T *plane = x + c * w.inPlane;
+    for (int64_t kh = 0; kh < w.kernel[0]; ++kh)
+      for (int64_t kw = 0; kw < w.kernel[1]; ++kw) {
+        int64_t offH = kh * w.dilations[0] - w.padBegin[0];
+        int64_t offW = kw * w.dilations[1] - w.padBegin[1];
+        auto [lo, hi] = insideRange(outW, inW, strideW, offW);
+        hi = std::max(lo, hi);
+        for (int64_t y = 0; y < outH; ++y) {
+          T *row = col + y * outW;
+          int64_t i = y * strideH + offH;
+          if (i < 0 || i >= inH) {
+            std::fill(row, row + outW, T(0));
+            continue;
+          }
+          const T *src = plane + i * inW + offW;
+          std::fill(row, row + lo, T(0));
+          if (strideW == 1)
+            std::copy(src + lo, src + hi, row + lo);
+          else
+            for (int64_t o = lo; o < hi; ++o)
+              row[o] = src[o * strideW];
+          std::fill(row + hi, row + outW, T(0));
+        }
+        col += ld;
+      }
+  }
+}
+
+/// col2im of a 2-D window: each tap's rows added back whole, in im2col's
+/// (tap, position) order, so every element of dx sums its terms as the
+/// N-d loop does.
+template <typename T>
+void col2im2d(const T *col, int64_t cg, const Window &w, T *x, int64_t ld) {
+  const int64_t outH = w.out[0], outW = w.out[1], inH = w.in[0],
+                inW = w.in[1], strideH = w.strides[0], strideW = w.strides[1];
+  for (int64_t c = 0; c < cg; ++c) {
+    T *plane = x + c * w.inPlane;
+    for (int64_t kh = 0; kh < w.kernel[0]; ++kh)
+      for (int64_t kw = 0; kw < w.kernel[1]; ++kw) {
+        int64_t offH = kh * w.dilations[0] - w.padBegin[0];
+        int64_t offW = kw * w.dilations[1] - w.padBegin[1];
+        auto [lo, hi] = insideRange(outW, inW, strideW, offW);
+        for (int64_t y = 0; y < outH; ++y) {
+          int64_t i = y * strideH + offH;
+          if (i < 0 || i >= inH)
+            continue;
+          const T *row = col + y * outW;
+          T *dst = plane + i * inW + offW;
+          if (strideW == 1)
+            for (int64_t o = lo; o < hi; ++o)
+              dst[o] += row[o];
+          else
+            for (int64_t o = lo; o < hi; ++o)
+              dst[o * strideW] += row[o];
+        }
+        col += ld;
+      }
+  }
+}
+
 /// Unfolds the [cg, in...] channels of one group into col[cg * K, P]: row
 /// (c, k...) holds, for every output position, the input element that
 /// kernel tap meets there, or 0 in the padding. Rows are `ld` elements
 /// apart (P: packed; more: one sample's columns of a batch's).
 template <typename T>
 void im2col(const T *x, int64_t cg, const Window &w, T *col, int64_t ld) {
+  if (w.spatial == 2)
+    return im2col2d(x, cg, w, col, ld);
   size_t n = w.spatial, last = n - 1;
   std::vector<int64_t> inStrides = rowMajorStrides(w.in); // scratch: rank-sized
   std::vector<int64_t> zero(n, 0), tap(n, 0), offset(n), pos(n, 0);
@@ -176,12 +245,15 @@ Status convKernel(KernelContext &ctx) {
     int64_t batch = x.shape[0];
     if (y.numel() == 0)
       return Status::ok();
-    // As PyTorch's slow_conv2d: the output starts as the bias (or zero) and
-    // the GEMM accumulates onto it.
-    for (int64_t n = 0; n < batch; ++n)
-      for (int64_t o = 0; o < m; ++o)
-        std::fill_n(out + (n * m + o) * p, p,
-                    bias ? bias->as<T>()[o] : T(0));
+    // As PyTorch's slow_conv2d: the output starts as the bias and the GEMM
+    // accumulates onto it. Without a bias the GEMM writes the output
+    // outright (the same values: x + 0 is x).
+    bool accumulate = bias != nullptr || kc == 0;
+    if (accumulate)
+      for (int64_t n = 0; n < batch; ++n)
+        for (int64_t o = 0; o < m; ++o)
+          std::fill_n(out + (n * m + o) * p, p,
+                      bias ? bias->as<T>()[o] : T(0));
     if (kc == 0)
       return Status::ok();
     int64_t nb = samplesPerGemm(batch, kc, p, sizeof(T));
@@ -191,7 +263,7 @@ Status convKernel(KernelContext &ctx) {
         for (int64_t g = 0; g < groups; ++g)
           gemmEx<T>(false, false, mg, p, kc, weight + g * mg * kc, kc,
                     in + (n * x.shape[1] + g * cg) * w.inPlane, p,
-                    out + (n * m + g * mg) * p, p, /*accumulate=*/true);
+                    out + (n * m + g * mg) * p, p, accumulate);
       return Status::ok();
     }
     // scratch: the unfolded input of nb samples of one group (cg * K x
@@ -205,11 +277,12 @@ Status convKernel(KernelContext &ctx) {
                     col.data());
         T *dst = out + (n0 * m + g * mg) * p;
         if (count > 1) {
-          gatherRows(out, m, n0, count, g, mg, p, block.data(), true);
+          if (accumulate)
+            gatherRows(out, m, n0, count, g, mg, p, block.data(), true);
           dst = block.data();
         }
         gemmEx<T>(false, false, mg, ld, kc, weight + g * mg * kc, kc,
-                  col.data(), ld, dst, ld, /*accumulate=*/true);
+                  col.data(), ld, dst, ld, accumulate);
         if (count > 1)
           gatherRows(out, m, n0, count, g, mg, p, block.data(), false);
       }
@@ -348,6 +421,8 @@ Status avgPoolKernel(KernelContext &ctx) {
 /// the [cg, in...] channels (taps in the padding are dropped).
 template <typename T>
 void col2im(const T *col, int64_t cg, const Window &w, T *x, int64_t ld) {
+  if (w.spatial == 2)
+    return col2im2d(col, cg, w, x, ld);
   size_t n = w.spatial, last = n - 1;
   std::vector<int64_t> inStrides = rowMajorStrides(w.in); // scratch
   std::vector<int64_t> zero(n, 0), tap(n, 0), offset(n), pos(n, 0);
@@ -402,9 +477,12 @@ Status convGradKernel(KernelContext &ctx, bool wantInput) {
   return dispatchFloat(dy.dtype, op, [&](auto tag) -> Status {
     using T = decltype(tag);
     T *out = ctx.outputs[0].as<T>();
-    std::fill(out, out + ctx.outputs[0].numel(), T(0));
     const int64_t batch = x.shape[0], channels = x.shape[1],
                   taps = geometry.taps;
+    // dx gathers col2im's sums, so it starts at zero; dw is written by the
+    // first samples' GEMM and accumulated onto by the rest.
+    if (wantInput || batch == 0)
+      std::fill(out, out + ctx.outputs[0].numel(), T(0));
     int64_t nb = samplesPerGemm(batch, kc, p, sizeof(T));
     // scratch: the unfolded input (or its gradient) of nb samples of one
     // group, and their dy rows side by side when nb > 1.
@@ -435,7 +513,7 @@ Status convGradKernel(KernelContext &ctx, bool wantInput) {
           im2colBatch(x.as<T>(), channels, n0, count, g, cg, taps, w,
                       col.data());
           gemmEx<T>(false, true, mg, kc, ld, dyg, ld, col.data(), ld,
-                    out + g * mg * kc, kc, /*accumulate=*/true);
+                    out + g * mg * kc, kc, /*accumulate=*/n0 > 0);
         }
       }
     }

@@ -23,6 +23,50 @@
 namespace strata::runtime::cpu {
 namespace {
 
+/// unaryDerivativeLoop for one kind known at compile time.
+template <UnaryGradKind Kind, typename T>
+STRATA_VECTOR_BODY void derivativeBody(UnaryGradParams p, const T *dy,
+                                       const T *x, const T *y, T *dx,
+                                       int64_t n) {
+  p.kind = Kind;
+  for (int64_t i = 0; i < n; ++i)
+    dx[i] = static_cast<T>(unaryDerivative(p, x[i], y[i], dy[i]));
+}
+
+template <typename T>
+STRATA_VECTOR_BODY void derivativeByKind(const UnaryGradParams &p,
+                                         const T *dy, const T *x, const T *y,
+                                         T *dx, int64_t n) {
+  switch (p.kind) {
+#define STRATA_UNARY(Kind, Mnemonic, OpClass, Types, Gradient)                 \
+  case UnaryGradKind::Kind:                                                    \
+    return derivativeBody<UnaryGradKind::Kind>(p, dy, x, y, dx, n);
+#include "strata/Runtime/ElementwiseOps.def"
+  case UnaryGradKind::GeluTanh:
+    return derivativeBody<UnaryGradKind::GeluTanh>(p, dy, x, y, dx, n);
+  }
+}
+
+} // namespace
+
+STRATA_VECTOR_DISPATCHED void unaryDerivativeLoop(const UnaryGradParams &p,
+                                                  const float *dy,
+                                                  const float *x,
+                                                  const float *y, float *dx,
+                                                  int64_t n) {
+  derivativeByKind(p, dy, x, y, dx, n);
+}
+
+STRATA_VECTOR_DISPATCHED void unaryDerivativeLoop(const UnaryGradParams &p,
+                                                  const double *dy,
+                                                  const double *x,
+                                                  const double *y, double *dx,
+                                                  int64_t n) {
+  derivativeByKind(p, dy, x, y, dx, n);
+}
+
+namespace {
+
 Status unaryGradKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.unary_grad";
   UnaryGradParams p;
@@ -45,8 +89,7 @@ Status unaryGradKernel(KernelContext &ctx) {
       }
     }
     parallelFor(dy.numel(), kElementwiseGrain / 4, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i)
-        out[i] = static_cast<T>(unaryDerivative(p, px[i], py[i], g[i]));
+      unaryDerivativeLoop(p, g + b, px + b, py + b, out + b, e - b);
     });
     return Status::ok();
   });

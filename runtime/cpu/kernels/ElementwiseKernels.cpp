@@ -20,6 +20,25 @@
 #include <type_traits>
 
 namespace strata::runtime::cpu {
+
+namespace {
+template <typename T>
+STRATA_VECTOR_BODY void divideRowBody(const T *e, double sum, T *out,
+                                      int64_t n) {
+  for (int64_t j = 0; j < n; ++j)
+    out[j] = static_cast<T>(double(e[j]) / sum);
+}
+} // namespace
+
+STRATA_VECTOR_DISPATCHED void divideRow(const float *e, double sum, float *out,
+                                        int64_t n) {
+  divideRowBody(e, sum, out, n);
+}
+STRATA_VECTOR_DISPATCHED void divideRow(const double *e, double sum,
+                                        double *out, int64_t n) {
+  divideRowBody(e, sum, out, n);
+}
+
 namespace {
 
 //===----------------------------------------------------------------------===//

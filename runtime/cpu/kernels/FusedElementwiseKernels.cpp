@@ -96,9 +96,11 @@ void storeChunk(const TensorView &v, int64_t start, int64_t len,
   }
 }
 
+/// One instruction over a chunk of n elements.
 template <typename T>
-void evaluate(const FusedInstruction &in, const T *a, const T *b, const T *c,
-              T *out, int64_t n) {
+STRATA_VECTOR_BODY void evaluateBody(const FusedInstruction &in, const T *a,
+                                     const T *b, const T *c, T *out,
+                                     int64_t n) {
   UnaryParams none;
   UnaryGradParams grad;
   grad.kind = in.kind;
@@ -131,11 +133,25 @@ void evaluate(const FusedInstruction &in, const T *a, const T *b, const T *c,
     STRATA_FUSED_CASE(CastWide, a[j])
     STRATA_FUSED_CASE(CastBf16, T(roundToBf16(float(a[j]))))
     STRATA_FUSED_CASE(CastF16, T(roundToFp16(float(a[j]))))
-    // grad dy x y: the derivative at (x, y) times dy, in double.
-    STRATA_FUSED_CASE(Grad, T(unaryDerivative(grad, b[j], c[j], a[j])))
+  case FusedOpcode::Grad: // dy x y: the derivative at (x, y) times dy
+    unaryDerivativeLoop(grad, a, b, c, out, n);
+    break;
     STRATA_FUSED_CASE(Where, a[j] != T(0) ? b[j] : c[j])
 #undef STRATA_FUSED_CASE
   }
+}
+
+/// evaluateBody built for the CPU at hand (VectorMath.h).
+STRATA_VECTOR_DISPATCHED void evaluate(const FusedInstruction &in,
+                                       const float *a, const float *b,
+                                       const float *c, float *out, int64_t n) {
+  evaluateBody(in, a, b, c, out, n);
+}
+STRATA_VECTOR_DISPATCHED void evaluate(const FusedInstruction &in,
+                                       const double *a, const double *b,
+                                       const double *c, double *out,
+                                       int64_t n) {
+  evaluateBody(in, a, b, c, out, n);
 }
 
 template <typename T>
@@ -164,8 +180,7 @@ Status runFused(const FusedProgram &p, KernelContext &ctx) {
         auto arg = [&](int k) -> const T * {
           return in.args[k] >= 0 ? reg(in.args[k]) : nullptr;
         };
-        evaluate<T>(in, arg(0), arg(1), arg(2), reg(p.numInputs + int(i)),
-                    len);
+        evaluate(in, arg(0), arg(1), arg(2), reg(p.numInputs + int(i)), len);
       }
       for (size_t r = 0; r < p.results.size(); ++r)
         storeChunk<T>(ctx.outputs[r], start, len, reg(p.results[r]));

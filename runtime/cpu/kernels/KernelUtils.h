@@ -11,6 +11,7 @@
 
 #include "strata/Runtime/Kernel.h"
 #include "strata/Runtime/KernelChecks.h"
+#include "strata/Runtime/UnaryGrad.h"
 
 #include "kernels/VectorMath.h"
 
@@ -205,6 +206,92 @@ void gemm(bool transB, int64_t m, int64_t n, int64_t k, const T *a, const T *b,
   gemmEx<T>(false, transB, m, n, k, a, k, b, transB ? k : n, c, n);
 }
 
+/// dx[i] = unaryDerivative(p, x[i], y[i], dy[i]) rounded to T, for i < n:
+/// graph.unary_grad and a fused program's gradient. One loop per kind, so
+/// the kind's switch folds away and the loop vectorizes, built for the
+/// CPU at hand as VectorMath.h's are (ElementwiseGradKernels.cpp).
+void unaryDerivativeLoop(const UnaryGradParams &p, const float *dy,
+                         const float *x, const float *y, float *dx, int64_t n);
+void unaryDerivativeLoop(const UnaryGradParams &p, const double *dy,
+                         const double *x, const double *y, double *dx,
+                         int64_t n);
+
+/// A sum in double in a fixed order that does not wait on one running
+/// total: kLanes partial sums, lane j taking the terms j, j + kLanes, ...
+/// of each add() (every add() starts again at lane 0), and total() adds
+/// the lanes pairwise. The order depends on the lengths alone, never on the
+/// CPU or the thread count; the lanes vectorize and hide the latency of the
+/// add that a single running sum is bound by (about 3 cycles a term).
+class LaneSum {
+public:
+  static constexpr int kLanes = 8;
+
+  /// Adds term(i) for i < n.
+  template <typename Term> void add(int64_t n, Term term) {
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+      for (int j = 0; j < kLanes; ++j)
+        lane[j] += term(i + j);
+    for (int j = 0; i < n; ++i, ++j)
+      lane[j] += term(i);
+  }
+
+  double total() const {
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+           ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+  }
+
+private:
+  double lane[kLanes] = {};
+};
+
+/// The sum of term(i), i < n, through one LaneSum.
+template <typename Term> double laneSum(int64_t n, Term term) {
+  LaneSum sum;
+  sum.add(n, term);
+  return sum.total();
+}
+
+/// The max of row[0, n), n > 0, as the serial scan `if (v > max || v !=
+/// v) max = v` finds it (NaN wins, the last one), but by 8 lanes that
+/// vectorize: a row with a NaN, or whose max is a zero (whose sign the
+/// serial scan takes from the first zero), is scanned serially instead.
+template <typename T> T rowMax(const T *row, int64_t n) {
+  constexpr int kLanes = 8;
+  T lane[kLanes];
+  for (int j = 0; j < kLanes; ++j)
+    lane[j] = row[0];
+  int nan = 0;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) {
+      T v = row[i + j];
+      lane[j] = v > lane[j] ? v : lane[j];
+      nan |= v != v;
+    }
+  for (; i < n; ++i) {
+    T v = row[i];
+    lane[0] = v > lane[0] ? v : lane[0];
+    nan |= v != v;
+  }
+  T max = lane[0];
+  for (int j = 1; j < kLanes; ++j)
+    max = lane[j] > max ? lane[j] : max;
+  if (nan || max == T(0)) {
+    max = row[0];
+    for (int64_t k = 1; k < n; ++k)
+      if (row[k] > max || row[k] != row[k])
+        max = row[k];
+  }
+  return max;
+}
+
+/// out[j] = e[j] / sum in double, rounded to the element type, for j < n:
+/// the normalization of a softmax row, built for the CPU at hand
+/// (VectorMath.h; ElementwiseKernels.cpp).
+void divideRow(const float *e, double sum, float *out, int64_t n);
+void divideRow(const double *e, double sum, double *out, int64_t n);
+
 /// The max (NaN wins, as in torch's max-reduction) of `len` > 0 elements
 /// `stride` apart, and the sum in double of exp(x - max): the log-sum-exp of
 /// softmax and cross entropy.
@@ -222,24 +309,19 @@ std::pair<T, double> maxAndExpSum(const T *in, int64_t len, int64_t stride) {
   return {max, sum};
 }
 
-/// e[j] = exp(row[j] - max) for j < n, and their sum in double, in order:
-/// the exponentials of a softmax row. Float rows take vectorExp
+/// e[j] = exp(row[j] - max) for j < n, and their sum in double (a
+/// LaneSum): the exponentials of a softmax row. Float rows take vectorExp
 /// (VectorMath.h, in float, as PyTorch's CPU softmax); double rows
 /// std::exp in double.
 template <typename T>
 double expAndSum(const T *row, T max, int64_t n, T *e) {
-  double sum = 0;
   if constexpr (std::is_same_v<T, float>) {
     expShifted(row, max, e, n);
-    for (int64_t j = 0; j < n; ++j)
-      sum += e[j];
   } else {
-    for (int64_t j = 0; j < n; ++j) {
+    for (int64_t j = 0; j < n; ++j)
       e[j] = std::exp(row[j] - max);
-      sum += e[j];
-    }
   }
-  return sum;
+  return laneSum(n, [&](int64_t j) { return double(e[j]); });
 }
 
 /// Row `i` of an attention block, the products q k^T of its first `keys`
@@ -260,16 +342,13 @@ void attentionRowProbabilities(T *row, int64_t i, int64_t keys, T scale,
       score += mask[maskRow + j * maskStride];
     row[j] = causal && j > i ? negInf : score;
   }
-  T max = keys > 0 ? row[0] : T(0);
-  for (int64_t j = 1; j < keys; ++j)
-    if (row[j] > max || row[j] != row[j])
-      max = row[j];
+  T max = keys > 0 ? rowMax(row, keys) : T(0);
   // Past the diagonal exp(-inf - max) is 0 when max is finite.
   int64_t live =
       causal && std::isfinite(double(max)) ? std::min(keys, i + 1) : keys;
   double sum = expAndSum(row, max, live, e);
-  for (int64_t j = 0; j < keys; ++j)
-    row[j] = j < live ? static_cast<T>(double(e[j]) / sum) : T(0);
+  divideRow(e, sum, row, live);
+  std::fill(row + live, row + keys, T(0));
 }
 
 /// Query rows per block of the attention kernels: a causal block of rows

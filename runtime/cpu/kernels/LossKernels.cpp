@@ -78,10 +78,7 @@ Status crossEntropyKernel(KernelContext &ctx) {
           T max;
           double sum;
           if (spatial == 1) {
-            max = col[0];
-            for (int64_t c = 1; c < classes; ++c)
-              if (col[c] > max || col[c] != col[c])
-                max = col[c];
+            max = rowMax(col, classes);
             sum = expAndSum(col, max, classes, ex.data());
           } else {
             std::tie(max, sum) = maxAndExpSum(col, classes, spatial);

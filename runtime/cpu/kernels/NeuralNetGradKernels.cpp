@@ -75,20 +75,18 @@ Status layerNormGradKernel(KernelContext &ctx) {
     parallelFor(rows, rowGrain(len), [&](int64_t first, int64_t last) {
       for (int64_t r = first; r < last; ++r) {
         const T *row = in + r * len, *grow = g + r * len;
-        double sum = 0;
-        for (int64_t i = 0; i < len; ++i)
-          sum += row[i];
-        double mu = sum / double(len), sq = 0;
-        for (int64_t i = 0; i < len; ++i)
-          sq += (row[i] - mu) * (row[i] - mu);
+        double sum = laneSum(len, [&](int64_t i) { return double(row[i]); });
+        double mu = sum / double(len);
+        double sq = laneSum(
+            len, [&](int64_t i) { return (row[i] - mu) * (row[i] - mu); });
         double rs = 1.0 / std::sqrt(sq / double(len) + epsilon);
-        double meanDxhat = 0, meanDxhatXhat = 0;
-        for (int64_t i = 0; i < len; ++i) {
+        double meanDxhat = laneSum(len, [&](int64_t i) {
+          return double(grow[i]) * double(w[i]);
+        });
+        double meanDxhatXhat = laneSum(len, [&](int64_t i) {
           double xhat = (row[i] - mu) * rs;
-          double dxhat = double(grow[i]) * double(w[i]);
-          meanDxhat += dxhat;
-          meanDxhatXhat += dxhat * xhat;
-        }
+          return double(grow[i]) * double(w[i]) * xhat;
+        });
         meanDxhat /= double(len);
         meanDxhatXhat /= double(len);
         for (int64_t i = 0; i < len; ++i) {
@@ -123,6 +121,36 @@ Status layerNormGradKernel(KernelContext &ctx) {
   });
 }
 
+/// dx over one plane of a channel: dy, less (in training) its share of
+/// the batch's mean and of the normalized input's direction, times
+/// scale * rstd; built for the CPU at hand (VectorMath.h).
+template <typename T>
+STRATA_VECTOR_BODY void
+batchNormGradPlaneBody(const T *g, const T *in, T *dx, int64_t n,
+                       bool training, double mean, double rstd, double dBias,
+                       double dScale, double count, double scale) {
+  for (int64_t s = 0; s < n; ++s) {
+    double v = double(g[s]);
+    if (training)
+      v -= (dBias + (in[s] - mean) * rstd * dScale) / count;
+    dx[s] = static_cast<T>(v * scale * rstd);
+  }
+}
+STRATA_VECTOR_DISPATCHED void
+batchNormGradPlane(const float *g, const float *in, float *dx, int64_t n,
+                   bool training, double mean, double rstd, double dBias,
+                   double dScale, double count, double scale) {
+  batchNormGradPlaneBody(g, in, dx, n, training, mean, rstd, dBias, dScale,
+                         count, scale);
+}
+STRATA_VECTOR_DISPATCHED void
+batchNormGradPlane(const double *g, const double *in, double *dx, int64_t n,
+                   bool training, double mean, double rstd, double dBias,
+                   double dScale, double count, double scale) {
+  batchNormGradPlaneBody(g, in, dx, n, training, mean, rstd, dBias, dScale,
+                         count, scale);
+}
+
 Status batchNormGradKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.batch_norm_grad";
   BatchNormGradPlan plan;
@@ -142,38 +170,40 @@ Status batchNormGradKernel(KernelContext &ctx) {
     auto at = [&](int64_t n, int64_t c, int64_t s) {
       return (n * channels + c) * spatial + s;
     };
-    for (int64_t c = 0; c < channels; ++c) {
+    // Channels in parallel, each summed in LaneSum's fixed order.
+    parallelFor(channels, rowGrain(batch * spatial), [&](int64_t first,
+                                                         int64_t last) {
+    for (int64_t c = first; c < last; ++c) {
+      // The sum over the channel's planes of term(plane of x, plane of dy,
+      // s).
+      auto channelSum = [&](auto term) {
+        LaneSum sum;
+        for (int64_t n = 0; n < batch; ++n) {
+          const T *xs = in + at(n, c, 0), *gs = g + at(n, c, 0);
+          sum.add(spatial, [&](int64_t s) { return term(xs[s], gs[s]); });
+        }
+        return sum.total();
+      };
       double mean = runMean[c], var = runVar[c];
       if (training) {
-        double sum = 0, sq = 0;
-        for (int64_t n = 0; n < batch; ++n)
-          for (int64_t s = 0; s < spatial; ++s)
-            sum += in[at(n, c, s)];
-        mean = sum / count;
-        for (int64_t n = 0; n < batch; ++n)
-          for (int64_t s = 0; s < spatial; ++s)
-            sq += (in[at(n, c, s)] - mean) * (in[at(n, c, s)] - mean);
-        var = sq / count;
+        mean = channelSum([](T xv, T) { return double(xv); }) / count;
+        var = channelSum([&](T xv, T) {
+                return (xv - mean) * (xv - mean);
+              }) / count;
       }
       double rstd = 1.0 / std::sqrt(var + epsilon);
-      double dBias = 0, dScale = 0;
-      for (int64_t n = 0; n < batch; ++n)
-        for (int64_t s = 0; s < spatial; ++s) {
-          int64_t i = at(n, c, s);
-          dBias += g[i];
-          dScale += double(g[i]) * (in[i] - mean) * rstd;
-        }
-      for (int64_t n = 0; n < batch; ++n)
-        for (int64_t s = 0; s < spatial; ++s) {
-          int64_t i = at(n, c, s);
-          double v = double(g[i]);
-          if (training)
-            v -= (dBias + (in[i] - mean) * rstd * dScale) / count;
-          dx[i] = static_cast<T>(v * double(w[c]) * rstd);
-        }
+      double dBias = channelSum([](T, T gv) { return double(gv); });
+      double dScale = channelSum(
+          [&](T xv, T gv) { return double(gv) * (xv - mean) * rstd; });
+      for (int64_t n = 0; n < batch; ++n) {
+        int64_t i = at(n, c, 0);
+        batchNormGradPlane(g + i, in + i, dx + i, spatial, training, mean,
+                           rstd, dBias, dScale, count, double(w[c]));
+      }
       ctx.outputs[1].as<T>()[c] = static_cast<T>(dScale);
       ctx.outputs[2].as<T>()[c] = static_cast<T>(dBias);
     }
+    });
     return Status::ok();
   });
 }
@@ -255,12 +285,12 @@ Status attentionGradKernel(KernelContext &ctx) {
           for (int64_t i = i0; i < i1; ++i) {
             T *dsRow = ds.data() + i * t;
             const T *pRow = p.data() + i * t;
-            double dot = 0;
-            for (int64_t j = 0; j < keys; ++j) {
-              if (ratio > 0)
+            if (ratio > 0)
+              for (int64_t j = 0; j < keys; ++j)
                 dsRow[j] *= keepMask[i * t + j];
-              dot += double(dsRow[j]) * double(pRow[j]);
-            }
+            double dot = laneSum(keys, [&](int64_t j) {
+              return double(dsRow[j]) * double(pRow[j]);
+            });
             for (int64_t j = 0; j < keys; ++j)
               dsRow[j] = static_cast<T>(double(pRow[j]) *
                                         (double(dsRow[j]) - dot) * scale);
@@ -393,10 +423,14 @@ Status crossEntropyGradKernel(KernelContext &ctx) {
                                   : double(g[0]) / totalWeight;
           scale *= w ? double(w[label]) : 1.0;
           T max = col[0];
-          for (int64_t c = 1; c < classes; ++c) {
-            T v = col[c * spatial];
-            if (v > max || v != v)
-              max = v;
+          if (spatial == 1) {
+            max = rowMax(col, classes);
+          } else {
+            for (int64_t c = 1; c < classes; ++c) {
+              T v = col[c * spatial];
+              if (v > max || v != v)
+                max = v;
+            }
           }
           double sum = 0;
           if (spatial == 1) {

@@ -2,9 +2,10 @@
 //
 // graph.layer_norm, graph.batch_norm, graph.softmax and graph.log_softmax,
 // matching torch.nn.functional's layer_norm, batch_norm, softmax and
-// log_softmax. Statistics and sums are accumulated in double and every
-// result is rounded once to the element type, so a result is within an ulp
-// or two of PyTorch's (which accumulates float in float here and there).
+// log_softmax. Statistics and sums are accumulated in double (LaneSum's
+// fixed order, KernelUtils.h) and every result is rounded once to the
+// element type, so a result is within an ulp or two of PyTorch's (which
+// accumulates float in float here and there).
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,16 +47,13 @@ Status layerNormKernel(KernelContext &ctx) {
     parallelFor(rows, rowGrain(len), [&](int64_t first, int64_t last) {
       for (int64_t r = first; r < last; ++r) {
         const T *row = in + r * len;
-        double sum = 0;
-        for (int64_t i = 0; i < len; ++i)
-          sum += row[i];
+        double sum = laneSum(len, [&](int64_t i) { return double(row[i]); });
         double mean = sum / static_cast<double>(len);
         // Two passes: the variance of centred values cannot go negative.
-        double sq = 0;
-        for (int64_t i = 0; i < len; ++i) {
+        double sq = laneSum(len, [&](int64_t i) {
           double d = row[i] - mean;
-          sq += d * d;
-        }
+          return d * d;
+        });
         double rstd = 1.0 / std::sqrt(sq / static_cast<double>(len) + epsilon);
         for (int64_t i = 0; i < len; ++i) {
           double v = (row[i] - mean) * rstd * g[i];
@@ -72,6 +70,28 @@ Status layerNormKernel(KernelContext &ctx) {
 //===----------------------------------------------------------------------===//
 // BatchNorm
 //===----------------------------------------------------------------------===//
+
+/// out[s] = (in[s] - mean) * rstd * scale + shift, rounded to T, for s < n:
+/// one plane of a channel, built for the CPU at hand (VectorMath.h).
+template <typename T>
+STRATA_VECTOR_BODY void normalizePlaneBody(const T *in, T *out, int64_t n,
+                                           double mean, double rstd,
+                                           double scale, double shift) {
+  for (int64_t s = 0; s < n; ++s)
+    out[s] = static_cast<T>((in[s] - mean) * rstd * scale + shift);
+}
+STRATA_VECTOR_DISPATCHED void normalizePlane(const float *in, float *out,
+                                             int64_t n, double mean,
+                                             double rstd, double scale,
+                                             double shift) {
+  normalizePlaneBody(in, out, n, mean, rstd, scale, shift);
+}
+STRATA_VECTOR_DISPATCHED void normalizePlane(const double *in, double *out,
+                                             int64_t n, double mean,
+                                             double rstd, double scale,
+                                             double shift) {
+  normalizePlaneBody(in, out, n, mean, rstd, scale, shift);
+}
 
 Status batchNormKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.batch_norm";
@@ -93,17 +113,21 @@ Status batchNormKernel(KernelContext &ctx) {
       for (int64_t c = first; c < last; ++c) {
         double mean, var;
         if (training) {
-          double sum = 0;
-          for (int64_t n = 0; n < batch; ++n)
-            for (int64_t s = 0; s < spatial; ++s)
-              sum += in[(n * channels + c) * spatial + s];
-          mean = sum / static_cast<double>(count);
-          double sq = 0;
-          for (int64_t n = 0; n < batch; ++n)
-            for (int64_t s = 0; s < spatial; ++s) {
-              double d = in[(n * channels + c) * spatial + s] - mean;
-              sq += d * d;
-            }
+          LaneSum sum;
+          for (int64_t n = 0; n < batch; ++n) {
+            const T *plane = in + (n * channels + c) * spatial;
+            sum.add(spatial, [&](int64_t s) { return double(plane[s]); });
+          }
+          mean = sum.total() / static_cast<double>(count);
+          LaneSum squares;
+          for (int64_t n = 0; n < batch; ++n) {
+            const T *plane = in + (n * channels + c) * spatial;
+            squares.add(spatial, [&](int64_t s) {
+              double d = plane[s] - mean;
+              return d * d;
+            });
+          }
+          double sq = squares.total();
           // Biased variance normalizes; the unbiased one updates the running
           // variance (PyTorch's convention).
           var = sq / static_cast<double>(count);
@@ -119,11 +143,11 @@ Status batchNormKernel(KernelContext &ctx) {
           newVar[c] = runVar[c];
         }
         double rstd = 1.0 / std::sqrt(var + epsilon);
-        for (int64_t n = 0; n < batch; ++n)
-          for (int64_t s = 0; s < spatial; ++s) {
-            int64_t i = (n * channels + c) * spatial + s;
-            out[i] = static_cast<T>((in[i] - mean) * rstd * g[c] + b[c]);
-          }
+        for (int64_t n = 0; n < batch; ++n) {
+          int64_t at = (n * channels + c) * spatial;
+          normalizePlane(in + at, out + at, spatial, mean, rstd, double(g[c]),
+                         double(b[c]));
+        }
       }
     });
     return Status::ok();
@@ -145,10 +169,7 @@ void softmaxLine(const T *in, T *out, int64_t len, int64_t stride, bool log,
     return;
   if (stride == 1) {
     // Contiguous: each exponential once (f32 ones vectorized, expAndSum).
-    T max = in[0];
-    for (int64_t i = 1; i < len; ++i)
-      if (in[i] > max || in[i] != in[i])
-        max = in[i];
+    T max = rowMax(in, len);
     scratch.resize(len);
     double sum = expAndSum(in, max, len, scratch.data());
     if (log) {
@@ -156,8 +177,7 @@ void softmaxLine(const T *in, T *out, int64_t len, int64_t stride, bool log,
       for (int64_t i = 0; i < len; ++i)
         out[i] = static_cast<T>(double(in[i]) - double(max) - logSum);
     } else {
-      for (int64_t i = 0; i < len; ++i)
-        out[i] = static_cast<T>(double(scratch[i]) / sum);
+      divideRow(scratch.data(), sum, out, len);
     }
     return;
   }

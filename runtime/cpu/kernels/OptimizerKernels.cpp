@@ -75,9 +75,9 @@ template <typename T> struct AdamwConstants {
 
 /// Elements [first, last) of one parameter's AdamW update.
 template <typename T>
-void adamwRange(const AdamwConstants<T> &c, const T *p, const T *g, const T *m,
-           const T *v, T *pOut, T *mOut, T *vOut, int64_t first,
-           int64_t last) {
+STRATA_VECTOR_BODY void
+adamwBody(const AdamwConstants<T> &c, const T *p, const T *g, const T *m,
+          const T *v, T *pOut, T *mOut, T *vOut, int64_t first, int64_t last) {
   // g * 1 is g exactly, so the unscaled case needs no branch.
   const T decay = c.decay, b1 = c.b1, b2 = c.b2, oneMinusB1 = c.oneMinusB1,
           oneMinusB2 = c.oneMinusB2, bc2Sqrt = c.bc2Sqrt, eps = c.eps,
@@ -92,6 +92,20 @@ void adamwRange(const AdamwConstants<T> &c, const T *p, const T *g, const T *m,
     mOut[i] = expAvg;
     vOut[i] = expAvgSq;
   }
+}
+
+/// adamwBody, vectorized for the CPU at hand (VectorMath.h).
+STRATA_VECTOR_DISPATCHED void
+adamwRange(const AdamwConstants<float> &c, const float *p, const float *g,
+           const float *m, const float *v, float *pOut, float *mOut,
+           float *vOut, int64_t first, int64_t last) {
+  adamwBody(c, p, g, m, v, pOut, mOut, vOut, first, last);
+}
+STRATA_VECTOR_DISPATCHED void
+adamwRange(const AdamwConstants<double> &c, const double *p, const double *g,
+           const double *m, const double *v, double *pOut, double *mOut,
+           double *vOut, int64_t first, int64_t last) {
+  adamwBody(c, p, g, m, v, pOut, mOut, vOut, first, last);
 }
 
 Status adamwKernel(KernelContext &ctx) {
