@@ -96,14 +96,15 @@ void storeChunk(const TensorView &v, int64_t start, int64_t len,
   }
 }
 
-/// One instruction over a chunk of n elements.
+/// One instruction over a chunk of n elements; `none` is a unary op's
+/// parameters (none), `grad` the derivative of the instruction's kind.
+/// (Both come from the caller: clang leaves a default constructor
+/// referenced but not emitted in a target_clones build.)
 template <typename T>
-STRATA_VECTOR_BODY void evaluateBody(const FusedInstruction &in, const T *a,
-                                     const T *b, const T *c, T *out,
-                                     int64_t n) {
-  UnaryParams none;
-  UnaryGradParams grad;
-  grad.kind = in.kind;
+STRATA_VECTOR_BODY void
+evaluateBody(const FusedInstruction &in, const UnaryParams &none,
+             const UnaryGradParams &grad, const T *a, const T *b, const T *c,
+             T *out, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
     // f32 exact GELU and its gradient as the unfused kernels compute them
     // (VectorMath.h), so that fusing changes no result.
@@ -142,16 +143,17 @@ STRATA_VECTOR_BODY void evaluateBody(const FusedInstruction &in, const T *a,
 }
 
 /// evaluateBody built for the CPU at hand (VectorMath.h).
-STRATA_VECTOR_DISPATCHED void evaluate(const FusedInstruction &in,
-                                       const float *a, const float *b,
-                                       const float *c, float *out, int64_t n) {
-  evaluateBody(in, a, b, c, out, n);
+STRATA_VECTOR_DISPATCHED void
+evaluate(const FusedInstruction &in, const UnaryParams &none,
+         const UnaryGradParams &grad, const float *a, const float *b,
+         const float *c, float *out, int64_t n) {
+  evaluateBody(in, none, grad, a, b, c, out, n);
 }
-STRATA_VECTOR_DISPATCHED void evaluate(const FusedInstruction &in,
-                                       const double *a, const double *b,
-                                       const double *c, double *out,
-                                       int64_t n) {
-  evaluateBody(in, a, b, c, out, n);
+STRATA_VECTOR_DISPATCHED void
+evaluate(const FusedInstruction &in, const UnaryParams &none,
+         const UnaryGradParams &grad, const double *a, const double *b,
+         const double *c, double *out, int64_t n) {
+  evaluateBody(in, none, grad, a, b, c, out, n);
 }
 
 template <typename T>
@@ -168,6 +170,7 @@ Status runFused(const FusedProgram &p, KernelContext &ctx) {
   // Chunks are independent: blocks of them run on the pool, each with its
   // own registers.
   int64_t chunks = (n + kChunk - 1) / kChunk;
+  const UnaryParams none;
   parallelFor(chunks, 8, [&](int64_t first, int64_t last) {
     std::vector<T> regs(size_t(p.numValues()) * kChunk);
     auto reg = [&](int v) { return regs.data() + size_t(v) * kChunk; };
@@ -180,7 +183,10 @@ Status runFused(const FusedProgram &p, KernelContext &ctx) {
         auto arg = [&](int k) -> const T * {
           return in.args[k] >= 0 ? reg(in.args[k]) : nullptr;
         };
-        evaluate(in, arg(0), arg(1), arg(2), reg(p.numInputs + int(i)), len);
+        UnaryGradParams grad;
+        grad.kind = in.kind;
+        evaluate(in, none, grad, arg(0), arg(1), arg(2),
+                 reg(p.numInputs + int(i)), len);
       }
       for (size_t r = 0; r < p.results.size(); ++r)
         storeChunk<T>(ctx.outputs[r], start, len, reg(p.results[r]));
