@@ -98,7 +98,11 @@ def main():
     ap.add_argument("--check-ranks", type=int, nargs="*", default=[1, 2])
     ap.add_argument("--models", nargs="+", default=["gpt_tiny", "bert_tiny"])
     ap.add_argument("--steps", type=int, default=24)
-    ap.add_argument("--tolerance", type=float, default=0.15)
+    ap.add_argument("--tolerance", type=float, default=0.15,
+                    help="largest |predicted - measured| / measured")
+    ap.add_argument("--max-ratio", type=float,
+                    help="instead: fail only when predicted / measured is "
+                         "above this or below its inverse")
     ap.add_argument("--seconds", type=float, default=0.05,
                     help="each calibration benchmark's time")
     ap.add_argument("--keep", help="keep the calibrated files in this folder")
@@ -139,8 +143,10 @@ def main():
                           (ranks, " " if ranks == 1 else "s", model, name,
                            measured * 1e3, predicted * 1e3, 100 * error),
                           flush=True)
-                    if ranks in args.check_ranks and \
-                            abs(error) > args.tolerance:
+                    ratio = predicted / measured
+                    off = (max(ratio, 1 / ratio) > args.max_ratio
+                           if args.max_ratio else abs(error) > args.tolerance)
+                    if ranks in args.check_ranks and off:
                         failures.append("%d ranks %s %s: %+.1f%%" %
                                         (ranks, model, name, 100 * error))
     finally:
@@ -151,8 +157,10 @@ def main():
               (ranks, "" if ranks == 1 else "s", 100 * statistics.mean(errs),
                100 * max(errs), len(errs)))
     if failures:
-        sys.exit("FAILED: predictions off by more than %.0f%%: %s" %
-                 (100 * args.tolerance, "; ".join(failures)))
+        bound = ("a factor %g" % args.max_ratio if args.max_ratio
+                 else "%.0f%%" % (100 * args.tolerance))
+        sys.exit("FAILED: predictions off by more than %s: %s" %
+                 (bound, "; ".join(failures)))
     print("PASSED")
 
 
