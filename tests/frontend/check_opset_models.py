@@ -49,6 +49,11 @@ GENERATED = [
     ("bert_deep.onnx", 21, []),
     ("mlp_dynamic_batch.onnx", 21, ["--batch", "8"]),
     ("gpt_tiny_dynamic_batch.onnx", 18, ["--batch", "4"]),
+    ("bert_tiny_dynamic_batch.onnx", 21, ["--batch", "4"]),
+    ("gpt_deep_dynamic_batch.onnx", 18, ["--batch", "2"]),
+    ("bert_deep_dynamic_batch.onnx", 18, ["--batch", "2"]),
+    ("digits_cnn.onnx", 18, []),
+    ("digits_cnn.onnx", 21, []),
 ]
 
 
