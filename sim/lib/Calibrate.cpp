@@ -172,8 +172,16 @@ Status calibrate(const CalibrateOptions &options, std::string &json) {
   int world = 1;
   if (const char *w = std::getenv("OMPI_COMM_WORLD_SIZE"))
     world = std::max(1, std::atoi(w));
+  // Ranks on more than one host (mpirun --host, tools/cluster.sh): the
+  // nodes are real, each link class measured apart; on one host they are
+  // emulated, every link its shared memory.
+  int perNode = world;
+  if (const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"))
+    if (int k = std::atoi(local); k > 0 && k < world && world % k == 0)
+      perNode = k;
+  bool spans = perNode < world;
   if (world > 1) {
-    runtime::TopologyInfo topology{world, world, world, 1};
+    runtime::TopologyInfo topology{world, perNode, world, 1};
     if (Status s = runtime::Communicator::create(topology, 120, comm); !s)
       return s;
   }
@@ -182,8 +190,8 @@ Status calibrate(const CalibrateOptions &options, std::string &json) {
   out << "{\n";
   out << "  \"name\": \"this machine, " << world << " rank"
       << (world == 1 ? "" : "s") << " (strata-sim --calibrate)\",\n";
-  out << "  \"gpus_per_node\": " << world << ",\n";
-  out << "  \"emulated_nodes\": 1,\n";
+  out << "  \"gpus_per_node\": " << perNode << ",\n";
+  out << "  \"emulated_nodes\": " << (spans ? 0 : 1) << ",\n";
 
   // GEMMs: graph.linear and graph.linear_grad_weight on square products.
   std::vector<int64_t> sizes = {8, 16, 32, 64, 128, 256, 512, 1024};
@@ -398,46 +406,63 @@ Status calibrate(const CalibrateOptions &options, std::string &json) {
     out << "  \"kernel_launch\": " << number(perLaunch) << ",\n";
   }
 
-  // Collectives between the ranks (the same link inside and across the
-  // emulated nodes: one host's shared memory).
-  double latency = 0, bandwidth = 0;
-  if (comm) {
+  // Collectives: all-gathers through the Communicator at 64 B and 4 MiB a
+  // rank, for the alpha-beta model of a ring (the latency per ring step,
+  // the bandwidth of the bytes that cross each link). On one host every
+  // link is its shared memory (the world's ring); across hosts, inside a
+  // node (the intra group) and between nodes (the inter group, the node's
+  // K rings at once through its NIC: its bandwidth is K times a ring's).
+  struct Link {
+    double latency = 0, bandwidth = 0;
+  };
+  auto measureLink = [&](runtime::Group group, int members) {
+    Link link;
     auto gather = [&](size_t perRank) {
-      std::vector<float> in(perRank / 4, 1.0f), outBuf(perRank / 4 * world);
+      std::vector<float> in(perRank / 4, 1.0f),
+          outBuf(perRank / 4 * size_t(members));
       Status failed = Status::ok();
-      double t = timeIt(
+      return timeIt(
           comm.get(),
           [&] {
-            return comm->allGather(runtime::Group::World,
-                                   {{DType::F32, in.data(), outBuf.data(),
-                                     in.size()}});
+            return comm->allGather(group, {{DType::F32, in.data(),
+                                            outBuf.data(), in.size()}});
           },
           b.budget, failed);
-      return t;
     };
-    double steps = world - 1;
+    double steps = members - 1;
     double small = gather(64), large = gather(size_t(4) << 20);
-    latency = small / steps;
-    double onRing = double(world - 1) * double(size_t(4) << 20);
-    bandwidth = onRing / std::max(large - steps * latency, 1e-9);
-  } else {
+    link.latency = small / steps;
+    double onRing = steps * double(size_t(4) << 20);
+    link.bandwidth = onRing / std::max(large - steps * link.latency, 1e-9);
+    return link;
+  };
+  Link intra, inter;
+  if (!comm) {
     // One rank exchanges nothing: the copy bandwidth stands in.
-    bandwidth = copyBandwidth;
+    intra.bandwidth = inter.bandwidth = copyBandwidth;
+  } else if (!spans) {
+    intra = inter = measureLink(runtime::Group::World, world);
+  } else {
+    intra = perNode > 1 ? measureLink(runtime::Group::Intra, perNode)
+                        : Link{0, copyBandwidth};
+    inter = measureLink(runtime::Group::Inter, world / perNode);
+    inter.bandwidth *= perNode;
   }
-  // Emulated nodes share the host's memory: one link class.
-  out << "  \"intra_bandwidth\": " << number(bandwidth) << ",\n";
-  out << "  \"intra_latency\": " << number(latency) << ",\n";
-  out << "  \"inter_bandwidth\": " << number(bandwidth) << ",\n";
-  out << "  \"inter_latency\": " << number(latency) << ",\n";
+  out << "  \"intra_bandwidth\": " << number(intra.bandwidth) << ",\n";
+  out << "  \"intra_latency\": " << number(intra.latency) << ",\n";
+  out << "  \"inter_bandwidth\": " << number(inter.bandwidth) << ",\n";
+  out << "  \"inter_latency\": " << number(inter.latency) << ",\n";
   // A tier move on the CPU is a copy between two host buffers.
   out << "  \"pcie_bandwidth\": " << number(copyBandwidth) << ",\n";
   double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
-  out << "  \"memory_bytes\": " << number(memory / world) << ",\n";
+  out << "  \"memory_bytes\": " << number(memory / perNode) << ",\n";
   out << "  \"host_memory_bytes\": " << number(memory) << ",\n";
   unsigned cores = std::thread::hardware_concurrency();
   out << "  \"source\": \"measured by strata-sim --calibrate on " << cores
       << " cores with " << world << " rank" << (world == 1 ? "" : "s")
-      << " at once; not measured: " << b.notes.str() << "\"\n";
+      << " at once" << (spans ? ", " + std::to_string(perNode) + " a node"
+                              : std::string())
+      << "; not measured: " << b.notes.str() << "\"\n";
   out << "}\n";
   if (!comm || comm->rank() == 0)
     json = out.str();

@@ -26,9 +26,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, "..", "..", "models")
 
 
+CLUSTER = os.path.join(HERE, "..", "..", "tools", "cluster.sh")
+NODES = None  # (nodes, bandwidth): launch on tools/cluster.sh's nodes
+
+
 def mpirun(n):
     if n == 1:
         return []
+    if NODES:
+        return [CLUSTER, "run", "-N", str(NODES[0]), "-n", str(n),
+                "--inter-node-bandwidth", NODES[1], "--"]
     return ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(n)]
 
 
@@ -50,6 +57,25 @@ def configurations(ranks):
         ]
     n = str(ranks)
     half = str(max(ranks // 2, 1))
+    if NODES:
+        # The nodes are real: K is the ranks a node, the partition group
+        # node-sized for MiCS and spanning the nodes for ZeRO-3.
+        half = str(ranks // NODES[0])
+        topo = ["--world", n]
+        return [
+            ("ZeRO-3 P=%s flat" % n, topo + ["--gpus-per-node", half,
+                                            "--partition-group", n,
+                                            "--hierarchical", "off"]),
+            ("MiCS hierarchical P=%s" % n,
+             topo + ["--gpus-per-node", half, "--partition-group", n,
+                     "--hierarchical", "on"]),
+            ("MiCS P=%s 2-hop" % half,
+             topo + ["--gpus-per-node", half, "--partition-group", half,
+                     "--grad-sync", "2hop", "--accum", "2"]),
+            ("MiCS P=%s global sync" % half,
+             topo + ["--gpus-per-node", half, "--partition-group", half,
+                     "--grad-sync", "global", "--accum", "2"]),
+        ]
     topo = ["--world", n]
     configs = [
         ("ZeRO-3 P=%s" % n, topo + ["--gpus-per-node", n, "--partition-group",
@@ -106,7 +132,21 @@ def main():
     ap.add_argument("--seconds", type=float, default=0.05,
                     help="each calibration benchmark's time")
     ap.add_argument("--keep", help="keep the calibrated files in this folder")
+    ap.add_argument("--cluster", metavar="NODES:BANDWIDTH",
+                    help="calibrate and run on tools/cluster.sh's emulated "
+                         "nodes (e.g. 2:100mbit): TCP links between them")
     args = ap.parse_args()
+    global NODES
+    if args.cluster:
+        nodes, bandwidth = args.cluster.split(":")
+        NODES = (int(nodes), bandwidth)
+        check = subprocess.run([CLUSTER, "check"], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+        if check.returncode != 0:
+            print(check.stdout.strip())
+            # A developer's machine without the privileges skips (77);
+            # CI, where they exist, fails.
+            sys.exit(1 if os.environ.get("CI") == "true" else 77)
     work = tempfile.mkdtemp(prefix="strata-calibration-")
     rows, failures = [], []
     try:
