@@ -583,10 +583,13 @@ Error ModelImporter::checkOpsetAndIrVersion() {
   }
   if (!found)
     return fail("model imports no default-domain ONNX opset");
+  // The suggestion: PyTorch 1.13's default for an older model, the newest
+  // Strata reads for a newer one (torch.onnx.export's opset_version).
   if (opset < kMinOpset || opset > kMaxOpset)
     return fail(llvm::formatv("opset {0} is outside the supported range "
                               "{1}..{2}; re-export with opset_version={3}",
-                              opset, kMinOpset, kMaxOpset, 17));
+                              opset, kMinOpset, kMaxOpset,
+                              opset < kMinOpset ? 17 : kMaxOpset));
   if (model.ir_version() < 1 || model.ir_version() > kMaxIrVersion)
     return fail(llvm::formatv("IR version {0} is outside the supported range "
                               "1..{1}",
