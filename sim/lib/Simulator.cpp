@@ -559,7 +559,7 @@ Status loadCluster(const std::string &path, Cluster &out) {
   Cluster c;
   c.name = kv.count("name") ? kv["name"] : path;
   c.source = kv.count("source") ? kv["source"] : "";
-  double k = 0, f32 = 0, bf16 = 0, f16 = 0;
+  double k = 0, f32 = 0, bf16 = 0, f16 = 0, emulated = 0;
   // Each key: whether the file must give it, and whether it must be
   // positive (a bandwidth or peak of 0 would divide by zero).
   struct Field {
@@ -584,6 +584,7 @@ Status loadCluster(const std::string &path, Cluster &out) {
       {"gemm_efficiency", &c.gemmEfficiency, false, true},
       {"attention_efficiency", &c.attentionEfficiency, false, true},
       {"memory_efficiency", &c.memoryEfficiency, false, true},
+      {"emulated_nodes", &emulated, false, false},
   };
   for (const Field &f : fields) {
     if (Status s = number(f.key, *f.value, f.required); !s)
@@ -626,23 +627,11 @@ Status loadCluster(const std::string &path, Cluster &out) {
     }
     return Status::ok();
   };
-  if (Status s = table("gemm_rate", c.gemmRate); !s)
-    return s;
-  if (Status s = table("gemm_grad_rate", c.gemmGradRate); !s)
-    return s;
-  double emulated = 0;
-  struct Field calibrated[] = {
-      {"emulated_nodes", &emulated, false, false},
-  };
-  for (const Field &f : calibrated)
-    if (Status s = number(f.key, *f.value, f.required); !s)
-      return s;
-  c.emulatedNodes = emulated != 0;
-  if (Status s = table("copy_seconds", c.copySeconds); !s)
-    return s;
   for (auto [key, rows] :
-       {std::pair<const char *, Cluster::Table *>{"attention_score",
-                                                  &c.attentionScore},
+       {std::pair<const char *, Cluster::Table *>{"gemm_rate", &c.gemmRate},
+        {"gemm_grad_rate", &c.gemmGradRate},
+        {"copy_seconds", &c.copySeconds},
+        {"attention_score", &c.attentionScore},
         {"attention_mac", &c.attentionMac},
         {"attention_grad_score", &c.attentionGradScore},
         {"attention_grad_mac", &c.attentionGradMac},
@@ -656,6 +645,7 @@ Status loadCluster(const std::string &path, Cluster &out) {
     if (entry.first.rfind("op.", 0) == 0)
       if (Status s = table(entry.first, c.opSeconds[entry.first.substr(3)]); !s)
         return s;
+  c.emulatedNodes = emulated != 0;
   c.gpusPerNode = int(k);
   c.flops["f32"] = f32;
   c.flops["bf16"] = bf16 > 0 ? bf16 : f32;
