@@ -592,23 +592,24 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
         Location loc = members.front().getLoc();
         SmallVector<Value> operands(members.begin(), members.end());
         SmallVector<Type> sent = types;
-        SmallPtrSet<Operation *, 8> casts;
+        // What reads the accumulated shards before the sum: the all-reduce,
+        // or the casts that narrow them for it.
+        SmallPtrSet<Operation *, 8> readers;
         if (Type narrow = reduceElementType())
           for (auto [v, t] : llvm::zip(operands, sent)) {
             t = cast<RankedTensorType>(t).clone(narrow);
             v = b.create<graph::CastOp>(loc, t, v);
-            casts.insert(v.getDefiningOp());
+            readers.insert(v.getDefiningOp());
           }
         auto reduced = b.create<sched::AllReduceOp>(
             loc, sent, sched::Group::Replication, operands);
+        readers.insert(reduced);
         for (auto [arg, sum, type] :
              llvm::zip(members, reduced.getResults(), types)) {
           Value wide = sum;
           if (wide.getType() != type)
             wide = b.create<graph::CastOp>(loc, type, sum);
-          SmallPtrSet<Operation *, 8> keep = casts;
-          keep.insert(reduced);
-          arg.replaceAllUsesExcept(wide, keep);
+          arg.replaceAllUsesExcept(wide, readers);
         }
       }
     }
