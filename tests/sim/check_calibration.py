@@ -56,44 +56,32 @@ def configurations(ranks):
                                            "--host-memory", "1G"]),
         ]
     n = str(ranks)
-    half = str(max(ranks // 2, 1))
-    if NODES:
-        # The nodes are real: K is the ranks a node, the partition group
-        # node-sized for MiCS and spanning the nodes for ZeRO-3.
-        half = str(ranks // NODES[0])
-        topo = ["--world", n]
-        return [
-            ("ZeRO-3 P=%s flat" % n, topo + ["--gpus-per-node", half,
-                                            "--partition-group", n,
-                                            "--hierarchical", "off"]),
-            ("MiCS hierarchical P=%s" % n,
-             topo + ["--gpus-per-node", half, "--partition-group", n,
-                     "--hierarchical", "on"]),
-            ("MiCS P=%s 2-hop" % half,
-             topo + ["--gpus-per-node", half, "--partition-group", half,
-                     "--grad-sync", "2hop", "--accum", "2"]),
-            ("MiCS P=%s global sync" % half,
-             topo + ["--gpus-per-node", half, "--partition-group", half,
-                     "--grad-sync", "global", "--accum", "2"]),
-        ]
+    # K: on real nodes the ranks a node, on one host two emulated nodes.
+    k = str(ranks // NODES[0]) if NODES else str(max(ranks // 2, 1))
     topo = ["--world", n]
-    configs = [
-        ("ZeRO-3 P=%s" % n, topo + ["--gpus-per-node", n, "--partition-group",
-                                     n, "--hierarchical", "off"]),
-        ("ZeRO-3 P=%s prefetch 2" % n,
-         topo + ["--gpus-per-node", n, "--partition-group", n,
-                 "--hierarchical", "off", "--prefetch-depth", "2"]),
-        ("MiCS hierarchical P=%s K=%s" % (n, half),
-         topo + ["--gpus-per-node", half, "--partition-group", n,
-                 "--hierarchical", "on"]),
-        ("MiCS P=%s 2-hop" % half,
-         topo + ["--gpus-per-node", half, "--partition-group", half,
-                 "--grad-sync", "2hop", "--accum", "2"]),
-        ("MiCS P=%s global sync" % half,
-         topo + ["--gpus-per-node", half, "--partition-group", half,
-                 "--grad-sync", "global", "--accum", "2"]),
+    if NODES:
+        # ZeRO-3's partition group spans the nodes.
+        zero3 = [("ZeRO-3 P=%s flat" % n,
+                  topo + ["--gpus-per-node", k, "--partition-group", n,
+                          "--hierarchical", "off"])]
+        hierarchical = "MiCS hierarchical P=%s" % n
+    else:
+        flat = topo + ["--gpus-per-node", n, "--partition-group", n,
+                       "--hierarchical", "off"]
+        zero3 = [("ZeRO-3 P=%s" % n, flat),
+                 ("ZeRO-3 P=%s prefetch 2" % n,
+                  flat + ["--prefetch-depth", "2"])]
+        hierarchical = "MiCS hierarchical P=%s K=%s" % (n, k)
+    # MiCS: the partition group over the nodes, gathered hierarchically, and
+    # node-sized, its gradients synced by 2-hop or globally.
+    node = topo + ["--gpus-per-node", k, "--partition-group", k]
+    return zero3 + [
+        (hierarchical, topo + ["--gpus-per-node", k, "--partition-group", n,
+                               "--hierarchical", "on"]),
+        ("MiCS P=%s 2-hop" % k, node + ["--grad-sync", "2hop", "--accum", "2"]),
+        ("MiCS P=%s global sync" % k,
+         node + ["--grad-sync", "global", "--accum", "2"]),
     ]
-    return configs
 
 
 def peak_bytes(bin_dir, art):
