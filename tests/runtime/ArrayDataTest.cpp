@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "KernelTestUtils.h"
 #include "TestArtifacts.h"
 
 #include "strata/Runtime/DataLoader.h"
@@ -22,17 +23,6 @@ using namespace strata::runtime;
 using namespace strata::runtime::testing;
 
 namespace {
-
-struct OwnedTensor {
-  OwnedTensor(DType dtype, std::vector<int64_t> shape) {
-    view.dtype = dtype;
-    view.shape = std::move(shape);
-    storage.assign(view.bytes(), 0);
-    view.data = storage.data();
-  }
-  std::vector<unsigned char> storage;
-  TensorView view;
-};
 
 /// Writes a version 1 .npy file of dtype `descr` holding `values`.
 template <typename T>
@@ -95,9 +85,9 @@ TEST(ArrayDataTest, RowsFollowTheSamplingRule) {
       tLabels(DType::I64, {2});
   std::unique_ptr<DataLoader> loader;
   Status s = DataLoader::arrays(dir.path(),
-                                {{"ids", &tIds.view, 2000},
-                                 {"x", &tX.view, 2},
-                                 {"labels", &tLabels.view, 10}},
+                                {{"ids", &tIds.view(), 2000},
+                                 {"x", &tX.view(), 2},
+                                 {"labels", &tLabels.view(), 10}},
                                 -100, 7, loader, /*rank=*/1, /*world=*/2);
   ASSERT_TRUE(s.isOk()) << s.message();
   EXPECT_FALSE(loader->countsTokens());
@@ -113,11 +103,11 @@ TEST(ArrayDataTest, RowsFollowTheSamplingRule) {
     ASSERT_TRUE(loader->fill(c.step, c.micro, c.accum).isOk());
     for (int b = 0; b < 2; ++b) {
       int64_t row = rows[c.firstK + b];
-      EXPECT_EQ(tIds.view.as<int64_t>()[2 * b], row);
-      EXPECT_EQ(tIds.view.as<int64_t>()[2 * b + 1], row + 1000);
-      EXPECT_EQ(tX.view.as<float>()[2 * b], float(row));
-      EXPECT_EQ(tX.view.as<float>()[2 * b + 1], float(row) + 0.5f);
-      EXPECT_EQ(tLabels.view.as<int64_t>()[b], row % 10);
+      EXPECT_EQ(tIds.view().as<int64_t>()[2 * b], row);
+      EXPECT_EQ(tIds.view().as<int64_t>()[2 * b + 1], row + 1000);
+      EXPECT_EQ(tX.view().as<float>()[2 * b], float(row));
+      EXPECT_EQ(tX.view().as<float>()[2 * b + 1], float(row) + 0.5f);
+      EXPECT_EQ(tLabels.view().as<int64_t>()[b], row % 10);
     }
   }
 }
@@ -127,14 +117,14 @@ TEST(ArrayDataTest, LossyConversionsAreRefused) {
   OwnedTensor x(DType::F32, {1, 1}), n(DType::I32, {1, 1});
   // A float64 that float32 rounds.
   writeNpy(dir / "x.npy", "<f8", {2, 1}, std::vector<double>{1.0, 0.1});
-  EXPECT_EQ(openError(dir.path(), {{"x", &x.view}}),
+  EXPECT_EQ(openError(dir.path(), {{"x", &x.view()}}),
             "'" + dir / "x.npy" +
                 "' (<f8) holds 0.10000000000000001 at sample 1, which input 'x' "
                 "(float32) cannot hold exactly");
   // An int64 past float32's 24-bit mantissa; 2^25 itself is exact.
   writeNpy(dir / "x.npy", "<i8", {2, 1},
            std::vector<int64_t>{1 << 25, (1 << 24) + 1});
-  EXPECT_EQ(openError(dir.path(), {{"x", &x.view}}),
+  EXPECT_EQ(openError(dir.path(), {{"x", &x.view()}}),
             "'" + dir / "x.npy" +
                 "' (<i8) holds 16777217 at sample 1, which input 'x' "
                 "(float32) cannot hold exactly");
@@ -142,7 +132,7 @@ TEST(ArrayDataTest, LossyConversionsAreRefused) {
   OwnedTensor wide(DType::F64, {1, 1});
   writeNpy(dir / "x.npy", "<i8", {2, 1},
            std::vector<int64_t>{1ll << 60, INT64_MAX});
-  EXPECT_EQ(openError(dir.path(), {{"x", &wide.view}}),
+  EXPECT_EQ(openError(dir.path(), {{"x", &wide.view()}}),
             "'" + dir / "x.npy" +
                 "' (<i8) holds 9223372036854775807 at sample 1, which input "
                 "'x' (float64) cannot hold exactly");
@@ -150,12 +140,12 @@ TEST(ArrayDataTest, LossyConversionsAreRefused) {
   // would feed nothing, out of the way).
   std::filesystem::remove(dir / "x.npy");
   writeNpy(dir / "n.npy", "<i8", {1, 1}, std::vector<int64_t>{1ll << 40});
-  EXPECT_EQ(openError(dir.path(), {{"n", &n.view}}),
+  EXPECT_EQ(openError(dir.path(), {{"n", &n.view()}}),
             "'" + dir / "n.npy" +
                 "' (<i8) holds 1099511627776 at sample 0, which input 'n' "
                 "(int32) cannot hold exactly");
   writeNpy(dir / "n.npy", "<f4", {1, 1}, std::vector<float>{1.0f});
-  EXPECT_EQ(openError(dir.path(), {{"n", &n.view}}),
+  EXPECT_EQ(openError(dir.path(), {{"n", &n.view()}}),
             "'" + dir / "n.npy" +
                 "' (<f4) holds floats; input 'n' (int32) takes integers: "
                 "convert it with astype");
@@ -163,21 +153,21 @@ TEST(ArrayDataTest, LossyConversionsAreRefused) {
   writeNpy(dir / "x.npy", "<f2", {1, 1}, std::vector<uint16_t>{0x3C00});
   writeNpy(dir / "n.npy", "<i8", {1, 1}, std::vector<int64_t>{-7});
   std::unique_ptr<DataLoader> loader;
-  ASSERT_TRUE(DataLoader::arrays(dir.path(), {{"x", &x.view}, {"n", &n.view}},
+  ASSERT_TRUE(DataLoader::arrays(dir.path(), {{"x", &x.view()}, {"n", &n.view()}},
                                  -100, 0, loader)
                   .isOk());
   ASSERT_TRUE(loader->fill(0, 0, 1).isOk());
-  EXPECT_EQ(x.view.as<float>()[0], 1.0f);
-  EXPECT_EQ(n.view.as<int32_t>()[0], -7);
+  EXPECT_EQ(x.view().as<float>()[0], 1.0f);
+  EXPECT_EQ(n.view().as<int32_t>()[0], -7);
 }
 
 TEST(ArrayDataTest, LabelsOutsideTheClassesAreRefusedButIgnoredOnesPass) {
   TempDir dir;
   OwnedTensor labels(DType::I64, {2});
   writeNpy(dir / "labels.npy", "<i8", {3}, std::vector<int64_t>{0, -100, 9});
-  EXPECT_EQ(openError(dir.path(), {{"labels", &labels.view, 10}}), "");
+  EXPECT_EQ(openError(dir.path(), {{"labels", &labels.view(), 10}}), "");
   writeNpy(dir / "labels.npy", "<i8", {3}, std::vector<int64_t>{0, 10, 9});
-  EXPECT_EQ(openError(dir.path(), {{"labels", &labels.view, 10}}),
+  EXPECT_EQ(openError(dir.path(), {{"labels", &labels.view(), 10}}),
             "'" + dir / "labels.npy" +
                 "' holds the label 10 at sample 1, outside the model's 10 "
                 "classes [0, 10) (ignored: -100)");

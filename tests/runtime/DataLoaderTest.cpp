@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "KernelTestUtils.h"
 #include "TestArtifacts.h"
 
 #include "strata/Runtime/DataLoader.h"
@@ -20,18 +21,6 @@ using namespace strata::runtime;
 using namespace strata::runtime::testing;
 
 namespace {
-
-/// A tensor with its own storage.
-struct OwnedTensor {
-  OwnedTensor(DType dtype, std::vector<int64_t> shape) {
-    view.dtype = dtype;
-    view.shape = std::move(shape);
-    storage.assign(view.bytes() + 8, 0);
-    view.data = storage.data();
-  }
-  std::vector<unsigned char> storage;
-  TensorView view;
-};
 
 template <typename T>
 std::string writeTokens(const std::string &path, const std::vector<T> &tokens) {
@@ -74,17 +63,17 @@ TEST(DataLoaderTest, HashesArePinned) {
 TEST(DataLoaderTest, SyntheticValuesArePinned) {
   OwnedTensor x(DType::F32, {2, 4}), labels(DType::I64, {2, 3});
   auto loader = DataLoader::synthetic(
-      {{"x", &x.view, 2}, {"labels", &labels.view, 5}}, 3);
+      {{"x", &x.view(), 2}, {"labels", &labels.view(), 5}}, 3);
   ASSERT_TRUE(loader->fill(1, 1, 2).isOk());
   const double expectedX[] = {0.04487323760986328, -0.8688139915466309,
                               -0.6449041366577148, 0.5655767917633057,
                               0.24062001705169678, 0.03807485103607178,
                               -0.8554458618164062, 0.0007013082504272461};
   for (int i = 0; i < 8; ++i)
-    EXPECT_EQ(x.view.as<float>()[i], float(expectedX[i])) << i;
+    EXPECT_EQ(x.view().as<float>()[i], float(expectedX[i])) << i;
   const int64_t expectedLabels[] = {0, 0, 4, 4, 2, 2};
   for (int i = 0; i < 6; ++i)
-    EXPECT_EQ(labels.view.as<int64_t>()[i], expectedLabels[i]) << i;
+    EXPECT_EQ(labels.view().as<int64_t>()[i], expectedLabels[i]) << i;
   EXPECT_FALSE(loader->countsTokens());
   EXPECT_EQ(loader->itemsPerMicroStep(), 2);
 }
@@ -93,27 +82,27 @@ TEST(DataLoaderTest, SyntheticDTypesAndAccumulationSplit) {
   // f64 holds the exact value; i32 the same integers as i64.
   OwnedTensor x64(DType::F64, {2, 4}), labels32(DType::I32, {2, 3});
   auto loader = DataLoader::synthetic(
-      {{"x", &x64.view, 2}, {"labels", &labels32.view, 5}}, 3);
+      {{"x", &x64.view(), 2}, {"labels", &labels32.view(), 5}}, 3);
   ASSERT_TRUE(loader->fill(1, 1, 2).isOk());
-  EXPECT_EQ(x64.view.as<double>()[1], -0.8688139915466309);
-  EXPECT_EQ(labels32.view.as<int32_t>()[2], 4);
+  EXPECT_EQ(x64.view().as<double>()[1], -0.8688139915466309);
+  EXPECT_EQ(labels32.view().as<int32_t>()[2], 4);
 
   // A full batch of 4 at accumulation 1 sees exactly the samples of two
   // micro-batches of 2 at accumulation 2.
   OwnedTensor full(DType::F32, {4, 4}), half(DType::F32, {2, 4});
-  auto fullLoader = DataLoader::synthetic({{"x", &full.view, 2}}, 3);
-  auto halfLoader = DataLoader::synthetic({{"x", &half.view, 2}}, 3);
+  auto fullLoader = DataLoader::synthetic({{"x", &full.view(), 2}}, 3);
+  auto halfLoader = DataLoader::synthetic({{"x", &half.view(), 2}}, 3);
   ASSERT_TRUE(fullLoader->fill(5, 0, 1).isOk());
   for (uint32_t m = 0; m < 2; ++m) {
     ASSERT_TRUE(halfLoader->fill(5, m, 2).isOk());
     for (int i = 0; i < 8; ++i)
-      EXPECT_EQ(half.view.as<float>()[i], full.view.as<float>()[m * 8 + i]);
+      EXPECT_EQ(half.view().as<float>()[i], full.view().as<float>()[m * 8 + i]);
   }
 }
 
 TEST(DataLoaderTest, SyntheticRejectsUnsupportedTypes) {
   OwnedTensor x(DType::F16, {2, 4});
-  auto loader = DataLoader::synthetic({{"x", &x.view, 2}}, 0);
+  auto loader = DataLoader::synthetic({{"x", &x.view(), 2}}, 0);
   Status s = loader->fill(0, 0, 1);
   ASSERT_FALSE(s.isOk());
   EXPECT_EQ(s.message(), "synthetic data: input 'x' has unsupported type f16[2x4]");
@@ -135,8 +124,8 @@ TEST(DataLoaderTest, TokenWindowsArePinned) {
     OwnedTensor ids(DType::I64, {2, 16}), labels(DType::I32, {2, 16});
     std::unique_ptr<DataLoader> loader;
     Status s = DataLoader::tokens(path, dtype,
-                                  {{"input_ids", &ids.view, 256},
-                                   {"labels", &labels.view, 256}},
+                                  {{"input_ids", &ids.view(), 256},
+                                   {"labels", &labels.view(), 256}},
                                   7, loader);
     ASSERT_TRUE(s.isOk()) << s.message();
     EXPECT_TRUE(loader->countsTokens());
@@ -153,9 +142,9 @@ TEST(DataLoaderTest, TokenWindowsArePinned) {
       for (int b = 0; b < 2; ++b)
         for (int t = 0; t < 16; ++t) {
           int64_t start = starts[c.firstK + b];
-          EXPECT_EQ(ids.view.as<int64_t>()[b * 16 + t], (start + t) % 251)
+          EXPECT_EQ(ids.view().as<int64_t>()[b * 16 + t], (start + t) % 251)
               << dtype << " k=" << c.firstK + b << " t=" << t;
-          EXPECT_EQ(labels.view.as<int32_t>()[b * 16 + t], (start + t + 1) % 251)
+          EXPECT_EQ(labels.view().as<int32_t>()[b * 16 + t], (start + t + 1) % 251)
               << dtype << " k=" << c.firstK + b << " t=" << t;
         }
     }
@@ -165,8 +154,8 @@ TEST(DataLoaderTest, TokenWindowsArePinned) {
 TEST(DataLoaderTest, TokenFileErrors) {
   TempDir dir;
   OwnedTensor ids(DType::I64, {2, 16}), labels(DType::I64, {2, 16});
-  std::vector<LoaderInput> inputs = {{"input_ids", &ids.view, 256},
-                                     {"labels", &labels.view, 256}};
+  std::vector<LoaderInput> inputs = {{"input_ids", &ids.view(), 256},
+                                     {"labels", &labels.view(), 256}};
 
   EXPECT_EQ(tokenError(dir / "missing.bin", "uint16", inputs),
             "cannot open data file '" + (dir / "missing.bin") +
@@ -205,8 +194,8 @@ TEST(DataLoaderTest, TokenOutsideTheVocabularyIsFoundBeforeTraining) {
   OwnedTensor ids(DType::I64, {1, 38}), labels(DType::I64, {1, 38});
   std::unique_ptr<DataLoader> loader;
   Status s = DataLoader::tokens(path, "uint16",
-                                {{"input_ids", &ids.view, 256},
-                                 {"labels", &labels.view, 256}},
+                                {{"input_ids", &ids.view(), 256},
+                                 {"labels", &labels.view(), 256}},
                                 0, loader);
   ASSERT_FALSE(s.isOk());
   EXPECT_EQ(s.message(), "token 300 at position 321 (byte offset 642) of '" +
@@ -224,8 +213,8 @@ TEST(DataLoaderTest, TokenOutsideTheVocabularyIsFoundBeforeTraining) {
       other = writeTokens(other, wide);
     }
     s = DataLoader::tokens(other, type,
-                           {{"input_ids", &ids.view, 100},
-                            {"labels", &labels.view, 100}},
+                           {{"input_ids", &ids.view(), 100},
+                            {"labels", &labels.view(), 100}},
                            0, loader);
     ASSERT_FALSE(s.isOk()) << type;
     EXPECT_NE(s.message().find(std::string(type) == "uint8"
@@ -244,24 +233,24 @@ TEST(DataLoaderTest, TokenModeNeedsOneIntegerSequenceInput) {
   OwnedTensor mask(DType::I64, {2, 16}), features(DType::F32, {2, 8});
 
   EXPECT_EQ(tokenError(path, "uint16",
-                       {{"input_ids", &ids.view, 256},
-                        {"attention_mask", &mask.view, 2},
-                        {"labels", &labels.view, 256}}),
+                       {{"input_ids", &ids.view(), 256},
+                        {"attention_mask", &mask.view(), 2},
+                        {"labels", &labels.view(), 256}}),
             "token data feeds one integer [B, T] input, but the model also "
             "takes 'attention_mask' (i64[2x16]); use --data synthetic");
   EXPECT_EQ(tokenError(path, "uint16",
-                       {{"features", &features.view, 2},
-                        {"labels", &labels.view, 256}}),
+                       {{"features", &features.view(), 2},
+                        {"labels", &labels.view(), 256}}),
             "token data feeds one integer [B, T] input, but the model also "
             "takes 'features' (f32[2x8]); use --data synthetic");
   const std::string noSequence =
       "token data needs a model with one integer [B, T] input whose logits "
       "are [B, T, V] (next-token labels); use --data synthetic";
-  EXPECT_EQ(tokenError(path, "uint16", {{"input_ids", &ids.view, 256}}),
+  EXPECT_EQ(tokenError(path, "uint16", {{"input_ids", &ids.view(), 256}}),
             noSequence);
   OwnedTensor classLabels(DType::I64, {2});
   EXPECT_EQ(tokenError(path, "uint16",
-                       {{"input_ids", &ids.view, 256},
-                        {"labels", &classLabels.view, 256}}),
+                       {{"input_ids", &ids.view(), 256},
+                        {"labels", &classLabels.view(), 256}}),
             noSequence);
 }
