@@ -64,8 +64,10 @@ def main():
         for label, predicted in table:
             art = os.path.join(work, "c.strata")
             shutil.rmtree(art, ignore_errors=True)
-            run([b("strata-compile"), onnx] + common + label.split() +
-                ["-o", art])
+            # A label that changes the micro-batch names its own --batch.
+            flags = label.split()
+            base = common if "--batch" not in flags else common[2:]
+            run([b("strata-compile"), onnx] + base + flags + ["-o", art])
             log = os.path.join(work, "run.jsonl")
             run(MPIRUN + ["-np", str(args.ranks), b("strata-run"), art,
                           "--steps", str(args.steps), "--log", log,

@@ -27,6 +27,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -35,6 +36,9 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <atomic>
+#include <map>
+#include <thread>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -100,11 +104,17 @@ struct CompileOptions {
   cl::opt<bool> autoConfig{
       "auto",
       cl::desc("With -o and --world: choose the partition group, "
-               "hierarchical all-gather, gradient sync and prefetch depth "
-               "by predicting each candidate's step on --cluster "
-               "(strata-sim), under its GPUs' memory; prints the ranked "
-               "table and compiles the fastest"),
+               "hierarchical all-gather, gradient sync, prefetch depth, "
+               "bucket size, pipeline stages and (a dynamic batch, with "
+               "--batch) the micro-batch by predicting each candidate's "
+               "step on --cluster (strata-sim), under its GPUs' memory; "
+               "prints the ranked table and compiles the fastest"),
       cl::init(false), cl::cat(category)};
+  cl::opt<unsigned> autoJobs{
+      "auto-jobs",
+      cl::desc("With --auto: candidates compiled and replayed at once, each "
+               "on its own thread (default: the cores)"),
+      cl::init(0), cl::cat(category)};
   cl::opt<std::string> clusterFile{
       "cluster",
       cl::desc("With --auto: the cluster to predict on (sim/clusters/*.json)"),
@@ -411,6 +421,7 @@ llvm::Error planMemory(MLIRContext &context, OwningOpRef<ModuleOp> &module,
 /// predicted, or why it was dropped.
 struct Tried {
   strata::TrainingConfig config;
+  int64_t batch = 0; // the micro-batch imported (0: the model's own)
   std::string label;
   double step = 0, tokensPerSecond = 0;
   uint64_t peak = 0;
@@ -429,23 +440,71 @@ double parameterElements(ModuleOp module) {
   return n;
 }
 
+/// Where --auto imports the model from, at another micro-batch.
+struct ModelSource {
+  std::string path;
+  strata::frontend::ImportOptions options;
+  bool fuseAttention = true;
+};
+
+/// One thread of the --auto search: its own MLIR context (a context's
+/// diagnostics are its own, so the threads' errors stay apart) and the
+/// model imported into it at each micro-batch a candidate asked for. The
+/// first worker borrows the caller's context and graph.
+struct AutoWorker {
+  MLIRContext *context = nullptr;
+  std::unique_ptr<MLIRContext> owned;
+  const ModelSource *source = nullptr;
+  int64_t batch = 0;      // the micro-batch of `graph`
+  ModuleOp graph;         // borrowed (first worker) or in `graphs`
+  std::map<int64_t, OwningOpRef<ModuleOp>> graphs;
+
+  llvm::Expected<ModuleOp> graphAt(int64_t micro) {
+    if (graph && micro == batch)
+      return graph;
+    OwningOpRef<ModuleOp> &slot = graphs[micro];
+    if (!slot) {
+      strata::frontend::ImportOptions at = source->options;
+      if (micro > 0)
+        at.batch = micro;
+      auto m = strata::importGraph(*context, source->path, at,
+                                   source->fuseAttention);
+      if (!m)
+        return m.takeError();
+      slot = std::move(*m);
+    }
+    return *slot;
+  }
+};
+
+/// What --auto chose: the training options and the micro-batch to import.
+struct AutoChoice {
+  strata::TrainingConfig config;
+  int64_t batch = 0;
+};
+
 /// --auto: a search over partition group (powers of two dividing the
 /// world), hierarchical all-gather (on and off where the group spans
-/// nodes), gradient sync (2-hop, global) and prefetch depth (1, 2). Each
-/// candidate is
-/// compiled plan-only from a copy of `graph` under the cluster's GPU memory
-/// (state offload, recomputation and activation offload as the budget
-/// needs) and replayed by the simulator. Pruned by memory twice: a
+/// nodes), gradient sync (2-hop, global), prefetch depth (1, 2), bucket
+/// size, pipeline stages and, where the model's batch is dynamic
+/// (`batch` > 0, from --batch), the micro-batch with the accumulation
+/// that keeps a rank's samples a step. Each candidate is compiled
+/// plan-only from a copy of the imported graph under the cluster's GPU
+/// memory (state offload, recomputation and activation offload as the
+/// budget needs) and replayed by the simulator. Pruned by memory twice: a
 /// partition group whose model states (parameters, gradients, optimizer
 /// states, fp32) exceed a rank's share of GPU and host memory is dropped
 /// before compiling, and a plan the budget cannot hold is dropped before
-/// simulating. In two rounds: every (partition group, hierarchical) with
-/// 2-hop sync and depth 1, then the other knobs around the two fastest.
-/// Returns the fastest; prints the ranked table of everything tried.
-llvm::Expected<strata::TrainingConfig>
-searchConfigurations(MLIRContext &context, ModuleOp graph,
+/// simulating. In three rounds: every (partition group, hierarchical)
+/// with 2-hop sync and depth 1; the sync and depth around the two
+/// fastest; then bucket size, stages and micro-batch, one at a time,
+/// around the fastest. Returns the fastest; prints the ranked table of
+/// everything tried.
+llvm::Expected<AutoChoice>
+searchConfigurations(MLIRContext &context, ModuleOp imported,
+                     const ModelSource &source, int64_t batch,
                      strata::TrainingConfig base,
-                     const strata::sim::Cluster &cluster) {
+                     const strata::sim::Cluster &cluster, unsigned jobs) {
   unsigned n = base.world, k = unsigned(cluster.gpusPerNode);
   if (cluster.emulatedNodes && base.gpusPerNode)
     k = base.gpusPerNode; // a calibrated host: the nodes are the user's
@@ -467,7 +526,32 @@ searchConfigurations(MLIRContext &context, ModuleOp graph,
       8 + (base.optimizer == strata::Optimizer::AdamW ? 8
            : base.momentum != 0                      ? 4
                                                       : 0);
-  double states = parameterElements(graph) * perParameter;
+  double states = parameterElements(imported) * perParameter;
+  // The threads that compile and replay candidates (a round's at once).
+  std::vector<AutoWorker> workers(std::max(jobs, 1u));
+  for (AutoWorker &w : workers) {
+    w.source = &source;
+    if (&w == &workers.front()) {
+      w.context = &context;
+      w.graph = imported;
+      w.batch = batch;
+      continue;
+    }
+    DialectRegistry registry;
+    strata::registerAllStrataDialectsAndPasses(registry);
+    w.owned = std::make_unique<MLIRContext>(registry);
+    w.owned->loadAllAvailableDialects();
+    w.owned->disableMultithreading();
+    w.context = w.owned.get();
+  }
+  // Each context compiles on its own thread when there are several.
+  bool threaded = context.isMultithreadingEnabled() && workers.size() > 1;
+  if (threaded)
+    context.disableMultithreading();
+  auto restoreThreading = llvm::make_scope_exit([&] {
+    if (threaded)
+      context.enableMultithreading();
+  });
   // What a rank can hold them in (none: a tier without a limit).
   double capacity = base.gpuMemory && base.hostMemory
                         ? double(base.gpuMemory.bytes) +
@@ -481,9 +565,13 @@ searchConfigurations(MLIRContext &context, ModuleOp graph,
   };
   std::vector<Tried> tried;
   std::set<std::string> seen;
-  auto evaluate = [&](strata::TrainingConfig config) -> llvm::Error {
+  // A round's candidates, pruned by their model states, then compiled and
+  // replayed on the workers; they join `tried` in the order proposed.
+  std::vector<Tried> round;
+  auto propose = [&](strata::TrainingConfig config, int64_t microBatch) {
     Tried t;
     t.config = config;
+    t.batch = microBatch;
     t.label = llvm::formatv(
         "--partition-group {0} --hierarchical {1} --grad-sync {2} "
         "--prefetch-depth {3}",
@@ -491,82 +579,141 @@ searchConfigurations(MLIRContext &context, ModuleOp graph,
         config.hierarchical == strata::Hierarchical::On ? "on" : "off",
         config.gradSync == strata::GradSync::TwoHop ? "2hop" : "global",
         config.prefetchDepth);
+    // The knobs of the last round, where they differ from the user's.
+    if (config.bucketBytes != base.bucketBytes)
+      t.label += llvm::formatv(" --bucket-bytes {0}", config.bucketBytes);
+    if (config.pipelineStages > 1)
+      t.label += llvm::formatv(" --pipeline-stages {0}",
+                               config.pipelineStages);
+    if (microBatch != batch)
+      t.label += llvm::formatv(" --batch {0}", microBatch);
+    if (config.accum != base.accum)
+      t.label += llvm::formatv(" --accum {0}", config.accum);
     if (!seen.insert(t.label).second)
-      return llvm::Error::success();
+      return;
     double perRank = states / double(config.partitionGroup);
-    if (capacity > 0 && perRank > capacity) {
+    if (capacity > 0 && perRank > capacity)
       t.dropped = "model states " + size(perRank) +
                   " a rank exceed its GPU and host memory (" +
                   size(capacity) + "), not compiled";
-      tried.push_back(std::move(t));
-      return llvm::Error::success();
-    }
-    auto topology = readTopology(t.config);
-    if (!topology) {
+    else if (auto topology = readTopology(t.config); !topology)
       t.dropped = llvm::toString(topology.takeError());
-      tried.push_back(std::move(t));
-      return llvm::Error::success();
+    round.push_back(std::move(t));
+  };
+  // Compiles candidate `t` plan-only on worker `w` and replays it; a
+  // failure of the tools themselves (not of the candidate) in `fatal`.
+  auto compile = [&](Tried &t, AutoWorker &w, size_t index,
+                     std::string &fatal) {
+    llvm::Expected<ModuleOp> source = w.graphAt(t.batch);
+    if (!source) {
+      t.dropped = llvm::toString(source.takeError());
+      return;
     }
-    OwningOpRef<ModuleOp> m = cast<ModuleOp>(graph->clone());
+    OwningOpRef<ModuleOp> m = cast<ModuleOp>((*source)->clone());
     if (llvm::Error e =
-            strata::buildTrainingStep(context, *m, t.config, true)) {
+            strata::buildTrainingStep(*w.context, *m, t.config, true)) {
       t.dropped = llvm::toString(std::move(e));
-      tried.push_back(std::move(t));
-      return llvm::Error::success();
+      return;
     }
-    if (llvm::Error e = planMemory(context, m, t.config, true)) {
+    if (llvm::Error e = planMemory(*w.context, m, t.config, true)) {
       llvm::consumeError(std::move(e));
       t.dropped = "does not fit the GPU's memory";
-      tried.push_back(std::move(t));
-      return llvm::Error::success();
+      return;
     }
-    std::string dir = (scratch + "/candidate.strata").str();
+    std::string dir =
+        (scratch + "/candidate-" + llvm::Twine(index) + ".strata").str();
     strata::codegen::ArtifactOptions artifact{"auto " + t.label};
     artifact.training = t.config;
     if (n > 1)
-      artifact.topology = *topology;
+      artifact.topology = cantFail(readTopology(t.config));
     artifact.weightless = true;
     if (llvm::Error e = strata::codegen::writeArtifact(
             *m, dir,
             [](llvm::StringRef name) -> llvm::Expected<std::string> {
               return fail("--auto reads no weight ('" + name + "')");
             },
-            artifact))
-      return e;
+            artifact)) {
+      fatal = llvm::toString(std::move(e));
+      return;
+    }
     std::unique_ptr<strata::runtime::Artifact> loaded;
     strata::sim::Prediction predicted;
     strata::runtime::Status s = strata::runtime::Artifact::load(dir, loaded);
     if (s)
       s = strata::sim::simulate(loaded->getPlan(), cluster, predicted);
-    if (!s)
-      return fail("--auto: " + s.message());
+    llvm::sys::fs::remove_directories(dir);
+    if (!s) {
+      fatal = "--auto: " + s.message();
+      return;
+    }
     t.step = predicted.stepSeconds;
     t.tokensPerSecond = double(predicted.tokensPerStep) / t.step;
     t.peak = predicted.peakBytes;
-    tried.push_back(std::move(t));
+  };
+  auto runRound = [&]() -> llvm::Error {
+    std::vector<size_t> todo;
+    for (size_t i = 0; i < round.size(); ++i)
+      if (round[i].dropped.empty())
+        todo.push_back(i);
+    std::vector<std::string> fatal(round.size());
+    std::atomic<size_t> next{0};
+    auto work = [&](AutoWorker &w) {
+      for (size_t i; (i = next.fetch_add(1)) < todo.size();)
+        compile(round[todo[i]], w, tried.size() + todo[i], fatal[todo[i]]);
+    };
+    size_t threads = std::min(workers.size(), todo.size());
+    std::vector<std::thread> pool;
+    for (size_t i = 1; i < threads; ++i)
+      pool.emplace_back(work, std::ref(workers[i]));
+    work(workers.front());
+    for (std::thread &t : pool)
+      t.join();
+    for (const std::string &f : fatal)
+      if (!f.empty())
+        return fail(f);
+    for (Tried &t : round)
+      tried.push_back(std::move(t));
+    round.clear();
     return llvm::Error::success();
   };
-  // Round 1: every partition group and hierarchical choice.
-  for (unsigned p = 1; p <= n; p *= 2) {
-    if (n % p)
-      continue;
-    bool spans = p > k && p % k == 0;
-    for (strata::Hierarchical h :
-         spans ? std::vector<strata::Hierarchical>{strata::Hierarchical::On,
-                                                   strata::Hierarchical::Off}
-               : std::vector<strata::Hierarchical>{
-                     strata::Hierarchical::Off}) {
-      strata::TrainingConfig c = base;
-      c.partitionGroup = p;
-      c.hierarchical = h;
-      c.gradSync = strata::GradSync::TwoHop;
-      c.prefetchDepth = 1;
-      if (llvm::Error e = evaluate(c))
-        return std::move(e);
+  // A rank's samples a step, which every candidate keeps: a micro-batch
+  // `micro` runs samples / micro micro-steps (0: the batch is static).
+  int64_t samples = batch * int64_t(base.accum);
+  auto atMicroBatch = [&](strata::TrainingConfig c, int64_t micro) {
+    if (micro != batch)
+      c.accum = unsigned(samples / micro * c.pipelineStages);
+    return c;
+  };
+  auto smallerMicroBatches = [&](int64_t from) {
+    std::vector<int64_t> out;
+    for (int64_t micro = from / 2; micro >= 1 && samples % micro == 0;
+         micro /= 2)
+      out.push_back(micro);
+    return out;
+  };
+  // Round 1: every partition group and hierarchical choice, at the given
+  // micro-batch, or at the largest smaller one at which any fits.
+  auto roundOne = [&](int64_t micro) -> llvm::Error {
+    for (unsigned p = 1; p <= n; p *= 2) {
+      if (n % p)
+        continue;
+      bool spans = p > k && p % k == 0;
+      for (strata::Hierarchical h :
+           spans ? std::vector<strata::Hierarchical>{strata::Hierarchical::On,
+                                                     strata::Hierarchical::Off}
+                 : std::vector<strata::Hierarchical>{
+                       strata::Hierarchical::Off}) {
+        strata::TrainingConfig c = base;
+        c.partitionGroup = p;
+        c.hierarchical = h;
+        c.gradSync = strata::GradSync::TwoHop;
+        c.prefetchDepth = 1;
+        propose(atMicroBatch(c, micro), micro);
+      }
     }
-  }
-  // Round 2: around the two fastest, the other gradient sync and prefetch
-  // depth 2.
+    return runRound();
+  };
+  // The fastest fitting candidates (copies: evaluating more grows `tried`).
   auto ranked = [&] {
     std::vector<const Tried *> fits;
     for (const Tried &t : tried)
@@ -574,30 +721,76 @@ searchConfigurations(MLIRContext &context, ModuleOp graph,
         fits.push_back(&t);
     std::stable_sort(fits.begin(), fits.end(),
                      [](const Tried *a, const Tried *b) {
-                       return a->step < b->step;
+                       return a->tokensPerSecond > b->tokensPerSecond;
                      });
-    std::vector<strata::TrainingConfig> best;
+    std::vector<std::pair<strata::TrainingConfig, int64_t>> best;
     for (size_t i = 0; i < fits.size() && i < 2; ++i)
-      best.push_back(fits[i]->config);
+      best.push_back({fits[i]->config, fits[i]->batch});
     return best;
   };
-  for (const strata::TrainingConfig &around : ranked()) {
+  if (llvm::Error e = roundOne(batch))
+    return std::move(e);
+  for (int64_t micro : smallerMicroBatches(batch)) {
+    if (!ranked().empty())
+      break;
+    if (llvm::Error e = roundOne(micro))
+      return std::move(e);
+  }
+  // Round 2: around the two fastest, the other gradient sync and prefetch
+  // depth 2.
+  for (const auto &[config, micro] : ranked()) {
     for (unsigned depth : {1u, 2u})
       for (strata::GradSync sync :
            {strata::GradSync::TwoHop, strata::GradSync::Global}) {
-        strata::TrainingConfig c = around;
+        strata::TrainingConfig c = config;
         c.prefetchDepth = depth;
         c.gradSync = sync;
-        if (llvm::Error e = evaluate(c))
-          return std::move(e);
+        propose(c, micro);
       }
+  }
+  if (llvm::Error e = runRound())
+    return std::move(e);
+  // Round 3: around the fastest, one knob at a time: the bucket size (a
+  // quarter, four times), pipeline stages (2, 4, 8: the partition group
+  // inside a stage as close to the best one as the stage allows, and
+  // stages times the micro-steps, so that the step keeps its samples), and
+  // the micro-batch (halved down to one sample) where the batch is
+  // dynamic.
+  if (auto best = ranked(); !best.empty()) {
+    auto [around, micro] = best.front();
+    std::vector<strata::TrainingConfig> knobs;
+    if (around.bucketBytes >= 4)
+      for (uint64_t bytes : {around.bucketBytes / 4, around.bucketBytes * 4}) {
+        strata::TrainingConfig c = around;
+        c.bucketBytes = bytes;
+        knobs.push_back(c);
+      }
+    for (unsigned stages : {2u, 4u, 8u}) {
+      if (n % stages || around.pipelineStages != 1)
+        continue;
+      strata::TrainingConfig c = around;
+      c.pipelineStages = stages;
+      c.partitionGroup = std::min(around.partitionGroup, n / stages);
+      c.hierarchical = c.partitionGroup > k && c.partitionGroup % k == 0
+                           ? around.hierarchical
+                           : strata::Hierarchical::Off;
+      c.gradSync = strata::GradSync::TwoHop; // global would mix the stages
+      c.accum = around.accum * stages;
+      knobs.push_back(c);
+    }
+    for (const strata::TrainingConfig &c : knobs)
+      propose(c, micro);
+    for (int64_t smaller : smallerMicroBatches(micro))
+      propose(atMicroBatch(around, smaller), smaller);
+    if (llvm::Error e = runRound())
+      return std::move(e);
   }
   llvm::sys::fs::remove_directories(scratch);
   std::stable_sort(tried.begin(), tried.end(),
                    [](const Tried &a, const Tried &b) {
                      if (a.dropped.empty() != b.dropped.empty())
                        return a.dropped.empty();
-                     return a.step < b.step;
+                     return a.tokensPerSecond > b.tokensPerSecond;
                    });
   size_t fit = llvm::count_if(tried, [](const Tried &t) {
     return t.dropped.empty();
@@ -605,18 +798,18 @@ searchConfigurations(MLIRContext &context, ModuleOp graph,
   llvm::outs() << llvm::formatv(
       "strata-compile: --auto on {0}: {1} configurations, {2} fit\n",
       cluster.name, tried.size(), fit);
-  llvm::outs() << llvm::formatv("{0,4}  {1,-78} {2,9} {3,12} {4,12}\n",
+  llvm::outs() << llvm::formatv("{0,4}  {1,-100} {2,9} {3,12} {4,12}\n",
                                 "rank", "configuration", "peak GiB",
                                 "step ms", "tokens/s");
   for (size_t i = 0; i < tried.size(); ++i) {
     const Tried &t = tried[i];
     if (t.dropped.empty())
       llvm::outs() << llvm::formatv(
-          "{0,4}  {1,-78} {2,9:f2} {3,12:f3} {4,12:f0}\n", i + 1, t.label,
+          "{0,4}  {1,-100} {2,9:f2} {3,12:f3} {4,12:f0}\n", i + 1, t.label,
           double(t.peak) / double(1ull << 30), t.step * 1e3,
           t.tokensPerSecond);
     else
-      llvm::outs() << llvm::formatv("   -  {0,-78} dropped: {1}\n", t.label,
+      llvm::outs() << llvm::formatv("   -  {0,-100} dropped: {1}\n", t.label,
                                     t.dropped);
   }
   if (!fit)
@@ -626,7 +819,8 @@ searchConfigurations(MLIRContext &context, ModuleOp graph,
   llvm::outs() << "strata-compile: --auto chose " << tried.front().label
                << llvm::formatv(" (predicted {0:f3} ms a step)\n",
                                 tried.front().step * 1e3);
-  return tried.front().config;
+  llvm::outs().flush();
+  return AutoChoice{tried.front().config, tried.front().batch};
 }
 
 /// Writes the artifact for the compiled `module`.
@@ -798,10 +992,25 @@ int strata::compileMain(int argc, char **argv) {
     sim::Cluster cluster;
     if (runtime::Status s = sim::loadCluster(options.clusterFile, cluster); !s)
       return error(s.message());
-    auto best = searchConfigurations(context, **module, config, cluster);
+    ModelSource source{options.input, importOptions,
+                       !options.noFuseAttention};
+    int64_t batch = importOptions.batch.value_or(0);
+    unsigned jobs = options.autoJobs ? unsigned(options.autoJobs)
+                                     : std::thread::hardware_concurrency();
+    auto best = searchConfigurations(context, **module, source, batch, config,
+                                     cluster, jobs);
     if (!best)
       return error(llvm::toString(best.takeError()));
-    config = *best;
+    config = best->config;
+    if (best->batch != batch) {
+      // The model again at the micro-batch chosen.
+      frontend::ImportOptions at = importOptions;
+      at.batch = best->batch;
+      module = importGraph(context, options.input, at,
+                           !options.noFuseAttention);
+      if (!module)
+        return error(llvm::toString(module.takeError()));
+    }
     llvm::Expected<codegen::TopologyOptions> t = readTopology(config);
     if (!t)
       return error(llvm::toString(t.takeError()));
