@@ -315,6 +315,21 @@ public:
     return steps * calls * latency + onRing / bandwidth;
   }
 
+  /// The link a collective's bytes cross on `rank`: 1 the node's NICs
+  /// (its ring leaves the node), 0 the node's own (NVLink, shared memory).
+  int linkOf(const plan::Instruction &inst, int rank) const {
+    runtime::Group group;
+    switch (inst.group()) {
+    case plan::PARTITION: group = runtime::Group::Partition; break;
+    case plan::REPLICATION: group = runtime::Group::Replication; break;
+    case plan::WORLD: group = runtime::Group::World; break;
+    case plan::INTER: group = runtime::Group::Inter; break;
+    case plan::INTRA: group = runtime::Group::Intra; break;
+    default: return 0;
+    }
+    return ringOf(group, rank).crossesNodes ? 1 : 0;
+  }
+
   double move(const plan::Instruction &inst) const {
     if (inst.outputs_size() == 0 || inst.inputs_size() == 0)
       return 0;
@@ -397,6 +412,41 @@ struct StageState {
 
 using MessageKey = std::tuple<int, int, uint32_t, uint32_t>; // from, to, tag, mb
 
+/// When one link (a node's NICs, or its NVLink / shared memory) is busy
+/// with a collective: two collectives issued on different streams at once
+/// take turns on it instead of each getting its whole bandwidth. A
+/// collective takes the earliest gap, at or after its stream is free,
+/// that holds it whole (a later-issued one may fill an earlier gap).
+class LinkCalendar {
+public:
+  /// Books `duration` seconds at or after `ready`; returns the start.
+  double book(double ready, double duration) {
+    double start = ready;
+    auto it = busy.begin();
+    for (; it != busy.end(); ++it) {
+      if (it->second <= start)
+        continue;
+      if (it->first >= start + duration)
+        break;
+      start = it->second;
+    }
+    busy.insert(std::upper_bound(busy.begin(), busy.end(),
+                                 std::make_pair(start, start + duration)),
+                {start, start + duration});
+    return start;
+  }
+
+  /// Forgets what ends by `time` (no stream will ask for earlier).
+  void forget(double time) {
+    auto end = std::find_if(busy.begin(), busy.end(),
+                            [&](const auto &b) { return b.second > time; });
+    busy.erase(busy.begin(), end);
+  }
+
+private:
+  std::vector<std::pair<double, double>> busy; // sorted by start
+};
+
 class Replay {
 public:
   Replay(const plan::Plan &p, const CostModel &costs, bool keepTimeline)
@@ -413,6 +463,8 @@ public:
       kind[i] = categoryOfStream(program.streams(int(i)));
     std::vector<double> events(program.events(), s.clock);
     std::vector<int> recordedOn(program.events(), 0);
+    LinkCalendar links[2];
+    size_t collectives = 0;
     for (const plan::Instruction &inst : program.instructions()) {
       size_t stream = std::min<size_t>(inst.stream(), streams - 1);
       switch (inst.kind()) {
@@ -462,9 +514,14 @@ public:
       }
       double cost = 0, counted = 0;
       const std::string &op = inst.op();
-      if (inst.collective() != plan::NO_COLLECTIVE)
+      if (inst.collective() != plan::NO_COLLECTIVE) {
         cost = costs.collective(inst, rank);
-      else if (op == "sched.reload" || op == "sched.offload")
+        LinkCalendar &link = links[costs.linkOf(inst, rank)];
+        if (++collectives % 256 == 0)
+          for (LinkCalendar &l : links)
+            l.forget(*std::min_element(free.begin(), free.end()));
+        free[stream] = link.book(free[stream], cost);
+      } else if (op == "sched.reload" || op == "sched.offload")
         cost = costs.move(inst);
       else
         cost = costs.kernel(inst, counted);
