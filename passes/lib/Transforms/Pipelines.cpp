@@ -148,12 +148,13 @@ void strata::buildMemoryPipeline(OpPassManager &pm,
   }
   if (options.fuseElementwise)
     pm.addNestedPass<func::FuncOp>(createFuseElementwisePass());
-  // Recomputation of everything (always); state off the device and, when
-  // that is not enough, recomputation (auto); saved activations to the
-  // host; a first plan; streams and
-  // prefetch on that order; the plan of the final order; the events; their
-  // proof; what the runtime needs decided.
-  if (options.recompute == Recompute::Always)
+  // Recomputation of everything (always) or of every layer (layers); state
+  // off the device and, when that is not enough, recomputation (auto: ops
+  // and layers, fewest FLOPs per byte first); saved activations to the
+  // host; a first plan; streams and prefetch on that order; the plan of the
+  // final order; the events; their proof; what the runtime needs decided.
+  if (options.recompute == Recompute::Always ||
+      options.recompute == Recompute::Layers)
     pm.addPass(createRecomputePass(recompute));
   if (gpuMemory > 0) {
     pm.addPass(createOffloadStatePass(offload));

@@ -45,6 +45,7 @@ llvm::StringRef stringify(Recompute r) {
   case Recompute::None: return "none";
   case Recompute::Auto: return "auto";
   case Recompute::Always: return "always";
+  case Recompute::Layers: return "layers";
   }
   return "?";
 }

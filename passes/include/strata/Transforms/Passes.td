@@ -477,10 +477,11 @@ def RecomputePass : Pass<"strata-recompute", "::mlir::ModuleOp"> {
   let options = [
     Option<"mode", "mode", "::strata::Recompute",
            /*default=*/"::strata::Recompute::Auto",
-           "auto (under gpu-memory) or always",
+           "auto (under gpu-memory), always or layers",
            [{::llvm::cl::values(
                clEnumValN(::strata::Recompute::Auto, "auto", ""),
-               clEnumValN(::strata::Recompute::Always, "always", ""))}]>,
+               clEnumValN(::strata::Recompute::Always, "always", ""),
+               clEnumValN(::strata::Recompute::Layers, "layers", ""))}]>,
     Option<"alignment", "alignment", "uint64_t", /*default=*/"64",
            "Every offset is a multiple of this">,
     Option<"gpuMemory", "gpu-memory", "uint64_t", /*default=*/"0",
@@ -598,7 +599,8 @@ def PlanMemoryPass : Pass<"strata-plan-memory", "::mlir::ModuleOp"> {
            [{::llvm::cl::values(
                clEnumValN(::strata::Recompute::None, "none", ""),
                clEnumValN(::strata::Recompute::Auto, "auto", ""),
-               clEnumValN(::strata::Recompute::Always, "always", ""))}]>,
+               clEnumValN(::strata::Recompute::Always, "always", ""),
+               clEnumValN(::strata::Recompute::Layers, "layers", ""))}]>,
     Option<"offloadActivations", "offload-activations", "bool",
            /*default=*/"false",
            "Whether strata-offload-activations ran (for the message)">,

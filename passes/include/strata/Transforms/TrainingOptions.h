@@ -34,7 +34,7 @@ enum class Optimizer { AdamW, SGD };
 enum class Hierarchical { Auto, On, Off };
 enum class GradSync { TwoHop, Global };
 enum class ReduceDtype { FP32, Narrow };
-enum class Recompute { None, Auto, Always };
+enum class Recompute { None, Auto, Always, Layers };
 enum class LrSchedule { Constant, Cosine };
 
 /// The names the flags take (and the artifact records).

@@ -390,6 +390,12 @@ LogicalResult SchedDialect::verifyOperationAttribute(Operation *op,
   if (name == kOffloadedAttrName)
     return expect(isa<OffloadedAttr>(value) && isa<FunctionOpInterface>(op),
                   "a #sched.offloaded on a function");
+  if (name == kCheckpointedAttrName) {
+    auto layers = dyn_cast<ArrayAttr>(value);
+    return expect(layers && isa<FunctionOpInterface>(op) &&
+                      llvm::all_of(layers, llvm::IsaPred<StringAttr>),
+                  "an array of layer names on a function");
+  }
   if (name == kRecomputedAttrName || name == kDelayableAttrName ||
       name == kBackwardAttrName)
     return expect(isa<UnitAttr>(value), "a unit attribute");

@@ -40,6 +40,9 @@ def Sched_Dialect : Dialect {
       values live at once in the same bytes of one arena.
     - `sched.offloaded = #sched.offloaded<...>` on a function: what
       strata-offload-activations moved.
+    - `sched.checkpointed = ["transformer.h.0"]` on a function: the layers
+      strata-recompute checkpointed (their inputs kept, the rest made again
+      before their backward).
     - `sched.memory_plan = #sched.memory_plan<...>` on the module: the
       plan's totals per tier.
     - `sched.pipeline = #sched.pipeline<stages = 2, boundaries = [4]>` on the
@@ -65,6 +68,10 @@ def Sched_Dialect : Dialect {
     /// On an op strata-plan-memory cloned to recompute in backward.
     static constexpr ::llvm::StringLiteral kRecomputedAttrName =
         "sched.recomputed";
+    /// On @micro_step: the layers strata-recompute checkpointed (kept
+    /// their inputs, made the rest again before their backward), in order.
+    static constexpr ::llvm::StringLiteral kCheckpointedAttrName =
+        "sched.checkpointed";
     /// On a function strata-offload-activations moved activations of.
     static constexpr ::llvm::StringLiteral kOffloadedAttrName =
         "sched.offloaded";
