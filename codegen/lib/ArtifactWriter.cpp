@@ -6,6 +6,7 @@
 #include "strata/Dialect/Graph/IR/StateUpdates.h"
 #include "strata/Dialect/Sched/IR/SchedOps.h"
 #include "strata/Runtime/Artifact.h"
+#include "strata/Transforms/Layers.h"
 #include "strata/Transforms/PipelineSchedule.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -925,12 +926,21 @@ Error writeArtifact(ModuleOp module, llvm::StringRef dir,
     memory.set_host_bytes(host);
     memory.set_ssd_bytes(ssd);
     memory.set_gpu_budget(planned.getBudget());
-    if (step)
+    if (step) {
+      double flops = 0;
       step.walk([&](Operation *op) {
-        if (op->hasAttr(sched::SchedDialect::kRecomputedAttrName))
-          memory.add_recomputed(op->getName().getStringRef().str() + " (" +
-                                graph::onnxNodeName(op->getLoc()) + ")");
+        if (!op->hasAttr(sched::SchedDialect::kRecomputedAttrName))
+          return;
+        memory.add_recomputed(op->getName().getStringRef().str() + " (" +
+                              graph::onnxNodeName(op->getLoc()) + ")");
+        flops += forwardFlops(op);
       });
+      memory.set_recomputed_flops(flops);
+      if (auto layers = step->getAttrOfType<ArrayAttr>(
+              sched::SchedDialect::kCheckpointedAttrName))
+        for (auto name : layers.getAsValueRange<StringAttr>())
+          memory.add_checkpointed_layers(name.str());
+    }
   }
 
   // Write beside the target, then swap it into place.

@@ -637,6 +637,14 @@ const char *tierName(plan::Tier tier) {
   return tier == plan::HOST ? "host" : "ssd";
 }
 
+/// The forward FLOPs recomputation makes again a step: micro_step's, as
+/// many times as it runs.
+double recomputedFlopsPerStep(const plan::Plan &p) {
+  return p.has_memory() ? p.memory().recomputed_flops() *
+                              double(std::max<uint64_t>(p.training().accum(), 1))
+                        : 0;
+}
+
 /// What is offloaded (the first six) and recomputed (the first four).
 void printOffloadedAndRecomputed(const Inspection &in, std::ostream &os) {
   const plan::Plan &p = *in.plan;
@@ -695,6 +703,16 @@ void printOffloadedAndRecomputed(const Inspection &in, std::ostream &os) {
       os << (i ? ", " : " ") << r[i];
     if (r.size() > 4)
       os << ", ...";
+    char flops[64];
+    std::snprintf(flops, sizeof(flops), "%.4g",
+                  recomputedFlopsPerStep(p) / 1e9);
+    os << "\n             " << flops << " GFLOP of forward made again a step";
+    const auto &layers = p.memory().checkpointed_layers();
+    if (!layers.empty()) {
+      os << "; checkpointed layers:";
+      for (int i = 0; i < layers.size(); ++i)
+        os << (i ? ", " : " ") << layers[i];
+    }
     os << "\n";
   }
 }
@@ -810,6 +828,14 @@ void printJson(const std::string &dir, const Inspection &in,
   if (p.has_memory())
     for (int i = 0; i < p.memory().recomputed_size(); ++i)
       os << (i ? ", " : "") << jsonString(p.memory().recomputed(i));
+  char flops[64];
+  std::snprintf(flops, sizeof(flops), "%.0f", recomputedFlopsPerStep(p));
+  os << "], \"recomputed_flops_per_step\": " << flops
+     << ", \"checkpointed_layers\": [";
+  if (p.has_memory())
+    for (int i = 0; i < p.memory().checkpointed_layers_size(); ++i)
+      os << (i ? ", " : "")
+         << jsonString(p.memory().checkpointed_layers(i));
   os << "]}\n";
 }
 
