@@ -288,8 +288,8 @@ SmallVector<LayerCheckpoint> layerCheckpoints(const StepParts &parts) {
 /// Values for the clones to read instead of `fetched` (forward's fetched
 /// parameters), placed before `point`: backward's own fetch of the same
 /// parameter where it has one (the first after `point`, moved up to it,
-/// else the last before it), else new fetches, one bucket per kind of
-/// chain. Forward's fetched copies then die in forward, as without the
+/// else the last before it), else new fetches (gathers: one bucket per
+/// kind of chain). Forward's fetched copies then die in forward, as without the
 /// checkpoint.
 IRMapping fetchAgain(const StepParts &parts, ArrayRef<Value> fetched,
                      Operation *point) {
@@ -316,10 +316,11 @@ IRMapping fetchAgain(const StepParts &parts, ArrayRef<Value> fetched,
     }
     return true;
   };
-  // Values no backward fetch gives, by the kind of chain making them.
-  llvm::MapVector<StringRef, SmallVector<Value>> fresh;
-  std::vector<std::string> kinds;
-  kinds.reserve(fetched.size());
+  // Values no backward fetch gives: one per parameter and chain (forward
+  // may fetch one twice), by the kind of chain making them.
+  llvm::MapVector<std::string, SmallVector<Value>,
+                  std::map<std::string, unsigned>>
+      alike;
   for (Value v : fetched) {
     SmallVector<OpResult> chain = fetchChain(v);
     auto it = backward.find(fetchSignature(chain, true));
@@ -346,11 +347,22 @@ IRMapping fetchAgain(const StepParts &parts, ArrayRef<Value> fetched,
       mapping.map(v, chosen);
       continue;
     }
-    kinds.push_back(fetchSignature(chain, false));
-    fresh[kinds.back()].push_back(v);
+    alike[fetchSignature(chain, true)].push_back(v);
+  }
+  // Gathers share a bucket per kind of chain; a reload moves one tensor.
+  llvm::MapVector<std::string, SmallVector<Value>,
+                  std::map<std::string, unsigned>>
+      buckets;
+  for (auto &[signature, values] : alike) {
+    SmallVector<OpResult> chain = fetchChain(values.front());
+    bool gathers = llvm::all_of(chain, [](OpResult hop) {
+      return isa<sched::AllGatherOp>(hop.getOwner());
+    });
+    buckets[gathers ? fetchSignature(chain, false) : signature].push_back(
+        values.front());
   }
   OpBuilder b(point);
-  for (auto &[kind, values] : fresh) {
+  for (auto &[kind, values] : buckets) {
     // Hop by hop, one op for all of the bucket's values.
     SmallVector<SmallVector<OpResult>> chains;
     SmallVector<Value> current;
@@ -372,6 +384,9 @@ IRMapping fetchAgain(const StepParts &parts, ArrayRef<Value> fetched,
     for (auto [v, made] : llvm::zip(values, current))
       mapping.map(v, made);
   }
+  for (auto &[signature, values] : alike)
+    for (Value v : ArrayRef(values).drop_front())
+      mapping.map(v, mapping.lookup(values.front()));
   return mapping;
 }
 
