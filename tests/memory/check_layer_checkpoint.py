@@ -11,8 +11,9 @@ state, byte for byte):
   - ZeRO-3: the deep GPT over 2 ranks, partition group 2 (mpirun -np 2),
     the same, the parameters gathered again in backward;
   - budgets: the deep GPT with --recompute auto under --gpu-memory at 50%
-    and 30% of its reference peak: the plan fits, checkpoints layers, and
-    strata-inspect prices the recomputation (FLOPs a step).
+    and 30% of its reference peak: the plan fits, checkpoints layers,
+    strata-compile says which, and strata-inspect prices the recomputation
+    (FLOPs a step).
 
     check_layer_checkpoint.py --bin BUILD/bin [--steps 3] [--only NAME,...]
 """
@@ -101,7 +102,8 @@ def main():
                 budget = int(ref_peak * flag)
                 extra[i] = str(budget)
         art = os.path.join(work, name + ".strata")
-        run([compile_, onnx, "-o", art, "--steps", steps] + flags + extra)
+        note = run([compile_, onnx, "-o", art, "--steps", steps] + flags +
+                   extra, capture_output=True, text=True).stderr
         got_info = info(art)
         peak = got_info["memory"]["device"]["planned_peak_bytes"]
         layers = got_info["checkpointed_layers"]
@@ -119,6 +121,10 @@ def main():
                             f"reference's, not below {args.max_ratio}")
         if budget is not None and peak > budget:
             problems.append(f"the plan does not fit the budget {budget}")
+        if budget is not None and (f"checkpointed {len(layers)} layers"
+                                   not in note):
+            problems.append(f"strata-compile did not say what it "
+                            f"checkpointed: {note.strip()!r}")
         print(f"{name}: {len(got)} steps bit-identical ({len(state)} state "
               f"files); planned device peak {ref_peak} -> {peak} bytes "
               f"({peak / ref_peak:.3f})"

@@ -9,6 +9,7 @@
 #include "strata/Tools/CompileDriver.h"
 
 #include "strata/Codegen/ArtifactWriter.h"
+#include "strata/Dialect/Sched/IR/SchedOps.h"
 #include "strata/Dialect/Graph/IR/GraphDialect.h"
 #include "strata/Frontend/ModelStructure.h"
 #include "strata/Runtime/Artifact.h"
@@ -18,6 +19,7 @@
 #include "strata/Tools/GraphSummary.h"
 #include "strata/Tools/PipelineReport.h"
 #include "strata/Tools/InitStrata.h"
+#include "strata/Transforms/Layers.h"
 #include "strata/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -351,6 +353,30 @@ modelIdentity(const std::string &onnxPath,
   return text;
 }
 
+/// Says which layers --recompute auto checkpointed to fit --gpu-memory and
+/// what that costs (nothing when it checkpointed none).
+void noteCheckpointed(ModuleOp module) {
+  namespace sched = strata::sched;
+  auto step = module.lookupSymbol<func::FuncOp>("micro_step");
+  auto layers = step ? step->getAttrOfType<ArrayAttr>(
+                           sched::SchedDialect::kCheckpointedAttrName)
+                     : ArrayAttr();
+  if (!layers || layers.empty())
+    return;
+  double flops = 0;
+  step.walk([&](Operation *op) {
+    if (op->hasAttr(sched::SchedDialect::kRecomputedAttrName))
+      flops += strata::forwardFlops(op);
+  });
+  llvm::errs() << "strata-compile: note: to fit --gpu-memory, --recompute "
+                  "auto checkpointed "
+               << layers.size() << " layers ("
+               << llvm::join(layers.getAsValueRange<StringAttr>(), ", ")
+               << "): backward makes "
+               << llvm::formatv("{0:f2}", flops / 1e9)
+               << " GFLOP of forward again each micro-step\n";
+}
+
 /// The memory pipeline over `module`. Under a budget that moving state off
 /// the device and recomputing cannot meet, the activations backward reads
 /// go to the host as well (strata-offload-activations), the largest first:
@@ -371,6 +397,8 @@ llvm::Error planMemory(MLIRContext &context, OwningOpRef<ModuleOp> &module,
         "", "planning memory failed");
   };
   llvm::Error last = plan();
+  if (!last && !quiet && config.recompute == strata::Recompute::Auto)
+    noteCheckpointed(*module);
   if (!last || !mayOffload)
     return last;
   memory.offloadActivations = true;
@@ -407,6 +435,8 @@ llvm::Error planMemory(MLIRContext &context, OwningOpRef<ModuleOp> &module,
   if (tried != fits)
     if (llvm::Error e = tryThreshold(fits))
       return e;
+  if (!quiet && config.recompute == strata::Recompute::Auto)
+    noteCheckpointed(*module);
   if (!quiet)
     llvm::errs() << "strata-compile: note: the step does not fit "
                     "--gpu-memory with its state moved off the device and "
