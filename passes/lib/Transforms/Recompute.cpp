@@ -163,9 +163,7 @@ SmallVector<LayerCheckpoint> layerCheckpoints(const StepParts &parts) {
     if (!name || graph::getArgumentRole(step, arg.getArgNumber()) !=
                      graph::Role::Parameter)
       continue;
-    std::string layer = layerOf(name.getValue());
-    if (isNumberedLayer(layer))
-      (void)number.try_emplace(layer, -1);
+    (void)number.try_emplace(layerOf(name.getValue()), -1);
   }
   // Numbered in order of first use.
   auto argumentLayer = [&](BlockArgument arg) -> int64_t {
@@ -395,17 +393,18 @@ IRMapping fetchAgain(const StepParts &parts, ArrayRef<Value> fetched,
 void applyCheckpoint(const StepParts &parts, LayerCheckpoint &checkpoint) {
   IRMapping mapping = fetchAgain(parts, checkpoint.fetched, checkpoint.point);
   OpBuilder b(checkpoint.point);
-  llvm::SmallPtrSet<Operation *, 32> clones;
   for (Operation *op : checkpoint.ops) {
     Operation *clone = b.clone(*op, mapping);
     clone->setAttr(sched::SchedDialect::kRecomputedAttrName, b.getUnitAttr());
-    clones.insert(clone);
   }
+  // Backward's reads from the point on (the clones and the fetches moved
+  // up come before it: a fetch moved up may read a forward value, as a
+  // narrowing cast of a shard, and keeps reading it).
   for (Operation *op : checkpoint.ops)
     for (Value r : op->getResults())
       r.replaceUsesWithIf(mapping.lookup(r), [&](OpOperand &use) {
-        return !clones.contains(use.getOwner()) &&
-               parts.isBackward(use.getOwner());
+        return parts.isBackward(use.getOwner()) &&
+               !use.getOwner()->isBeforeInBlock(checkpoint.point);
       });
   SmallVector<Attribute> names;
   if (auto done = parts.step->getAttrOfType<ArrayAttr>(
