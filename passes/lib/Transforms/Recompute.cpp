@@ -69,34 +69,44 @@ bool isFetch(Operation *op) {
          op->getNumOperands() == op->getNumResults();
 }
 
-/// The fetches that make `value` from a function argument, first hop
-/// first (empty when `value` is not made so).
+/// The value a hop of a fetch chain reads to make `result`.
+Value hopSource(OpResult result) {
+  Operation *op = result.getOwner();
+  return op->getOperand(isFetch(op) ? result.getResultNumber() : 0);
+}
+
+/// The hops that make `value`, a fetch's result, from a function argument,
+/// first hop first: fetches, and the one-operand ops that rearrange what
+/// they fetch (a narrowing cast of a shard before its gather). Empty when
+/// `value` is not made so.
 SmallVector<OpResult> fetchChain(Value value) {
+  auto top = dyn_cast<OpResult>(value);
+  if (!top || !isFetch(top.getOwner()))
+    return {};
   SmallVector<OpResult> chain;
   while (auto result = dyn_cast<OpResult>(value)) {
-    if (!isFetch(result.getOwner()))
+    Operation *op = result.getOwner();
+    if (!isFetch(op) && !(op->getNumOperands() == 1 && isRecomputable(op)))
       return {};
     chain.push_back(result);
-    value = result.getOwner()->getOperand(result.getResultNumber());
+    value = hopSource(result);
   }
-  if (chain.empty())
-    return {};
   std::reverse(chain.begin(), chain.end());
   return chain;
 }
 
-/// What makes two fetch chains alike: the argument and each hop's op and
-/// attributes (`withArgument` false: the hops alone, what one bucket of
-/// new fetches shares).
+/// What makes two fetch chains alike: the argument and each hop's op,
+/// attributes and element type (`withArgument` false: the hops alone, what one
+/// bucket of new fetches shares).
 std::string fetchSignature(ArrayRef<OpResult> chain, bool withArgument) {
   std::string text;
   llvm::raw_string_ostream os(text);
   if (withArgument)
-    os << cast<BlockArgument>(chain.front().getOwner()->getOperand(
-                                  chain.front().getResultNumber()))
-              .getArgNumber();
+    os << cast<BlockArgument>(hopSource(chain.front())).getArgNumber();
   for (OpResult hop : chain)
-    os << "|" << hop.getOwner()->getName() << hop.getOwner()->getAttrDictionary();
+    os << "|" << hop.getOwner()->getName()
+       << hop.getOwner()->getAttrDictionary()
+       << getElementTypeOrSelf(hop.getType());
   return text;
 }
 
@@ -124,6 +134,13 @@ std::optional<StepParts> stepParts(ModuleOp module) {
   if (!loss)
     return std::nullopt;
   return StepParts{step, loss, ret};
+}
+
+/// Whether `user` is a backward op that reads an activation: a backward
+/// fetch reading a forward value (ZeRO-3 gathers the narrowing cast of a
+/// shard forward made) reads a parameter's copy, made again with it.
+bool isBackwardRead(const StepParts &parts, Operation *user) {
+  return parts.isBackward(user) && !isFetch(user);
 }
 
 /// One layer's checkpoint, before it is made: the forward ops to make
@@ -238,7 +255,7 @@ SmallVector<LayerCheckpoint> layerCheckpoints(const StepParts &parts) {
         break;
       for (Value r : op.getResults())
         if (remade(r) && llvm::any_of(r.getUsers(), [&](Operation *user) {
-              return parts.isBackward(user);
+              return isBackwardRead(parts, user);
             })) {
           checkpoint.freedBytes += memory::storageBytes(r.getType());
           if (ops.insert(&op))
@@ -274,7 +291,7 @@ SmallVector<LayerCheckpoint> layerCheckpoints(const StepParts &parts) {
     for (Operation *op : checkpoint.ops) {
       checkpoint.flops += forwardFlops(op);
       for (Operation *user : op->getUsers())
-        if (parts.isBackward(user) &&
+        if (isBackwardRead(parts, user) &&
             (!checkpoint.point || user->isBeforeInBlock(checkpoint.point)))
           checkpoint.point = user;
     }
@@ -353,24 +370,32 @@ IRMapping fetchAgain(const StepParts &parts, ArrayRef<Value> fetched,
       buckets;
   for (auto &[signature, values] : alike) {
     SmallVector<OpResult> chain = fetchChain(values.front());
-    bool gathers = llvm::all_of(chain, [](OpResult hop) {
-      return isa<sched::AllGatherOp>(hop.getOwner());
+    bool reloads = llvm::any_of(chain, [](OpResult hop) {
+      return isa<sched::ReloadOp>(hop.getOwner());
     });
-    buckets[gathers ? fetchSignature(chain, false) : signature].push_back(
+    buckets[reloads ? signature : fetchSignature(chain, false)].push_back(
         values.front());
   }
   OpBuilder b(point);
   for (auto &[kind, values] : buckets) {
-    // Hop by hop, one op for all of the bucket's values.
+    // Hop by hop: one fetch for all of the bucket's values, a
+    // rearrangement for each.
     SmallVector<SmallVector<OpResult>> chains;
     SmallVector<Value> current;
     for (Value v : values) {
       chains.push_back(fetchChain(v));
-      current.push_back(chains.back().front().getOwner()->getOperand(
-          chains.back().front().getResultNumber()));
+      current.push_back(hopSource(chains.back().front()));
     }
     for (size_t hop = 0; hop < chains.front().size(); ++hop) {
       Operation *like = chains.front()[hop].getOwner();
+      if (!isFetch(like)) {
+        for (auto [i, chain] : llvm::enumerate(chains)) {
+          IRMapping operand;
+          operand.map(hopSource(chain[hop]), current[i]);
+          current[i] = b.clone(*chain[hop].getOwner(), operand)->getResult(0);
+        }
+        continue;
+      }
       OperationState state(like->getLoc(), like->getName());
       state.addOperands(current);
       for (auto &chain : chains)
@@ -398,12 +423,11 @@ void applyCheckpoint(const StepParts &parts, LayerCheckpoint &checkpoint) {
     clone->setAttr(sched::SchedDialect::kRecomputedAttrName, b.getUnitAttr());
   }
   // Backward's reads from the point on (the clones and the fetches moved
-  // up come before it: a fetch moved up may read a forward value, as a
-  // narrowing cast of a shard, and keeps reading it).
+  // up come before it).
   for (Operation *op : checkpoint.ops)
     for (Value r : op->getResults())
       r.replaceUsesWithIf(mapping.lookup(r), [&](OpOperand &use) {
-        return parts.isBackward(use.getOwner()) &&
+        return isBackwardRead(parts, use.getOwner()) &&
                !use.getOwner()->isBeforeInBlock(checkpoint.point);
       });
   SmallVector<Attribute> names;
