@@ -381,7 +381,8 @@ void noteCheckpointed(ModuleOp module) {
 /// the device and recomputing cannot meet, the activations backward reads
 /// go to the host as well (strata-offload-activations), the largest first:
 /// the plan is made again from a copy at each size threshold, and the
-/// first that fits is kept (with a note unless `quiet`).
+/// first that fits is kept (with a note unless `quiet`). When none fits
+/// with recomputation (--recompute auto), offload is tried without it.
 llvm::Error planMemory(MLIRContext &context, OwningOpRef<ModuleOp> &module,
                        const strata::TrainingConfig &config, bool quiet) {
   strata::MemoryPipelineOptions memory;
@@ -417,8 +418,19 @@ llvm::Error planMemory(MLIRContext &context, OwningOpRef<ModuleOp> &module,
     return plan();
   };
   llvm::consumeError(std::move(last));
-  if (llvm::Error e = tryThreshold(0))
-    return e;
+  if (llvm::Error e = tryThreshold(0)) {
+    if (memory.recompute != strata::Recompute::Auto)
+      return e;
+    // Recomputation can leave a peak offload cannot lower (a checkpointed
+    // layer's activations made again at once in backward): offload alone
+    // may fit where both do not.
+    memory.recompute = strata::Recompute::None;
+    if (llvm::Error alone = tryThreshold(0)) {
+      llvm::consumeError(std::move(alone));
+      return e;
+    }
+    llvm::consumeError(std::move(e));
+  }
   size_t fits = 0, lo = 1, hi = thresholds.size();
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
@@ -435,9 +447,17 @@ llvm::Error planMemory(MLIRContext &context, OwningOpRef<ModuleOp> &module,
   if (tried != fits)
     if (llvm::Error e = tryThreshold(fits))
       return e;
-  if (!quiet && config.recompute == strata::Recompute::Auto)
+  if (!quiet && memory.recompute == strata::Recompute::Auto)
     noteCheckpointed(*module);
-  if (!quiet)
+  if (!quiet && memory.recompute != config.recompute)
+    llvm::errs() << "strata-compile: note: the step does not fit "
+                    "--gpu-memory with its state moved off the device, "
+                    "recomputation and activation offload together; its saved "
+                    "activations of "
+                 << thresholds[fits]
+                 << " bytes or more are offloaded to the host instead, "
+                    "nothing recomputed (--offload-activations)\n";
+  else if (!quiet)
     llvm::errs() << "strata-compile: note: the step does not fit "
                     "--gpu-memory with its state moved off the device and "
                     "recomputation alone; its saved activations of "
