@@ -304,8 +304,8 @@ SmallVector<LayerCheckpoint> layerCheckpoints(const StepParts &parts) {
 /// parameters), placed before `point`: backward's own fetch of the same
 /// parameter where it has one (the first after `point`, moved up to it,
 /// else the last before it), else new fetches (gathers: one bucket per
-/// kind of chain). Forward's fetched copies then die in forward, as without the
-/// checkpoint.
+/// kind of chain). Forward's fetched copies then die in forward, as
+/// without the checkpoint.
 IRMapping fetchAgain(const StepParts &parts, ArrayRef<Value> fetched,
                      Operation *point) {
   IRMapping mapping;

@@ -461,9 +461,14 @@ def RecomputePass : Pass<"strata-recompute", "::mlir::ModuleOp"> {
     that is pure, deterministic and has one result, whose operands are
     still live where backward first reads it, is made again right before
     that read; the forward copy then dies in forward. The clones carry
-    `sched.recomputed`. `mode=always`: every candidate. `mode=auto`: largest
-    first, only while the step does not fit `gpu-memory` (after
-    strata-offload-state has moved what it can).
+    `sched.recomputed`. `mode=always`: every candidate. `mode=layers`: every
+    layer but the loss's is checkpointed: its inputs, outputs and what
+    cannot run again are kept, its other ops that backward needs are cloned
+    in order before the layer's first backward read, and the parameters
+    they read are fetched again in backward (`sched.checkpointed` on the
+    function lists the layers). `mode=auto`: single ops and layers, the
+    fewest FLOPs per byte freed first, only while the step does not fit
+    `gpu-memory` (after strata-offload-state has moved what it can).
 
     ```mlir
     // after: %t's clone right before backward reads it
