@@ -703,15 +703,23 @@ void printOffloadedAndRecomputed(const Inspection &in, std::ostream &os) {
       os << (i ? ", " : " ") << r[i];
     if (r.size() > 4)
       os << ", ...";
-    char flops[64];
-    std::snprintf(flops, sizeof(flops), "%.4g",
-                  recomputedFlopsPerStep(p) / 1e9);
-    os << "\n             " << flops << " GFLOP of forward made again a step";
+    double flops = recomputedFlopsPerStep(p);
+    char text[64];
+    bool tera = flops >= 1e12;
+    std::snprintf(text, sizeof(text), "%.4g %s", flops / (tera ? 1e12 : 1e9),
+                  tera ? "TFLOP" : "GFLOP");
+    os << "\n             " << text << " of forward made again a step";
+    // The first six and the last.
     const auto &layers = p.memory().checkpointed_layers();
     if (!layers.empty()) {
-      os << "; checkpointed layers:";
-      for (int i = 0; i < layers.size(); ++i)
+      os << "; " << layers.size() << " checkpointed layers:";
+      for (int i = 0; i < layers.size(); ++i) {
+        if (i == 6 && layers.size() > 7) {
+          os << ", ...";
+          i = layers.size() - 1;
+        }
         os << (i ? ", " : " ") << layers[i];
+      }
     }
     os << "\n";
   }

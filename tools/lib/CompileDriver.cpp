@@ -368,10 +368,15 @@ void noteCheckpointed(ModuleOp module) {
     if (op->hasAttr(sched::SchedDialect::kRecomputedAttrName))
       flops += strata::forwardFlops(op);
   });
+  // The first six and the last.
+  SmallVector<StringRef> names(layers.getAsValueRange<StringAttr>());
+  if (names.size() > 7) {
+    names.erase(names.begin() + 6, names.end() - 1);
+    names.insert(names.end() - 1, "...");
+  }
   llvm::errs() << "strata-compile: note: to fit --gpu-memory, --recompute "
                   "auto checkpointed "
-               << layers.size() << " layers ("
-               << llvm::join(layers.getAsValueRange<StringAttr>(), ", ")
+               << layers.size() << " layers (" << llvm::join(names, ", ")
                << "): backward makes "
                << llvm::formatv("{0:f2}", flops / 1e9)
                << " GFLOP of forward again each micro-step\n";
