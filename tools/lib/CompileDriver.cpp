@@ -378,8 +378,10 @@ void noteCheckpointed(ModuleOp module) {
                   "auto checkpointed "
                << layers.size() << " layers (" << llvm::join(names, ", ")
                << "): backward makes "
-               << llvm::formatv("{0:f2}", flops / 1e9)
-               << " GFLOP of forward again each micro-step\n";
+               << (flops >= 1e12
+                       ? llvm::formatv("{0:f1} TFLOP", flops / 1e12).str()
+                       : llvm::formatv("{0:f2} GFLOP", flops / 1e9).str())
+               << " of forward again each micro-step\n";
 }
 
 /// The memory pipeline over `module`. Under a budget that moving state off
