@@ -158,11 +158,12 @@ struct LayerCheckpoint {
   double flops = 0;
 };
 
-/// Each numbered layer's checkpoint in @micro_step, the loss's layer (whose
+/// Each layer's checkpoint in @micro_step, the loss's layer (whose
 /// backward starts at once) and layers already checkpointed aside.
 ///
-/// A value's layer is the latest numbered layer whose parameter it is made
-/// from (-1: none, as embeddings); a fetched parameter's is its own, even
+/// Layers are the modules of the parameters' names (layerOf), numbered in
+/// order of first use. A value's layer is the latest whose parameter it is
+/// made from (-1: none, as a mask); a fetched parameter's is its own, even
 /// when the fetch is a bucket of several layers. A layer keeps its inputs
 /// (values of other layers), its outputs (what a later layer's forward
 /// reads: that layer's inputs), and what cannot run again (dropout,
@@ -204,6 +205,9 @@ SmallVector<LayerCheckpoint> layerCheckpoints(const StepParts &parts) {
     auto it = layerOfValue.find(v);
     return it == layerOfValue.end() ? -1 : it->second;
   };
+  // The forward ops whose results are in each layer (a fetch's may be in
+  // several), in block order.
+  std::map<int64_t, SmallVector<Operation *>> opsOfLayer;
   for (Operation &op : body) {
     if (!parts.isForward(&op))
       break;
@@ -217,6 +221,7 @@ SmallVector<LayerCheckpoint> layerCheckpoints(const StepParts &parts) {
       layer = std::max(layer, layerOfOperand(operand));
     for (Value result : op.getResults())
       layerOfValue[result] = layer;
+    opsOfLayer[layer].push_back(&op);
   }
   int64_t lossLayer = layerOfValue.lookup(parts.loss->getResult(0));
   llvm::DenseSet<StringRef> done;
@@ -250,18 +255,16 @@ SmallVector<LayerCheckpoint> layerCheckpoints(const StepParts &parts) {
     llvm::SetVector<Operation *> ops;
     llvm::SetVector<Value> fetched;
     SmallVector<Operation *> worklist;
-    for (Operation &op : body) {
-      if (!parts.isForward(&op))
-        break;
-      for (Value r : op.getResults())
+    // Fetches are not remade: the layer's other ops are all its values.
+    for (Operation *op : opsOfLayer[layer])
+      for (Value r : op->getResults())
         if (remade(r) && llvm::any_of(r.getUsers(), [&](Operation *user) {
               return isBackwardRead(parts, user);
             })) {
           checkpoint.freedBytes += memory::storageBytes(r.getType());
-          if (ops.insert(&op))
-            worklist.push_back(&op);
+          if (ops.insert(op))
+            worklist.push_back(op);
         }
-    }
     while (!worklist.empty()) {
       Operation *op = worklist.pop_back_val();
       for (Value operand : op->getOperands()) {
@@ -479,8 +482,17 @@ struct RecomputePass : public strata::impl::RecomputePassBase<RecomputePass> {
       return persistent.tierBytes(sched::Tier::Device, align) +
              persistent.constantBytes + memory::largestArena(module, align);
     };
+    // Options one at a time until the bytes they free could cover the
+    // excess (they may not all be live at the peak), then the plan again.
     for (int64_t peak = devicePeak(); peak > budget; peak = devicePeak()) {
-      if (!recomputeCheapest(module))
+      int64_t freed = 0;
+      while (freed < peak - budget) {
+        int64_t bytes = recomputeCheapest(module);
+        if (bytes == 0)
+          break;
+        freed += bytes;
+      }
+      if (freed == 0)
         break;
       dropMemoryPlans(module);
     }
@@ -494,11 +506,11 @@ struct RecomputePass : public strata::impl::RecomputePassBase<RecomputePass> {
   /// mode=auto's step: of every single op's recomputation and every
   /// layer's checkpoint, the one that makes the fewest forward FLOPs again
   /// per byte of saved activation it frees (ties: the most bytes, then the
-  /// earliest). Returns whether there was one.
-  bool recomputeCheapest(ModuleOp module) {
+  /// earliest). Returns the bytes it frees (0: there was none).
+  int64_t recomputeCheapest(ModuleOp module) {
     std::optional<StepParts> parts = stepParts(module);
     if (!parts)
-      return false;
+      return 0;
     SmallVector<LayerCheckpoint> layers = layerCheckpoints(*parts);
     LayerCheckpoint *bestLayer = nullptr;
     double bestPrice = 0;
@@ -525,11 +537,11 @@ struct RecomputePass : public strata::impl::RecomputePassBase<RecomputePass> {
         bestBytes = bytes;
       }
     if (bestOp)
-      return recomputeOp(*parts, bestOp);
+      return recomputeOp(*parts, bestOp) ? bestBytes : 0;
     if (!bestLayer)
-      return false;
+      return 0;
     applyCheckpoint(*parts, *bestLayer);
-    return true;
+    return bestBytes;
   }
 
   /// The earliest backward reader of `op`'s result, when every operand of
