@@ -9,8 +9,8 @@
 #include "strata/Tools/CompileDriver.h"
 
 #include "strata/Codegen/ArtifactWriter.h"
-#include "strata/Dialect/Sched/IR/SchedOps.h"
 #include "strata/Dialect/Graph/IR/GraphDialect.h"
+#include "strata/Dialect/Sched/IR/SchedOps.h"
 #include "strata/Frontend/ModelStructure.h"
 #include "strata/Runtime/Artifact.h"
 #include "strata/Sim/Simulator.h"
