@@ -637,6 +637,12 @@ searchConfigurations(MLIRContext &context, ModuleOp imported,
         config.gradSync == strata::GradSync::TwoHop ? "2hop" : "global",
         config.prefetchDepth);
     // The knobs of the last round, where they differ from the user's.
+    if (config.recompute != base.recompute)
+      t.label += config.recompute == strata::Recompute::None
+                     ? " --recompute none"
+                 : config.recompute == strata::Recompute::Layers
+                     ? " --recompute layers"
+                     : " --recompute always";
     if (config.bucketBytes != base.bucketBytes)
       t.label += llvm::formatv(" --bucket-bytes {0}", config.bucketBytes);
     if (config.pipelineStages > 1)
@@ -794,7 +800,10 @@ searchConfigurations(MLIRContext &context, ModuleOp imported,
       return std::move(e);
   }
   // Round 2: around the two fastest, the other gradient sync and prefetch
-  // depth 2.
+  // depth 2; and how activations fit the budget: by recomputation alone
+  // where it can (`auto`, the first rounds'), by offloading them to the
+  // host instead (`none`: the planner offloads what does not fit), or by
+  // checkpointing every layer.
   for (const auto &[config, micro] : ranked()) {
     for (unsigned depth : {1u, 2u})
       for (strata::GradSync sync :
@@ -804,6 +813,12 @@ searchConfigurations(MLIRContext &context, ModuleOp imported,
         c.gradSync = sync;
         propose(c, micro);
       }
+    for (strata::Recompute recompute :
+         {strata::Recompute::None, strata::Recompute::Layers}) {
+      strata::TrainingConfig c = config;
+      c.recompute = recompute;
+      propose(c, micro);
+    }
   }
   if (llvm::Error e = runRound())
     return std::move(e);
