@@ -799,12 +799,23 @@ searchConfigurations(MLIRContext &context, ModuleOp imported,
     if (llvm::Error e = roundOne(micro))
       return std::move(e);
   }
-  // Round 2: around the two fastest, the other gradient sync and prefetch
-  // depth 2; and how activations fit the budget: by recomputation alone
-  // where it can (`auto`, the first rounds'), by offloading them to the
-  // host instead (`none`: the planner offloads what does not fit), or by
-  // checkpointing every layer.
-  for (const auto &[config, micro] : ranked()) {
+  // Round 2: how activations fit the budget around the two fastest: by
+  // recomputation first where it can (`auto`, the first round's), by
+  // offloading them to the host instead (`none`: the planner offloads
+  // what does not fit), or by checkpointing every layer; then around the
+  // two fastest so far, the other gradient sync and prefetch depth 2.
+  // The activations first, then the sync and depth around the two
+  // fastest of all so far.
+  for (const auto &[config, micro] : ranked())
+    for (strata::Recompute recompute :
+         {strata::Recompute::None, strata::Recompute::Layers}) {
+      strata::TrainingConfig c = config;
+      c.recompute = recompute;
+      propose(c, micro);
+    }
+  if (llvm::Error e = runRound())
+    return std::move(e);
+  for (const auto &[config, micro] : ranked())
     for (unsigned depth : {1u, 2u})
       for (strata::GradSync sync :
            {strata::GradSync::TwoHop, strata::GradSync::Global}) {
@@ -813,13 +824,6 @@ searchConfigurations(MLIRContext &context, ModuleOp imported,
         c.gradSync = sync;
         propose(c, micro);
       }
-    for (strata::Recompute recompute :
-         {strata::Recompute::None, strata::Recompute::Layers}) {
-      strata::TrainingConfig c = config;
-      c.recompute = recompute;
-      propose(c, micro);
-    }
-  }
   if (llvm::Error e = runRound())
     return std::move(e);
   // Round 3: around the fastest, one knob at a time: the bucket size (a
