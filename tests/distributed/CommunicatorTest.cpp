@@ -9,6 +9,10 @@
 // cannot take the lock: either way a hang, which the communicator's timeout
 // turns into an abort naming the collective.
 //
+// With STRATA_COMM_TEST_STALL=1 (ctest distributed.communicator.stall) rank 1
+// never joins a reduce-stream collective: rank 0's timeout diagnostic must
+// name it with the reduce stream's own sequence number.
+//
 //===----------------------------------------------------------------------===//
 
 #include "strata/Runtime/Communicator.h"
@@ -16,6 +20,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -32,7 +37,9 @@ Communicator &communicator() {
     topology.ranksPerNode = 2;
     topology.partition = 2;
     std::unique_ptr<Communicator> c;
-    Status s = Communicator::create(topology, /*timeoutSeconds=*/20, c);
+    const char *timeout = std::getenv("STRATA_COMM_TEST_TIMEOUT");
+    Status s = Communicator::create(topology, timeout ? std::atof(timeout) : 20,
+                                    c);
     if (!s) {
       std::fprintf(stderr, "%s\n", s.message().c_str());
       std::abort();
@@ -137,6 +144,24 @@ TEST(Communicator, MainThreadBetweenStreams) {
   EXPECT_EQ(values[1], 2.0);
   for (float v : in)
     ASSERT_EQ(v, 2.0f);
+}
+
+TEST(Communicator, StalledReduceStreamIsNamed) {
+  if (!std::getenv("STRATA_COMM_TEST_STALL"))
+    GTEST_SKIP() << "set STRATA_COMM_TEST_STALL=1 (it aborts the job)";
+  Communicator &comm = communicator();
+  float x = float(comm.rank()), y[2];
+  // Three all-gathers on the collective stream's channel, then a reduction
+  // on the reduce stream's that rank 1 never joins: rank 0 names it as
+  // "all_reduce #1 ... (reduce stream)", rank 1 as missing, and aborts
+  // every rank.
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(comm.allGather(Group::Partition, {{DType::F32, &x, y, 1}}, 0));
+  if (comm.rank() == 1)
+    for (;;)
+      pause(1000);
+  Status s = comm.allReduceSum(Group::Partition, {{DType::F32, &x, &x, 1}}, 1);
+  FAIL() << "the stalled reduction returned: " << s.message();
 }
 
 TEST(Communicator, UnknownChannel) {
