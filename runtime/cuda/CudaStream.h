@@ -68,9 +68,8 @@ inline const CudaStream &streamOf(const KernelContext &ctx) {
 /// stream's channel, or null.
 inline void *communicatorOf(const KernelContext &ctx) {
   const CudaStream &s = streamOf(ctx);
-  return s.collectives
-             ? s.collectives[ctx.channel * kGroups + int(ctx.group)]
-             : nullptr;
+  return s.collectives ? s.collectives[ctx.channel * kGroups + int(ctx.group)]
+                       : nullptr;
 }
 
 /// "<what>: <CUDA's name for the error> (<its description>)".

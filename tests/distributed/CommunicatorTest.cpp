@@ -38,8 +38,8 @@ Communicator &communicator() {
     topology.partition = 2;
     std::unique_ptr<Communicator> c;
     const char *timeout = std::getenv("STRATA_COMM_TEST_TIMEOUT");
-    Status s = Communicator::create(topology, timeout ? std::atof(timeout) : 20,
-                                    c);
+    Status s =
+        Communicator::create(topology, timeout ? std::atof(timeout) : 20, c);
     if (!s) {
       std::fprintf(stderr, "%s\n", s.message().c_str());
       std::abort();
@@ -72,9 +72,8 @@ TEST(Communicator, TwoStreamsInOppositeOrders) {
       if (rank == 1)
         pause(r % 3 == 0 ? 30 : 2);
       std::vector<float> in(n, float(rank * 1000 + r)), out(2 * n, -1.0f);
-      gatherStatus[r] =
-          comm.allGather(Group::Partition,
-                         {{DType::F32, in.data(), out.data(), n}}, 0);
+      gatherStatus[r] = comm.allGather(
+          Group::Partition, {{DType::F32, in.data(), out.data(), n}}, 0);
       bool right = true;
       for (size_t i = 0; i < 2 * n; ++i)
         right &= out[i] == float((i / n) * 1000 + r);
