@@ -23,6 +23,7 @@
 namespace strata::runtime {
 namespace {
 
+/// A timeout notice of channel c has tag kNoticeTag + c.
 constexpr int kNoticeTag = 7701;
 
 MPI_Datatype mpiType(DType t) {
@@ -216,11 +217,12 @@ Communicator::~Communicator() {
     MPI_Comm m = comm(p2p_);
     MPI_Comm_free(&m);
   }
-  for (void *&c : comms_)
-    if (c) {
-      MPI_Comm m = comm(c);
-      MPI_Comm_free(&m);
-    }
+  for (auto &channel : comms_)
+    for (void *&c : channel)
+      if (c) {
+        MPI_Comm m = comm(c);
+        MPI_Comm_free(&m);
+      }
   if (notices_) {
     MPI_Comm m = comm(notices_);
     MPI_Comm_free(&m);
@@ -236,14 +238,14 @@ Status Communicator::create(const TopologyInfo &topology, double timeoutSeconds,
   if (!initialized) {
     if (Status s = checkSlurmLaunch(); !s)
       return s;
-    // The collective stream's thread calls MPI during a program, the main
-    // thread between programs: never two at once.
+    // The collective streams' threads and the main thread call MPI, never
+    // two at once: every call holds the communicator's lock.
     int provided;
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
     if (provided < MPI_THREAD_SERIALIZED)
       return Status::error("this MPI library does not support "
                            "MPI_THREAD_SERIALIZED, which the collective "
-                           "stream needs");
+                           "streams need");
     static double finalizeSeconds = 0;
     finalizeSeconds = timeoutSeconds;
     std::atexit([] {
@@ -285,10 +287,14 @@ Status Communicator::create(const TopologyInfo &topology, double timeoutSeconds,
   // Colours in Group order; within a colour, ranks keep their order.
   int colors[kGroups] = {r / p, r % (p * std::max(topology.stages, 1)), 0,
                          r / p * k + r % k, r / k};
+  // Channel 1 (the reduce stream) duplicates channel 0's communicators:
+  // the same ranks in the same order, but collectives never match across.
   for (int i = 0; i < kGroups; ++i) {
-    MPI_Comm m;
+    MPI_Comm m, dup;
     MPI_Comm_split(MPI_COMM_WORLD, colors[i], r, &m);
-    c->comms_[i] = m;
+    MPI_Comm_dup(m, &dup);
+    c->comms_[0][i] = m;
+    c->comms_[1][i] = dup;
   }
   for (int g = 0; g < kGroups; ++g)
     c->members_[g] = groupMembers(topology, Group(g), c->rank_);
@@ -317,6 +323,7 @@ Status Communicator::sendToStage(int stage, const void *data, size_t bytes,
   if (bytes > size_t(std::numeric_limits<int>::max()))
     return Status::error(what + ": " + std::to_string(bytes) +
                          " bytes is more than one message carries");
+  std::lock_guard<std::mutex> lock(mpi_);
   // Reap the sends that completed.
   for (size_t i = 0; i < sends_.size();) {
     int done = 0;
@@ -346,14 +353,20 @@ Status Communicator::recvFromStage(int stage, void *data, size_t bytes,
                          std::to_string(this->stage()));
   int peer = rankOnStage(topology_, rank_, stage);
   MPI_Request request;
-  MPI_Irecv(data, int(bytes), MPI_BYTE, peer, kStageTag, comm(p2p_),
-            &request);
+  {
+    std::lock_guard<std::mutex> lock(mpi_);
+    MPI_Irecv(data, int(bytes), MPI_BYTE, peer, kStageTag, comm(p2p_),
+              &request);
+  }
   auto started = std::chrono::steady_clock::now();
   auto deadline = started + std::chrono::duration<double>(timeout_);
   MPI_Status status;
   for (int spins = 0;; ++spins) {
     int done = 0;
-    MPI_Test(&request, &done, &status);
+    {
+      std::lock_guard<std::mutex> lock(mpi_);
+      MPI_Test(&request, &done, &status);
+    }
     if (done) {
       recvWait_ += std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - started)
@@ -386,10 +399,23 @@ Status Communicator::recvFromStage(int stage, void *data, size_t bytes,
 }
 
 Status Communicator::finishSends() {
+  // Polled, the lock released between polls (a stream may still be in a
+  // collective).
   for (auto &pending : sends_)
-    MPI_Wait(&pending->request, MPI_STATUS_IGNORE);
+    for (int done = 0; !done;) {
+      {
+        std::lock_guard<std::mutex> lock(mpi_);
+        MPI_Test(&pending->request, &done, MPI_STATUS_IGNORE);
+      }
+      if (!done)
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
   sends_.clear();
   return Status::ok();
+}
+
+uint64_t Communicator::sequence(Group group, int channel) const {
+  return sequence_[channel][int(group)].load();
 }
 
 int Communicator::indexIn(Group group) const {
@@ -399,29 +425,40 @@ int Communicator::indexIn(Group group) const {
 
 void Communicator::count(Group group, Kind kind, double bytes) {
   Link link;
-  if (ringLink(topology_, group, rank_, link))
-    traffic_[int(kind)][link] += bytes;
+  if (!ringLink(topology_, group, rank_, link))
+    return;
+  std::lock_guard<std::mutex> lock(countMutex_);
+  traffic_[int(kind)][link] += bytes;
 }
 
 void Communicator::abortJob(int code) {
   std::fflush(stdout);
   std::fflush(stderr);
+  // Not under the lock: a stream may hold it for a poll, and MPI_Abort
+  // ends every rank whatever the other threads do.
   MPI_Abort(MPI_COMM_WORLD, code);
   std::abort();
 }
 
-void Communicator::abortStalled(Group group, const std::string &what) {
+void Communicator::abortStalled(Group group, int channel,
+                                const std::string &what) {
   // Tell the group's other members this rank arrived, then listen for
-  // theirs for a grace period: whoever stays silent never arrived.
+  // theirs for a grace period: whoever stays silent never arrived. Each
+  // channel's notices have a tag of their own (both streams may time out at
+  // once) and name the channel: their collectives count apart.
   std::vector<int> m = members(group);
-  uint64_t notice[2] = {uint64_t(group), sequence_[int(group)]};
+  uint64_t sequence = sequence_[channel][int(group)].load();
+  uint64_t notice[3] = {uint64_t(group), uint64_t(channel), sequence};
   std::vector<MPI_Request> sends;
-  for (int peer : m)
-    if (peer != rank_) {
-      sends.emplace_back();
-      MPI_Isend(notice, 2, MPI_UINT64_T, peer, kNoticeTag, comm(notices_),
-                &sends.back());
-    }
+  {
+    std::lock_guard<std::mutex> lock(mpi_);
+    for (int peer : m)
+      if (peer != rank_) {
+        sends.emplace_back();
+        MPI_Isend(notice, 3, MPI_UINT64_T, peer, kNoticeTag + channel,
+                  comm(notices_), &sends.back());
+      }
+  }
   std::set<int> arrived = {rank_};
   auto until = std::chrono::steady_clock::now() +
                std::chrono::duration<double>(std::min(timeout_, 2.0));
@@ -429,15 +466,21 @@ void Communicator::abortStalled(Group group, const std::string &what) {
          arrived.size() < m.size()) {
     int flag = 0;
     MPI_Status status;
-    MPI_Iprobe(MPI_ANY_SOURCE, kNoticeTag, comm(notices_), &flag, &status);
+    uint64_t theirs[3];
+    {
+      std::lock_guard<std::mutex> lock(mpi_);
+      MPI_Iprobe(MPI_ANY_SOURCE, kNoticeTag + channel, comm(notices_), &flag,
+                 &status);
+      if (flag)
+        MPI_Recv(theirs, 3, MPI_UINT64_T, status.MPI_SOURCE,
+                 kNoticeTag + channel, comm(notices_), MPI_STATUS_IGNORE);
+    }
     if (!flag) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       continue;
     }
-    uint64_t theirs[2];
-    MPI_Recv(theirs, 2, MPI_UINT64_T, status.MPI_SOURCE, kNoticeTag,
-             comm(notices_), MPI_STATUS_IGNORE);
-    if (theirs[0] == notice[0] && theirs[1] == notice[1])
+    if (theirs[0] == notice[0] && theirs[1] == notice[1] &&
+        theirs[2] == notice[2])
       arrived.insert(status.MPI_SOURCE);
   }
   std::vector<int> missing;
@@ -449,9 +492,10 @@ void Communicator::abortStalled(Group group, const std::string &what) {
   // One write, so the ranks' lines do not interleave.
   std::string line =
       "strata-run: error: rank " + std::to_string(rank_) + ": " + what +
-      " #" + std::to_string(sequence_[int(group)]) + " on the " +
-      groupName(group) + " group {" + list(m) + "} did not complete within " +
-      seconds + " s: " +
+      " #" + std::to_string(sequence) + " on the " + groupName(group) +
+      " group {" + list(m) + "}" +
+      (channel ? std::string(" (reduce stream)") : std::string()) +
+      " did not complete within " + seconds + " s: " +
       (missing.empty()
            ? std::string("every rank arrived but the collective did not "
                          "finish")
@@ -479,7 +523,7 @@ std::string Communicator::nodesOf(const std::vector<int> &ranks) const {
 }
 
 Status Communicator::waitAll(std::vector<void *> &requests, Group group,
-                             const std::string &what) {
+                             int channel, const std::string &what) {
   auto deadline = std::chrono::steady_clock::now() +
                   std::chrono::duration<double>(timeout_);
   std::vector<MPI_Request> r;
@@ -487,11 +531,14 @@ Status Communicator::waitAll(std::vector<void *> &requests, Group group,
     r.push_back(*static_cast<MPI_Request *>(p));
   for (int spins = 0;; ++spins) {
     int done = 0;
-    MPI_Testall(int(r.size()), r.data(), &done, MPI_STATUSES_IGNORE);
+    {
+      std::lock_guard<std::mutex> lock(mpi_);
+      MPI_Testall(int(r.size()), r.data(), &done, MPI_STATUSES_IGNORE);
+    }
     if (done)
       return Status::ok();
     if (std::chrono::steady_clock::now() > deadline)
-      abortStalled(group, what);
+      abortStalled(group, channel, what);
     if (spins > 1000)
       std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
@@ -502,29 +549,36 @@ Status Communicator::waitAll(std::vector<void *> &requests, Group group,
 /// bytes, counted on the ring model under `kind`; then every request is
 /// polled together.
 template <typename Start>
-Status Communicator::grouped(Group group, Kind kind,
+Status Communicator::grouped(Group group, int channel, Kind kind,
                              const std::vector<Buffer> &buffers,
                              const char *what, Start start) {
-  ++sequence_[int(group)];
-  double g = double(members(group).size());
-  std::vector<MPI_Request> requests(buffers.size());
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    const Buffer &b = buffers[i];
+  if (channel < 0 || channel >= kChannels)
+    return Status::error(std::string(what) + ": no channel " +
+                         std::to_string(channel));
+  for (const Buffer &b : buffers)
     if (kind != Kind::AllGather && mpiType(b.dtype) == MPI_DATATYPE_NULL)
       return Status::error(std::string(what) + ": unsupported element type " +
                            std::string(name(b.dtype)));
-    count(group, kind,
-          ringBytes(kind, int(g),
-                    start(b, comm(comms_[int(group)]), &requests[i])));
+  ++sequence_[channel][int(group)];
+  double g = double(members(group).size());
+  std::vector<MPI_Request> requests(buffers.size());
+  {
+    std::lock_guard<std::mutex> lock(mpi_);
+    for (size_t i = 0; i < buffers.size(); ++i)
+      count(group, kind,
+            ringBytes(kind, int(g),
+                      start(buffers[i], comm(comms_[channel][int(group)]),
+                            &requests[i])));
   }
   std::vector<void *> pending;
   for (MPI_Request &r : requests)
     pending.push_back(&r);
-  return waitAll(pending, group, what);
+  return waitAll(pending, group, channel, what);
 }
 
-Status Communicator::allGather(Group group, const std::vector<Buffer> &buffers) {
-  return grouped(group, Kind::AllGather, buffers, "all_gather",
+Status Communicator::allGather(Group group, const std::vector<Buffer> &buffers,
+                               int channel) {
+  return grouped(group, channel, Kind::AllGather, buffers, "all_gather",
                  [](const Buffer &b, MPI_Comm c, MPI_Request *r) {
                    int bytes = static_cast<int>(b.count * byteWidth(b.dtype));
                    MPI_Iallgather(b.in, bytes, MPI_BYTE, b.out, bytes,
@@ -534,8 +588,10 @@ Status Communicator::allGather(Group group, const std::vector<Buffer> &buffers) 
 }
 
 Status Communicator::reduceScatterSum(Group group,
-                                      const std::vector<Buffer> &buffers) {
-  return grouped(group, Kind::ReduceScatter, buffers, "reduce_scatter",
+                                      const std::vector<Buffer> &buffers,
+                                      int channel) {
+  return grouped(group, channel, Kind::ReduceScatter, buffers,
+                 "reduce_scatter",
                  [](const Buffer &b, MPI_Comm c, MPI_Request *r) {
                    MPI_Ireduce_scatter_block(b.in, b.out,
                                              static_cast<int>(b.count),
@@ -546,8 +602,9 @@ Status Communicator::reduceScatterSum(Group group,
 }
 
 Status Communicator::allReduceSum(Group group,
-                                  const std::vector<Buffer> &buffers) {
-  return grouped(group, Kind::AllReduce, buffers, "all_reduce",
+                                  const std::vector<Buffer> &buffers,
+                                  int channel) {
+  return grouped(group, channel, Kind::AllReduce, buffers, "all_reduce",
                  [](const Buffer &b, MPI_Comm c, MPI_Request *r) {
                    const void *send = b.in == b.out ? MPI_IN_PLACE : b.in;
                    MPI_Iallreduce(send, b.out, static_cast<int>(b.count),
@@ -558,40 +615,53 @@ Status Communicator::allReduceSum(Group group,
 
 Status Communicator::sumOverWorld(double *values, size_t n,
                                   const std::string &what) {
-  ++sequence_[int(Group::World)];
+  ++sequence_[0][int(Group::World)];
   MPI_Request request;
-  MPI_Iallreduce(MPI_IN_PLACE, values, static_cast<int>(n), MPI_DOUBLE,
-                 MPI_SUM, comm(comms_[int(Group::World)]), &request);
+  {
+    std::lock_guard<std::mutex> lock(mpi_);
+    MPI_Iallreduce(MPI_IN_PLACE, values, static_cast<int>(n), MPI_DOUBLE,
+                   MPI_SUM, comm(comms_[0][int(Group::World)]), &request);
+  }
   std::vector<void *> pending = {&request};
-  return waitAll(pending, Group::World, what);
+  return waitAll(pending, Group::World, 0, what);
 }
 
 Status Communicator::gatherOverWorld(uint64_t value, std::vector<uint64_t> &out,
                                      const std::string &what) {
-  ++sequence_[int(Group::World)];
+  ++sequence_[0][int(Group::World)];
   out.assign(size_t(topology_.world), 0);
   MPI_Request request;
-  MPI_Iallgather(&value, 1, MPI_UINT64_T, out.data(), 1, MPI_UINT64_T,
-                 comm(comms_[int(Group::World)]), &request);
+  {
+    std::lock_guard<std::mutex> lock(mpi_);
+    MPI_Iallgather(&value, 1, MPI_UINT64_T, out.data(), 1, MPI_UINT64_T,
+                   comm(comms_[0][int(Group::World)]), &request);
+  }
   std::vector<void *> pending = {&request};
-  return waitAll(pending, Group::World, what);
+  return waitAll(pending, Group::World, 0, what);
 }
 
 Status Communicator::broadcastFromFirst(Group group, std::string &bytes,
                                         const std::string &what) {
-  ++sequence_[int(group)];
+  ++sequence_[0][int(group)];
   uint64_t size = bytes.size();
   MPI_Request request;
-  MPI_Ibcast(&size, 1, MPI_UINT64_T, 0, comm(comms_[int(group)]), &request);
+  {
+    std::lock_guard<std::mutex> lock(mpi_);
+    MPI_Ibcast(&size, 1, MPI_UINT64_T, 0, comm(comms_[0][int(group)]),
+               &request);
+  }
   std::vector<void *> pending = {&request};
-  if (Status s = waitAll(pending, group, what); !s)
+  if (Status s = waitAll(pending, group, 0, what); !s)
     return s;
   bytes.resize(size);
-  ++sequence_[int(group)];
-  MPI_Ibcast(bytes.data(), static_cast<int>(size), MPI_BYTE, 0,
-             comm(comms_[int(group)]), &request);
+  ++sequence_[0][int(group)];
+  {
+    std::lock_guard<std::mutex> lock(mpi_);
+    MPI_Ibcast(bytes.data(), static_cast<int>(size), MPI_BYTE, 0,
+               comm(comms_[0][int(group)]), &request);
+  }
   pending = {&request};
-  return waitAll(pending, group, what);
+  return waitAll(pending, group, 0, what);
 }
 
 } // namespace strata::runtime

@@ -337,10 +337,12 @@ public:
     id.assign(unique.internal, sizeof(unique.internal));
     return Status::ok();
   }
-  Status joinCollectiveGroup(int group, const std::string &id, int members,
-                             int index) override {
-    if (group < 0 || group >= int(collectives_.size()))
+  Status joinCollectiveGroup(int group, int channel, const std::string &id,
+                             int members, int index) override {
+    if (group < 0 || group >= kGroups)
       return Status::error("cuda: no group kind " + std::to_string(group));
+    if (channel < 0 || channel >= kCollectiveChannels)
+      return Status::error("cuda: no channel " + std::to_string(channel));
     ncclUniqueId unique;
     if (id.size() != sizeof(unique.internal))
       return Status::error("cuda: a communicator id of " +
@@ -354,7 +356,7 @@ public:
       return Status::error(std::string("ncclCommInitRank (") +
                            std::to_string(members) + " ranks): " +
                            ncclGetErrorString(r));
-    collectives_[size_t(group)] = comm;
+    collectives_[size_t(channel * kGroups + group)] = comm;
     return Status::ok();
   }
 
@@ -607,7 +609,7 @@ private:
   /// Timing events (--trace), one per marker.
   std::vector<cudaEvent_t> timers_;
   /// ncclComm_t by group kind (Topology.h's five).
-  std::array<void *, 5> collectives_{};
+  std::array<void *, kCollectiveChannels * kGroups> collectives_{};
   /// Pipeline stages: per peer rank, the stream its sends go out on and
   /// the copies they send (reused once sent).
   struct SendBuffer {

@@ -53,14 +53,23 @@ struct CudaStream {
   void *bounce = nullptr;
   size_t bounceBytes = 0;
   HostWorkErrors *hostErrors = nullptr;
-  /// The device's NCCL communicators by group kind (Topology.h's Group),
-  /// as ncclComm_t; null where the run has none (one rank).
+  /// The device's NCCL communicators by channel and group kind (at
+  /// channel * kGroups + Topology.h's Group), as ncclComm_t; null where the
+  /// run has none (one rank).
   void *const *collectives = nullptr;
 };
 
 /// The CudaStream of a launch (ctx.stream is never null on this backend).
 inline const CudaStream &streamOf(const KernelContext &ctx) {
   return *static_cast<const CudaStream *>(ctx.stream);
+}
+
+/// The NCCL communicator (an ncclComm_t) of a collective's group on its
+/// stream's channel, or null.
+inline void *communicatorOf(const KernelContext &ctx) {
+  const CudaStream &s = streamOf(ctx);
+  return s.collectives ? s.collectives[ctx.channel * kGroups + int(ctx.group)]
+                       : nullptr;
 }
 
 /// "<what>: <CUDA's name for the error> (<its description>)".

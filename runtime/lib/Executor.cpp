@@ -411,10 +411,13 @@ Status Executor::buildStep(const plan::Program &prog,
     step.group = fromPlanGroup(inst.group());
   if (inst.collective() != plan::NO_COLLECTIVE)
     step.collective = int(fromPlanCollective(inst.collective()));
+  if (step.stream < uint32_t(prog.streams_size()))
+    step.channel = collectiveChannelOf(prog.streams(int(step.stream)));
   if (const PrepareFn *prepare = kernels.lookupPrepare(inst.op())) {
     KernelContext ctx{step.inputs, step.outputs, step.attrs,
                       0,           nullptr,      ssdFile_};
     ctx.group = step.group;
+    ctx.channel = step.channel;
     if (Status s = (*prepare)(ctx, step.prepared); !s)
       return Status::error(prog.name() + " " + step.description + ": " +
                            s.message());
@@ -488,23 +491,25 @@ Status Executor::setCommunicator(Communicator *comm) {
   DeviceCollectives *collectives = device_->collectives();
   if (!comm || !collectives)
     return Status::ok();
-  for (int g = 0; g < kGroups; ++g) {
-    Group group = Group(g);
-    int index = comm->indexIn(group);
-    std::string id;
-    if (index == 0)
-      if (Status s = collectives->makeCollectiveId(id); !s)
+  // A communicator per group and per channel (collective stream).
+  for (int channel = 0; channel < Communicator::kChannels; ++channel)
+    for (int g = 0; g < kGroups; ++g) {
+      Group group = Group(g);
+      int index = comm->indexIn(group);
+      std::string id;
+      if (index == 0)
+        if (Status s = collectives->makeCollectiveId(id); !s)
+          return s;
+      if (Status s = comm->broadcastFromFirst(
+              group, id, std::string("the ") + groupName(group) +
+                             " group's communicator id");
+          !s)
         return s;
-    if (Status s = comm->broadcastFromFirst(
-            group, id, std::string("the ") + groupName(group) +
-                           " group's communicator id");
-        !s)
-      return s;
-    if (Status s = collectives->joinCollectiveGroup(
-            g, id, int(comm->members(group).size()), index);
-        !s)
-      return s;
-  }
+      if (Status s = collectives->joinCollectiveGroup(
+              g, channel, id, int(comm->members(group).size()), index);
+          !s)
+        return s;
+    }
   return Status::ok();
 }
 
@@ -742,6 +747,7 @@ Status Executor::enqueue(Program &program, uint32_t i, uint64_t seed,
       step.attrs,  fnv1a64(&step.rngStream, sizeof(step.rngStream), seed),
       comm_,       ssdFile_};
   ctx.group = step.group;
+  ctx.channel = step.channel;
   ctx.prepared = step.prepared.get();
   ctx.description = &step.description;
   if (step.seedSlot >= 0)

@@ -396,7 +396,8 @@ private:
 enum class Waited { Nothing, Communication, Offload, Stage };
 
 Waited categoryOfStream(const std::string &name) {
-  if (name.find("collective") != std::string::npos)
+  // "collective" (parameter all-gathers), "reduce" (gradient reductions).
+  if (name == "collective" || name == "reduce")
     return Waited::Communication;
   if (name == "compute")
     return Waited::Nothing;

@@ -318,7 +318,8 @@ TEST(DeviceConformance, CollectivesOfOneMember) {
                  << " runs collectives through the communicator (MPI)";
   std::string id;
   ASSERT_TRUE(collectives->makeCollectiveId(id));
-  ASSERT_TRUE(collectives->joinCollectiveGroup(int(Group::World), id, 1, 0));
+  ASSERT_TRUE(
+      collectives->joinCollectiveGroup(int(Group::World), 0, id, 1, 0));
   const KernelFn *allReduce = d->getKernels().lookup("sched.all_reduce");
   ASSERT_NE(allReduce, nullptr);
   const int64_t n = 300;
@@ -337,6 +338,17 @@ TEST(DeviceConformance, CollectivesOfOneMember) {
   ctx.group = Group::World;
   ASSERT_TRUE(d->launch(1, *allReduce, ctx));
   ASSERT_TRUE(d->synchronize(1));
+  EXPECT_EQ(readBack(*d, y, size_t(n)), values);
+  // The reduce stream's channel has communicators of its own: none joined
+  // yet, then one.
+  ctx.channel = 1;
+  EXPECT_FALSE(d->launch(2, *allReduce, ctx));
+  std::string reduceId;
+  ASSERT_TRUE(collectives->makeCollectiveId(reduceId));
+  ASSERT_TRUE(collectives->joinCollectiveGroup(int(Group::World), 1,
+                                               reduceId, 1, 0));
+  ASSERT_TRUE(d->launch(2, *allReduce, ctx));
+  ASSERT_TRUE(d->synchronize(2));
   EXPECT_EQ(readBack(*d, y, size_t(n)), values);
 }
 

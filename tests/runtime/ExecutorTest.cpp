@@ -350,7 +350,7 @@ TEST(ExecutorTest, RejectsOtherFormatVersions) {
   b.write(dir / "a.strata");
   EXPECT_EQ(loadError(dir / "a.strata"),
             "artifact format version 1 is not supported by this strata-run "
-            "(version 7); recompile the model with this Strata");
+            "(version 8); recompile the model with this Strata");
 }
 
 TEST(ExecutorTest, RejectsOutOfRangeTensorsInAnyProgram) {

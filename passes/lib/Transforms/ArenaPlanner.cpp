@@ -195,6 +195,23 @@ ArenaPlan planArena(func::FuncOp func, int64_t alignment) {
   for (Operation &op : body)
     position[&op] = n++;
 
+  // The positions of the collectives on the `reduce` stream, in order. A
+  // value whose last reader runs on that stream stays live until the next
+  // of them is issued (to the end, after the last): the compute stream
+  // reuses its bytes only after waiting for a reduction issued a bucket
+  // earlier, so each bucket's reduction overlaps the next bucket's
+  // backward (two buckets in flight, as DeepSpeed's double-buffered
+  // reduction).
+  std::vector<int64_t> reductions;
+  for (Operation &op : body)
+    if (isa<sched::ReduceScatterOp, sched::AllReduceOp>(op) &&
+        sched::getStream(&op) == sched::Stream::Reduce)
+      reductions.push_back(position[&op]);
+  auto nextReduction = [&](int64_t after) {
+    auto it = std::upper_bound(reductions.begin(), reductions.end(), after);
+    return it == reductions.end() ? n - 1 : *it;
+  };
+
   std::vector<Interval> intervals;
   DenseMap<Value, size_t> index;
   for (Operation &op : body) {
@@ -204,8 +221,14 @@ ArenaPlan planArena(func::FuncOp func, int64_t alignment) {
       if (inState.count(result))
         continue;
       int64_t first = position[&op], last = first;
+      Operation *lastUser = nullptr;
       for (Operation *user : result.getUsers())
-        last = std::max(last, position.lookup(user));
+        if (position.lookup(user) >= last) {
+          last = position.lookup(user);
+          lastUser = user;
+        }
+      if (lastUser && sched::getStream(lastUser) == sched::Stream::Reduce)
+        last = nextReduction(last);
       int64_t raw = storageBytes(result.getType());
       int64_t bytes = (std::max<int64_t>(raw, 1) + alignment - 1) /
                       alignment * alignment;

@@ -3,7 +3,8 @@
 // The core of strata-plan-memory, shared with strata-schedule (which checks
 // a prefetch order against the memory budget with it): every result of
 // `func` that needs arena bytes (not a constant, not written into a state's
-// own storage) lives from its op to its last user; an in-place-safe op's
+// own storage) lives from its op to its last user (one the `reduce` stream
+// reads last lives until the next reduction); an in-place-safe op's
 // result takes the bytes of an operand that dies there; offsets are chosen
 // greedily by size with best-fit gaps, multiples of `alignment`. Also the
 // module's persistent tensors and constants, counted the same way by both.

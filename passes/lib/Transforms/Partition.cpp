@@ -519,13 +519,20 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
                                      value)
                                      .getResult());
       }
+      // Late accumulation: what reads the reduced shards (the widening
+      // casts, the adds into the accumulators) runs at the end of the
+      // micro-step, after the last backward op, so the compute stream
+      // never waits for a bucket's reduction while there is backward work
+      // left; the buckets keep their order there, and every sum its
+      // operands.
+      OpBuilder tail(ret);
       if (reduceElementType())
         for (auto [shard, wide] : llvm::zip(shards, wideShardTypes))
-          shard = b.create<graph::CastOp>(loc, wide, shard);
+          shard = tail.create<graph::CastOp>(loc, wide, shard);
       for (auto [r, shard] : llvm::zip(members, shards)) {
         Value out = shard;
         if (r.acc) {
-          out = b.create<graph::AddOp>(loc, r.acc.getType(), r.acc, out);
+          out = tail.create<graph::AddOp>(loc, r.acc.getType(), r.acc, out);
           replaced.push_back(r.add);
         }
         ret.setOperand(r.index, out);

@@ -33,9 +33,14 @@ namespace {
 
 using sched::Stream;
 
+/// Parameter all-gathers on `collective`, gradient reductions on `reduce`
+/// (as DeepSpeed and FSDP2 reduce on a stream of their own): the next
+/// layer's gather never queues behind a bucket's reduction.
 Stream streamOf(Operation *op) {
-  if (isa<sched::AllGatherOp, sched::ReduceScatterOp, sched::AllReduceOp>(op))
+  if (isa<sched::AllGatherOp>(op))
     return Stream::Collective;
+  if (isa<sched::ReduceScatterOp, sched::AllReduceOp>(op))
+    return Stream::Reduce;
   if (auto reload = dyn_cast<sched::ReloadOp>(op))
     return reload.getTier() == sched::Tier::Ssd ? Stream::Ssd
                                                 : Stream::HostToDevice;
@@ -82,6 +87,14 @@ struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
       for (Operation &op : func.getBody().front())
         if (!isa<graph::ConstantOp>(op) && !op.hasTrait<OpTrait::IsTerminator>())
           sched::setStream(&op, streamOf(&op));
+      // This rank's shard of a reduction (the global sync's all-reduce) is
+      // cut on the reduction's stream: the compute stream does not wait for
+      // it, and the whole sum is freed as soon as it is cut.
+      for (Operation &op : func.getBody().front())
+        if (auto shard = dyn_cast<sched::LocalShardOp>(op))
+          if (Operation *def = shard.getInput().getDefiningOp();
+              def && sched::getStream(def) == Stream::Reduce)
+            sched::setStream(&op, Stream::Reduce);
       // A fetch's rearrangements run on the stream of what they rearrange
       // (collectives stay on theirs).
       for (const Fetch &f : findFetches(func.getBody().front()))

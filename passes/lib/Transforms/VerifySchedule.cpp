@@ -2,8 +2,11 @@
 //
 // strata-verify-schedule: from the streams, the events and the memory plan,
 // every two ops on different streams that touch the same bytes (one
-// writing) are ordered, and all collectives share one stream. It runs at
-// the end of every compile and catches hand-broken plans.
+// writing) are ordered, and the collectives off the `reduce` stream share
+// one stream (the runtime gives `reduce` communicators of its own and every
+// other stream the same ones, so two streams of collectives sharing them
+// could issue them in different orders on different ranks). It runs at the
+// end of every compile and catches hand-broken plans.
 //
 //===----------------------------------------------------------------------===//
 
@@ -103,15 +106,15 @@ struct VerifySchedulePass
         continue;
       size_t i = at->second;
       int own = ops[i].stream;
-      if (isCollective(&op)) {
+      if (isCollective(&op) && streams[own] != Stream::Reduce) {
         if (!collectiveStream)
           collectiveStream = streams[own];
         else if (streams[own] != *collectiveStream)
           return fail(i, schedule::describe(ops[i], int64_t(i), streams) +
                              " is a collective off stream " +
                              sched::stringifyStream(*collectiveStream).str() +
-                             ": the ranks could issue collectives in "
-                             "different orders and deadlock");
+                             " and off stream reduce: the ranks could issue "
+                             "collectives in different orders and deadlock");
       }
       std::vector<int64_t> &mine = current[own];
       ordinal[i] = ++mine[own];

@@ -1,9 +1,10 @@
 //===- CollectiveKernels.cpp - sched.* collectives on the CPU backend -----===//
 //
 // sched.all_gather, sched.reduce_scatter and sched.all_reduce over the
-// group their `group` attribute names, through the run's Communicator (MPI):
-// every operand of one op is one tensor of a single grouped call (a
-// coalesced bucket). sched.local_shard copies this rank's slice.
+// group their `group` attribute names, through the run's Communicator (MPI)
+// on their stream's channel: every operand of one op is one tensor of a
+// single grouped call (a coalesced bucket). sched.local_shard copies this
+// rank's slice.
 //
 //===----------------------------------------------------------------------===//
 
@@ -65,7 +66,7 @@ Status allGatherKernel(KernelContext &ctx) {
                          static_cast<char *>(out.data) + j * bytes * members,
                          count});
   }
-  return ctx.comm->allGather(group, buffers);
+  return ctx.comm->allGather(group, buffers, ctx.channel);
 }
 
 Status reduceScatterKernel(KernelContext &ctx) {
@@ -84,7 +85,7 @@ Status reduceScatterKernel(KernelContext &ctx) {
                            " shards " + out.describe());
     buffers.push_back({in.dtype, in.data, out.data, size_t(out.numel())});
   }
-  return ctx.comm->reduceScatterSum(group, buffers);
+  return ctx.comm->reduceScatterSum(group, buffers, ctx.channel);
 }
 
 Status allReduceKernel(KernelContext &ctx) {
@@ -102,7 +103,7 @@ Status allReduceKernel(KernelContext &ctx) {
                            " and result " + out.describe() + " differ");
     buffers.push_back({in.dtype, in.data, out.data, size_t(in.numel())});
   }
-  return ctx.comm->allReduceSum(group, buffers);
+  return ctx.comm->allReduceSum(group, buffers, ctx.channel);
 }
 
 Status localShardKernel(KernelContext &ctx) {

@@ -55,10 +55,7 @@ Status prepareGroup(KernelContext &ctx, const std::string &op,
     return Status::error(op + ": needs one result per operand, got " +
                          std::to_string(ctx.inputs.size()) + " and " +
                          std::to_string(ctx.outputs.size()));
-  Group group = ctx.group;
-  const CudaStream &s = streamOf(ctx);
-  comm = s.collectives ? static_cast<ncclComm_t>(s.collectives[int(group)])
-                       : nullptr;
+  comm = static_cast<ncclComm_t>(communicatorOf(ctx));
   if (!comm)
     return Status::error(op + ": the artifact is distributed but this run "
                               "has no communicator (launch it with mpirun)");
@@ -172,12 +169,11 @@ Status localShardKernel(KernelContext &ctx) {
   const std::string op = "sched.local_shard";
   if (Status s = checkArity(ctx, op, 1, 1, 1); !s)
     return s;
-  Group group = ctx.group;
   const CudaStream &s = streamOf(ctx);
   // One rank, or a group of one: the slice is the whole value.
   int members = 1, index = 0;
 #if STRATA_HAVE_NCCL
-  if (void *c = s.collectives ? s.collectives[int(group)] : nullptr) {
+  if (void *c = communicatorOf(ctx)) {
     if (Status st = ncclStatus(
             ncclCommCount(static_cast<ncclComm_t>(c), &members),
             op + ": ncclCommCount");

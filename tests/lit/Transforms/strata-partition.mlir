@@ -48,7 +48,8 @@ func.func @main(%x: tensor<2x4xf32> {graph.name = "x", graph.role = #graph<role 
 // @micro_step: the same gathers in forward; in backward each layer's
 // weight is gathered again (biases and h.0.weight are not needed there);
 // each layer's gradients are reduce-scattered together right after the
-// last of them is computed, and added into the shard accumulators.
+// last of them is computed; the adds into the shard accumulators come after
+// the last backward op (late accumulation), in the buckets' order.
 // CHECK-LABEL: func.func @micro_step
 // CHECK-SAME: %[[ACC0:[^:]*]]: tensor<8xf32> {graph.full_shape = array<i64: 4, 4>, graph.name = "grad:h.0.weight", graph.role = #graph<role gradient>, graph.shards = 2 : i64}
 // CHECK-COUNT-3: sched.all_gather partition {{.*}} : tensor<{{[0-9]+}}xf32>, tensor<2xf32>
@@ -57,16 +58,20 @@ func.func @main(%x: tensor<2x4xf32> {graph.name = "x", graph.role = #graph<role 
 // CHECK: graph.linear_grad_weight
 // CHECK: graph.reduce_sum
 // CHECK: %[[RSH:.*]]:2 = sched.reduce_scatter partition %{{.*}}, %{{.*}} : tensor<12xf32>, tensor<4xf32> -> tensor<6xf32>, tensor<2xf32>
-// CHECK: graph.add %{{.*}}, %[[RSH]]#0 : tensor<6xf32>
-// CHECK: graph.add %{{.*}}, %[[RSH]]#1 : tensor<2xf32>
+// CHECK-NOT: graph.add %{{.*}}, %[[RSH]]
 // CHECK: sched.all_gather partition %{{.*}} : tensor<8xf32> -> tensor<16xf32>
 // CHECK: graph.linear_grad_weight
-// CHECK: sched.reduce_scatter {{.*}} : tensor<16xf32>, tensor<4xf32> -> tensor<8xf32>, tensor<2xf32>
+// CHECK: %[[RS1:.*]]:2 = sched.reduce_scatter {{.*}} : tensor<16xf32>, tensor<4xf32> -> tensor<8xf32>, tensor<2xf32>
 // CHECK-NOT: sched.all_gather
 // CHECK: graph.linear_grad_weight
 // CHECK: %[[RS0:.*]]:2 = sched.reduce_scatter {{.*}} : tensor<16xf32>, tensor<4xf32> -> tensor<8xf32>, tensor<2xf32>
-// CHECK: %[[SUM0:.*]] = graph.add %[[ACC0]], %[[RS0]]#0 : tensor<8xf32>
-// CHECK: return %{{.*}}, %[[SUM0]],
+// CHECK-NEXT: %[[SUM0:.*]] = graph.add %[[ACC0]], %[[RS0]]#0 : tensor<8xf32>
+// CHECK-NEXT: graph.add %{{.*}}, %[[RS0]]#1 : tensor<2xf32>
+// CHECK-NEXT: graph.add %{{.*}}, %[[RS1]]#0 : tensor<8xf32>
+// CHECK-NEXT: graph.add %{{.*}}, %[[RS1]]#1 : tensor<2xf32>
+// CHECK-NEXT: graph.add %{{.*}}, %[[RSH]]#0 : tensor<6xf32>
+// CHECK-NEXT: graph.add %{{.*}}, %[[RSH]]#1 : tensor<2xf32>
+// CHECK-NEXT: return %{{.*}}, %[[SUM0]],
 
 // @optimizer_step: the 2-hop boundary all-reduce of each bucket's gradient
 // shards over the replication group, once per step; the squared norm summed

@@ -2,6 +2,8 @@
 // RUN: strata-opt %s --strata-autodiff --strata-optimizer "--strata-partition=world=4 ranks-per-node=2 partition=2 bucket-bytes=1024" --strata-plan-memory "--strata-schedule=prefetch-depth=2" | FileCheck %s --check-prefix=DEPTH2
 // RUN: strata-opt %s --strata-autodiff --strata-optimizer "--strata-partition=world=4 ranks-per-node=2 partition=2 bucket-bytes=1024" --strata-plan-memory "--strata-schedule=prefetch-depth=2 prefetch-bytes=100" | FileCheck %s --check-prefix=CAPPED
 // RUN: strata-opt %s --strata-autodiff --strata-optimizer "--strata-partition=world=4 ranks-per-node=2 partition=2 bucket-bytes=1024" --strata-plan-memory --strata-schedule --strata-plan-memory --strata-insert-events --strata-verify-schedule | FileCheck %s --check-prefix=EVENTS
+// RUN: strata-opt %s --strata-autodiff=accumulate=true --strata-optimizer=accum=2 "--strata-partition=world=4 ranks-per-node=2 partition=2 bucket-bytes=1024" --strata-plan-memory --strata-schedule --strata-plan-memory --strata-insert-events --strata-verify-schedule | FileCheck %s --check-prefix=ACCUM
+// RUN: strata-opt %s --strata-autodiff=accumulate=true --strata-optimizer=accum=2 "--strata-partition=world=4 ranks-per-node=2 partition=2 grad-sync=global bucket-bytes=1024" --strata-plan-memory --strata-schedule --strata-plan-memory --strata-insert-events --strata-verify-schedule | FileCheck %s --check-prefix=GLOBAL
 
 // Three layers sharded over P = 2; each layer's bucket is one all-gather.
 func.func @main(%x: tensor<2x4xf32> {graph.name = "x", graph.role = #graph<role input>},
@@ -20,8 +22,8 @@ func.func @main(%x: tensor<2x4xf32> {graph.name = "x", graph.role = #graph<role 
   return %4 : tensor<2x3xf32>
 }
 
-// Streams: collectives and the reshapes/slices of what they fetched on
-// "collective", the rest on "compute". Depth 0: every gather just before
+// Streams: all-gathers and the reshapes/slices of what they fetched on
+// "collective", reductions on "reduce", the rest on "compute". Depth 0: every gather just before
 // its layer.
 // DEPTH0-LABEL: func.func @main
 // DEPTH0: sched.all_gather {{.*}}sched.stream = #sched<stream collective>{{.*}} -> tensor<16xf32>, tensor<4xf32>
@@ -72,5 +74,51 @@ func.func @main(%x: tensor<2x4xf32> {graph.name = "x", graph.role = #graph<role 
 // EVENTS-LABEL: func.func @micro_step
 // EVENTS: graph.pad
 // EVENTS-NEXT: %[[B:.*]] = sched.record on compute
-// EVENTS-NEXT: sched.wait %[[B]] on collective
-// EVENTS-NEXT: sched.reduce_scatter partition {{.*}}sched.stream = #sched<stream collective>
+// EVENTS-NEXT: sched.wait %[[B]] on reduce
+// EVENTS-NEXT: sched.reduce_scatter partition {{.*}}sched.stream = #sched<stream reduce>
+// EVENTS-LABEL: func.func @optimizer_step
+// EVENTS-SAME: sched.streams = [#sched<stream compute>, #sched<stream reduce>]
+// EVENTS: sched.all_reduce replication {{.*}}sched.stream = #sched<stream reduce>
+
+// With accumulation: the backward gathers on "collective" and the
+// reductions on "reduce" never wait for each other. Late accumulation: the
+// adds into the accumulators come after the last backward op. Bucket k's
+// gradients stay live until bucket k+1's reduction is issued, so the
+// compute stream first waits for a reduction (bucket k's) one bucket
+// later, never right after issuing it.
+// ACCUM-LABEL: func.func @micro_step
+// ACCUM-SAME: sched.streams = [#sched<stream compute>, #sched<stream collective>, #sched<stream reduce>]
+// ACCUM: graph.cross_entropy_grad
+// ACCUM: sched.all_gather partition {{.*}}sched.stream = #sched<stream collective>
+// ACCUM: sched.wait %{{.*}} on reduce
+// ACCUM-NEXT: %[[RS2:.*]]:2 = sched.reduce_scatter partition {{.*}}sched.stream = #sched<stream reduce>
+// ACCUM-NEXT: %[[T2:.*]] = sched.record on reduce
+// ACCUM-NEXT: graph.unary_grad {{.*}}sched.stream = #sched<stream compute>
+// ACCUM-NOT: sched.wait %[[T2]]
+// ACCUM: %[[RS1:.*]]:2 = sched.reduce_scatter partition {{.*}}sched.stream = #sched<stream reduce>
+// ACCUM-NEXT: sched.wait %[[T2]] on compute
+// ACCUM-NEXT: graph.unary_grad
+// ACCUM: graph.linear_grad_weight
+// ACCUM: %[[RS0:.*]]:2 = sched.reduce_scatter partition {{.*}}sched.stream = #sched<stream reduce>
+// ACCUM-NEXT: %[[T0:.*]] = sched.record on reduce
+// ACCUM-NEXT: sched.wait %[[T0]] on compute
+// ACCUM-NEXT: graph.add %{{.*}}, %[[RS0]]#0 {{.*}}sched.stream = #sched<stream compute>
+// ACCUM-NEXT: graph.add %{{.*}}, %[[RS0]]#1
+// ACCUM-NEXT: graph.add %{{.*}}, %[[RS1]]#0
+// ACCUM-NEXT: graph.add %{{.*}}, %[[RS1]]#1
+// ACCUM-NEXT: graph.add %{{.*}}, %[[RS2]]#0
+// ACCUM-NEXT: graph.add %{{.*}}, %[[RS2]]#1
+// ACCUM-NEXT: return
+
+// Global sync: the all-reduce over every rank and the cut of this rank's
+// shard of it both run on "reduce"; the adds come last, on "compute".
+// GLOBAL-LABEL: func.func @micro_step
+// GLOBAL: %[[AR:.*]]:2 = sched.all_reduce world {{.*}}sched.stream = #sched<stream reduce>
+// GLOBAL-NEXT: sched.local_shard partition %[[AR]]#0 {{.*}}sched.stream = #sched<stream reduce>
+// GLOBAL-NEXT: sched.record on reduce
+// GLOBAL-NEXT: sched.local_shard partition %[[AR]]#1 {{.*}}sched.stream = #sched<stream reduce>
+// GLOBAL-NEXT: sched.record on reduce
+// GLOBAL-NEXT: graph.unary_grad {{.*}}sched.stream = #sched<stream compute>
+// GLOBAL: graph.add {{.*}}sched.stream = #sched<stream compute>
+// GLOBAL-NOT: graph.unary_grad
+// GLOBAL: return

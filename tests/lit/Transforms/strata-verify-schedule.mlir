@@ -77,12 +77,62 @@ func.func @state_race(%m: tensor<8xf32> {graph.name = "m", graph.role = #graph<r
 // orders.
 func.func @two_collective_streams(%s: tensor<4xf32> {graph.name = "s", graph.role = #graph<role parameter>}, %t: tensor<4xf32> {graph.name = "t", graph.role = #graph<role parameter>}) -> (tensor<8xf32> {graph.name = "y", graph.role = #graph<role output>}) {
   %g = sched.all_gather partition %s {sched.slots = [#sched.slot<0, 64>], sched.stream = #sched<stream collective>} : tensor<4xf32> -> tensor<8xf32>
-  // expected-error @+1 {{'sched.all_gather' (instruction 1 on stream compute) is a collective off stream collective: the ranks could issue collectives in different orders and deadlock}}
+  // expected-error @+1 {{'sched.all_gather' (instruction 1 on stream compute) is a collective off stream collective and off stream reduce: the ranks could issue collectives in different orders and deadlock}}
   %h = sched.all_gather partition %t {sched.slots = [#sched.slot<64, 64>], sched.stream = #sched<stream compute>} : tensor<4xf32> -> tensor<8xf32>
   %e = sched.record on collective
   sched.wait %e on compute
   %y = graph.add %g, %h {sched.slots = [#sched.slot<128, 64>], sched.stream = #sched<stream compute>} : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
   return %y : tensor<8xf32>
+}
+
+// -----
+
+// Gathers on "collective" and a reduction on "reduce" (communicators of
+// its own), each consumer waiting for its producer: no error.
+func.func @reduce_stream(%s: tensor<4xf32> {graph.name = "s", graph.role = #graph<role parameter>}, %x: tensor<8xf32> {graph.name = "x", graph.role = #graph<role input>}) -> (tensor<4xf32> {graph.name = "y", graph.role = #graph<role output>}) {
+  %g = sched.all_gather partition %s {sched.slots = [#sched.slot<0, 64>], sched.stream = #sched<stream collective>} : tensor<4xf32> -> tensor<8xf32>
+  %t0 = sched.record on collective
+  sched.wait %t0 on compute
+  %a = graph.add %g, %x {sched.slots = [#sched.slot<64, 64>], sched.stream = #sched<stream compute>} : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
+  %t1 = sched.record on compute
+  sched.wait %t1 on reduce
+  %r = sched.reduce_scatter partition %a {sched.slots = [#sched.slot<128, 64>], sched.stream = #sched<stream reduce>} : tensor<8xf32> -> tensor<4xf32>
+  %t2 = sched.record on reduce
+  sched.wait %t2 on compute
+  %y = graph.tanh %r {sched.slots = [#sched.slot<192, 64>], sched.stream = #sched<stream compute>} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// A reduction's result read on the compute stream with no wait for the
+// reduce stream (late accumulation without its event).
+func.func @reduction_read_unordered(%x: tensor<8xf32> {graph.name = "x", graph.role = #graph<role input>}, %acc: tensor<4xf32> {graph.name = "grad:w", graph.role = #graph<role gradient>}) -> (tensor<4xf32> {graph.name = "grad:w", graph.role = #graph<role gradient>}) {
+  %a = graph.tanh %x {sched.slots = [#sched.slot<0, 64>], sched.stream = #sched<stream compute>} : tensor<8xf32>
+  %t1 = sched.record on compute
+  sched.wait %t1 on reduce
+  %r = sched.reduce_scatter partition %a {sched.slots = [#sched.slot<64, 64>], sched.stream = #sched<stream reduce>} : tensor<8xf32> -> tensor<4xf32>
+  %t2 = sched.record on reduce
+  // expected-error @+1 {{'graph.add' (instruction 2 on stream compute) and 'sched.reduce_scatter' (instruction 1 on stream reduce) touch the same bytes, one writing, and no wait orders them}}
+  %y = graph.add %acc, %r {sched.slots = [#sched.slot<128, 64>], sched.stream = #sched<stream compute>} : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// The compute stream reuses the bytes a reduction is still reading (its
+// operand's slot) before waiting for it.
+func.func @reuse_while_reducing(%x: tensor<8xf32> {graph.name = "x", graph.role = #graph<role input>}) -> (tensor<4xf32> {graph.name = "y", graph.role = #graph<role output>}, tensor<8xf32> {graph.name = "z", graph.role = #graph<role output>}) {
+  %a = graph.tanh %x {sched.slots = [#sched.slot<0, 64>], sched.stream = #sched<stream compute>} : tensor<8xf32>
+  %t1 = sched.record on compute
+  sched.wait %t1 on reduce
+  %r = sched.reduce_scatter partition %a {sched.slots = [#sched.slot<64, 64>], sched.stream = #sched<stream reduce>} : tensor<8xf32> -> tensor<4xf32>
+  %t2 = sched.record on reduce
+  // expected-error @+1 {{'graph.exp' (instruction 2 on stream compute) and 'sched.reduce_scatter' (instruction 1 on stream reduce) touch the same bytes, one writing, and no wait orders them}}
+  %z = graph.exp %x {sched.slots = [#sched.slot<0, 64>], sched.stream = #sched<stream compute>} : tensor<8xf32>
+  sched.wait %t2 on compute
+  %y = graph.tanh %r {sched.slots = [#sched.slot<128, 64>], sched.stream = #sched<stream compute>} : tensor<4xf32>
+  return %y, %z : tensor<4xf32>, tensor<8xf32>
 }
 
 // -----

@@ -619,11 +619,13 @@ def PlanMemoryPass : Pass<"strata-plan-memory", "::mlir::ModuleOp"> {
 def SchedulePass : Pass<"strata-schedule", "::mlir::ModuleOp"> {
   let summary = "Put every op on a stream and hoist fetches ahead of their use";
   let description = [{
-    Streams (`sched.stream = #sched<stream ...>` on each op): collectives
-    on `collective`, reloads from the host on `h2d`, offloads to it on
-    `d2h`, moves to and from SSD on `ssd`, everything else on `compute`.
-    All collectives share one stream, so every rank issues them in the
-    program's order. A function it reorders loses its memory plan
+    Streams (`sched.stream = #sched<stream ...>` on each op): parameter
+    all-gathers on `collective`, gradient reductions (reduce-scatters,
+    all-reduces) on `reduce`, reloads from the host on `h2d`, offloads to
+    it on `d2h`, moves to and from SSD on `ssd`, everything else on
+    `compute`. Each collective stream issues its collectives in the
+    program's order on every rank, over communicators of its own, so a
+    bucket's reduction never holds up the next layer's gather. A function it reorders loses its memory plan
     (`sched.slots`, `sched.arena`): strata-plan-memory plans the new order.
 
     Prefetch: a *fetch* is a stage-1 all-gather (partition or inter group)
@@ -690,8 +692,10 @@ def VerifySchedulePass : Pass<"strata-verify-schedule", "::mlir::ModuleOp"> {
     reuse of memory after its last reader or writer), must be ordered by
     the waits and each stream's order (tokens are SSA values, so a wait
     can only name a record that comes before it: the waits cannot form a
-    cycle); all collectives are on one stream (every rank of a group issues
-    them in the same order). A failure names the two ops. It runs at the
+    cycle); the collectives off the `reduce` stream are all on one stream
+    (the runtime gives `reduce` communicators of its own and shares the
+    others, so every rank of a group must issue each communicator's
+    collectives in the same order). A failure names the two ops. It runs at the
     end of every strata-compile.
   }];
 }

@@ -28,7 +28,7 @@ namespace strata::runtime {
 /// "STRA" read as a little-endian uint32.
 inline constexpr uint32_t kPlanMagic = 0x41525453;
 /// Bumped whenever an older runtime would misread a newer plan.
-inline constexpr uint32_t kFormatVersion = 7;
+inline constexpr uint32_t kFormatVersion = 8;
 /// params.bin sections start at multiples of this (any page size divides
 /// it), so a rank maps only its own.
 inline constexpr uint64_t kParamsSectionAlign = 65536;

@@ -1,10 +1,18 @@
 //===- Communicator.h - Collectives between ranks ---------------*- C++ -*-===//
 //
 // The CPU backend's collectives over MPI: one communicator per group kind of
-// the artifact's topology, coalesced (grouped) non-blocking calls polled
-// against a deadline, and byte counters per collective and link class. A
-// collective that does not complete in time aborts every rank with a
-// message naming it, its group and the ranks that never arrived.
+// the artifact's topology and per channel, coalesced (grouped) non-blocking
+// calls polled against a deadline, and byte counters per collective and
+// link class. A collective that does not complete in time aborts every rank
+// with a message naming it, its group and the ranks that never arrived.
+//
+// Two streams issue collectives at once (the parameter all-gathers on
+// `collective`, the gradient reductions on `reduce`): each has a channel,
+// its own duplicate of every group's communicator, so the two streams'
+// collectives never match each other, and its own sequence numbers. MPI
+// runs MPI_THREAD_SERIALIZED: one mutex serialises every MPI call, held
+// for a start or one poll (MPI_Testall) at a time and released between
+// polls, so neither stream's wait holds the other's up.
 //
 // The counters model ring algorithms, as NCCL runs them: in a group of G
 // members (in group order), each member receives from its predecessor
@@ -24,8 +32,10 @@
 #include "strata/Runtime/Topology.h"
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -37,6 +47,9 @@ public:
   using Kind = CollectiveKind;
   static constexpr int kGroups = runtime::kGroups;
   static constexpr int kKinds = kCollectiveKinds;
+  /// Channels (Topology.h): 0 for the `collective` stream and every caller
+  /// outside a program, 1 for the `reduce` stream.
+  static constexpr int kChannels = kCollectiveChannels;
 
   /// One tensor of a coalesced call. `count` is elements: per member for
   /// all-gather (the shard) and reduce-scatter (the result), the whole
@@ -68,13 +81,17 @@ public:
 
   static const char *kindName(Kind kind) { return collectiveName(kind); }
 
-  /// Each out = concatenation over the group of each member's in.
-  Status allGather(Group group, const std::vector<Buffer> &buffers);
+  /// Each out = concatenation over the group of each member's in, on
+  /// `channel`'s communicator of the group.
+  Status allGather(Group group, const std::vector<Buffer> &buffers,
+                   int channel = 0);
   /// Each out = this member's slice of the element-wise sum of in over
   /// the group.
-  Status reduceScatterSum(Group group, const std::vector<Buffer> &buffers);
+  Status reduceScatterSum(Group group, const std::vector<Buffer> &buffers,
+                          int channel = 0);
   /// Each out = element-wise sum of in over the group (in == out: in place).
-  Status allReduceSum(Group group, const std::vector<Buffer> &buffers);
+  Status allReduceSum(Group group, const std::vector<Buffer> &buffers,
+                      int channel = 0);
 
   /// Bookkeeping outside the counters: the element-wise sum over every
   /// rank of `values` (f64), in place.
@@ -93,6 +110,9 @@ public:
   /// library's communicator id).
   Status broadcastFromFirst(Group group, std::string &bytes,
                             const std::string &what);
+  /// Collectives started on `channel` of `group` so far (the number the
+  /// timeout diagnostic gives the stalled one).
+  uint64_t sequence(Group group, int channel) const;
   /// Bookkeeping outside the counters: every rank's `value`, by rank.
   Status gatherOverWorld(uint64_t value, std::vector<uint64_t> &out,
                          const std::string &what);
@@ -130,24 +150,34 @@ private:
   Communicator() = default;
   void count(Group group, Kind kind, double bytes);
   template <typename Start>
-  Status grouped(Group group, Kind kind, const std::vector<Buffer> &buffers,
-                 const char *what, Start start);
-  /// Polls `requests` until all complete; on timeout diagnoses who never
-  /// arrived and aborts every rank.
-  Status waitAll(std::vector<void *> &requests, Group group,
+  Status grouped(Group group, int channel, Kind kind,
+                 const std::vector<Buffer> &buffers, const char *what,
+                 Start start);
+  /// Polls `requests` until all complete, holding the MPI lock for one
+  /// poll at a time; on timeout diagnoses who never arrived and aborts
+  /// every rank.
+  Status waitAll(std::vector<void *> &requests, Group group, int channel,
                  const std::string &what);
-  [[noreturn]] void abortStalled(Group group, const std::string &what);
+  [[noreturn]] void abortStalled(Group group, int channel,
+                                 const std::string &what);
   /// "node 1 on strata-n1, ..." for the nodes of `ranks`.
   std::string nodesOf(const std::vector<int> &ranks) const;
 
   TopologyInfo topology_;
   int rank_ = 0;
   double timeout_ = 60;
-  void *comms_[kGroups] = {};
+  /// Per channel, one communicator per group kind (channel 1's are
+  /// duplicates of channel 0's).
+  void *comms_[kChannels][kGroups] = {};
   /// A duplicate of the world communicator for timeout notices.
   void *notices_ = nullptr;
-  /// Collectives started per group kind (ranks of a group agree on it).
-  uint64_t sequence_[kGroups] = {};
+  /// Collectives started per channel and group kind (ranks of a group
+  /// agree on it).
+  std::atomic<uint64_t> sequence_[kChannels][kGroups] = {};
+  /// Held for each MPI call (MPI_THREAD_SERIALIZED), never across a wait.
+  std::mutex mpi_;
+  /// The byte counters, updated from both channels' streams.
+  std::mutex countMutex_;
   Traffic traffic_ = {};
   std::vector<int> members_[kGroups];
   /// Every rank's host name (MPI_Get_processor_name), for the messages

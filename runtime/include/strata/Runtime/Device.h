@@ -136,11 +136,14 @@ public:
   virtual ~DeviceCollectives() = default;
   /// A new id for one group's communicator (its first member makes it).
   virtual Status makeCollectiveId(std::string &id) = 0;
-  /// Joins the communicator of group kind `group` (Topology.h's Group) as
-  /// member `index` of `members`, with the id its first member made.
-  /// Every member calls it, in the same order of groups.
-  virtual Status joinCollectiveGroup(int group, const std::string &id,
-                                     int members, int index) = 0;
+  /// Joins the communicator of group kind `group` (Topology.h's Group) on
+  /// `channel` (Topology.h's collectiveChannelOf: one per collective
+  /// stream, so two streams' collectives never share a communicator) as
+  /// member `index` of `members`, with the id its first member made. Every
+  /// member calls it, in the same order of channels and groups.
+  virtual Status joinCollectiveGroup(int group, int channel,
+                                     const std::string &id, int members,
+                                     int index) = 0;
   /// Pipeline stages, point to point over the communicator of every rank
   /// (Group::World). A send hands the `bytes` at `data` to world rank
   /// `peer` as they are once everything before it on `stream` has run, and

@@ -175,6 +175,8 @@ private:
     /// executor when the device runs collectives.
     Group group = Group::Partition;
     int collective = -1;
+    /// A collective's channel (collectiveChannelOf its stream's name).
+    int channel = 0;
     /// SEND / RECV: the other stage.
     int peerStage = -1;
   };

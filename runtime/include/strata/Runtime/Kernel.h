@@ -100,6 +100,9 @@ struct KernelContext {
   const uint64_t *seedSlot = nullptr;
   /// A collective's group (the plan's; unused by other kernels).
   Group group = Group::Partition;
+  /// A collective's channel: the communicators of the stream it runs on
+  /// (Topology.h's collectiveChannelOf: 1 on `reduce`, else 0).
+  int channel = 0;
 };
 
 /// The seed a kernel running on the host draws from: the slot's value

@@ -48,6 +48,17 @@ inline constexpr int kGroups = 5;
 enum class CollectiveKind { AllGather, ReduceScatter, AllReduce };
 inline constexpr int kCollectiveKinds = 3;
 
+/// Collective channels: each stream that issues collectives has
+/// communicators of its own, so the streams' collectives never match each
+/// other. Channel 0 is the `collective` stream's (the parameter
+/// all-gathers, and every caller outside a program), 1 the `reduce`
+/// stream's (the gradient reductions).
+inline constexpr int kCollectiveChannels = 2;
+/// The channel of the artifact's stream named `stream`.
+inline int collectiveChannelOf(std::string_view stream) {
+  return stream == "reduce" ? 1 : 0;
+}
+
 enum Link { IntraNode = 0, InterNode = 1 };
 
 const char *groupName(Group group);

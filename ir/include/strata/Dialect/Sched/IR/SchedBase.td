@@ -145,15 +145,18 @@ def Sched_StreamCollective : I32EnumAttrCase<"Collective", 1, "collective">;
 def Sched_StreamHostToDevice : I32EnumAttrCase<"HostToDevice", 2, "h2d">;
 def Sched_StreamDeviceToHost : I32EnumAttrCase<"DeviceToHost", 3, "d2h">;
 def Sched_StreamSsd : I32EnumAttrCase<"Ssd", 4, "ssd">;
+def Sched_StreamReduce : I32EnumAttrCase<"Reduce", 5, "reduce">;
 def Sched_Stream : I32EnumAttr<"Stream", "an execution stream", [
     Sched_StreamCompute, Sched_StreamCollective, Sched_StreamHostToDevice,
-    Sched_StreamDeviceToHost, Sched_StreamSsd]> {
+    Sched_StreamDeviceToHost, Sched_StreamSsd, Sched_StreamReduce]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::strata::sched";
 }
 def Sched_StreamAttr : EnumAttr<Sched_Dialect, Sched_Stream, "stream"> {
   let summary = [{A stream: its instructions run in order, concurrently with
-    the other streams' (a CUDA stream; a thread on the CPU)}];
+    the other streams' (a CUDA stream; a thread on the CPU). `collective`
+    carries the parameter all-gathers, `reduce` the gradient reductions
+    (reduce-scatters, all-reduces); each has communicators of its own}];
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,174 @@
+//===- CommunicatorTest.cpp - Two collective streams at once, over MPI ----===//
+//
+// Run under mpirun with 2 ranks (ctest distributed.communicator). The
+// collective and reduce streams issue collectives from two threads at once,
+// in opposite orders on the two ranks. With one communicator shared by both
+// streams the ranks' first collectives would match each other (an
+// all-gather against an all-reduce), and with a lock held across a blocking
+// wait each rank's first thread would wait for the other rank's, which
+// cannot take the lock: either way a hang, which the communicator's timeout
+// turns into an abort naming the collective.
+//
+// With STRATA_COMM_TEST_STALL=1 (ctest distributed.communicator.stall) rank 1
+// never joins a reduce-stream collective: rank 0's timeout diagnostic must
+// name it with the reduce stream's own sequence number.
+//
+//===----------------------------------------------------------------------===//
+
+#include "strata/Runtime/Communicator.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+#include <vector>
+
+using namespace strata::runtime;
+
+namespace {
+
+/// One communicator for the whole test binary (MPI initialises once).
+Communicator &communicator() {
+  static std::unique_ptr<Communicator> comm = [] {
+    TopologyInfo topology;
+    topology.world = 2;
+    topology.ranksPerNode = 2;
+    topology.partition = 2;
+    std::unique_ptr<Communicator> c;
+    const char *timeout = std::getenv("STRATA_COMM_TEST_TIMEOUT");
+    Status s =
+        Communicator::create(topology, timeout ? std::atof(timeout) : 20, c);
+    if (!s) {
+      std::fprintf(stderr, "%s\n", s.message().c_str());
+      std::abort();
+    }
+    return c;
+  }();
+  return *comm;
+}
+
+void pause(int millis) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(millis));
+}
+
+TEST(Communicator, TwoStreamsInOppositeOrders) {
+  Communicator &comm = communicator();
+  ASSERT_EQ(comm.world(), 2) << "run under mpirun -np 2";
+  const int rank = comm.rank();
+  const int rounds = 20;
+  const size_t n = 1000;
+  const uint64_t gathersBefore = comm.sequence(Group::Partition, 0);
+  const uint64_t reductionsBefore = comm.sequence(Group::Partition, 1);
+  std::vector<Status> gatherStatus(rounds, Status::ok()),
+      reduceStatus(rounds, Status::ok());
+  std::vector<bool> gatheredRight(rounds), reducedRight(rounds);
+
+  // The collective stream: all-gathers on channel 0.
+  auto gathers = [&] {
+    for (int r = 0; r < rounds; ++r) {
+      // Rank 1 lets its reduce stream go first.
+      if (rank == 1)
+        pause(r % 3 == 0 ? 30 : 2);
+      std::vector<float> in(n, float(rank * 1000 + r)), out(2 * n, -1.0f);
+      gatherStatus[r] = comm.allGather(
+          Group::Partition, {{DType::F32, in.data(), out.data(), n}}, 0);
+      bool right = true;
+      for (size_t i = 0; i < 2 * n; ++i)
+        right &= out[i] == float((i / n) * 1000 + r);
+      gatheredRight[r] = right;
+    }
+  };
+  // The reduce stream: reduce-scatters and all-reduces on channel 1.
+  auto reductions = [&] {
+    for (int r = 0; r < rounds; ++r) {
+      // Rank 0 lets its collective stream go first.
+      if (rank == 0)
+        pause(r % 3 == 0 ? 30 : 2);
+      std::vector<float> in(2 * n), out(n, -1.0f);
+      for (size_t i = 0; i < 2 * n; ++i)
+        in[i] = float(i + rank + r);
+      bool right;
+      if (r % 2 == 0) {
+        reduceStatus[r] = comm.reduceScatterSum(
+            Group::Partition, {{DType::F32, in.data(), out.data(), n}}, 1);
+        right = true;
+        for (size_t i = 0; i < n; ++i)
+          right &= out[i] == float(2 * (rank * n + i) + 1 + 2 * r);
+      } else {
+        reduceStatus[r] = comm.allReduceSum(
+            Group::Partition, {{DType::F32, in.data(), in.data(), 2 * n}}, 1);
+        right = true;
+        for (size_t i = 0; i < 2 * n; ++i)
+          right &= in[i] == float(2 * i + 1 + 2 * r);
+      }
+      reducedRight[r] = right;
+    }
+  };
+  std::thread collective(gathers), reduce(reductions);
+  collective.join();
+  reduce.join();
+  for (int r = 0; r < rounds; ++r) {
+    EXPECT_TRUE(gatherStatus[r]) << gatherStatus[r].message();
+    EXPECT_TRUE(reduceStatus[r]) << reduceStatus[r].message();
+    EXPECT_TRUE(gatheredRight[r]) << "all-gather of round " << r;
+    EXPECT_TRUE(reducedRight[r]) << "reduction of round " << r;
+  }
+  // Each channel numbers its own collectives (the timeout diagnostic's #).
+  EXPECT_EQ(comm.sequence(Group::Partition, 0) - gathersBefore,
+            uint64_t(rounds));
+  EXPECT_EQ(comm.sequence(Group::Partition, 1) - reductionsBefore,
+            uint64_t(rounds));
+}
+
+TEST(Communicator, MainThreadBetweenStreams) {
+  // The main thread's bookkeeping (channel 0, world) while the reduce
+  // stream reduces: the lock serialises them, the communicators keep them
+  // apart.
+  Communicator &comm = communicator();
+  const size_t n = 4096;
+  std::vector<float> in(n, 1.0f);
+  Status reduced = Status::ok();
+  std::thread reduce([&] {
+    reduced = comm.allReduceSum(Group::World,
+                                {{DType::F32, in.data(), in.data(), n}}, 1);
+  });
+  double values[2] = {double(comm.rank()), 1.0};
+  Status summed = comm.sumOverWorld(values, 2, "a test sum");
+  reduce.join();
+  ASSERT_TRUE(summed) << summed.message();
+  ASSERT_TRUE(reduced) << reduced.message();
+  EXPECT_EQ(values[0], 1.0);
+  EXPECT_EQ(values[1], 2.0);
+  for (float v : in)
+    ASSERT_EQ(v, 2.0f);
+}
+
+TEST(Communicator, StalledReduceStreamIsNamed) {
+  if (!std::getenv("STRATA_COMM_TEST_STALL"))
+    GTEST_SKIP() << "set STRATA_COMM_TEST_STALL=1 (it aborts the job)";
+  Communicator &comm = communicator();
+  float x = float(comm.rank()), y[2];
+  // Three all-gathers on the collective stream's channel, then a reduction
+  // on the reduce stream's that rank 1 never joins: rank 0 names it as
+  // "all_reduce #1 ... (reduce stream)", rank 1 as missing, and aborts
+  // every rank.
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(comm.allGather(Group::Partition, {{DType::F32, &x, y, 1}}, 0));
+  if (comm.rank() == 1)
+    for (;;)
+      pause(1000);
+  Status s = comm.allReduceSum(Group::Partition, {{DType::F32, &x, &x, 1}}, 1);
+  FAIL() << "the stalled reduction returned: " << s.message();
+}
+
+TEST(Communicator, UnknownChannel) {
+  Communicator &comm = communicator();
+  float x = 0, y = 0;
+  Status s = comm.allGather(Group::Partition, {{DType::F32, &x, &y, 1}}, 2);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.message(), "all_gather: no channel 2");
+}
+
+} // namespace
