@@ -55,17 +55,18 @@ class Runner:
                 hierarchical="auto", grad_sync="2hop"):
         """strata-sim's JSON for one configuration (compiled once)."""
         onnx = self.model(model, batch)
-        tag = "%s-b%d-n%d-p%d-s%d-h%s-%s-rn" % (model, batch, world,
+        tag = "%s-b%d-n%d-p%d-s%d-h%s-%s-rn-layers" % (model, batch, world,
                                                 partition, accum, hierarchical,
                                                 grad_sync)
         art = os.path.join(self.work, tag + ".strata")
         # The paper's runs: fp16 mixed precision with fp16 gradient
-        # communication (DeepSpeed's default), activation checkpointing.
+        # communication (DeepSpeed's default), activation checkpointing of
+        # every layer (torch.utils.checkpoint per block).
         flags = ["--no-weights", "--dtype", "fp16", "--reduce-dtype", "narrow",
                  "--world", str(world),
                  "--gpus-per-node", "8", "--partition-group", str(partition),
                  "--accum", str(accum), "--hierarchical", hierarchical,
-                 "--grad-sync", grad_sync, "--recompute", "always"]
+                 "--grad-sync", grad_sync, "--recompute", "layers"]
         self.commands.append("strata-compile %s %s -o %s" % (
             os.path.basename(onnx), " ".join(flags), os.path.basename(art)))
         if not os.path.exists(os.path.join(art, "plan.pb")):
