@@ -74,6 +74,48 @@ bool isChainOp(Operation *op) {
              graph::SliceOp, graph::ReshapeOp>(op);
 }
 
+/// The order of a block's ops while fetches move, kept by hand: MLIR
+/// invalidates a block's whole order on every move, so each
+/// `isBeforeInBlock` after a move renumbered the block, and hoisting F
+/// fetches cost F times the block (a budgeted plan with thousands of
+/// offloaded activations took minutes). A moved chain is numbered between
+/// its new neighbours; the block is numbered again only when no room is
+/// left between two of them.
+class BlockOrder {
+public:
+  explicit BlockOrder(Block &body) : body(body) { renumber(); }
+
+  bool before(Operation *a, Operation *b) const {
+    return position.lookup(a) < position.lookup(b);
+  }
+
+  /// After `ops` (in order) moved to just before `next` (null: the end).
+  void moved(ArrayRef<Operation *> ops, Operation *next) {
+    Operation *prev = ops.front()->getPrevNode();
+    double lo = prev ? position.lookup(prev) : 0;
+    double hi = next ? position.lookup(next) : end;
+    double step = (hi - lo) / double(ops.size() + 1);
+    if (!(step > 1e-12 * std::max(1.0, std::abs(hi)))) {
+      renumber();
+      return;
+    }
+    for (size_t i = 0; i < ops.size(); ++i)
+      position[ops[i]] = lo + step * double(i + 1);
+  }
+
+  void renumber() {
+    double n = 0;
+    for (Operation &op : body)
+      position[&op] = n += double(1 << 20);
+    end = n + double(1 << 20);
+  }
+
+private:
+  Block &body;
+  DenseMap<Operation *, double> position;
+  double end = 0;
+};
+
 struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
   using SchedulePassBase::SchedulePassBase;
 
@@ -154,13 +196,15 @@ struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
   }
 
   /// The first op outside the chain that reads what it fetched.
-  static Operation *consumerOf(const Fetch &f) {
+  static Operation *
+  consumerOf(const Fetch &f,
+             llvm::function_ref<bool(Operation *, Operation *)> before) {
     Operation *first = nullptr;
     for (Operation *c : f.chain)
       for (Value v : c->getResults())
         for (Operation *user : v.getUsers())
           if (!llvm::is_contained(f.chain, user) &&
-              (!first || user->isBeforeInBlock(first)))
+              (!first || before(user, first)))
             first = user;
     return first;
   }
@@ -187,8 +231,11 @@ struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
         delta[last + 1] -= memory::storageBytes(v.getType());
       }
     }
+    auto before = [&](Operation *a, Operation *b) {
+      return position.lookup(a) < position.lookup(b);
+    };
     for (const Fetch &f : fetches)
-      if (Operation *consumer = consumerOf(f)) {
+      if (Operation *consumer = consumerOf(f, before)) {
         held[position[f.chain.front()]] += f.bytes;
         held[position[consumer]] -= f.bytes;
       }
@@ -246,6 +293,10 @@ struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
                   : INT64_MAX;
     int64_t waitCap = prefetchBytes ? std::max<int64_t>(prefetchBytes, waiting)
                                     : INT64_MAX;
+    BlockOrder order(body);
+    auto before = [&](Operation *a, Operation *b) {
+      return order.before(a, b);
+    };
     for (size_t k = 0; k < fetches.size(); ++k) {
       Fetch &f = fetches[k];
       Operation *home = f.chain.front()->getNextNode();
@@ -253,23 +304,24 @@ struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
         home = home->getNextNode();
       // Try the deepest allowed position first, then shallower ones.
       for (unsigned d = std::min<size_t>(depth, k); d > 0; --d) {
-        Operation *target = consumerOf(fetches[k - d]);
+        Operation *target = consumerOf(fetches[k - d], before);
         if (!target)
           target = &body.front();
-        if (!target->isBeforeInBlock(f.chain.front()))
+        if (!order.before(target, f.chain.front()))
           continue;
         // Whatever the chain reads from outside must exist there already.
         bool ready = llvm::all_of(f.chain, [&](Operation *c) {
           return llvm::all_of(c->getOperands(), [&](Value v) {
             Operation *def = v.getDefiningOp();
             return !def || llvm::is_contained(f.chain, def) ||
-                   def->isBeforeInBlock(target);
+                   order.before(def, target);
           });
         });
         if (!ready)
           continue;
         for (Operation *c : f.chain)
           c->moveBefore(target);
+        order.moved(f.chain, target);
         // Without a cap every move stands: nothing to measure (measuring is
         // linear in the block, per move).
         if (liveCap == INT64_MAX && waitCap == INT64_MAX)
@@ -297,6 +349,7 @@ struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
         // Back where it was.
         for (Operation *c : f.chain)
           home ? c->moveBefore(home) : c->moveBefore(body.getTerminator());
+        order.moved(f.chain, home ? home : body.getTerminator());
       }
     }
   }
