@@ -11,7 +11,9 @@ instructions; for 1024 ranks the plan.pb may be at most 1.5x and the CPU
 time at most 2x the 8-rank ones (the 1024-rank compile once took 100x the
 8-rank one, its plan growing with P/K); the same compile
 twice writes the same bytes; a 10x deeper GPT compiles in under 15x the
-CPU time; strata-run refuses a plan-only artifact and a weightless model
+CPU time, also with every activation offloaded and prefetched two ahead
+(thousands of hoisted reloads: strata-schedule once renumbered the block
+after each, and the 2000-layer compile took minutes); strata-run refuses a plan-only artifact and a weightless model
 compiled with its weights names --no-weights.
 
 --full adds the acceptance runs of docs/performance.md: GPT-3 175B
@@ -164,6 +166,23 @@ def main():
         check(cpus[1] < 15 * cpus[0],
               "%d layers compile in %.1fx the CPU time of %d" % (
                   depths[1], cpus[1] / cpus[0], depths[0]))
+        # The same with every activation offloaded and its reload
+        # prefetched two ahead: thousands of fetches hoisted (each move
+        # once renumbered the whole block: quadratic).
+        cpus = []
+        for layers in depths:
+            model = os.path.join(work, "gpt%d.onnx" % layers)
+            path, wall, cpu = compile_at(
+                model, "o%d.strata" % layers,
+                ["--offload-activations", "--prefetch-depth", "2"])
+            cpus.append(cpu)
+            print("  %d layers, activations offloaded: %s instructions, "
+                  "%.2f s wall, %.2f s CPU" % (
+                      layers, instructions(inspect(args.bin, path)), wall,
+                      cpu))
+        check(cpus[1] < 15 * cpus[0],
+              "%d layers with offloaded activations compile in %.1fx the "
+              "CPU time of %d" % (depths[1], cpus[1] / cpus[0], depths[0]))
 
         if args.full:
             g3 = os.path.join(work, "gpt3.onnx")
