@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -279,16 +280,10 @@ public:
 
   /// A ring collective over the instruction's group, on one rank.
   double collective(const plan::Instruction &inst, int rank) const {
-    runtime::Group group;
-    switch (inst.group()) {
-    case plan::PARTITION: group = runtime::Group::Partition; break;
-    case plan::REPLICATION: group = runtime::Group::Replication; break;
-    case plan::WORLD: group = runtime::Group::World; break;
-    case plan::INTER: group = runtime::Group::Inter; break;
-    case plan::INTRA: group = runtime::Group::Intra; break;
-    default: return 0;
-    }
-    const Ring &ring = ringOf(group, rank);
+    std::optional<runtime::Group> group = groupOf(inst);
+    if (!group)
+      return 0;
+    const Ring &ring = ringOf(*group, rank);
     if (ring.members < 2)
       return 0;
     double total = 0;
@@ -318,16 +313,8 @@ public:
   /// The link a collective's bytes cross on `rank`: 1 the node's NICs
   /// (its ring leaves the node), 0 the node's own (NVLink, shared memory).
   int linkOf(const plan::Instruction &inst, int rank) const {
-    runtime::Group group;
-    switch (inst.group()) {
-    case plan::PARTITION: group = runtime::Group::Partition; break;
-    case plan::REPLICATION: group = runtime::Group::Replication; break;
-    case plan::WORLD: group = runtime::Group::World; break;
-    case plan::INTER: group = runtime::Group::Inter; break;
-    case plan::INTRA: group = runtime::Group::Intra; break;
-    default: return 0;
-    }
-    return ringOf(group, rank).crossesNodes ? 1 : 0;
+    std::optional<runtime::Group> group = groupOf(inst);
+    return group && ringOf(*group, rank).crossesNodes ? 1 : 0;
   }
 
   double move(const plan::Instruction &inst) const {
@@ -362,6 +349,18 @@ private:
     bool crossesNodes = false;
     int concurrent = 1; // rings of this group kind through one node's NICs
   };
+
+  /// The group a collective runs over (none: not a collective).
+  static std::optional<runtime::Group> groupOf(const plan::Instruction &inst) {
+    switch (inst.group()) {
+    case plan::PARTITION: return runtime::Group::Partition;
+    case plan::REPLICATION: return runtime::Group::Replication;
+    case plan::WORLD: return runtime::Group::World;
+    case plan::INTER: return runtime::Group::Inter;
+    case plan::INTRA: return runtime::Group::Intra;
+    default: return std::nullopt;
+    }
+  }
 
   const Ring &ringOf(runtime::Group group, int rank) const {
     auto key = std::make_pair(int(group), rank);
