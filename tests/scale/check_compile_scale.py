@@ -13,7 +13,9 @@ time at most 2x the 8-rank ones (the 1024-rank compile once took 100x the
 twice writes the same bytes; a 10x deeper GPT compiles in under 15x the
 CPU time, also with every activation offloaded and prefetched two ahead
 (thousands of hoisted reloads: strata-schedule once renumbered the block
-after each, and the 2000-layer compile took minutes); strata-run refuses a plan-only artifact and a weightless model
+after each, and the 2000-layer compile took minutes), and again with a cap
+on the fetched bytes waiting (each move once measured the whole block);
+strata-run refuses a plan-only artifact and a weightless model
 compiled with its weights names --no-weights.
 
 --full adds the acceptance runs of docs/performance.md: GPT-3 175B
@@ -183,6 +185,26 @@ def main():
         check(cpus[1] < 15 * cpus[0],
               "%d layers with offloaded activations compile in %.1fx the "
               "CPU time of %d" % (depths[1], cpus[1] / cpus[0], depths[0]))
+
+        # The same under a cap on the fetched bytes waiting, prefetched
+        # four ahead: most moves cross the cap, and each is decided by the
+        # exact peaks after it (once a measure of the whole block each, so
+        # 200 layers took 69x the CPU time of 20).
+        cpus = []
+        for layers in depths:
+            model = os.path.join(work, "gpt%d.onnx" % layers)
+            path, wall, cpu = compile_at(
+                model, "c%d.strata" % layers,
+                ["--offload-activations", "--prefetch-depth", "4",
+                 "--prefetch-bytes", "60000"])
+            cpus.append(cpu)
+            print("  %d layers, offloaded, 60000 bytes waiting at most: %s "
+                  "instructions, %.2f s wall, %.2f s CPU" % (
+                      layers, instructions(inspect(args.bin, path)), wall,
+                      cpu))
+        check(cpus[1] < 15 * cpus[0],
+              "%d layers under a prefetch cap compile in %.1fx the CPU time "
+              "of %d" % (depths[1], cpus[1] / cpus[0], depths[0]))
 
         if args.full:
             g3 = os.path.join(work, "gpt3.onnx")

@@ -20,6 +20,7 @@
 #include "llvm/ADT/SetVector.h"
 
 #include <algorithm>
+#include <random>
 
 namespace strata {
 #define GEN_PASS_DEF_SCHEDULEPASS
@@ -116,6 +117,251 @@ private:
   double end = 0;
 };
 
+/// The most bytes live at once and the most fetched bytes waiting, kept
+/// exact while chains move. Each op of the block is a node of a treap in
+/// block order; a value's bytes come live at its op and leave after its last
+/// user, and a fetch's bytes wait from its first op up to its consumer. A
+/// subtree keeps its sum and its highest prefix, so the block's peaks are the
+/// root's, and moving a chain re-counts only the values and fetches its ops
+/// touch: O(chain log n) a move instead of a pass over the block (measuring
+/// the block after each move made a budgeted compile quadratic).
+class LiveProfile {
+public:
+  LiveProfile(Block &body, const std::vector<Fetch> &fetches,
+              const BlockOrder &order)
+      : body(body), fetches(fetches), order(order), rng(0x5eed) {
+    for (Operation &op : body) {
+      int id = int(nodes.size());
+      nodes.emplace_back();
+      nodes.back().priority = uint32_t(rng());
+      nodeOf[&op] = id;
+      root = merge(root, id);
+    }
+    for (size_t i = 0; i < fetches.size(); ++i)
+      for (Operation *c : fetches[i].chain)
+        fetchOf[c] = i;
+    for (Operation &op : body)
+      for (Value v : op.getResults())
+        count(v, +1);
+    consumers.assign(fetches.size(), nullptr);
+    for (size_t i = 0; i < fetches.size(); ++i)
+      countFetch(i, +1);
+  }
+
+  int64_t live() const { return std::max<int64_t>(0, nodes[root].liveMax); }
+  int64_t waiting() const {
+    return std::max<int64_t>(0, nodes[root].waitMax);
+  }
+
+  /// Before `ops` move: what they touch leaves the profile.
+  void beginMove(ArrayRef<Operation *> ops) {
+    touched.clear();
+    touchedFetches.clear();
+    for (Operation *op : ops) {
+      for (Value v : op->getResults())
+        touched.insert(v);
+      for (Value v : op->getOperands()) {
+        touched.insert(v);
+        if (Operation *def = v.getDefiningOp())
+          if (auto it = fetchOf.find(def); it != fetchOf.end())
+            touchedFetches.insert(it->second);
+      }
+      if (auto it = fetchOf.find(op); it != fetchOf.end())
+        touchedFetches.insert(it->second);
+    }
+    for (Value v : touched)
+      count(v, -1);
+    for (size_t i : touchedFetches)
+      countFetch(i, -1);
+  }
+
+  /// After they moved (in order) to just before `next`, the block and
+  /// `order` already updated: they take their new places, and what they
+  /// touch is counted again.
+  void endMove(ArrayRef<Operation *> ops, Operation *next) {
+    for (Operation *op : ops) {
+      int before, moved, after;
+      split(root, rank(nodeOf.lookup(op)), before, after);
+      split(after, 1, moved, after);
+      root = merge(before, after);
+      split(root, next ? rank(nodeOf.lookup(next)) : nodes[root].size, before,
+            after);
+      root = merge(merge(before, moved), after);
+    }
+    for (Value v : touched)
+      count(v, +1);
+    for (size_t i : touchedFetches)
+      countFetch(i, +1);
+  }
+
+private:
+  struct Node {
+    int left = -1, right = -1, parent = -1, size = 1;
+    uint32_t priority = 0;
+    // Bytes that come live at the op, leave after it, start or stop
+    // waiting at it.
+    int64_t born = 0, dies = 0, waits = 0;
+    // The subtree's sums and highest prefixes (the op's own bytes counted
+    // before its peak, the leaving ones after).
+    int64_t liveSum = 0, liveMax = 0, waitSum = 0, waitMax = 0;
+  };
+
+  static constexpr int64_t kNone = INT64_MIN / 4;
+
+  void pull(int x) {
+    Node &n = nodes[x];
+    int64_t ls = 0, lm = kNone, ws = 0, wm = kNone;
+    n.size = 1;
+    if (n.left >= 0) {
+      const Node &l = nodes[n.left];
+      ls = l.liveSum, lm = l.liveMax, ws = l.waitSum, wm = l.waitMax;
+      n.size += l.size;
+    }
+    lm = std::max(lm, ls + n.born);
+    ls += n.born - n.dies;
+    wm = std::max(wm, ws + n.waits);
+    ws += n.waits;
+    if (n.right >= 0) {
+      const Node &r = nodes[n.right];
+      lm = std::max(lm, ls + r.liveMax);
+      ls += r.liveSum;
+      wm = std::max(wm, ws + r.waitMax);
+      ws += r.waitSum;
+      n.size += r.size;
+    }
+    n.liveSum = ls, n.liveMax = lm, n.waitSum = ws, n.waitMax = wm;
+  }
+
+  void pullUp(int x) {
+    for (; x >= 0; x = nodes[x].parent)
+      pull(x);
+  }
+
+  int merge(int a, int b) {
+    if (a < 0 || b < 0) {
+      int c = a < 0 ? b : a;
+      if (c >= 0)
+        nodes[c].parent = -1;
+      return c;
+    }
+    if (nodes[a].priority > nodes[b].priority) {
+      int r = merge(nodes[a].right, b);
+      nodes[a].right = r;
+      nodes[r].parent = a;
+      nodes[a].parent = -1;
+      pull(a);
+      return a;
+    }
+    int l = merge(a, nodes[b].left);
+    nodes[b].left = l;
+    nodes[l].parent = b;
+    nodes[b].parent = -1;
+    pull(b);
+    return b;
+  }
+
+  /// The first `k` nodes of `t` into `a`, the rest into `b`.
+  void split(int t, int k, int &a, int &b) {
+    if (t < 0) {
+      a = b = -1;
+      return;
+    }
+    nodes[t].parent = -1;
+    int leftSize = nodes[t].left >= 0 ? nodes[nodes[t].left].size : 0;
+    if (k <= leftSize) {
+      int l;
+      split(nodes[t].left, k, a, l);
+      nodes[t].left = l;
+      if (l >= 0)
+        nodes[l].parent = t;
+      pull(t);
+      b = t;
+    } else {
+      int r;
+      split(nodes[t].right, k - leftSize - 1, r, b);
+      nodes[t].right = r;
+      if (r >= 0)
+        nodes[r].parent = t;
+      pull(t);
+      a = t;
+    }
+  }
+
+  /// How many nodes come before `x`.
+  int rank(int x) const {
+    auto sizeOf = [&](int t) { return t >= 0 ? nodes[t].size : 0; };
+    int r = sizeOf(nodes[x].left);
+    for (int p = nodes[x].parent; p >= 0; x = p, p = nodes[p].parent)
+      if (nodes[p].right == x)
+        r += sizeOf(nodes[p].left) + 1;
+    return r;
+  }
+
+  /// Add (sign +1) or take out (-1) a value's bytes, from its op to its
+  /// last user in the block (as measured: constants and host activations
+  /// hold no device bytes here).
+  void count(Value v, int sign) {
+    Operation *def = v.getDefiningOp();
+    if (!def || def->getBlock() != &body || isa<graph::ConstantOp>(def) ||
+        sched::isHostActivation(v))
+      return;
+    int64_t bytes = sign * memory::storageBytes(v.getType());
+    Operation *last = def;
+    for (Operation *user : v.getUsers())
+      if (user->getBlock() == &body && order.before(last, user))
+        last = user;
+    int born = nodeOf.lookup(def), dies = nodeOf.lookup(last);
+    nodes[born].born += bytes;
+    pullUp(born);
+    nodes[dies].dies += bytes;
+    pullUp(dies);
+  }
+
+  /// Add or take out a fetch's waiting bytes, from its first op to its
+  /// consumer (the first op outside the chain that reads it).
+  void countFetch(size_t i, int sign) {
+    const Fetch &f = fetches[i];
+    Operation *consumer = nullptr;
+    if (sign > 0) {
+      for (Operation *c : f.chain)
+        for (Value v : c->getResults())
+          for (Operation *user : v.getUsers())
+            if (user->getBlock() == &body && !inChain(user, i) &&
+                (!consumer || order.before(user, consumer)))
+              consumer = user;
+      consumers[i] = consumer;
+    } else {
+      consumer = consumers[i];
+    }
+    if (!consumer)
+      return;
+    int64_t bytes = sign * f.bytes;
+    int front = nodeOf.lookup(f.chain.front());
+    nodes[front].waits += bytes;
+    pullUp(front);
+    int stop = nodeOf.lookup(consumer);
+    nodes[stop].waits -= bytes;
+    pullUp(stop);
+  }
+
+  bool inChain(Operation *op, size_t i) const {
+    auto it = fetchOf.find(op);
+    return it != fetchOf.end() && it->second == i;
+  }
+
+  Block &body;
+  const std::vector<Fetch> &fetches;
+  const BlockOrder &order;
+  std::mt19937 rng;
+  std::vector<Node> nodes;
+  int root = -1;
+  DenseMap<Operation *, int> nodeOf;
+  DenseMap<Operation *, size_t> fetchOf;
+  std::vector<Operation *> consumers;
+  llvm::SetVector<Value> touched;
+  llvm::SetVector<size_t> touchedFetches;
+};
+
 struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
   using SchedulePassBase::SchedulePassBase;
 
@@ -209,44 +455,6 @@ struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
     return first;
   }
 
-  /// The most bytes live at once (every value from its op to its last
-  /// user), and the most fetched bytes waiting for their consumers.
-  void measure(Block &body, const std::vector<Fetch> &fetches, int64_t &live,
-               int64_t &waiting) {
-    DenseMap<Operation *, int64_t> position;
-    int64_t n = 0;
-    for (Operation &op : body)
-      position[&op] = n++;
-    std::vector<int64_t> delta(n + 1, 0), held(n + 1, 0);
-    for (Operation &op : body) {
-      if (isa<graph::ConstantOp>(op))
-        continue;
-      for (Value v : op.getResults()) {
-        if (sched::isHostActivation(v))
-          continue; // in the host tier's arena, not the device's
-        int64_t first = position[&op], last = first;
-        for (Operation *user : v.getUsers())
-          last = std::max(last, position.lookup(user));
-        delta[first] += memory::storageBytes(v.getType());
-        delta[last + 1] -= memory::storageBytes(v.getType());
-      }
-    }
-    auto before = [&](Operation *a, Operation *b) {
-      return position.lookup(a) < position.lookup(b);
-    };
-    for (const Fetch &f : fetches)
-      if (Operation *consumer = consumerOf(f, before)) {
-        held[position[f.chain.front()]] += f.bytes;
-        held[position[consumer]] -= f.bytes;
-      }
-    live = waiting = 0;
-    int64_t a = 0, w = 0;
-    for (int64_t i = 0; i <= n; ++i) {
-      live = std::max(live, a += delta[i]);
-      waiting = std::max(waiting, w += held[i]);
-    }
-  }
-
   /// Prefetch at the configured depth; with a memory budget, the order the
   /// memory plan lays out must fit it, else the next smaller depth (down to
   /// the order as it came).
@@ -273,29 +481,41 @@ struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
   void hoistAtDepth(func::FuncOp func, int64_t persistent, unsigned depth) {
     Block &body = func.getBody().front();
     std::vector<Fetch> fetches = findFetches(body);
-    int64_t live, waiting;
-    measure(body, fetches, live, waiting);
-    // The limits the moves must keep: the caps, or what the order holds
-    // before any move when that is already more.
-    // The arena a plan lays out runs a little over the bytes live at once
-    // (alignment, gaps): the first plan's ratio, and 2 % more, is left for
-    // it.
-    double slack = 1.02;
-    auto arena =
-        func->getAttrOfType<sched::ArenaAttr>(sched::SchedDialect::kArenaAttrName);
-    if (arena && arena.getLive() > 0)
-      slack *= std::max(1.0, double(arena.getSize()) / double(arena.getLive()));
-    int64_t liveCap =
-        gpuMemory ? std::max<int64_t>(int64_t(double(int64_t(gpuMemory) -
-                                                     persistent) /
-                                              slack),
-                                      live)
-                  : INT64_MAX;
-    int64_t waitCap = prefetchBytes ? std::max<int64_t>(prefetchBytes, waiting)
-                                    : INT64_MAX;
     BlockOrder order(body);
     auto before = [&](Operation *a, Operation *b) {
       return order.before(a, b);
+    };
+    // Without a cap every move stands and nothing is measured.
+    std::optional<LiveProfile> profile;
+    int64_t liveCap = INT64_MAX, waitCap = INT64_MAX;
+    if (gpuMemory || prefetchBytes) {
+      profile.emplace(body, fetches, order);
+      // The limits the moves must keep: the caps, or what the order holds
+      // before any move when that is already more.
+      // The arena a plan lays out runs a little over the bytes live at
+      // once (alignment, gaps): the first plan's ratio, and 2 % more, is
+      // left for it.
+      double slack = 1.02;
+      auto arena = func->getAttrOfType<sched::ArenaAttr>(
+          sched::SchedDialect::kArenaAttrName);
+      if (arena && arena.getLive() > 0)
+        slack *=
+            std::max(1.0, double(arena.getSize()) / double(arena.getLive()));
+      if (gpuMemory)
+        liveCap = std::max<int64_t>(
+            int64_t(double(int64_t(gpuMemory) - persistent) / slack),
+            profile->live());
+      if (prefetchBytes)
+        waitCap = std::max<int64_t>(prefetchBytes, profile->waiting());
+    }
+    auto move = [&](ArrayRef<Operation *> chain, Operation *next) {
+      if (profile)
+        profile->beginMove(chain);
+      for (Operation *c : chain)
+        next ? c->moveBefore(next) : c->moveBefore(body.getTerminator());
+      order.moved(chain, next ? next : body.getTerminator());
+      if (profile)
+        profile->endMove(chain, next ? next : body.getTerminator());
     };
     for (size_t k = 0; k < fetches.size(); ++k) {
       Fetch &f = fetches[k];
@@ -319,37 +539,11 @@ struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
         });
         if (!ready)
           continue;
-        for (Operation *c : f.chain)
-          c->moveBefore(target);
-        order.moved(f.chain, target);
-        // Without a cap every move stands: nothing to measure (measuring is
-        // linear in the block, per move).
-        if (liveCap == INT64_MAX && waitCap == INT64_MAX)
+        move(f.chain, target);
+        if (!profile || (profile->live() <= liveCap &&
+                         profile->waiting() <= waitCap))
           break;
-        // Moving the chain earlier keeps at most all its values live longer
-        // and its fetched bytes waiting longer: while those bounds stay
-        // under the caps the move stands unmeasured (measuring after every
-        // move made a budgeted compile quadratic); over them, the exact
-        // measure decides, as it always did.
-        int64_t chainBytes = 0;
-        for (Operation *c : f.chain)
-          for (Value v : c->getResults())
-            chainBytes += memory::storageBytes(v.getType());
-        if (live + chainBytes <= liveCap && waiting + f.bytes <= waitCap) {
-          live += chainBytes;
-          waiting += f.bytes;
-          break;
-        }
-        int64_t liveBefore = live, waitingBefore = waiting;
-        measure(body, fetches, live, waiting);
-        if (live <= liveCap && waiting <= waitCap)
-          break;
-        live = liveBefore;
-        waiting = waitingBefore;
-        // Back where it was.
-        for (Operation *c : f.chain)
-          home ? c->moveBefore(home) : c->moveBefore(body.getTerminator());
-        order.moved(f.chain, home ? home : body.getTerminator());
+        move(f.chain, home); // back where it was
       }
     }
   }
