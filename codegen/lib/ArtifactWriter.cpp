@@ -30,6 +30,26 @@ using llvm::Expected;
 namespace strata::codegen {
 namespace {
 
+/// The FNV-1a hash of what is printed into it, kept as it streams: the
+/// fingerprint of a module without its text in memory (a large model's
+/// printed step ran to gigabytes, per --auto candidate).
+class FingerprintStream : public llvm::raw_ostream {
+public:
+  FingerprintStream() { SetBufferSize(1 << 16); }
+  ~FingerprintStream() override { flush(); }
+  uint64_t hash() const { return state; }
+
+private:
+  void write_impl(const char *data, size_t size) override {
+    state = runtime::fnv1a64(data, size, state);
+    written += size;
+  }
+  uint64_t current_pos() const override { return written; }
+
+  uint64_t state = 0xcbf29ce484222325ull;
+  uint64_t written = 0;
+};
+
 Error fail(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                  message.str());
@@ -883,12 +903,11 @@ Error writeArtifact(ModuleOp module, llvm::StringRef dir,
     t.set_pipeline_stages(pipeline ? uint32_t(pipeline.getStages()) : 1);
   }
 
-  std::string ir;
-  llvm::raw_string_ostream os(ir);
+  FingerprintStream os;
   module.print(os);
   os << options.optionsSummary << runtime::kFormatVersion;
-  plan.set_fingerprint(llvm::formatv(
-      "{0:x16}", runtime::fnv1a64(ir.data(), ir.size())).str());
+  os.flush();
+  plan.set_fingerprint(llvm::formatv("{0:x16}", os.hash()).str());
   if (options.training && !options.modelIdentity.empty())
     plan.set_model_fingerprint(
         llvm::formatv("{0:x16}",

@@ -11,6 +11,7 @@
 #include "strata/Transforms/Passes.h"
 
 #include "ArenaPlanner.h"
+#include "ArgAttrs.h"
 
 #include "strata/Dialect/Graph/IR/GraphOps.h"
 #include "strata/Dialect/Graph/IR/StateUpdates.h"
@@ -108,6 +109,13 @@ struct OffloadStatePass
     Block &body = func.getBody().front();
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     OpBuilder b(func.getContext());
+    ArgAttrBatch attrs(func);
+    // The results by name (looked up per moved argument).
+    llvm::StringMap<SmallVector<unsigned, 1>> resultsNamed;
+    for (unsigned i = 0; i < ret.getNumOperands(); ++i)
+      if (auto resultName =
+              func.getResultAttrOfType<StringAttr>(i, graph::kNameAttrName))
+        resultsNamed[resultName.getValue()].push_back(i);
     for (BlockArgument arg : func.getArguments()) {
       auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                     graph::kNameAttrName);
@@ -119,8 +127,8 @@ struct OffloadStatePass
           states[it->second].tier == sched::Tier::Device)
         continue;
       sched::Tier tier = states[it->second].tier;
-      func.setArgAttr(arg.getArgNumber(), sched::SchedDialect::kTierAttrName,
-                      sched::TierAttr::get(b.getContext(), tier));
+      attrs.set(arg.getArgNumber(), sched::SchedDialect::kTierAttrName,
+                sched::TierAttr::get(b.getContext(), tier));
       // One reload right before each reader.
       SmallVector<Operation *> readers;
       for (Operation *user : arg.getUsers())
@@ -133,11 +141,9 @@ struct OffloadStatePass
         reader->replaceUsesOfWith(arg, reload.getResult());
       }
       // The new value goes back to its tier as soon as it exists.
-      for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
-        auto resultName =
-            func.getResultAttrOfType<StringAttr>(i, graph::kNameAttrName);
+      for (unsigned i : resultsNamed.lookup(name.getValue())) {
         Value value = ret.getOperand(i);
-        if (!resultName || resultName != name || value == arg)
+        if (value == arg)
           continue;
         if (Operation *producer = value.getDefiningOp())
           b.setInsertionPointAfter(producer);

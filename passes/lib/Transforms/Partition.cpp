@@ -16,6 +16,8 @@
 
 #include "strata/Transforms/Layers.h"
 
+#include "ArgAttrs.h"
+
 #include "strata/Dialect/Graph/IR/GraphOps.h"
 #include "strata/Dialect/Graph/IR/StateUpdates.h"
 #include "strata/Dialect/Sched/IR/SchedOps.h"
@@ -62,16 +64,16 @@ int64_t byteWidth(Type element) {
   return std::max<int64_t>(element.getIntOrFloatBitWidth() / 8, 1);
 }
 
-/// Gives argument `arg` its shard type over `parts` ranks, marked with
-/// `graph.shards` and the value's `graph.full_shape`.
-void shardArgument(func::FuncOp func, BlockArgument arg, int64_t parts) {
+/// Gives argument `arg` its shard type over `parts` ranks, marked (when
+/// `attrs` is applied) with `graph.shards` and the value's
+/// `graph.full_shape`.
+void shardArgument(BlockArgument arg, int64_t parts, ArgAttrBatch &attrs) {
   auto full = cast<RankedTensorType>(arg.getType());
-  Builder b(func.getContext());
+  Builder b(arg.getContext());
   arg.setType(shardType(full, parts));
-  func.setArgAttr(arg.getArgNumber(), "graph.shards",
-                  b.getI64IntegerAttr(parts));
-  func.setArgAttr(arg.getArgNumber(), "graph.full_shape",
-                  b.getDenseI64ArrayAttr(full.getShape()));
+  attrs.set(arg.getArgNumber(), "graph.shards", b.getI64IntegerAttr(parts));
+  attrs.set(arg.getArgNumber(), "graph.full_shape",
+            b.getDenseI64ArrayAttr(full.getShape()));
 }
 
 /// The position of `op` in its block, for ordering uses.
@@ -306,13 +308,15 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
     unsigned lossAt = lossOp ? positions.lookup(lossOp) : ~0u;
     llvm::StringMap<BlockArgument> byName;
     DenseMap<BlockArgument, Type> fullTypes;
+    ArgAttrBatch attrs(func);
     for (BlockArgument arg : func.getArguments()) {
       if (argRole(func, arg.getArgNumber()) != graph::Role::Parameter)
         continue;
       byName[argName(func, arg.getArgNumber())] = arg;
       fullTypes[arg] = arg.getType();
-      shardArgument(func, arg, partition);
+      shardArgument(arg, partition, attrs);
     }
+    attrs.apply();
     // Every use, taken before any is rewritten.
     DenseMap<BlockArgument, SmallVector<OpOperand *>> allUses;
     for (auto &[arg, type] : fullTypes)
@@ -422,9 +426,11 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
     Operation *lossOp = ret.getOperand(0).getDefiningOp();
     if (partition > 1) {
       gatherParameters(func, lossOp);
+      ArgAttrBatch attrs(func);
       for (BlockArgument arg : func.getArguments())
         if (argRole(func, arg.getArgNumber()) == graph::Role::Gradient)
-          shardArgument(func, arg, partition);
+          shardArgument(arg, partition, attrs);
+      attrs.apply();
     }
     // Without sharding and with 2-hop sync, gradients stay local until the
     // accumulation boundary (one all-reduce in @optimizer_step).
@@ -567,6 +573,7 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
     OpBuilder b(func.getContext());
     int64_t replicas = world / partition;
     llvm::StringMap<BlockArgument> gradients;
+    ArgAttrBatch attrs(func);
     for (BlockArgument arg : func.getArguments()) {
       std::optional<graph::Role> role = argRole(func, arg.getArgNumber());
       if (role != graph::Role::Parameter && role != graph::Role::Gradient &&
@@ -576,12 +583,13 @@ struct PartitionPass : public strata::impl::PartitionPassBase<PartitionPass> {
       if (graph::isPipelineScalar(name))
         continue; // loss-scaling counters are scalars, not shards
       if (partition > 1)
-        shardArgument(func, arg, partition);
+        shardArgument(arg, partition, attrs);
       if (std::optional<StringRef> param =
               graph::stateParameter(graph::StateKind::Gradient, name);
           param && role == graph::Role::Gradient)
         gradients[*param] = arg;
     }
+    attrs.apply();
     // 2-hop: the gradient shards of the replicas are summed once per
     // optimizer step, one coalesced all-reduce per bucket.
     if (!global && replicas > 1) {
