@@ -6,8 +6,6 @@
 #include "strata/Dialect/Graph/IR/StateUpdates.h"
 
 #include <algorithm>
-#include <functional>
-#include <map>
 
 using namespace mlir;
 
@@ -115,72 +113,98 @@ void placeGroups(std::vector<Interval> &intervals,
   // as the union of their byte ranges: a segment tree over the positions
   // holds at each node the union of the intervals placed on it (`own`: the
   // intervals that cover the node, in the canonical decomposition of their
-  // lifetime) and of those below it (`sub`). A query unions O(log n) of
-  // them; best fit then scans the union's gaps. Scanning every placed
-  // interval and sorting the overlapping ones for each new one was
-  // quadratic (most of a 1024-rank or a 300-layer compile). The union has
-  // the gaps the sorted scan found, so the plan is the same.
-  using Ranges = std::map<int64_t, int64_t>; // start -> end, disjoint
+  // lifetime) and of those below it (`sub`). A query merges O(log n) of
+  // these sorted lists; best fit scans the merged union's gaps. Scanning
+  // every placed interval and sorting the overlapping ones for each new
+  // one was quadratic (most of a 1024-rank or a 300-layer compile), and
+  // copying the lists into one and sorting it took most of a compile that
+  // plans the arena a few dozen times (a memory budget); the union has the
+  // gaps the sorted scan found, so the plan is the same.
+  using Range = std::pair<int64_t, int64_t>; // [start, end)
+  using Ranges = std::vector<Range>; // sorted, disjoint, not touching
   auto addRange = [](Ranges &ranges, int64_t start, int64_t end) {
-    auto it = ranges.upper_bound(start);
-    if (it != ranges.begin() && std::prev(it)->second >= start)
-      --it;
-    while (it != ranges.end() && it->first <= end) {
-      start = std::min(start, it->first);
-      end = std::max(end, it->second);
-      it = ranges.erase(it);
+    // The ranges it overlaps or touches: [i, j).
+    auto i = std::lower_bound(
+        ranges.begin(), ranges.end(), start,
+        [](const Range &r, int64_t at) { return r.second < at; });
+    auto j = std::upper_bound(
+        i, ranges.end(), end,
+        [](int64_t at, const Range &r) { return at < r.first; });
+    if (i == j) {
+      ranges.insert(i, {start, end});
+      return;
     }
-    ranges.emplace(start, end);
+    i->first = std::min(start, i->first);
+    i->second = std::max(end, std::prev(j)->second);
+    ranges.erase(std::next(i), j);
   };
   size_t leaves = 1;
   while (leaves < size_t(std::max<int64_t>(n, 1)))
     leaves *= 2;
   std::vector<Ranges> own(2 * leaves), sub(2 * leaves);
   // The tree over positions [0, leaves): node covers [lo, hi).
-  std::function<void(size_t, int64_t, int64_t, const Interval &)> insert =
-      [&](size_t node, int64_t lo, int64_t hi, const Interval &iv) {
-        if (iv.last < lo || iv.first >= hi)
-          return;
-        addRange(sub[node], iv.offset, iv.offset + iv.bytes);
-        if (iv.first <= lo && hi - 1 <= iv.last) {
-          addRange(own[node], iv.offset, iv.offset + iv.bytes);
-          return;
-        }
-        int64_t mid = (lo + hi) / 2;
-        insert(2 * node, lo, mid, iv);
-        insert(2 * node + 1, mid, hi, iv);
-      };
-  std::vector<std::pair<int64_t, int64_t>> busy; // [offset, end)
-  std::function<void(size_t, int64_t, int64_t, const Interval &)> query =
-      [&](size_t node, int64_t lo, int64_t hi, const Interval &iv) {
-        if (iv.last < lo || iv.first >= hi)
-          return;
-        if (iv.first <= lo && hi - 1 <= iv.last) {
-          busy.insert(busy.end(), sub[node].begin(), sub[node].end());
-          return;
-        }
-        busy.insert(busy.end(), own[node].begin(), own[node].end());
-        int64_t mid = (lo + hi) / 2;
-        query(2 * node, lo, mid, iv);
-        query(2 * node + 1, mid, hi, iv);
-      };
+  auto insert = [&](auto &self, size_t node, int64_t lo, int64_t hi,
+                    const Interval &iv) -> void {
+    if (iv.last < lo || iv.first >= hi)
+      return;
+    addRange(sub[node], iv.offset, iv.offset + iv.bytes);
+    if (iv.first <= lo && hi - 1 <= iv.last) {
+      addRange(own[node], iv.offset, iv.offset + iv.bytes);
+      return;
+    }
+    int64_t mid = (lo + hi) / 2;
+    self(self, 2 * node, lo, mid, iv);
+    self(self, 2 * node + 1, mid, hi, iv);
+  };
+  std::vector<const Ranges *> lists; // the sorted lists a query merges
+  auto query = [&](auto &self, size_t node, int64_t lo, int64_t hi,
+                   const Interval &iv) -> void {
+    if (iv.last < lo || iv.first >= hi)
+      return;
+    if (iv.first <= lo && hi - 1 <= iv.last) {
+      if (!sub[node].empty())
+        lists.push_back(&sub[node]);
+      return;
+    }
+    if (!own[node].empty())
+      lists.push_back(&own[node]);
+    int64_t mid = (lo + hi) / 2;
+    self(self, 2 * node, lo, mid, iv);
+    self(self, 2 * node + 1, mid, hi, iv);
+  };
+  // The lists' heads, the one with the lowest start on top.
+  using Head = std::pair<const Range *, const Range *>; // (next, end)
+  std::vector<Head> heads;
+  auto later = [](const Head &a, const Head &b) {
+    return a.first->first > b.first->first;
+  };
   for (size_t i : order) {
     Interval &iv = intervals[i];
-    busy.clear();
-    query(1, 0, int64_t(leaves), iv);
-    std::sort(busy.begin(), busy.end());
+    lists.clear();
+    query(query, 1, 0, int64_t(leaves), iv);
+    heads.clear();
+    for (const Ranges *list : lists)
+      heads.push_back({list->data(), list->data() + list->size()});
+    std::make_heap(heads.begin(), heads.end(), later);
     int64_t best = -1, bestGap = INT64_MAX, start = 0;
-    for (auto [offset, end] : busy) {
+    while (!heads.empty()) {
+      std::pop_heap(heads.begin(), heads.end(), later);
+      Head &head = heads.back();
+      auto [offset, end] = *head.first;
       int64_t gap = offset - start;
       if (gap >= iv.bytes && gap < bestGap) {
         best = start;
         bestGap = gap;
       }
       start = std::max(start, end);
+      if (++head.first == head.second)
+        heads.pop_back();
+      else
+        std::push_heap(heads.begin(), heads.end(), later);
     }
     iv.offset = best >= 0 ? best : start;
     arenaBytes = std::max(arenaBytes, iv.offset + iv.bytes);
-    insert(1, 0, int64_t(leaves), iv);
+    insert(insert, 1, 0, int64_t(leaves), iv);
   }
 }
 
