@@ -345,18 +345,37 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
     // resultInfo points into gradNames: reserved, so it never reallocates.
     std::vector<std::string> gradNames;
     gradNames.reserve(params.size());
-    b.setInsertionPoint(ret);
-    for (BlockArgument param : params) {
-      Value g = grads.lookup(param);
-      StringRef name = argName(func, param.getArgNumber());
-      if (!g) {
-        // As PyTorch: a parameter the loss does not reach gets no update.
-        continue;
+    // As PyTorch: a parameter the loss does not reach gets no update.
+    SmallVector<BlockArgument> trained;
+    for (BlockArgument param : params)
+      if (grads.lookup(param)) {
+        trained.push_back(param);
+        gradNames.push_back(graph::stateName(
+            graph::StateKind::Gradient, argName(func, param.getArgNumber())));
       }
-      gradNames.push_back(graph::stateName(graph::StateKind::Gradient, name));
+    // The running sums, appended in one call (one insertArgument per
+    // parameter rebuilt the list of argument attributes each time, and
+    // the context kept every list: quadratic in the parameters).
+    unsigned firstSum = func.getNumArguments();
+    if (accumulate) {
+      SmallVector<unsigned> at(trained.size(), firstSum);
+      SmallVector<Type> types;
+      SmallVector<DictionaryAttr> attrs;
+      for (auto [param, name] : llvm::zip(trained, gradNames)) {
+        types.push_back(grads.lookup(param).getType());
+        NamedAttribute entries[] = {
+            graph::nameEntry(ctx, name),
+            graph::roleEntry(ctx, graph::Role::Gradient)};
+        attrs.push_back(DictionaryAttr::get(ctx, entries));
+      }
+      SmallVector<Location> locs(trained.size(), func.getLoc());
+      (void)func.insertArguments(at, types, attrs, locs);
+    }
+    b.setInsertionPoint(ret);
+    for (auto [i, param] : llvm::enumerate(trained)) {
+      Value g = grads.lookup(param);
       if (accumulate) {
-        BlockArgument sum = addArgument(func, g.getType(),
-                                        graph::Role::Gradient, gradNames.back());
+        BlockArgument sum = func.getArgument(firstSum + i);
         Operation *mark = ret->getPrevNode();
         Operation *def = g.getDefiningOp();
         g = b.create<graph::AddOp>(func.getLoc(), g.getType(), sum, g);
@@ -366,7 +385,7 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
                    /*backward=*/true);
       }
       results.push_back(g);
-      resultInfo.push_back({graph::Role::Gradient, gradNames.back()});
+      resultInfo.push_back({graph::Role::Gradient, gradNames[i]});
     }
     for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
       auto name = func.getResultAttrOfType<StringAttr>(i, graph::kNameAttrName);
