@@ -1,0 +1,211 @@
+//===- ConvWinogradTest.cpp - Winograd 3x3 convolutions against im2col ----===//
+//
+// graph.conv, graph.conv_grad_input and graph.conv_grad_weight in f32 take
+// the Winograd F(2x2, 3x3) path (ConvWinograd.cpp) for 3 x 3 stride-1
+// convolutions with 16 or more channels; in f64 they keep im2col's direct
+// sums. Each case runs the f32 kernels and the f64 ones on the same values
+// and bounds the difference by the magnitude of the result: odd and even
+// sizes (tiles past the edge), batch 1, channels that are no multiple of
+// the vector width, every pad from 0 to 2 (asymmetric too), blocks of
+// tiles that end mid-row, and the CIFAR ResNet-18 shapes. winogradApplies
+// is checked on the geometries it must take and refuse.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelTestUtils.h"
+#include "kernels/ConvWinograd.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+using namespace strata::runtime;
+using namespace strata::runtime::testing;
+namespace cpu = strata::runtime::cpu;
+
+namespace {
+
+struct Case {
+  int64_t batch, cin, cout, h, w;
+  std::vector<int64_t> pads; // top, left, bottom, right
+};
+
+std::vector<double> randomValues(std::mt19937 &rng, int64_t n) {
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  std::vector<double> v(n);
+  for (double &x : v)
+    x = double(float(u(rng))); // representable in f32 exactly
+  return v;
+}
+
+OwnedTensor tensorOf(DType dt, std::vector<int64_t> shape,
+                     const std::vector<double> &v) {
+  if (dt == DType::F32)
+    return f32(std::move(shape), std::vector<float>(v.begin(), v.end()));
+  return f64(std::move(shape), v);
+}
+
+std::vector<double> valuesOf(const OwnedTensor &t) {
+  if (t.view().dtype == DType::F32) {
+    std::vector<float> v = t.values<float>();
+    return std::vector<double>(v.begin(), v.end());
+  }
+  return t.values<double>();
+}
+
+/// Every element of `actual` within `rtol` of the largest |expected|
+/// (Winograd's transforms add and subtract up to 16 terms of that size
+/// before the products, so its error scales with the result's range, not
+/// with each element).
+void expectNear(const std::vector<double> &actual,
+                const std::vector<double> &expected, double rtol,
+                const char *what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  double scale = 0, worst = 0;
+  for (double e : expected)
+    scale = std::max(scale, std::abs(e));
+  size_t at = 0;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    ASSERT_FALSE(std::isnan(actual[i])) << what << " at " << i;
+    double d = std::abs(actual[i] - expected[i]);
+    if (d > worst) {
+      worst = d;
+      at = i;
+    }
+  }
+  EXPECT_LE(worst, rtol * scale)
+      << what << ": worst difference " << worst << " at " << at << " ("
+      << actual[at] << " against " << expected[at] << "), scale " << scale;
+}
+
+KernelAttrs attrsOf(const Case &c) {
+  KernelAttrs a;
+  a.set("strides", std::vector<int64_t>{1, 1});
+  a.set("pads", c.pads);
+  a.set("dilations", std::vector<int64_t>{1, 1});
+  a.set("groups", int64_t(1));
+  return a;
+}
+
+/// The three kernels in f32 and f64 on the same random values.
+void checkCase(const Case &c, uint32_t seed) {
+  SCOPED_TRACE(::testing::Message()
+               << "x [" << c.batch << ", " << c.cin << ", " << c.h << ", "
+               << c.w << "], " << c.cout << " out, pads " << c.pads[0] << " "
+               << c.pads[1] << " " << c.pads[2] << " " << c.pads[3]);
+  std::mt19937 rng(seed);
+  int64_t oh = c.h + c.pads[0] + c.pads[2] - 2;
+  int64_t ow = c.w + c.pads[1] + c.pads[3] - 2;
+  std::vector<int64_t> xs{c.batch, c.cin, c.h, c.w}, ws{c.cout, c.cin, 3, 3},
+      ys{c.batch, c.cout, oh, ow};
+  std::vector<double> xv = randomValues(rng, c.batch * c.cin * c.h * c.w);
+  std::vector<double> wv = randomValues(rng, c.cout * c.cin * 9);
+  std::vector<double> bv = randomValues(rng, c.cout);
+  std::vector<double> dyv = randomValues(rng, c.batch * c.cout * oh * ow);
+  KernelAttrs attrs = attrsOf(c);
+  std::vector<double> results[2][3];
+  for (int i = 0; i < 2; ++i) {
+    DType dt = i == 0 ? DType::F32 : DType::F64;
+    OwnedTensor x = tensorOf(dt, xs, xv), w = tensorOf(dt, ws, wv),
+                b = tensorOf(dt, {c.cout}, bv), dy = tensorOf(dt, ys, dyv);
+    OwnedTensor y(dt, ys), dx(dt, xs), dw(dt, ws);
+    Status s = runCpuKernel("graph.conv", {&x, &w, &b}, {&y}, attrs);
+    ASSERT_TRUE(s) << s.message();
+    s = runCpuKernel("graph.conv_grad_input", {&dy, &w}, {&dx}, attrs);
+    ASSERT_TRUE(s) << s.message();
+    s = runCpuKernel("graph.conv_grad_weight", {&dy, &x}, {&dw}, attrs);
+    ASSERT_TRUE(s) << s.message();
+    results[i][0] = valuesOf(y);
+    results[i][1] = valuesOf(dx);
+    results[i][2] = valuesOf(dw);
+  }
+  // f32 im2col on these sums is within about 1e-7 of the scale; Winograd
+  // within a few 1e-7 (measured: 1.3e-7 to 8.2e-7, the most
+  // for conv_grad_weight over 64 channels and 9 x 16 x 16 outputs).
+  expectNear(results[0][0], results[1][0], 2e-6, "conv");
+  expectNear(results[0][1], results[1][1], 2e-6, "conv_grad_input");
+  expectNear(results[0][2], results[1][2], 2e-6, "conv_grad_weight");
+}
+
+window::ConvGeometry geometryOf(int64_t groups, int64_t cg, int64_t mg,
+                                std::vector<int64_t> kernel,
+                                std::vector<int64_t> strides,
+                                std::vector<int64_t> pads,
+                                std::vector<int64_t> dilations) {
+  window::ConvGeometry g;
+  g.groups = groups;
+  g.cg = cg;
+  g.mg = mg;
+  g.m = mg * groups;
+  g.w.spatial = kernel.size();
+  g.w.kernel = kernel;
+  g.w.strides = strides;
+  size_t n = kernel.size();
+  g.w.padBegin.assign(pads.begin(), pads.begin() + n);
+  g.w.padEnd.assign(pads.begin() + n, pads.end());
+  g.w.dilations = dilations;
+  g.w.in.assign(n, 8);
+  g.w.out.assign(n, 8);
+  return g;
+}
+
+TEST(ConvWinograd, MatchesDirectSumsOnOddShapes) {
+  uint32_t seed = 1;
+  for (const Case &c : std::vector<Case>{
+           {1, 16, 16, 1, 1, {1, 1, 1, 1}},   // one output, one tile
+           {1, 16, 16, 2, 2, {0, 0, 0, 0}},   // no padding: 0 x 0 out
+           {1, 17, 19, 5, 7, {1, 1, 1, 1}},   // odd everything
+           {2, 16, 33, 6, 3, {0, 0, 0, 0}},   // tile past the right edge
+           {3, 21, 18, 9, 4, {2, 2, 2, 2}},   // pad 2: flipped pad 0
+           {2, 16, 16, 7, 5, {1, 0, 2, 1}},   // asymmetric pads
+           {1, 24, 20, 11, 13, {0, 2, 1, 0}}, // asymmetric, odd
+           {5, 18, 17, 3, 50, {1, 1, 1, 1}},  // long rows, several runs
+       }) {
+    if (c.h + c.pads[0] + c.pads[2] < 3 || c.w + c.pads[1] + c.pads[3] < 3)
+      continue;
+    checkCase(c, seed++);
+  }
+}
+
+TEST(ConvWinograd, MatchesDirectSumsOnManyBlocks) {
+  // 2 x 64 x 64 x 16 x 16 -> 128 tiles an image, 2 MiB blocks of
+  // 16 * (64 + 64) * 4 bytes a tile: 256-tile blocks, the second one
+  // straddling the images; grad_weight sums over blocks of 1024.
+  checkCase({9, 64, 64, 16, 16, {1, 1, 1, 1}}, 11);
+  checkCase({3, 64, 48, 33, 31, {1, 1, 1, 1}}, 12);
+}
+
+TEST(ConvWinograd, MatchesDirectSumsOnResNet18Shapes) {
+  // The 3 x 3 stride-1 convolutions of the CIFAR ResNet-18, at batch 2.
+  checkCase({2, 64, 64, 32, 32, {1, 1, 1, 1}}, 21);
+  checkCase({2, 128, 128, 16, 16, {1, 1, 1, 1}}, 22);
+  checkCase({2, 256, 256, 8, 8, {1, 1, 1, 1}}, 23);
+  checkCase({2, 512, 512, 4, 4, {1, 1, 1, 1}}, 24);
+}
+
+TEST(ConvWinograd, AppliesToUngroupedUnitStride3x3Only) {
+  std::vector<int64_t> k3{3, 3}, one{1, 1}, pad1{1, 1, 1, 1};
+  EXPECT_TRUE(cpu::winogradApplies(geometryOf(1, 64, 64, k3, one, pad1, one)));
+  EXPECT_TRUE(cpu::winogradApplies(
+      geometryOf(1, 16, 16, k3, one, {0, 2, 2, 0}, one)));
+  // Too few channels (the ResNet stem: 3 in).
+  EXPECT_FALSE(cpu::winogradApplies(geometryOf(1, 3, 64, k3, one, pad1, one)));
+  EXPECT_FALSE(
+      cpu::winogradApplies(geometryOf(1, 64, 15, k3, one, pad1, one)));
+  EXPECT_FALSE(cpu::winogradApplies(geometryOf(2, 32, 32, k3, one, pad1, one)));
+  EXPECT_FALSE(
+      cpu::winogradApplies(geometryOf(1, 64, 64, k3, {2, 2}, pad1, one)));
+  EXPECT_FALSE(
+      cpu::winogradApplies(geometryOf(1, 64, 64, k3, one, pad1, {2, 2})));
+  EXPECT_FALSE(cpu::winogradApplies(
+      geometryOf(1, 64, 64, {1, 1}, one, {0, 0, 0, 0}, one)));
+  EXPECT_FALSE(cpu::winogradApplies(
+      geometryOf(1, 64, 64, {5, 5}, one, {2, 2, 2, 2}, one)));
+  EXPECT_FALSE(cpu::winogradApplies(
+      geometryOf(1, 64, 64, k3, one, {3, 1, 1, 1}, one)));
+  EXPECT_FALSE(cpu::winogradApplies(
+      geometryOf(1, 64, 64, {3, 3, 3}, {1, 1, 1}, {1, 1, 1, 1, 1, 1},
+                 {1, 1, 1})));
+}
+
+} // namespace
