@@ -2,21 +2,28 @@
 //
 // graph.conv, graph.conv_grad_input and graph.conv_grad_weight in f32 take
 // the Winograd F(2x2, 3x3) path (ConvWinograd.cpp) for 3 x 3 stride-1
-// convolutions with 16 or more channels; in f64 they keep im2col's direct
-// sums. Each case runs the f32 kernels and the f64 ones on the same values
-// and bounds the difference by the magnitude of the result: odd and even
-// sizes (tiles past the edge), batch 1, channels that are no multiple of
-// the vector width, every pad from 0 to 2 (asymmetric too), blocks of
-// tiles that end mid-row, and the CIFAR ResNet-18 shapes. winogradApplies
-// is checked on the geometries it must take and refuse.
+// convolutions with 16 or more channels over 256 tiles or more; in f64
+// they keep im2col's direct sums. Each case runs the f32 Winograd
+// functions and the f64 kernels on the same values and bounds the
+// difference by the magnitude of the result: odd and even sizes (tiles
+// past the edge), batch 1, channels that are no multiple of the vector
+// width, every pad from 0 to 2 (asymmetric too), blocks of tiles that end
+// mid-row, and the CIFAR ResNet-18 shapes. The large cases also run the
+// f32 kernels, which must give the Winograd functions' bits (they took
+// that path). winogradApplies is checked on the geometries it must take
+// and refuse. A disabled test times the ResNet-18 shapes.
 //
 //===----------------------------------------------------------------------===//
 
 #include "KernelTestUtils.h"
 #include "kernels/ConvWinograd.h"
+#include "kernels/KernelUtils.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <random>
 
 using namespace strata::runtime;
@@ -87,8 +94,10 @@ KernelAttrs attrsOf(const Case &c) {
   return a;
 }
 
-/// The three kernels in f32 and f64 on the same random values.
-void checkCase(const Case &c, uint32_t seed) {
+/// The three Winograd functions in f32 and the three kernels in f64 (im2col)
+/// on the same random values; with `viaKernels`, the f32 kernels too, which
+/// must have taken the Winograd path: the same bits as the direct calls.
+void checkCase(const Case &c, uint32_t seed, bool viaKernels = false) {
   SCOPED_TRACE(::testing::Message()
                << "x [" << c.batch << ", " << c.cin << ", " << c.h << ", "
                << c.w << "], " << c.cout << " out, pads " << c.pads[0] << " "
@@ -103,28 +112,55 @@ void checkCase(const Case &c, uint32_t seed) {
   std::vector<double> bv = randomValues(rng, c.cout);
   std::vector<double> dyv = randomValues(rng, c.batch * c.cout * oh * ow);
   KernelAttrs attrs = attrsOf(c);
-  std::vector<double> results[2][3];
-  for (int i = 0; i < 2; ++i) {
-    DType dt = i == 0 ? DType::F32 : DType::F64;
+  // results[0]: the f64 kernels; [1]: the f32 Winograd functions; [2]: the
+  // f32 kernels.
+  std::vector<double> results[3][3];
+  for (int i = 0; i < (viaKernels ? 3 : 2); ++i) {
+    DType dt = i == 0 ? DType::F64 : DType::F32;
     OwnedTensor x = tensorOf(dt, xs, xv), w = tensorOf(dt, ws, wv),
                 b = tensorOf(dt, {c.cout}, bv), dy = tensorOf(dt, ys, dyv);
     OwnedTensor y(dt, ys), dx(dt, xs), dw(dt, ws);
-    Status s = runCpuKernel("graph.conv", {&x, &w, &b}, {&y}, attrs);
-    ASSERT_TRUE(s) << s.message();
-    s = runCpuKernel("graph.conv_grad_input", {&dy, &w}, {&dx}, attrs);
-    ASSERT_TRUE(s) << s.message();
-    s = runCpuKernel("graph.conv_grad_weight", {&dy, &x}, {&dw}, attrs);
-    ASSERT_TRUE(s) << s.message();
+    if (i == 1) {
+      cpu::Conv3x3Shape s;
+      s.batch = c.batch;
+      s.cin = c.cin;
+      s.cout = c.cout;
+      s.inH = c.h;
+      s.inW = c.w;
+      s.outH = oh;
+      s.outW = ow;
+      s.padTop = c.pads[0];
+      s.padLeft = c.pads[1];
+      cpu::winogradConv3x3(s, x.view().as<float>(), w.view().as<float>(),
+                           b.view().as<float>(), y.view().as<float>());
+      cpu::winogradConv3x3GradInput(s, dy.view().as<float>(),
+                                    w.view().as<float>(),
+                                    dx.view().as<float>());
+      cpu::winogradConv3x3GradWeight(s, dy.view().as<float>(),
+                                     x.view().as<float>(),
+                                     dw.view().as<float>());
+    } else {
+      Status st = runCpuKernel("graph.conv", {&x, &w, &b}, {&y}, attrs);
+      ASSERT_TRUE(st) << st.message();
+      st = runCpuKernel("graph.conv_grad_input", {&dy, &w}, {&dx}, attrs);
+      ASSERT_TRUE(st) << st.message();
+      st = runCpuKernel("graph.conv_grad_weight", {&dy, &x}, {&dw}, attrs);
+      ASSERT_TRUE(st) << st.message();
+    }
     results[i][0] = valuesOf(y);
     results[i][1] = valuesOf(dx);
     results[i][2] = valuesOf(dw);
   }
   // f32 im2col on these sums is within about 1e-7 of the scale; Winograd
-  // within a few 1e-7 (measured: 1.3e-7 to 8.2e-7, the most
-  // for conv_grad_weight over 64 channels and 9 x 16 x 16 outputs).
-  expectNear(results[0][0], results[1][0], 2e-6, "conv");
-  expectNear(results[0][1], results[1][1], 2e-6, "conv_grad_input");
-  expectNear(results[0][2], results[1][2], 2e-6, "conv_grad_weight");
+  // within a few 1e-7 (measured: 1.3e-7 to 8.2e-7, the most for
+  // conv_grad_weight over 64 channels and 9 x 16 x 16 outputs).
+  const char *names[3] = {"conv", "conv_grad_input", "conv_grad_weight"};
+  for (int k = 0; k < 3; ++k) {
+    expectNear(results[1][k], results[0][k], 2e-6, names[k]);
+    if (viaKernels)
+      EXPECT_TRUE(results[2][k] == results[1][k])
+          << names[k] << ": the f32 kernel did not take the Winograd path";
+  }
 }
 
 window::ConvGeometry geometryOf(int64_t groups, int64_t cg, int64_t mg,
@@ -171,41 +207,120 @@ TEST(ConvWinograd, MatchesDirectSumsOnManyBlocks) {
   // 2 x 64 x 64 x 16 x 16 -> 128 tiles an image, 2 MiB blocks of
   // 16 * (64 + 64) * 4 bytes a tile: 256-tile blocks, the second one
   // straddling the images; grad_weight sums over blocks of 1024.
-  checkCase({9, 64, 64, 16, 16, {1, 1, 1, 1}}, 11);
-  checkCase({3, 64, 48, 33, 31, {1, 1, 1, 1}}, 12);
+  checkCase({9, 64, 64, 16, 16, {1, 1, 1, 1}}, 11, /*viaKernels=*/true);
+  checkCase({3, 64, 48, 33, 31, {1, 1, 1, 1}}, 12, /*viaKernels=*/true);
 }
 
 TEST(ConvWinograd, MatchesDirectSumsOnResNet18Shapes) {
-  // The 3 x 3 stride-1 convolutions of the CIFAR ResNet-18, at batch 2.
-  checkCase({2, 64, 64, 32, 32, {1, 1, 1, 1}}, 21);
-  checkCase({2, 128, 128, 16, 16, {1, 1, 1, 1}}, 22);
-  checkCase({2, 256, 256, 8, 8, {1, 1, 1, 1}}, 23);
+  // The 3 x 3 stride-1 convolutions of the CIFAR ResNet-18 (batch 2 to 16, 256 tiles or more).
+  checkCase({2, 64, 64, 32, 32, {1, 1, 1, 1}}, 21, /*viaKernels=*/true);
+  checkCase({4, 128, 128, 16, 16, {1, 1, 1, 1}}, 22, /*viaKernels=*/true);
+  checkCase({16, 256, 256, 8, 8, {1, 1, 1, 1}}, 23, /*viaKernels=*/true);
+  // 4 x 4 at batch 16 is 64 tiles: im2col's; the functions still hold.
   checkCase({2, 512, 512, 4, 4, {1, 1, 1, 1}}, 24);
 }
 
 TEST(ConvWinograd, AppliesToUngroupedUnitStride3x3Only) {
   std::vector<int64_t> k3{3, 3}, one{1, 1}, pad1{1, 1, 1, 1};
-  EXPECT_TRUE(cpu::winogradApplies(geometryOf(1, 64, 64, k3, one, pad1, one)));
+  EXPECT_TRUE(cpu::winogradApplies(geometryOf(1, 64, 64, k3, one, pad1, one), 64));
   EXPECT_TRUE(cpu::winogradApplies(
-      geometryOf(1, 16, 16, k3, one, {0, 2, 2, 0}, one)));
+      geometryOf(1, 16, 16, k3, one, {0, 2, 2, 0}, one), 64));
+  // 256 tiles of 2 x 2 outputs at the least: 16 samples of 8 x 8.
+  EXPECT_TRUE(cpu::winogradApplies(geometryOf(1, 64, 64, k3, one, pad1, one), 16));
+  EXPECT_FALSE(cpu::winogradApplies(geometryOf(1, 64, 64, k3, one, pad1, one), 15));
   // Too few channels (the ResNet stem: 3 in).
-  EXPECT_FALSE(cpu::winogradApplies(geometryOf(1, 3, 64, k3, one, pad1, one)));
+  EXPECT_FALSE(cpu::winogradApplies(geometryOf(1, 3, 64, k3, one, pad1, one), 64));
   EXPECT_FALSE(
-      cpu::winogradApplies(geometryOf(1, 64, 15, k3, one, pad1, one)));
-  EXPECT_FALSE(cpu::winogradApplies(geometryOf(2, 32, 32, k3, one, pad1, one)));
+      cpu::winogradApplies(geometryOf(1, 64, 15, k3, one, pad1, one), 64));
+  EXPECT_FALSE(cpu::winogradApplies(geometryOf(2, 32, 32, k3, one, pad1, one), 64));
   EXPECT_FALSE(
-      cpu::winogradApplies(geometryOf(1, 64, 64, k3, {2, 2}, pad1, one)));
+      cpu::winogradApplies(geometryOf(1, 64, 64, k3, {2, 2}, pad1, one), 64));
   EXPECT_FALSE(
-      cpu::winogradApplies(geometryOf(1, 64, 64, k3, one, pad1, {2, 2})));
+      cpu::winogradApplies(geometryOf(1, 64, 64, k3, one, pad1, {2, 2}), 64));
   EXPECT_FALSE(cpu::winogradApplies(
-      geometryOf(1, 64, 64, {1, 1}, one, {0, 0, 0, 0}, one)));
+      geometryOf(1, 64, 64, {1, 1}, one, {0, 0, 0, 0}, one), 64));
   EXPECT_FALSE(cpu::winogradApplies(
-      geometryOf(1, 64, 64, {5, 5}, one, {2, 2, 2, 2}, one)));
+      geometryOf(1, 64, 64, {5, 5}, one, {2, 2, 2, 2}, one), 64));
   EXPECT_FALSE(cpu::winogradApplies(
-      geometryOf(1, 64, 64, k3, one, {3, 1, 1, 1}, one)));
+      geometryOf(1, 64, 64, k3, one, {3, 1, 1, 1}, one), 64));
   EXPECT_FALSE(cpu::winogradApplies(
       geometryOf(1, 64, 64, {3, 3, 3}, {1, 1, 1}, {1, 1, 1, 1, 1, 1},
-                 {1, 1, 1})));
+                 {1, 1, 1}), 64));
+}
+
+//===----------------------------------------------------------------------===//
+// Timing (not a test: --gtest_also_run_disabled_tests)
+//===----------------------------------------------------------------------===//
+
+/// Process CPU milliseconds of fn(), the least of `reps` runs.
+template <typename Fn> double cpuMs(int reps, Fn fn) {
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    timespec a, b;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+    fn();
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+    best = std::min(best, (b.tv_sec - a.tv_sec) * 1e3 +
+                              (b.tv_nsec - a.tv_nsec) * 1e-6);
+  }
+  return best;
+}
+
+/// The CIFAR ResNet-18's 3 x 3 stride-1 convolutions at batch 16: each
+/// kernel with Winograd and with im2col (STRATA_CONV_WINOGRAD=0), and the
+/// direct product's GEMM alone ([cout, 9 cin] x [9 cin, N H W]), the floor
+/// of the im2col path. Run with STRATA_NUM_THREADS=1 for one core.
+TEST(ConvWinograd, DISABLED_TimesResNet18Shapes) {
+  std::printf("%-22s %-11s %9s %9s %9s %9s\n", "shape", "kernel", "im2col",
+              "winograd", "gemm", "16 gemms");
+  for (int64_t ch : {64, 128, 256, 512}) {
+    int64_t hw = 32 * 64 / ch;
+    Case c{16, ch, ch, hw, hw, {1, 1, 1, 1}};
+    std::mt19937 rng(5);
+    std::vector<int64_t> xs{16, ch, hw, hw}, ws{ch, ch, 3, 3};
+    OwnedTensor x = tensorOf(DType::F32, xs, randomValues(rng, 16 * ch * hw * hw));
+    OwnedTensor w = tensorOf(DType::F32, ws, randomValues(rng, ch * ch * 9));
+    OwnedTensor dy = tensorOf(DType::F32, xs, randomValues(rng, 16 * ch * hw * hw));
+    OwnedTensor y(DType::F32, xs), dx(DType::F32, xs), dw(DType::F32, ws);
+    KernelAttrs attrs = attrsOf(c);
+    struct Op {
+      const char *name;
+      std::vector<const OwnedTensor *> in;
+      OwnedTensor *out;
+    } ops[] = {{"graph.conv", {&x, &w}, &y},
+               {"graph.conv_grad_input", {&dy, &w}, &dx},
+               {"graph.conv_grad_weight", {&dy, &x}, &dw}};
+    std::vector<float> col(size_t(9 * ch * 16 * hw * hw)), out(size_t(ch * 16 * hw * hw));
+    double gemm = cpuMs(3, [&] {
+      strata::runtime::cpu::blasGemm<float>(false, false, ch, 16 * hw * hw,
+                                            9 * ch, w.view().as<float>(),
+                                            9 * ch, col.data(), 16 * hw * hw,
+                                            out.data(), 16 * hw * hw, false);
+    });
+    int64_t tiles = 16 * ((hw + 1) / 2) * ((hw + 1) / 2);
+    std::vector<float> u(size_t(16 * ch * ch)), v(size_t(16 * ch * tiles)),
+        m(size_t(16 * ch * tiles));
+    double winoGemm = cpuMs(3, [&] {
+      for (int e = 0; e < 16; ++e)
+        strata::runtime::cpu::blasGemm<float>(
+            false, false, ch, tiles, ch, u.data() + e * ch * ch, ch,
+            v.data() + e * ch * tiles, tiles, m.data() + e * ch * tiles, tiles,
+            false);
+    });
+    for (const Op &op : ops) {
+      double ms[2];
+      for (int wino = 0; wino < 2; ++wino) {
+        setenv("STRATA_CONV_WINOGRAD", wino ? "1" : "0", 1);
+        ms[wino] = cpuMs(5, [&] {
+          ASSERT_TRUE(runCpuKernel(op.name, op.in, {op.out}, attrs));
+        });
+      }
+      unsetenv("STRATA_CONV_WINOGRAD");
+      std::printf("16x%-4lldx%2lldx%-2lld %-11s %9.2f %9.2f %9.2f %9.2f\n",
+                  (long long)ch, (long long)hw, (long long)hw,
+                  op.name + 6, ms[0], ms[1], gemm, winoGemm);
+    }
+  }
 }
 
 } // namespace

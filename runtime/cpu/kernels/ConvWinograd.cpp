@@ -34,12 +34,20 @@
 #include "kernels/VectorMath.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <string>
 #include <vector>
 
 namespace strata::runtime::cpu {
 namespace {
 
 constexpr int64_t kElems = 16; // 4 x 4 transformed elements a tile
+
+/// The fewest tiles in a batch that take the Winograd path: with fewer,
+/// the GEMMs are too thin (the CIFAR ResNet's 4 x 4 layer at batch 16,
+/// 64 tiles of 512 channels, ran slower than im2col's K = 4608 product).
+constexpr int64_t kMinTiles = 256;
 
 /// The tiles of one convolution's output: 2 x 2 blocks, ceil(out / 2) a
 /// dim, numbered over (sample, tile row, tile column).
@@ -98,6 +106,21 @@ void paddedRow(const float *plane, int64_t rows, int64_t cols, int64_t row,
 /// stored as one contiguous run.
 constexpr int64_t kLanes = 16;
 
+/// Copies n <= kLanes floats; a whole kLanes as one fixed-size copy (a
+/// vector move, where std::copy of a runtime count becomes rep movs).
+STRATA_VECTOR_BODY void copyLanes(const float *src, int64_t n, float *dst) {
+  if (n == kLanes)
+    for (int64_t i = 0; i < kLanes; ++i)
+      dst[i] = src[i];
+  else
+    std::copy(src, src + n, dst);
+}
+
+/// n floats, uninitialized (each is written before it is read).
+std::unique_ptr<float[]> scratch(int64_t n) {
+  return std::unique_ptr<float[]>(new float[static_cast<size_t>(n)]);
+}
+
 /// n rounded up to a multiple of kLanes: the row buffers' tiles.
 int64_t roundUp(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
 
@@ -130,7 +153,7 @@ void inputTransform(const float *r0, const float *r1, const float *r2,
       }
     int64_t n = std::min(kLanes, len - i0);
     for (int e = 0; e < 16; ++e)
-      std::copy(out[e], out[e] + n, v + e * stride + i0);
+      copyLanes(out[e], n, v + e * stride + i0);
   }
 }
 
@@ -144,7 +167,7 @@ void outputTransform(const float *m, int64_t stride, int64_t len, float *y0,
     float e[16][kLanes], t[2][4][kLanes], out[2][2 * kLanes];
     int64_t n = std::min(kLanes, len - i0);
     for (int k = 0; k < 16; ++k) {
-      std::copy(m + k * stride + i0, m + k * stride + i0 + n, e[k]);
+      copyLanes(m + k * stride + i0, n, e[k]);
       std::fill(e[k] + n, e[k] + kLanes, 0.0f);
     }
     for (int j = 0; j < 4; ++j) // A^T M
@@ -196,7 +219,7 @@ void gradOutputTransform(const float *dy0, const float *dy1, int64_t len,
       }
     int64_t n = std::min(kLanes, len - i0);
     for (int e = 0; e < 16; ++e)
-      std::copy(out[e], out[e] + n, dm + e * stride + i0);
+      copyLanes(out[e], n, dm + e * stride + i0);
   }
 }
 
@@ -228,7 +251,7 @@ void transformKernelRow(const float *src, int64_t colStep, int64_t cols,
         out[4 * r + 3][l] = t[r][2][l];
       }
     for (int e = 0; e < 16; ++e)
-      std::copy(out[e], out[e] + n, u + e * plane + c0);
+      copyLanes(out[e], n, u + e * plane + c0);
   }
 }
 
@@ -320,20 +343,20 @@ void transformInputs(const Conv3x3Shape &s, const TileGrid &g, const float *x,
 void convolveTransformed(const Conv3x3Shape &s, const float *x,
                          const float *u, const float *bias, float *y) {
   TileGrid g(s);
-  int64_t block = tilesPerBlock(s, int64_t(2) << 20);
+  int64_t block = tilesPerBlock(s, int64_t(8) << 20);
   // scratch: one block's transformed inputs and products.
-  std::vector<float> v(static_cast<size_t>(kElems * s.cin * block));
-  std::vector<float> m(static_cast<size_t>(kElems * s.cout * block));
+  std::unique_ptr<float[]> v = scratch(kElems * s.cin * block);
+  std::unique_ptr<float[]> m = scratch(kElems * s.cout * block);
   int64_t outPlane = s.outH * s.outW;
   for (int64_t t0 = 0; t0 < g.total; t0 += block) {
     int64_t count = std::min(block, g.total - t0);
-    transformInputs(s, g, x, t0, count, v.data(), block);
+    transformInputs(s, g, x, t0, count, v.get(), block);
     parallelFor(kElems, 1, [&](int64_t first, int64_t last) {
       for (int64_t e = first; e < last; ++e)
         blasGemm<float>(false, false, s.cout, count, s.cin,
                         u + e * s.cout * s.cin, s.cin,
-                        v.data() + e * s.cin * block, block,
-                        m.data() + e * s.cout * block, block, false);
+                        v.get() + e * s.cin * block, block,
+                        m.get() + e * s.cout * block, block, false);
     });
     parallelFor(s.cout, 1, [&](int64_t first, int64_t last) {
       // scratch: two output rows of one run of tiles.
@@ -344,7 +367,7 @@ void convolveTransformed(const Conv3x3Shape &s, const float *x,
         forEachRun(g, t0, count,
                    [&](int64_t n, int64_t ty, int64_t tx, int64_t len,
                        int64_t at) {
-                     outputTransform(m.data() + k * block + at,
+                     outputTransform(m.get() + k * block + at,
                                      s.cout * block, len, y0, y1);
                      float *dst = y + (n * s.cout + k) * outPlane;
                      int64_t col0 = 2 * tx;
@@ -369,8 +392,11 @@ void convolveTransformed(const Conv3x3Shape &s, const float *x,
 
 } // namespace
 
-bool winogradApplies(const window::ConvGeometry &geometry) {
+bool winogradApplies(const window::ConvGeometry &geometry, int64_t batch) {
   const window::Window &w = geometry.w;
+  const char *env = std::getenv("STRATA_CONV_WINOGRAD");
+  if (env && std::string(env) == "0")
+    return false;
   if (w.spatial != 2 || geometry.groups != 1 || geometry.cg < 16 ||
       geometry.mg < 16)
     return false;
@@ -379,7 +405,7 @@ bool winogradApplies(const window::ConvGeometry &geometry) {
         w.padBegin[d] < 0 || w.padBegin[d] > 2 || w.padEnd[d] < 0 ||
         w.padEnd[d] > 2 || w.out[d] < 1)
       return false;
-  return true;
+  return batch * ((w.out[0] + 1) / 2) * ((w.out[1] + 1) / 2) >= kMinTiles;
 }
 
 Conv3x3Shape conv3x3Shape(const window::ConvGeometry &geometry,
@@ -402,9 +428,9 @@ void winogradConv3x3(const Conv3x3Shape &s, const float *x,
                      const float *weight, const float *bias, float *y) {
   (void)kernelThreads(); // the pool, and OpenBLAS on one thread, first
   // scratch: the transformed kernels.
-  std::vector<float> u(static_cast<size_t>(kElems * s.cout * s.cin));
-  transformWeights(weight, s.cout, s.cin, /*flipped=*/false, u.data());
-  convolveTransformed(s, x, u.data(), bias, y);
+  std::unique_ptr<float[]> u = scratch(kElems * s.cout * s.cin);
+  transformWeights(weight, s.cout, s.cin, /*flipped=*/false, u.get());
+  convolveTransformed(s, x, u.get(), bias, y);
 }
 
 void winogradConv3x3GradInput(const Conv3x3Shape &s, const float *dy,
@@ -422,9 +448,9 @@ void winogradConv3x3GradInput(const Conv3x3Shape &s, const float *dy,
   t.outW = s.inW;
   t.padTop = 2 - s.padTop;
   t.padLeft = 2 - s.padLeft;
-  std::vector<float> u(static_cast<size_t>(kElems * s.cout * s.cin));
-  transformWeights(weight, s.cout, s.cin, /*flipped=*/true, u.data());
-  convolveTransformed(t, dy, u.data(), nullptr, dx);
+  std::unique_ptr<float[]> u = scratch(kElems * s.cout * s.cin);
+  transformWeights(weight, s.cout, s.cin, /*flipped=*/true, u.get());
+  convolveTransformed(t, dy, u.get(), nullptr, dx);
 }
 
 void winogradConv3x3GradWeight(const Conv3x3Shape &s, const float *dy,
@@ -438,13 +464,13 @@ void winogradConv3x3GradWeight(const Conv3x3Shape &s, const float *dy,
   int64_t block = tilesPerBlock(s, int64_t(8) << 20);
   // scratch: one block's transformed inputs and output gradients, and the
   // transformed kernel gradient summed over the blocks.
-  std::vector<float> v(static_cast<size_t>(kElems * s.cin * block));
-  std::vector<float> dm(static_cast<size_t>(kElems * s.cout * block));
-  std::vector<float> du(static_cast<size_t>(kElems * s.cout * s.cin));
+  std::unique_ptr<float[]> v = scratch(kElems * s.cin * block);
+  std::unique_ptr<float[]> dm = scratch(kElems * s.cout * block);
+  std::unique_ptr<float[]> du = scratch(kElems * s.cout * s.cin);
   int64_t outPlane = s.outH * s.outW;
   for (int64_t t0 = 0; t0 < g.total; t0 += block) {
     int64_t count = std::min(block, g.total - t0);
-    transformInputs(s, g, x, t0, count, v.data(), block);
+    transformInputs(s, g, x, t0, count, v.get(), block);
     parallelFor(s.cout, 1, [&](int64_t first, int64_t last) {
       // scratch: two zero-padded rows of dy for one run of tiles.
       std::vector<float> rows(4 * roundUp(g.tilesW));
@@ -458,20 +484,20 @@ void winogradConv3x3GradWeight(const Conv3x3Shape &s, const float *dy,
                                2 * roundUp(len), r0);
                      paddedRow(src, s.outH, s.outW, 2 * ty + 1, 2 * tx,
                                2 * roundUp(len), r1);
-                     gradOutputTransform(r0, r1, len, dm.data() + k * block + at,
+                     gradOutputTransform(r0, r1, len, dm.get() + k * block + at,
                                          s.cout * block);
                    });
     });
     parallelFor(kElems, 1, [&](int64_t first, int64_t last) {
       for (int64_t e = first; e < last; ++e)
         blasGemm<float>(false, true, s.cout, s.cin, count,
-                        dm.data() + e * s.cout * block, block,
-                        v.data() + e * s.cin * block, block,
-                        du.data() + e * s.cout * s.cin, s.cin,
+                        dm.get() + e * s.cout * block, block,
+                        v.get() + e * s.cin * block, block,
+                        du.get() + e * s.cout * s.cin, s.cin,
                         /*accumulate=*/t0 > 0);
     });
   }
-  inverseTransformWeights(du.data(), s.cout, s.cin, dw);
+  inverseTransformWeights(du.get(), s.cout, s.cin, dw);
 }
 
 } // namespace strata::runtime::cpu
