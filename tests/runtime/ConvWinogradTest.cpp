@@ -271,7 +271,7 @@ template <typename Fn> double cpuMs(int reps, Fn fn) {
 /// direct product's GEMM alone ([cout, 9 cin] x [9 cin, N H W]), the floor
 /// of the im2col path. Run with STRATA_NUM_THREADS=1 for one core.
 TEST(ConvWinograd, DISABLED_TimesResNet18Shapes) {
-  std::printf("%-22s %-11s %9s %9s %9s %9s\n", "shape", "kernel", "im2col",
+  std::printf("%s %-16s %9s %9s %9s %9s\n", "shape", "kernel", "im2col",
               "winograd", "gemm", "16 gemms");
   for (int64_t ch : {64, 128, 256, 512}) {
     int64_t hw = 32 * 64 / ch;
@@ -316,7 +316,7 @@ TEST(ConvWinograd, DISABLED_TimesResNet18Shapes) {
         });
       }
       unsetenv("STRATA_CONV_WINOGRAD");
-      std::printf("16x%-4lldx%2lldx%-2lld %-11s %9.2f %9.2f %9.2f %9.2f\n",
+      std::printf("16x%lldx%lldx%lld %-16s %9.2f %9.2f %9.2f %9.2f\n",
                   (long long)ch, (long long)hw, (long long)hw,
                   op.name + 6, ms[0], ms[1], gemm, winoGemm);
     }
