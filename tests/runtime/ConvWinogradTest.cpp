@@ -2,21 +2,22 @@
 //
 // graph.conv, graph.conv_grad_input and graph.conv_grad_weight in f32 take
 // the Winograd F(2x2, 3x3) path (ConvWinograd.cpp) for 3 x 3 stride-1
-// convolutions with 16 or more channels over 256 tiles or more; in f64
-// they keep im2col's direct sums. Each case runs the f32 Winograd
-// functions and the f64 kernels on the same values and bounds the
-// difference by the magnitude of the result: odd and even sizes (tiles
-// past the edge), batch 1, channels that are no multiple of the vector
-// width, every pad from 0 to 2 (asymmetric too), blocks of tiles that end
-// mid-row, and the CIFAR ResNet-18 shapes. The large cases also run the
-// f32 kernels, which must give the Winograd functions' bits (they took
-// that path). winogradApplies is checked on the geometries it must take
+// convolutions with 16 or more channels over 64 tiles or more (256 for
+// conv_grad_weight); in f64 they keep im2col's direct sums. Each case runs
+// the f32 Winograd functions and the f64 kernels on the same values and
+// bounds the difference by the magnitude of the result: odd and even
+// sizes (tiles past the edge), batch 1, channels that are no multiple of
+// the vector width, every pad from 0 to 2 (asymmetric too), blocks of
+// tiles that end mid-row, and the CIFAR ResNet-18 shapes. The large cases
+// also run the f32 kernels, which must give the Winograd functions' bits
+// (they took that path). winogradApplies is checked on the geometries it
+// must take
 // and refuse. A disabled test times the ResNet-18 shapes.
 //
 //===----------------------------------------------------------------------===//
 
-#include "KernelTestUtils.h"
 #include "kernels/ConvWinograd.h"
+#include "KernelTestUtils.h"
 #include "kernels/KernelUtils.h"
 
 #include <algorithm>
@@ -212,7 +213,8 @@ TEST(ConvWinograd, MatchesDirectSumsOnManyBlocks) {
 }
 
 TEST(ConvWinograd, MatchesDirectSumsOnResNet18Shapes) {
-  // The 3 x 3 stride-1 convolutions of the CIFAR ResNet-18 (batch 2 to 16, 256 tiles or more).
+  // The 3 x 3 stride-1 convolutions of the CIFAR ResNet-18 (batch 2 to 16, 256
+  // tiles or more).
   checkCase({2, 64, 64, 32, 32, {1, 1, 1, 1}}, 21, /*viaKernels=*/true);
   checkCase({4, 128, 128, 16, 16, {1, 1, 1, 1}}, 22, /*viaKernels=*/true);
   checkCase({16, 256, 256, 8, 8, {1, 1, 1, 1}}, 23, /*viaKernels=*/true);
@@ -222,30 +224,40 @@ TEST(ConvWinograd, MatchesDirectSumsOnResNet18Shapes) {
 
 TEST(ConvWinograd, AppliesToUngroupedUnitStride3x3Only) {
   std::vector<int64_t> k3{3, 3}, one{1, 1}, pad1{1, 1, 1, 1};
-  EXPECT_TRUE(cpu::winogradApplies(geometryOf(1, 64, 64, k3, one, pad1, one), 64));
+  EXPECT_TRUE(cpu::winogradApplies(geometryOf(1, 64, 64, k3, one, pad1, one),
+                                   64, false));
   EXPECT_TRUE(cpu::winogradApplies(
-      geometryOf(1, 16, 16, k3, one, {0, 2, 2, 0}, one), 64));
-  // 256 tiles of 2 x 2 outputs at the least: 16 samples of 8 x 8.
-  EXPECT_TRUE(cpu::winogradApplies(geometryOf(1, 64, 64, k3, one, pad1, one), 16));
-  EXPECT_FALSE(cpu::winogradApplies(geometryOf(1, 64, 64, k3, one, pad1, one), 15));
+      geometryOf(1, 16, 16, k3, one, {0, 2, 2, 0}, one), 64, false));
+  // 64 tiles of 2 x 2 outputs at the least (4 samples of 8 x 8), 256 for
+  // conv_grad_weight.
+  EXPECT_TRUE(cpu::winogradApplies(geometryOf(1, 64, 64, k3, one, pad1, one), 4,
+                                   false));
+  EXPECT_FALSE(cpu::winogradApplies(geometryOf(1, 64, 64, k3, one, pad1, one),
+                                    3, false));
+  EXPECT_TRUE(cpu::winogradApplies(geometryOf(1, 64, 64, k3, one, pad1, one),
+                                   16, true));
+  EXPECT_FALSE(cpu::winogradApplies(geometryOf(1, 64, 64, k3, one, pad1, one),
+                                    15, true));
   // Too few channels (the ResNet stem: 3 in).
-  EXPECT_FALSE(cpu::winogradApplies(geometryOf(1, 3, 64, k3, one, pad1, one), 64));
-  EXPECT_FALSE(
-      cpu::winogradApplies(geometryOf(1, 64, 15, k3, one, pad1, one), 64));
-  EXPECT_FALSE(cpu::winogradApplies(geometryOf(2, 32, 32, k3, one, pad1, one), 64));
-  EXPECT_FALSE(
-      cpu::winogradApplies(geometryOf(1, 64, 64, k3, {2, 2}, pad1, one), 64));
-  EXPECT_FALSE(
-      cpu::winogradApplies(geometryOf(1, 64, 64, k3, one, pad1, {2, 2}), 64));
+  EXPECT_FALSE(cpu::winogradApplies(geometryOf(1, 3, 64, k3, one, pad1, one),
+                                    64, false));
+  EXPECT_FALSE(cpu::winogradApplies(geometryOf(1, 64, 15, k3, one, pad1, one),
+                                    64, false));
+  EXPECT_FALSE(cpu::winogradApplies(geometryOf(2, 32, 32, k3, one, pad1, one),
+                                    64, false));
   EXPECT_FALSE(cpu::winogradApplies(
-      geometryOf(1, 64, 64, {1, 1}, one, {0, 0, 0, 0}, one), 64));
+      geometryOf(1, 64, 64, k3, {2, 2}, pad1, one), 64, false));
   EXPECT_FALSE(cpu::winogradApplies(
-      geometryOf(1, 64, 64, {5, 5}, one, {2, 2, 2, 2}, one), 64));
+      geometryOf(1, 64, 64, k3, one, pad1, {2, 2}), 64, false));
   EXPECT_FALSE(cpu::winogradApplies(
-      geometryOf(1, 64, 64, k3, one, {3, 1, 1, 1}, one), 64));
+      geometryOf(1, 64, 64, {1, 1}, one, {0, 0, 0, 0}, one), 64, false));
   EXPECT_FALSE(cpu::winogradApplies(
-      geometryOf(1, 64, 64, {3, 3, 3}, {1, 1, 1}, {1, 1, 1, 1, 1, 1},
-                 {1, 1, 1}), 64));
+      geometryOf(1, 64, 64, {5, 5}, one, {2, 2, 2, 2}, one), 64, false));
+  EXPECT_FALSE(cpu::winogradApplies(
+      geometryOf(1, 64, 64, k3, one, {3, 1, 1, 1}, one), 64, false));
+  EXPECT_FALSE(cpu::winogradApplies(geometryOf(1, 64, 64, {3, 3, 3}, {1, 1, 1},
+                                               {1, 1, 1, 1, 1, 1}, {1, 1, 1}),
+                                    64, false));
 }
 
 //===----------------------------------------------------------------------===//
@@ -278,9 +290,11 @@ TEST(ConvWinograd, DISABLED_TimesResNet18Shapes) {
     Case c{16, ch, ch, hw, hw, {1, 1, 1, 1}};
     std::mt19937 rng(5);
     std::vector<int64_t> xs{16, ch, hw, hw}, ws{ch, ch, 3, 3};
-    OwnedTensor x = tensorOf(DType::F32, xs, randomValues(rng, 16 * ch * hw * hw));
+    OwnedTensor x =
+        tensorOf(DType::F32, xs, randomValues(rng, 16 * ch * hw * hw));
     OwnedTensor w = tensorOf(DType::F32, ws, randomValues(rng, ch * ch * 9));
-    OwnedTensor dy = tensorOf(DType::F32, xs, randomValues(rng, 16 * ch * hw * hw));
+    OwnedTensor dy =
+        tensorOf(DType::F32, xs, randomValues(rng, 16 * ch * hw * hw));
     OwnedTensor y(DType::F32, xs), dx(DType::F32, xs), dw(DType::F32, ws);
     KernelAttrs attrs = attrsOf(c);
     struct Op {
@@ -290,12 +304,12 @@ TEST(ConvWinograd, DISABLED_TimesResNet18Shapes) {
     } ops[] = {{"graph.conv", {&x, &w}, &y},
                {"graph.conv_grad_input", {&dy, &w}, &dx},
                {"graph.conv_grad_weight", {&dy, &x}, &dw}};
-    std::vector<float> col(size_t(9 * ch * 16 * hw * hw)), out(size_t(ch * 16 * hw * hw));
+    std::vector<float> col(size_t(9 * ch * 16 * hw * hw)),
+        out(size_t(ch * 16 * hw * hw));
     double gemm = cpuMs(3, [&] {
-      strata::runtime::cpu::blasGemm<float>(false, false, ch, 16 * hw * hw,
-                                            9 * ch, w.view().as<float>(),
-                                            9 * ch, col.data(), 16 * hw * hw,
-                                            out.data(), 16 * hw * hw, false);
+      strata::runtime::cpu::blasGemm<float>(
+          false, false, ch, 16 * hw * hw, 9 * ch, w.view().as<float>(), 9 * ch,
+          col.data(), 16 * hw * hw, out.data(), 16 * hw * hw, false);
     });
     int64_t tiles = 16 * ((hw + 1) / 2) * ((hw + 1) / 2);
     std::vector<float> u(size_t(16 * ch * ch)), v(size_t(16 * ch * tiles)),
@@ -317,8 +331,8 @@ TEST(ConvWinograd, DISABLED_TimesResNet18Shapes) {
       }
       unsetenv("STRATA_CONV_WINOGRAD");
       std::printf("16x%lldx%lldx%lld %-16s %9.2f %9.2f %9.2f %9.2f\n",
-                  (long long)ch, (long long)hw, (long long)hw,
-                  op.name + 6, ms[0], ms[1], gemm, winoGemm);
+                  (long long)ch, (long long)hw, (long long)hw, op.name + 6,
+                  ms[0], ms[1], gemm, winoGemm);
     }
   }
 }

@@ -44,10 +44,12 @@ namespace {
 
 constexpr int64_t kElems = 16; // 4 x 4 transformed elements a tile
 
-/// The fewest tiles in a batch that take the Winograd path: with fewer,
-/// the GEMMs are too thin (the CIFAR ResNet's 4 x 4 layer at batch 16,
-/// 64 tiles of 512 channels, ran slower than im2col's K = 4608 product).
-constexpr int64_t kMinTiles = 256;
+/// The fewest tiles in a batch that take the Winograd path. The forward
+/// and conv_grad_input gain from 64 on (the CIFAR ResNet's 4 x 4 layer at
+/// batch 16, 64 tiles of 512 channels: 14.3 ms against im2col's 16.4);
+/// conv_grad_weight's GEMMs sum over the tiles, and at 64 it ran no
+/// faster than im2col's K = 4608 product (15.9 ms both).
+constexpr int64_t kMinTiles = 64, kMinTilesGradWeight = 256;
 
 /// The tiles of one convolution's output: 2 x 2 blocks, ceil(out / 2) a
 /// dim, numbered over (sample, tile row, tile column).
@@ -326,27 +328,25 @@ void transformInputs(const Conv3x3Shape &s, const TileGrid &g, const float *x,
     int64_t width = 2 * roundUp(g.tilesW) + 2;
     std::vector<float> rows(4 * width);
     for (int64_t c = first; c < last; ++c)
-      forEachRun(g, t0, count,
-                 [&](int64_t n, int64_t ty, int64_t tx, int64_t len,
-                     int64_t at) {
-                   const float *src = x + (n * s.cin + c) * plane;
-                   int64_t cols = 2 * roundUp(len) + 2;
-                   for (int r = 0; r < 4; ++r)
-                     paddedRow(src, s.inH, s.inW, 2 * ty - s.padTop + r,
-                               2 * tx - s.padLeft, cols,
-                               rows.data() + r * width);
-                   inputTransform(rows.data(), rows.data() + width,
-                                  rows.data() + 2 * width,
-                                  rows.data() + 3 * width, len,
-                                  v + c * ld + at, stride);
-                 });
+      forEachRun(
+          g, t0, count,
+          [&](int64_t n, int64_t ty, int64_t tx, int64_t len, int64_t at) {
+            const float *src = x + (n * s.cin + c) * plane;
+            int64_t cols = 2 * roundUp(len) + 2;
+            for (int r = 0; r < 4; ++r)
+              paddedRow(src, s.inH, s.inW, 2 * ty - s.padTop + r,
+                        2 * tx - s.padLeft, cols, rows.data() + r * width);
+            inputTransform(rows.data(), rows.data() + width,
+                           rows.data() + 2 * width, rows.data() + 3 * width,
+                           len, v + c * ld + at, stride);
+          });
   });
 }
 
 /// The forward over U [16, cout, cin] (already transformed): y = A^T
 /// [U . V] A (+ bias), a block of tiles at a time.
-void convolveTransformed(const Conv3x3Shape &s, const float *x,
-                         const float *u, const float *bias, float *y) {
+void convolveTransformed(const Conv3x3Shape &s, const float *x, const float *u,
+                         const float *bias, float *y) {
   TileGrid g(s);
   int64_t block = tilesPerBlock(s, int64_t(512) << 10);
   // scratch: one block's transformed inputs and products.
@@ -369,27 +369,27 @@ void convolveTransformed(const Conv3x3Shape &s, const float *x,
       float *y0 = rows.data(), *y1 = rows.data() + 2 * roundUp(g.tilesW);
       for (int64_t k = first; k < last; ++k) {
         float b = bias ? bias[k] : 0.0f;
-        forEachRun(g, t0, count,
-                   [&](int64_t n, int64_t ty, int64_t tx, int64_t len,
-                       int64_t at) {
-                     outputTransform(m.get() + k * block + at,
-                                     s.cout * block, len, y0, y1);
-                     float *dst = y + (n * s.cout + k) * outPlane;
-                     int64_t col0 = 2 * tx;
-                     int64_t cols = std::min(2 * len, s.outW - col0);
-                     for (int r = 0; r < 2; ++r) {
-                       int64_t row = 2 * ty + r;
-                       if (row >= s.outH)
-                         break;
-                       const float *src = r == 0 ? y0 : y1;
-                       float *out = dst + row * s.outW + col0;
-                       if (bias)
-                         for (int64_t i = 0; i < cols; ++i)
-                           out[i] = src[i] + b;
-                       else
-                         std::copy(src, src + cols, out);
-                     }
-                   });
+        forEachRun(
+            g, t0, count,
+            [&](int64_t n, int64_t ty, int64_t tx, int64_t len, int64_t at) {
+              outputTransform(m.get() + k * block + at, s.cout * block, len, y0,
+                              y1);
+              float *dst = y + (n * s.cout + k) * outPlane;
+              int64_t col0 = 2 * tx;
+              int64_t cols = std::min(2 * len, s.outW - col0);
+              for (int r = 0; r < 2; ++r) {
+                int64_t row = 2 * ty + r;
+                if (row >= s.outH)
+                  break;
+                const float *src = r == 0 ? y0 : y1;
+                float *out = dst + row * s.outW + col0;
+                if (bias)
+                  for (int64_t i = 0; i < cols; ++i)
+                    out[i] = src[i] + b;
+                else
+                  std::copy(src, src + cols, out);
+              }
+            });
       }
     });
   }
@@ -397,7 +397,8 @@ void convolveTransformed(const Conv3x3Shape &s, const float *x,
 
 } // namespace
 
-bool winogradApplies(const window::ConvGeometry &geometry, int64_t batch) {
+bool winogradApplies(const window::ConvGeometry &geometry, int64_t batch,
+                     bool gradWeight) {
   const window::Window &w = geometry.w;
   const char *env = std::getenv("STRATA_CONV_WINOGRAD");
   if (env && std::string(env) == "0")
@@ -410,11 +411,11 @@ bool winogradApplies(const window::ConvGeometry &geometry, int64_t batch) {
         w.padBegin[d] < 0 || w.padBegin[d] > 2 || w.padEnd[d] < 0 ||
         w.padEnd[d] > 2 || w.out[d] < 1)
       return false;
-  return batch * ((w.out[0] + 1) / 2) * ((w.out[1] + 1) / 2) >= kMinTiles;
+  return batch * ((w.out[0] + 1) / 2) * ((w.out[1] + 1) / 2) >=
+         (gradWeight ? kMinTilesGradWeight : kMinTiles);
 }
 
-Conv3x3Shape conv3x3Shape(const window::ConvGeometry &geometry,
-                          int64_t batch) {
+Conv3x3Shape conv3x3Shape(const window::ConvGeometry &geometry, int64_t batch) {
   const window::Window &w = geometry.w;
   Conv3x3Shape s;
   s.batch = batch;
@@ -429,8 +430,8 @@ Conv3x3Shape conv3x3Shape(const window::ConvGeometry &geometry,
   return s;
 }
 
-void winogradConv3x3(const Conv3x3Shape &s, const float *x,
-                     const float *weight, const float *bias, float *y) {
+void winogradConv3x3(const Conv3x3Shape &s, const float *x, const float *weight,
+                     const float *bias, float *y) {
   (void)kernelThreads(); // the pool, and OpenBLAS on one thread, first
   // scratch: the transformed kernels.
   std::unique_ptr<float[]> u = scratch(kElems * s.cout * s.cin);
@@ -481,17 +482,17 @@ void winogradConv3x3GradWeight(const Conv3x3Shape &s, const float *dy,
       std::vector<float> rows(4 * roundUp(g.tilesW));
       float *r0 = rows.data(), *r1 = rows.data() + 2 * roundUp(g.tilesW);
       for (int64_t k = first; k < last; ++k)
-        forEachRun(g, t0, count,
-                   [&](int64_t n, int64_t ty, int64_t tx, int64_t len,
-                       int64_t at) {
-                     const float *src = dy + (n * s.cout + k) * outPlane;
-                     paddedRow(src, s.outH, s.outW, 2 * ty, 2 * tx,
-                               2 * roundUp(len), r0);
-                     paddedRow(src, s.outH, s.outW, 2 * ty + 1, 2 * tx,
-                               2 * roundUp(len), r1);
-                     gradOutputTransform(r0, r1, len, dm.get() + k * block + at,
-                                         s.cout * block);
-                   });
+        forEachRun(
+            g, t0, count,
+            [&](int64_t n, int64_t ty, int64_t tx, int64_t len, int64_t at) {
+              const float *src = dy + (n * s.cout + k) * outPlane;
+              paddedRow(src, s.outH, s.outW, 2 * ty, 2 * tx, 2 * roundUp(len),
+                        r0);
+              paddedRow(src, s.outH, s.outW, 2 * ty + 1, 2 * tx,
+                        2 * roundUp(len), r1);
+              gradOutputTransform(r0, r1, len, dm.get() + k * block + at,
+                                  s.cout * block);
+            });
     });
     parallelFor(kElems, 1, [&](int64_t first, int64_t last) {
       for (int64_t e = first; e < last; ++e)

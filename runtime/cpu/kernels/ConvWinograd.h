@@ -35,17 +35,19 @@ struct Conv3x3Shape {
 /// 3 x 3 kernel, unit strides and dilations, every pad at most 2 (the
 /// gradient's flipped pads 2 - p stay non-negative), and at least 16 input
 /// and output channels (below that the transforms cost more than the
-/// multiplies they save), over at least 256 tiles of 2 x 2 outputs in the
-/// batch (fewer make GEMMs too thin to beat im2col's). STRATA_CONV_WINOGRAD=0 in the environment turns
+/// multiplies they save), over at least 64 tiles of 2 x 2 outputs in the
+/// batch, 256 for conv_grad_weight (`gradWeight`; fewer make GEMMs too
+/// thin to beat im2col's). STRATA_CONV_WINOGRAD=0 in the environment turns
 /// the path off (im2col's direct sums everywhere, as before it existed).
-bool winogradApplies(const window::ConvGeometry &geometry, int64_t batch);
+bool winogradApplies(const window::ConvGeometry &geometry, int64_t batch,
+                     bool gradWeight);
 
 /// The Conv3x3Shape of graph.conv's x [N, C, H, W] with this geometry.
 Conv3x3Shape conv3x3Shape(const window::ConvGeometry &geometry, int64_t batch);
 
 /// y = conv(x, weight [cout, cin, 3, 3]) + bias (bias may be null).
-void winogradConv3x3(const Conv3x3Shape &s, const float *x,
-                     const float *weight, const float *bias, float *y);
+void winogradConv3x3(const Conv3x3Shape &s, const float *x, const float *weight,
+                     const float *bias, float *y);
 
 /// dx [batch, cin, inH, inW] of y = conv(x, weight) given dy.
 void winogradConv3x3GradInput(const Conv3x3Shape &s, const float *dy,
