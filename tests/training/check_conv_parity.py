@@ -100,14 +100,16 @@ def train_pytorch(module, data, optimizer):
     else:
         opt = torch.optim.SGD(params, lr=SGD_LR, momentum=MOMENTUM,
                               foreach=False)
-    losses = []
+    losses, norms = [], []
     for x, y in data:
         opt.zero_grad(set_to_none=True)
         loss = F.cross_entropy(module(x), y)
         loss.backward()
+        norms.append(torch.nn.utils.clip_grad_norm_(params, float("inf"))
+                     .item())
         opt.step()
         losses.append(loss.item())
-    return losses
+    return losses, norms
 
 
 def main():
@@ -151,9 +153,10 @@ def main():
     subprocess.run([os.path.join(args.bin, "strata-run"), artifact, "--quiet",
                     "--backend", "cpu", "--steps", str(args.steps), "--seed",
                     "0", "--log", log], check=True, env=env)
-    strata = [json.loads(line)["loss"] for line in open(log)]
-    reference = train_pytorch(module, batches(shape, args.steps),
-                              args.optimizer)
+    logged = [json.loads(line) for line in open(log)]
+    strata = [step["loss"] for step in logged]
+    reference, norms = train_pytorch(module, batches(shape, args.steps),
+                                     args.optimizer)
     if len(strata) != len(reference):
         sys.exit(f"strata-run logged {len(strata)} steps, expected "
                  f"{len(reference)}")
@@ -164,7 +167,9 @@ def main():
     print(f"{args.model} ({path} convolutions): {len(errors)} steps, worst "
           f"loss relative error {errors[worst]:.3g} at step {worst + 1} "
           f"({strata[worst]!r} against PyTorch {reference[worst]!r}), last "
-          f"{strata[-1]:.6f} against {reference[-1]:.6f}")
+          f"{strata[-1]:.6f} against {reference[-1]:.6f}; step 1 gradient "
+          f"norm {logged[0]['grad_norm']!r} against {norms[0]!r} (relative "
+          f"error {abs(logged[0]['grad_norm'] - norms[0]) / norms[0]:.3g})")
     if args.verbose:
         for i, (a, b, e) in enumerate(zip(strata, reference, errors)):
             print(f"step {i + 1}: {a!r} {b!r} {e:.3g}")
