@@ -19,8 +19,9 @@ same comparison before the Winograd path.
 The default optimizer is SGD at lr 1e-3, momentum 0.9: there both paths
 stay within 1e-6 of PyTorch over 50 steps. Under AdamW (lr 1e-3) a
 BatchNorm network's losses on these random labels are chaotic: the first
-ten steps agree to about 1e-7, then any rounding difference grows, to
-about 5e-4 by step 50 for im2col and Winograd alike (docs/performance.md).
+twelve steps agree within 1e-6, then any rounding difference grows, to
+about 5e-4 by step 50 for im2col and Winograd alike; ResNet-18 is chaotic
+under both optimizers (docs/performance.md, "Third round").
 
 Exit status 0 when every loss is within rtol of PyTorch's, 1 otherwise
 (the worst relative error is printed either way).
