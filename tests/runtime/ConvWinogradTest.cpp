@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <limits>
 #include <random>
 
 using namespace strata::runtime;
@@ -220,6 +221,43 @@ TEST(ConvWinograd, MatchesDirectSumsOnResNet18Shapes) {
   checkCase({16, 256, 256, 8, 8, {1, 1, 1, 1}}, 23, /*viaKernels=*/true);
   // 4 x 4 at batch 16 is 64 tiles: im2col's; the functions still hold.
   checkCase({2, 512, 512, 4, 4, {1, 1, 1, 1}}, 24);
+}
+
+TEST(ConvWinograd, KeepsNonFiniteOutputsNonFinite) {
+  // An Inf in x (and one in dy): every output whose direct sum meets it
+  // is non-finite here too (Winograd may make it NaN, or spread it within
+  // the tile), so an overflow check downstream still sees it.
+  cpu::Conv3x3Shape s;
+  s.batch = 1;
+  s.cin = 16;
+  s.cout = 16;
+  s.inH = s.inW = s.outH = s.outW = 9;
+  s.padTop = s.padLeft = 1;
+  std::mt19937 rng(41);
+  auto values = [&](int64_t n) {
+    std::vector<double> v = randomValues(rng, n);
+    return std::vector<float>(v.begin(), v.end());
+  };
+  std::vector<float> x = values(16 * 81), w = values(16 * 16 * 9),
+                     dy = values(16 * 81);
+  x[5 * 81 + 4 * 9 + 6] = std::numeric_limits<float>::infinity();
+  dy[3 * 81 + 8 * 9 + 8] = -std::numeric_limits<float>::infinity();
+  std::vector<float> y(16 * 81), dx(16 * 81), dw(16 * 16 * 9);
+  cpu::winogradConv3x3(s, x.data(), w.data(), nullptr, y.data());
+  cpu::winogradConv3x3GradInput(s, dy.data(), w.data(), dx.data());
+  cpu::winogradConv3x3GradWeight(s, dy.data(), x.data(), dw.data());
+  // y[k][r][c] meets x[5][4][6] for |r - 4| <= 1, |c - 6| <= 1; dx[c][r][q]
+  // meets dy[3][8][8] for r, q in 7..8; dw[3][5] meets both.
+  for (int64_t k = 0; k < 16; ++k)
+    for (int64_t r = 3; r <= 5; ++r)
+      for (int64_t c = 5; c <= 7; ++c)
+        EXPECT_FALSE(std::isfinite(y[k * 81 + r * 9 + c])) << k << r << c;
+  for (int64_t c = 0; c < 16; ++c)
+    for (int64_t r = 7; r <= 8; ++r)
+      for (int64_t q = 7; q <= 8; ++q)
+        EXPECT_FALSE(std::isfinite(dx[c * 81 + r * 9 + q])) << c << r << q;
+  for (int64_t i = 0; i < 9; ++i)
+    EXPECT_FALSE(std::isfinite(dw[(3 * 16 + 5) * 9 + i])) << i;
 }
 
 TEST(ConvWinograd, AppliesToUngroupedUnitStride3x3Only) {

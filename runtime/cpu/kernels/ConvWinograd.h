@@ -10,7 +10,9 @@
 // graph.conv_grad_weight (the transposed products, summed over tiles in the
 // transformed domain) take this path where winogradApplies says so
 // (ConvolutionKernels.cpp); the results round differently from im2col's
-// direct sums, within a few float ulps of the sum's magnitude.
+// direct sums, within a few float ulps of the sum's magnitude. A non-finite
+// input stays non-finite in the outputs, but may turn their Inf into NaN
+// and reach the other outputs of its tile (Inf - Inf in the transforms).
 //
 //===----------------------------------------------------------------------===//
 
