@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CpuKernels.h"
+#include "kernels/ConvWinograd.h"
 #include "kernels/KernelUtils.h"
 
 #include "strata/Runtime/WindowPlan.h"
@@ -245,6 +246,12 @@ Status convKernel(KernelContext &ctx) {
     int64_t batch = x.shape[0];
     if (y.numel() == 0)
       return Status::ok();
+    if constexpr (std::is_same_v<T, float>)
+      if (winogradApplies(geometry, batch, /*gradWeight=*/false)) {
+        winogradConv3x3(conv3x3Shape(geometry, batch), in, weight,
+                        bias ? bias->as<T>() : nullptr, out);
+        return Status::ok();
+      }
     // As PyTorch's slow_conv2d: the output starts as the bias and the GEMM
     // accumulates onto it. Without a bias the GEMM writes the output
     // outright (the same values: x + 0 is x).
@@ -479,6 +486,15 @@ Status convGradKernel(KernelContext &ctx, bool wantInput) {
     T *out = ctx.outputs[0].as<T>();
     const int64_t batch = x.shape[0], channels = x.shape[1],
                   taps = geometry.taps;
+    if constexpr (std::is_same_v<T, float>)
+      if (winogradApplies(geometry, batch, /*gradWeight=*/!wantInput)) {
+        Conv3x3Shape s = conv3x3Shape(geometry, batch);
+        if (wantInput)
+          winogradConv3x3GradInput(s, dy.as<T>(), wt.as<T>(), out);
+        else
+          winogradConv3x3GradWeight(s, dy.as<T>(), x.as<T>(), out);
+        return Status::ok();
+      }
     // dx gathers col2im's sums, so it starts at zero; dw is written by the
     // first samples' GEMM and accumulated onto by the rest.
     if (wantInput || batch == 0)
