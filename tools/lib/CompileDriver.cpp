@@ -39,6 +39,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <thread>
 #include <optional>
@@ -713,6 +714,10 @@ searchConfigurations(MLIRContext &context, ModuleOp imported,
     t.tokensPerSecond = double(predicted.tokensPerStep) / t.step;
     t.peak = predicted.peakBytes;
   };
+  // Progress, a line a batch (a large model's candidates take seconds
+  // each, and the search minutes).
+  unsigned batches = 0;
+  auto started = std::chrono::steady_clock::now();
   auto runRound = [&]() -> llvm::Error {
     std::vector<size_t> todo;
     for (size_t i = 0; i < round.size(); ++i)
@@ -734,6 +739,16 @@ searchConfigurations(MLIRContext &context, ModuleOp imported,
     for (const std::string &f : fatal)
       if (!f.empty())
         return fail(f);
+    size_t fits = llvm::count_if(
+        todo, [&](size_t i) { return round[i].dropped.empty(); });
+    if (!todo.empty())
+      llvm::errs() << llvm::formatv(
+          "strata-compile: --auto: batch {0}: {1} compiled, {2} fit and "
+          "replayed; {3:f1} s so far\n",
+          ++batches, todo.size(), fits,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                        started)
+              .count());
     for (Tried &t : round)
       tried.push_back(std::move(t));
     round.clear();
