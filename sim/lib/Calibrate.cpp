@@ -142,20 +142,60 @@ struct Bench {
   /// a per-element cost by).
   double inputElements = 0;
 
+  /// Bytes the operands of successive calls must span so that each call
+  /// reads them from the last-level cache, as a step's kernels do (a
+  /// step's tensors outgrow the cores' own caches): twice the cores' L2.
+  size_t rotateBytes = 4 << 20;
+
+  /// Seconds one call of `op` takes, its operands read from the last-level
+  /// cache: the calls take turns over enough copies of the tensors (an
+  /// operand that is also a result stays one tensor in each copy).
   double kernel(const std::string &op, const std::vector<Owned *> &in,
                 const std::vector<Owned *> &out, const KernelAttrs &attrs) {
-    std::vector<TensorView> iv, ov;
     inputElements = 0;
-    for (Owned *t : in) {
-      iv.push_back(t->view);
+    size_t bytes = 0;
+    std::vector<Owned *> distinct;
+    for (Owned *t : in)
       inputElements += double(t->view.numel());
+    for (const std::vector<Owned *> *list : {&in, &out})
+      for (Owned *t : *list)
+        if (std::find(distinct.begin(), distinct.end(), t) == distinct.end()) {
+          distinct.push_back(t);
+          bytes += t->view.bytes();
+        }
+    size_t sets = std::clamp<size_t>(rotateBytes / std::max<size_t>(bytes, 1),
+                                     1, 32);
+    // Copy s of tensor t: the tensor itself in copy 0.
+    std::vector<std::vector<std::unique_ptr<Owned>>> copies(sets);
+    std::vector<std::vector<TensorView>> iv(sets), ov(sets);
+    for (size_t s = 0; s < sets; ++s) {
+      auto viewOf = [&](Owned *t) {
+        if (s == 0)
+          return t->view;
+        size_t k = size_t(std::find(distinct.begin(), distinct.end(), t) -
+                          distinct.begin());
+        if (copies[s].empty())
+          copies[s].resize(distinct.size());
+        if (!copies[s][k]) {
+          copies[s][k] = std::make_unique<Owned>(*t);
+          copies[s][k]->view.data = copies[s][k]->bytes.data();
+        }
+        return copies[s][k]->view;
+      };
+      for (Owned *t : in)
+        iv[s].push_back(viewOf(t));
+      for (Owned *t : out)
+        ov[s].push_back(viewOf(t));
     }
-    for (Owned *t : out)
-      ov.push_back(t->view);
     Status failed = Status::ok();
+    size_t call = 0;
     double t = timeIt(
-        comm, [&] { return runKernel(op, iv, ov, attrs); }, budget, failed,
-        batches);
+        comm,
+        [&] {
+          size_t s = call++ % sets;
+          return runKernel(op, iv[s], ov[s], attrs);
+        },
+        budget, failed, batches);
     if (!failed) {
       notes.insert(op + ": " + failed.message());
       return 0;
@@ -414,13 +454,19 @@ void measureRound(Bench &b, int world, int perNode, bool spans, Figures &f) {
     add("graph.adamw_update",
         b.kernel("graph.adamw_update", {&p, &g, &m, &v, &lr, &step, &gradScale},
                  {&p, &m, &v}, adamw));
-    // Any other kernel: a copy of its bytes (a reshape, concat, slice).
-    std::vector<float> src(size_t(R * C), 1.0f), dst(size_t(R * C));
+    // Any other kernel: a copy of its bytes (a reshape, concat, slice),
+    // from the last-level cache as the kernels are.
+    size_t copySets = std::clamp<size_t>(b.rotateBytes / size_t(n * 8), 1, 32);
+    std::vector<std::vector<float>> src(copySets,
+                                        std::vector<float>(size_t(R * C), 1.0f)),
+        dst(copySets, std::vector<float>(size_t(R * C)));
+    size_t call = 0;
     Status failed = Status::ok();
     double copy = timeIt(
         comm,
         [&] {
-          std::memcpy(dst.data(), src.data(), src.size() * sizeof(float));
+          size_t s = call++ % copySets;
+          std::memcpy(dst[s].data(), src[s].data(), size_t(n) * sizeof(float));
           return Status::ok();
         },
         b.budget, failed, b.batches);
@@ -561,6 +607,9 @@ Status calibrate(const CalibrateOptions &options, std::string &json) {
   const int rounds = std::max(1, options.rounds);
   Bench b{comm.get(), options.secondsPerBenchmark / rounds,
           rounds > 1 ? 3 : 7, {}};
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE); l2 > 0)
+    b.rotateBytes = 2 * size_t(l2) * cores;
   std::vector<Figures> measured(static_cast<size_t>(rounds));
   for (Figures &f : measured)
     measureRound(b, world, perNode, spans, f);
@@ -616,7 +665,6 @@ Status calibrate(const CalibrateOptions &options, std::string &json) {
   std::string notMeasured;
   for (const std::string &note : b.notes)
     notMeasured += note + "; ";
-  unsigned cores = std::thread::hardware_concurrency();
   out << "  \"source\": \"measured by strata-sim --calibrate on " << cores
       << " cores with " << world << " rank" << (world == 1 ? "" : "s")
       << " at once" << (spans ? ", " + std::to_string(perNode) + " a node"
