@@ -332,7 +332,7 @@ void measureRound(Bench &b, int world, int perNode, bool spans, Figures &f) {
   // Attention: seconds per score and per score and head element (from two
   // head widths), forward and backward, plain and causal, by the sequence
   // length (the work per row sets how well a row's loops run).
-  for (int64_t T : {64, 256, 1024}) {
+  for (int64_t T : {32, 64, 256, 1024}) {
     const int64_t H = std::max<int64_t>(1, 4096 / T);
     double fwd[2] = {0, 0}, bwd[2] = {0, 0}, causalFwd[2] = {0, 0},
            causalBwd[2] = {0, 0};
