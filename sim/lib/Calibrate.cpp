@@ -4,9 +4,16 @@
 // cluster presets describe a GPU node, from microbenchmarks alone: the CPU
 // backend's own kernels on generic shapes (GEMMs by size, attention by
 // head width, the per-element cost of the common elementwise, normalization,
-// loss and optimizer kernels), a streaming copy for memory bandwidth, the
-// device's per-instruction overhead, and the MPI collectives between the
-// ranks it was launched with. No model's step is run or fitted.
+// loss and optimizer kernels, on rows of 256 and the row kernels on rows of
+// 64 too), copies for memory bandwidth, the device's per-instruction
+// overhead, a blocking wait on another stream, the CPU a copy stream's
+// thread takes from the kernels, and the MPI collectives between the ranks
+// it was launched with. No model's step is run or fitted.
+//
+// A kernel's calls take turns over copies of its tensors spanning twice the
+// cores' L2, so its operands come from the last-level cache as in a step.
+// The whole set runs in rounds and each figure is the median over them: a
+// burst of load from elsewhere spoils a round, not the file.
 //
 // Launched with N ranks (mpirun -np N), every rank runs each benchmark at
 // the same time, as the ranks of a training job share the cores: the
