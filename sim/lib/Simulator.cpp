@@ -770,10 +770,23 @@ Status loadCluster(const std::string &path, Cluster &out) {
         {"attention_grad_causal_mac", &c.causalGradMac}})
     if (Status s = table(key, *rows); !s)
       return s;
-  for (const auto &entry : kv)
-    if (entry.first.rfind("op.", 0) == 0)
-      if (Status s = table(entry.first, c.opSeconds[entry.first.substr(3)]); !s)
-        return s;
+  for (const auto &entry : kv) {
+    if (entry.first.rfind("op.", 0) != 0)
+      continue;
+    // "op.NAME/W": NAME's table on rows of W elements.
+    size_t slash = entry.first.find('/');
+    if (slash != std::string::npos) {
+      std::string width = entry.first.substr(slash + 1);
+      if (width.empty() ||
+          width.find_first_not_of("0123456789") != std::string::npos ||
+          std::atof(width.c_str()) < 1)
+        return Status::error("cluster file '" + path + "': '" + entry.first +
+                             "': the row length after '/' must be a "
+                             "positive whole number");
+    }
+    if (Status s = table(entry.first, c.opSeconds[entry.first.substr(3)]); !s)
+      return s;
+  }
   c.emulatedNodes = emulated != 0;
   c.gpusPerNode = int(k);
   c.flops["f32"] = f32;
