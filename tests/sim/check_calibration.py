@@ -89,6 +89,16 @@ def configurations(ranks):
     ]
 
 
+def load_average():
+    """The machine's 1-minute load average (other jobs slow the calibration
+    and the runs alike, or unalike)."""
+    try:
+        with open("/proc/loadavg") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
 def peak_bytes(bin_dir, art):
     out = run([os.path.join(bin_dir, "strata-inspect"), art, "--json"])
     info = json.loads(out)
@@ -152,6 +162,9 @@ def main():
             run(mpirun(ranks) + [os.path.join(args.bin, "strata-sim"),
                                  "--calibrate", "-o", cluster, "--seconds",
                                  str(args.seconds)], cwd=work)
+            print("%d rank%s  calibrated (load average %.1f after it)" %
+                  (ranks, " " if ranks == 1 else "s", load_average()),
+                  flush=True)
             if args.keep:
                 os.makedirs(args.keep, exist_ok=True)
                 shutil.copy(cluster, args.keep)
@@ -176,9 +189,10 @@ def main():
                     rows.append((ranks, model, name, measured, predicted,
                                  error))
                     print("%d rank%s  %-10s %-30s measured %8.3f ms  "
-                          "predicted %8.3f ms  error %+6.1f%%" %
+                          "predicted %8.3f ms  error %+6.1f%%  (load %.1f)" %
                           (ranks, " " if ranks == 1 else "s", model, name,
-                           measured * 1e3, predicted * 1e3, 100 * error),
+                           measured * 1e3, predicted * 1e3, 100 * error,
+                           load_average()),
                           flush=True)
                     ratio = predicted / measured
                     by_ratio = args.max_ratio and (
