@@ -13,7 +13,9 @@
 // A kernel's calls take turns over copies of its tensors spanning twice the
 // cores' L2, so its operands come from the last-level cache as in a step.
 // The whole set runs in rounds and each figure is the median over them: a
-// burst of load from elsewhere spoils a round, not the file.
+// burst of load from elsewhere spoils a round, not the file. With a core or
+// more a rank, each kernel call is timed alone and the median call kept,
+// leaving out the calls another job preempted.
 //
 // Launched with N ranks (mpirun -np N), every rank runs each benchmark at
 // the same time, as the ranks of a training job share the cores: the
