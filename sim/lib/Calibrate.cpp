@@ -4,9 +4,18 @@
 // cluster presets describe a GPU node, from microbenchmarks alone: the CPU
 // backend's own kernels on generic shapes (GEMMs by size, attention by
 // head width, the per-element cost of the common elementwise, normalization,
-// loss and optimizer kernels), a streaming copy for memory bandwidth, the
-// device's per-instruction overhead, and the MPI collectives between the
-// ranks it was launched with. No model's step is run or fitted.
+// loss and optimizer kernels, on rows of 256 and the row kernels on rows of
+// 64 too), copies for memory bandwidth, the device's per-instruction
+// overhead, a blocking wait on another stream, the CPU a copy stream's
+// thread takes from the kernels, and the MPI collectives between the ranks
+// it was launched with. No model's step is run or fitted.
+//
+// A kernel's calls take turns over copies of its tensors spanning twice the
+// cores' L2, so its operands come from the last-level cache as in a step.
+// The whole set runs in rounds and each figure is the median over them: a
+// burst of load from elsewhere spoils a round, not the file. With a core or
+// more a rank, each kernel call is timed alone and the median call kept,
+// leaving out the calls another job preempted.
 //
 // Launched with N ranks (mpirun -np N), every rank runs each benchmark at
 // the same time, as the ranks of a training job share the cores: the
@@ -20,9 +29,11 @@
 
 #include "strata/Runtime/Communicator.h"
 #include "strata/Runtime/Device.h"
+#include "strata/Runtime/FusedProgram.h"
 #include "strata/Runtime/Kernel.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -33,6 +44,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <unistd.h>
@@ -88,11 +100,13 @@ void barrier(runtime::Communicator *comm) {
   }
 }
 
-/// Seconds one call of `body` takes: the median of seven batches run for
-/// about `budget` seconds after a warm-up, averaged over the ranks (which
-/// all run it at once).
+/// Seconds one call of `body` takes: the median of `batches` batches run
+/// for about `budget` seconds after a warm-up, averaged over the ranks
+/// (which all run it at once). With `perCall`, the median of the calls,
+/// each timed alone: a call that another job preempted is left out.
 double timeIt(runtime::Communicator *comm, const std::function<Status()> &body,
-              double budget, Status &failed) {
+              double budget, Status &failed, int batches = 7,
+              bool perCall = false) {
   barrier(comm);
   Status first = body();
   // Every rank takes the same branch and runs the same number of calls
@@ -105,18 +119,23 @@ double timeIt(runtime::Communicator *comm, const std::function<Status()> &body,
   (void)body();
   double once = std::max(now() - start, 1e-7);
   int perBatch = std::max(
-      1, int(std::lround(meanOverRanks(comm, budget / 7 / once))));
-  std::vector<double> batches;
-  for (int b = 0; b < 7; ++b) {
+      1, int(std::lround(meanOverRanks(comm, budget / batches / once))));
+  std::vector<double> times;
+  for (int b = 0; b < batches; ++b) {
     double t0 = now();
-    for (int i = 0; i < perBatch; ++i)
+    for (int i = 0; i < perBatch; ++i) {
+      double c0 = perCall ? now() : 0;
       (void)body();
-    batches.push_back((now() - t0) / perBatch);
+      if (perCall)
+        times.push_back(now() - c0);
+    }
+    if (!perCall)
+      times.push_back((now() - t0) / perBatch);
   }
   // The median batch: with more ranks than cores, the fastest would be one
   // that ran while the others waited.
-  std::sort(batches.begin(), batches.end());
-  return meanOverRanks(comm, batches[batches.size() / 2]);
+  std::sort(times.begin(), times.end());
+  return meanOverRanks(comm, times[times.size() / 2]);
 }
 
 /// Runs the CPU kernel `op` on the given tensors.
@@ -132,27 +151,73 @@ Status runKernel(const std::string &op, std::vector<TensorView> in,
 struct Bench {
   runtime::Communicator *comm;
   double budget;
-  std::ostringstream notes; // what could not be measured
+  int batches; // a benchmark's timed batches a round
+  /// Each kernel call timed alone, the median call kept (timeIt): where
+  /// the job's threads do not outnumber the cores, a slower call was
+  /// preempted by another job's.
+  bool perCall = false;
+  std::set<std::string> notes; // what could not be measured
 
   /// The elements of the last kernel's operands (what the simulator scales
   /// a per-element cost by).
   double inputElements = 0;
 
+  /// Bytes the operands of successive calls must span so that each call
+  /// reads them from the last-level cache, as a step's kernels do (a
+  /// step's tensors outgrow the cores' own caches): twice the cores' L2.
+  size_t rotateBytes = 4 << 20;
+
+  /// Seconds one call of `op` takes, its operands read from the last-level
+  /// cache: the calls take turns over enough copies of the tensors (an
+  /// operand that is also a result stays one tensor in each copy).
   double kernel(const std::string &op, const std::vector<Owned *> &in,
                 const std::vector<Owned *> &out, const KernelAttrs &attrs) {
-    std::vector<TensorView> iv, ov;
     inputElements = 0;
-    for (Owned *t : in) {
-      iv.push_back(t->view);
+    size_t bytes = 0;
+    std::vector<Owned *> distinct;
+    for (Owned *t : in)
       inputElements += double(t->view.numel());
+    for (const std::vector<Owned *> *list : {&in, &out})
+      for (Owned *t : *list)
+        if (std::find(distinct.begin(), distinct.end(), t) == distinct.end()) {
+          distinct.push_back(t);
+          bytes += t->view.bytes();
+        }
+    size_t sets = std::clamp<size_t>(rotateBytes / std::max<size_t>(bytes, 1),
+                                     1, 32);
+    // Copy s of tensor t: the tensor itself in copy 0.
+    std::vector<std::vector<std::unique_ptr<Owned>>> copies(sets);
+    std::vector<std::vector<TensorView>> iv(sets), ov(sets);
+    for (size_t s = 0; s < sets; ++s) {
+      auto viewOf = [&](Owned *t) {
+        if (s == 0)
+          return t->view;
+        size_t k = size_t(std::find(distinct.begin(), distinct.end(), t) -
+                          distinct.begin());
+        if (copies[s].empty())
+          copies[s].resize(distinct.size());
+        if (!copies[s][k]) {
+          copies[s][k] = std::make_unique<Owned>(*t);
+          copies[s][k]->view.data = copies[s][k]->bytes.data();
+        }
+        return copies[s][k]->view;
+      };
+      for (Owned *t : in)
+        iv[s].push_back(viewOf(t));
+      for (Owned *t : out)
+        ov[s].push_back(viewOf(t));
     }
-    for (Owned *t : out)
-      ov.push_back(t->view);
     Status failed = Status::ok();
+    size_t call = 0;
     double t = timeIt(
-        comm, [&] { return runKernel(op, iv, ov, attrs); }, budget, failed);
+        comm,
+        [&] {
+          size_t s = call++ % sets;
+          return runKernel(op, iv[s], ov[s], attrs);
+        },
+        budget, failed, batches, perCall);
     if (!failed) {
-      notes << op << ": " << failed.message() << "; ";
+      notes.insert(op + ": " + failed.message());
       return 0;
     }
     return t;
@@ -163,6 +228,377 @@ std::string number(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.6g", v);
   return buf;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/// What one round of benchmarks measured: single figures by key, and
+/// tables of [size, value] rows by key.
+struct Figures {
+  std::map<std::string, double> values;
+  std::map<std::string, std::map<double, double>> tables;
+
+  void row(const std::string &table, double size, double value) {
+    if (value > 0 && std::isfinite(value))
+      tables[table][size] = value;
+  }
+};
+
+/// The median over the rounds of each figure (a row some round lacks, from
+/// a kernel that failed, takes the median of the rounds that have it).
+Figures medianOf(const std::vector<Figures> &rounds) {
+  std::map<std::string, std::vector<double>> values;
+  std::map<std::string, std::map<double, std::vector<double>>> tables;
+  for (const Figures &f : rounds) {
+    for (const auto &[key, v] : f.values)
+      values[key].push_back(v);
+    for (const auto &[key, rows] : f.tables)
+      for (const auto &[size, v] : rows)
+        tables[key][size].push_back(v);
+  }
+  Figures out;
+  for (const auto &[key, v] : values)
+    out.values[key] = median(v);
+  for (const auto &[key, rows] : tables)
+    for (const auto &[size, v] : rows)
+      out.tables[key][size] = median(v);
+  return out;
+}
+
+/// Seconds per byte of compute a concurrent copy costs: a GEMM loop on the
+/// kernels' pool alone, then with a second thread copying 1 MiB blocks (as
+/// a copy stream's thread does during an offloaded step), both at once on
+/// every rank. Zero where the copy slows nothing (cores to spare).
+double copyComputeCost(Bench &b) {
+  const int64_t n = 256;
+  Owned x(DType::F32, {n, n}), w(DType::F32, {n, n}, 2), y(DType::F32, {n, n});
+  const runtime::KernelFn *fn = runtime::getCpuKernels().lookup("graph.linear");
+  if (!fn)
+    return 0;
+  std::vector<TensorView> in = {x.view, w.view}, out = {y.view};
+  KernelAttrs none;
+  KernelContext ctx{in, out, none, 1};
+  (void)(*fn)(ctx);
+  double start = now();
+  (void)(*fn)(ctx);
+  double once = std::max(now() - start, 1e-6);
+  int calls = std::max(
+      4, int(std::lround(meanOverRanks(b.comm, b.budget / once))));
+  auto loop = [&] {
+    barrier(b.comm);
+    double t0 = now();
+    for (int i = 0; i < calls; ++i)
+      (void)(*fn)(ctx);
+    return now() - t0;
+  };
+  double alone = loop();
+  const size_t block = size_t(1) << 20;
+  std::vector<char> src(block, 1), dst(block, 0);
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> copied{0};
+  std::thread copier([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      std::memcpy(dst.data(), src.data(), block);
+      copied.fetch_add(int64_t(block), std::memory_order_relaxed);
+    }
+  });
+  double shared = loop();
+  stop = true;
+  copier.join();
+  alone = std::min(alone, loop());
+  double perByte = std::max(0.0, shared - alone) /
+                   std::max(double(copied.load()), 1.0);
+  return meanOverRanks(b.comm, perByte);
+}
+
+/// A fused program of `adds` adds over `adds + 1` inputs (a chain, as
+/// strata-fuse-elementwise writes a residual sum or a bias and scale).
+KernelAttrs addChain(int adds) {
+  std::vector<int64_t> program;
+  int64_t last = 0; // the inputs are values 0 .. adds, the sums follow
+  for (int i = 0; i < adds; ++i) {
+    program.insert(program.end(), {int64_t(runtime::FusedOpcode::Add), 0, last,
+                                   int64_t(i + 1), -1});
+    last = adds + 1 + i;
+  }
+  KernelAttrs a;
+  a.set("program", program);
+  a.set("result_values", std::vector<int64_t>{last});
+  return a;
+}
+
+/// One round: every benchmark once, into `f`.
+void measureRound(Bench &b, int world, int perNode, bool spans, Figures &f) {
+  runtime::Communicator *comm = b.comm;
+
+  // GEMMs: graph.linear and graph.linear_grad_weight on square products.
+  for (int64_t n : {8, 16, 32, 64, 128, 256, 512, 1024}) {
+    Owned x(DType::F32, {n, n}), w(DType::F32, {n, n}, 2), y(DType::F32, {n, n});
+    double flops = 2.0 * double(n) * double(n) * double(n);
+    double t = b.kernel("graph.linear", {&x, &w}, {&y}, {});
+    KernelAttrs transposed;
+    transposed.set("transpose_weight", int64_t(1));
+    double tg = b.kernel("graph.linear_grad_weight", {&y, &x}, {&w}, transposed);
+    if (t > 0)
+      f.row("gemm_rate", double(n), flops / t);
+    if (tg > 0)
+      f.row("gemm_grad_rate", double(n), flops / tg);
+  }
+
+  // Attention: seconds per score and per score and head element (from two
+  // head widths), forward and backward, plain and causal, by the sequence
+  // length (the work per row sets how well a row's loops run).
+  for (int64_t T : {32, 64, 256, 1024}) {
+    const int64_t H = std::max<int64_t>(1, 4096 / T);
+    double fwd[2] = {0, 0}, bwd[2] = {0, 0}, causalFwd[2] = {0, 0},
+           causalBwd[2] = {0, 0};
+    const int64_t widths[2] = {16, 64};
+    for (int i = 0; i < 2; ++i) {
+      int64_t D = widths[i];
+      Owned q(DType::F32, {H, T, D}, 3), k(DType::F32, {H, T, D}, 4),
+          v(DType::F32, {H, T, D}, 5), y(DType::F32, {H, T, D}),
+          dy(DType::F32, {H, T, D}, 6), dq(DType::F32, {H, T, D}),
+          dk(DType::F32, {H, T, D}), dv(DType::F32, {H, T, D});
+      KernelAttrs a;
+      a.set("scale", 1.0 / std::sqrt(double(D)));
+      a.set("causal", int64_t(0));
+      a.set("dropout_ratio", 0.0);
+      double scores = double(H * T * T);
+      fwd[i] = b.kernel("graph.attention", {&q, &k, &v}, {&y}, a) / scores;
+      bwd[i] = b.kernel("graph.attention_grad", {&dy, &q, &k, &v},
+                        {&dq, &dk, &dv}, a) /
+               scores;
+      // Causal: per score the simulator counts (half of them).
+      a.set("causal", int64_t(1));
+      causalFwd[i] = b.kernel("graph.attention", {&q, &k, &v}, {&y}, a) /
+                     (scores / 2);
+      causalBwd[i] = b.kernel("graph.attention_grad", {&dy, &q, &k, &v},
+                              {&dq, &dk, &dv}, a) /
+                     (scores / 2);
+    }
+    auto solve = [&](const double s[2], const std::string &name) {
+      double mac = std::max(0.0, (s[1] - s[0]) / double(widths[1] - widths[0]));
+      // Both positive (the table's values are): a floor of 1e-15.
+      double score = std::max(1e-15, s[0] - mac * double(widths[0]));
+      f.row(name + "_score", double(T), score);
+      f.row(name + "_mac", double(T), std::max(1e-15, mac));
+    };
+    solve(fwd, "attention");
+    solve(bwd, "attention_grad");
+    solve(causalFwd, "attention_causal");
+    solve(causalBwd, "attention_grad_causal");
+  }
+
+  // Per element of a kernel's operands, at five sizes (in cache, about the
+  // pool's grain, in the last-level cache, in memory), rows of 256; the row
+  // kernels also on rows of 64 (op.NAME/64: a row's fixed cost weighs more).
+  auto perElement = [&](int64_t R, int64_t C) {
+    const std::string suffix = C == 256 ? "" : "/" + std::to_string(C);
+    const double n = double(R * C);
+    Owned a(DType::F32, {R, C}, 7), c(DType::F32, {R, C}, 8),
+        y(DType::F32, {R, C}), dy(DType::F32, {R, C}, 9),
+        scale(DType::F32, {C}, 10), bias(DType::F32, {C}, 11),
+        dscale(DType::F32, {C}), dbias(DType::F32, {C}),
+        labels(DType::I64, {R}), loss(DType::F32, {}), one(DType::F32, {}),
+        sums(DType::F32, {1, C}), t(DType::F32, {C, R}), d(DType::F32, {R, C}, 14);
+    for (int64_t i = 0; i < R; ++i)
+      labels.view.as<int64_t>()[i] = (i * 7) % C;
+    one.view.as<float>()[0] = 1.0f;
+    auto add = [&](const std::string &op, double seconds) {
+      if (seconds > 0)
+        f.row("op." + op + suffix, b.inputElements, seconds / b.inputElements);
+    };
+    KernelAttrs none;
+    KernelAttrs ln;
+    ln.set("axis", int64_t(1));
+    ln.set("epsilon", 1e-5);
+    add("graph.layer_norm",
+        b.kernel("graph.layer_norm", {&a, &scale, &bias}, {&y}, ln));
+    add("graph.layer_norm_grad",
+        b.kernel("graph.layer_norm_grad", {&dy, &a, &scale},
+                 {&y, &dscale, &dbias}, ln));
+    KernelAttrs lastAxis;
+    lastAxis.set("axis", int64_t(1));
+    add("graph.softmax", b.kernel("graph.softmax", {&a}, {&y}, lastAxis));
+    add("graph.cross_entropy",
+        b.kernel("graph.cross_entropy", {&a, &labels}, {&loss}, none));
+    add("graph.cross_entropy_grad",
+        b.kernel("graph.cross_entropy_grad", {&one, &a, &labels}, {&y}, none));
+    if (C != 256)
+      return;
+    add("graph.add", b.kernel("graph.add", {&a, &c}, {&y}, none));
+    add("graph.mul", b.kernel("graph.mul", {&a, &c}, {&y}, none));
+    add("graph.gelu", b.kernel("graph.gelu", {&a}, {&y}, none));
+    KernelAttrs gelu;
+    gelu.set("kind", std::string("gelu"));
+    add("graph.unary_grad",
+        b.kernel("graph.unary_grad", {&dy, &a, &c}, {&y}, gelu));
+    add("graph.fused_elementwise",
+        b.kernel("graph.fused_elementwise", {&a, &c, &d}, {&y}, addChain(2)));
+    KernelAttrs perm;
+    perm.set("perm", std::vector<int64_t>{1, 0});
+    add("graph.transpose", b.kernel("graph.transpose", {&a}, {&t}, perm));
+    // The attention heads' transpose [B, T, H, D] -> [B, H, T, D]: rows of
+    // D elements move whole (op.graph.transpose_rows).
+    {
+      const int64_t D = 16, H = 4, T = C / (H * D) * 16, B = R * C / (T * H * D);
+      Owned x(DType::F32, {B, T, H, D}, 15), xt(DType::F32, {B, H, T, D});
+      KernelAttrs heads;
+      heads.set("perm", std::vector<int64_t>{0, 2, 1, 3});
+      add("graph.transpose_rows",
+          b.kernel("graph.transpose", {&x}, {&xt}, heads));
+    }
+    KernelAttrs rows;
+    rows.set("axes", std::vector<int64_t>{0});
+    rows.set("keepdims", int64_t(1));
+    add("graph.reduce_sum", b.kernel("graph.reduce_sum", {&a}, {&sums}, rows));
+    // The update and the gradient norm's squares: one parameter here (the
+    // simulator costs a plan's several parameters one by one).
+    Owned sq(DType::F32, {});
+    add("graph.sum_squares", b.kernel("graph.sum_squares", {&a}, {&sq}, none));
+    Owned p(DType::F32, {R, C}, 12), g(DType::F32, {R, C}, 13),
+        m(DType::F32, {R, C}), v(DType::F32, {R, C}), lr(DType::F64, {}),
+        step(DType::I64, {}), gradScale(DType::F32, {});
+    lr.view.as<double>()[0] = 1e-3;
+    step.view.as<int64_t>()[0] = 1;
+    gradScale.view.as<float>()[0] = 1.0f;
+    KernelAttrs adamw;
+    adamw.set("beta1", 0.9);
+    adamw.set("beta2", 0.999);
+    adamw.set("eps", 1e-8);
+    adamw.set("weight_decay", 0.01);
+    add("graph.adamw_update",
+        b.kernel("graph.adamw_update", {&p, &g, &m, &v, &lr, &step, &gradScale},
+                 {&p, &m, &v}, adamw));
+    // Any other kernel: a copy of its bytes (a reshape, concat, slice),
+    // from the last-level cache as the kernels are.
+    size_t copySets = std::clamp<size_t>(b.rotateBytes / size_t(n * 8), 1, 32);
+    std::vector<std::vector<float>> src(copySets,
+                                        std::vector<float>(size_t(R * C), 1.0f)),
+        dst(copySets, std::vector<float>(size_t(R * C)));
+    size_t call = 0;
+    Status failed = Status::ok();
+    double copy = timeIt(
+        comm,
+        [&] {
+          size_t s = call++ % copySets;
+          std::memcpy(dst[s].data(), src[s].data(), size_t(n) * sizeof(float));
+          return Status::ok();
+        },
+        b.budget, failed, b.batches);
+    f.row("copy_seconds", n * 4, copy / (n * 4));
+  };
+  for (int64_t R : {16, 64, 256, 1024, 4096})
+    perElement(R, 256);
+  for (int64_t R : {64, 256, 1024, 16384})
+    perElement(R, 64);
+
+  // Memory bandwidth: a streaming copy of 64 MiB (read and write counted).
+  {
+    size_t bytes = size_t(64) << 20;
+    std::vector<char> src(bytes, 1), dst(bytes, 0);
+    Status failed = Status::ok();
+    double t = timeIt(
+        comm,
+        [&] {
+          std::memcpy(dst.data(), src.data(), bytes);
+          return Status::ok();
+        },
+        b.budget, failed, b.batches);
+    f.values["copy_bandwidth"] = double(bytes) / t;
+  }
+
+  // The device's cost per instruction: tiny kernels through stream 0; and
+  // a wait on another stream's event that blocks (a stream's thread asleep
+  // until the copy it waits for completes: the hand-off of an offloaded
+  // step's reload to the kernel that reads it).
+  {
+    std::unique_ptr<runtime::Device> device = runtime::createCpuDevice();
+    Status failed = Status::ok();
+    runtime::DeviceQueues *queues = &device->queues();
+    if (queues->createQueues(2, 1)) {
+      Owned x(DType::F32, {1}), y(DType::F32, {1});
+      std::vector<TensorView> in = {x.view, x.view}, o = {y.view};
+      KernelAttrs none;
+      const runtime::KernelFn *fn = runtime::getCpuKernels().lookup("graph.add");
+      KernelContext ctx{in, o, none, 1};
+      const int launches = 2000;
+      double perLaunch = timeIt(
+                             comm,
+                             [&]() -> Status {
+                               for (int i = 0; i < launches; ++i)
+                                 if (Status s = queues->launch(0, *fn, ctx); !s)
+                                   return s;
+                               return queues->synchronize(0);
+                             },
+                             b.budget, failed, b.batches) /
+                         launches;
+      f.values["kernel_launch"] = perLaunch;
+      float a = 1, c = 0;
+      auto once = [&](bool handOff) -> Status {
+        if (handOff) {
+          if (Status s = queues->copyAsync(1, &c, &a, sizeof a,
+                                           runtime::CopyKind::HostToDevice);
+              !s)
+            return s;
+          if (Status s = queues->record(1, 0); !s)
+            return s;
+          if (Status s = queues->wait(0, 0); !s)
+            return s;
+        }
+        if (Status s = queues->launch(0, *fn, ctx); !s)
+          return s;
+        return queues->synchronize(0);
+      };
+      double plain = timeIt(comm, [&] { return once(false); }, b.budget, failed, b.batches);
+      double handed = timeIt(comm, [&] { return once(true); }, b.budget, failed, b.batches);
+      if (failed)
+        f.values["event_wait"] = std::max(handed - plain, 1e-9);
+    }
+  }
+  f.values["copy_compute_cost"] = copyComputeCost(b);
+
+  // Collectives: all-gathers through the Communicator at 64 B and 4 MiB a
+  // rank, for the alpha-beta model of a ring (the latency per ring step,
+  // the bandwidth of the bytes that cross each link). On one host every
+  // link is its shared memory (the world's ring); across hosts, inside a
+  // node (the intra group) and between nodes (the inter group, the node's
+  // K rings at once through its NIC: its bandwidth is K times a ring's).
+  auto measureLink = [&](runtime::Group group, int members,
+                         const std::string &name, double scale) {
+    auto gather = [&](size_t perRank) {
+      std::vector<float> in(perRank / 4, 1.0f),
+          outBuf(perRank / 4 * size_t(members));
+      Status failed = Status::ok();
+      return timeIt(
+          comm,
+          [&] {
+            return comm->allGather(group, {{DType::F32, in.data(),
+                                            outBuf.data(), in.size()}});
+          },
+          b.budget, failed, b.batches);
+    };
+    double steps = members - 1;
+    double small = gather(64), large = gather(size_t(4) << 20);
+    double latency = small / steps;
+    double onRing = steps * double(size_t(4) << 20);
+    f.values[name + "_latency"] = latency;
+    f.values[name + "_bandwidth"] =
+        scale * onRing / std::max(large - steps * latency, 1e-9);
+  };
+  if (!comm)
+    return;
+  if (!spans) {
+    measureLink(runtime::Group::World, world, "intra", 1);
+  } else {
+    if (perNode > 1)
+      measureLink(runtime::Group::Intra, perNode, "intra", 1);
+    measureLink(runtime::Group::Inter, world / perNode, "inter", perNode);
+  }
 }
 
 } // namespace
@@ -185,284 +621,81 @@ Status calibrate(const CalibrateOptions &options, std::string &json) {
     if (Status s = runtime::Communicator::create(topology, 120, comm); !s)
       return s;
   }
-  Bench b{comm.get(), options.secondsPerBenchmark, {}};
+  // Every benchmark once a round, its time shared among the rounds: a burst
+  // of load from elsewhere on the machine spoils one round's figures, and
+  // the median over the rounds leaves them out.
+  const int rounds = std::max(1, options.rounds);
+  Bench b{comm.get(), options.secondsPerBenchmark / rounds,
+          rounds > 1 ? 3 : 7, {}};
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  // Ranks that wait on each other sleep often, and the scheduler runs them
+  // ahead of other jobs' busy threads; back-to-back benchmarks it shares
+  // the cores with those. With a core or more a rank, a kernel call is
+  // timed alone and the preempted calls left out.
+  b.perCall = world > 1 && size_t(perNode) <= cores;
+  if (long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE); l2 > 0)
+    b.rotateBytes = 2 * size_t(l2) * cores;
+  std::vector<Figures> measured(static_cast<size_t>(rounds));
+  for (Figures &f : measured)
+    measureRound(b, world, perNode, spans, f);
+  Figures f = medianOf(measured);
+
+  auto value = [&](const std::string &key) {
+    auto it = f.values.find(key);
+    return it == f.values.end() ? 0.0 : it->second;
+  };
+  auto table = [&](const std::string &key) {
+    std::ostringstream row;
+    for (const auto &[size, v] : f.tables[key])
+      row << (row.tellp() ? ", " : "") << number(size) << ", " << number(v);
+    return "[" + row.str() + "]";
+  };
+  double peak = 0;
+  for (const auto &[size, rate] : f.tables["gemm_rate"])
+    peak = std::max(peak, rate);
+  double copyBandwidth = value("copy_bandwidth");
   std::ostringstream out;
   out << "{\n";
   out << "  \"name\": \"this machine, " << world << " rank"
       << (world == 1 ? "" : "s") << " (strata-sim --calibrate)\",\n";
   out << "  \"gpus_per_node\": " << perNode << ",\n";
   out << "  \"emulated_nodes\": " << (spans ? 0 : 1) << ",\n";
-
-  // GEMMs: graph.linear and graph.linear_grad_weight on square products.
-  std::vector<int64_t> sizes = {8, 16, 32, 64, 128, 256, 512, 1024};
-  double peak = 0;
-  std::ostringstream linear, gradWeight;
-  for (int64_t n : sizes) {
-    Owned x(DType::F32, {n, n}), w(DType::F32, {n, n}, 2), y(DType::F32, {n, n});
-    double flops = 2.0 * double(n) * double(n) * double(n);
-    double t = b.kernel("graph.linear", {&x, &w}, {&y}, {});
-    KernelAttrs transposed;
-    transposed.set("transpose_weight", int64_t(1));
-    double tg = b.kernel("graph.linear_grad_weight", {&y, &x}, {&w}, transposed);
-    if (t > 0) {
-      linear << (linear.tellp() ? ", " : "") << n << ", " << number(flops / t);
-      peak = std::max(peak, flops / t);
-    }
-    if (tg > 0)
-      gradWeight << (gradWeight.tellp() ? ", " : "") << n << ", "
-                 << number(flops / tg);
-  }
   out << "  \"flops_f32\": " << number(peak) << ",\n";
-  out << "  \"gemm_rate\": [" << linear.str() << "],\n";
-  out << "  \"gemm_grad_rate\": [" << gradWeight.str() << "],\n";
-
-  // Attention: seconds per score and per score and head element (from two
-  // head widths), forward and backward, plain and causal, by the sequence
-  // length (the work per row sets how well a row's loops run).
-  {
-    std::map<std::string, std::ostringstream> tables;
-    for (int64_t T : {64, 256, 1024}) {
-      const int64_t H = std::max<int64_t>(1, 16384 / T);
-      double fwd[2] = {0, 0}, bwd[2] = {0, 0}, causalFwd[2] = {0, 0},
-             causalBwd[2] = {0, 0};
-      const int64_t widths[2] = {16, 64};
-      for (int i = 0; i < 2; ++i) {
-        int64_t D = widths[i];
-        Owned q(DType::F32, {H, T, D}, 3), k(DType::F32, {H, T, D}, 4),
-            v(DType::F32, {H, T, D}, 5), y(DType::F32, {H, T, D}),
-            dy(DType::F32, {H, T, D}, 6), dq(DType::F32, {H, T, D}),
-            dk(DType::F32, {H, T, D}), dv(DType::F32, {H, T, D});
-        KernelAttrs a;
-        a.set("scale", 1.0 / std::sqrt(double(D)));
-        a.set("causal", int64_t(0));
-        a.set("dropout_ratio", 0.0);
-        double scores = double(H * T * T);
-        fwd[i] = b.kernel("graph.attention", {&q, &k, &v}, {&y}, a) / scores;
-        bwd[i] = b.kernel("graph.attention_grad", {&dy, &q, &k, &v},
-                          {&dq, &dk, &dv}, a) /
-                 scores;
-        // Causal: per score the simulator counts (half of them).
-        a.set("causal", int64_t(1));
-        causalFwd[i] = b.kernel("graph.attention", {&q, &k, &v}, {&y}, a) /
-                       (scores / 2);
-        causalBwd[i] = b.kernel("graph.attention_grad", {&dy, &q, &k, &v},
-                                {&dq, &dk, &dv}, a) /
-                       (scores / 2);
-      }
-      auto solve = [&](const double s[2], const std::string &name) {
-        double mac =
-            std::max(0.0, (s[1] - s[0]) / double(widths[1] - widths[0]));
-        // Both positive (the table's values are): a floor of 1e-15.
-        double score = std::max(1e-15, s[0] - mac * double(widths[0]));
-        mac = std::max(1e-15, mac);
-        for (auto [key, value] : {std::pair<std::string, double>{
-                                      name + "_score", score},
-                                  {name + "_mac", mac}}) {
-          std::ostringstream &row = tables[key];
-          row << (row.tellp() ? ", " : "") << T << ", " << number(value);
-        }
-      };
-      solve(fwd, "attention");
-      solve(bwd, "attention_grad");
-      solve(causalFwd, "attention_causal");
-      solve(causalBwd, "attention_grad_causal");
-    }
-    for (auto &[key, row] : tables)
-      out << "  \"" << key << "\": [" << row.str() << "],\n";
-  }
-
-  // Per element of a kernel's operands, at three sizes
-  // (in cache, in the last-level cache, in memory), rows of 256.
-  {
-    std::map<std::string, std::ostringstream> tables;
-    for (int64_t R : {16, 256, 4096}) {
-      const int64_t C = 256;
-      const double n = double(R * C);
-      Owned a(DType::F32, {R, C}, 7), c(DType::F32, {R, C}, 8),
-          y(DType::F32, {R, C}), dy(DType::F32, {R, C}, 9),
-          scale(DType::F32, {C}, 10), bias(DType::F32, {C}, 11),
-          dscale(DType::F32, {C}), dbias(DType::F32, {C}),
-          labels(DType::I64, {R}), loss(DType::F32, {}), one(DType::F32, {}),
-          sums(DType::F32, {1, C}), t(DType::F32, {C, R});
-      for (int64_t i = 0; i < R; ++i)
-        labels.view.as<int64_t>()[i] = (i * 7) % C;
-      one.view.as<float>()[0] = 1.0f;
-      auto add = [&](const std::string &op, double seconds) {
-        if (seconds > 0) {
-          std::ostringstream &row = tables[op];
-          row << (row.tellp() ? ", " : "") << number(b.inputElements) << ", "
-              << number(seconds / b.inputElements);
-        }
-      };
-      KernelAttrs none;
-      add("graph.add", b.kernel("graph.add", {&a, &c}, {&y}, none));
-      add("graph.mul", b.kernel("graph.mul", {&a, &c}, {&y}, none));
-      add("graph.gelu", b.kernel("graph.gelu", {&a}, {&y}, none));
-      KernelAttrs gelu;
-      gelu.set("kind", std::string("gelu"));
-      add("graph.unary_grad",
-          b.kernel("graph.unary_grad", {&dy, &a, &c}, {&y}, gelu));
-      KernelAttrs ln;
-      ln.set("axis", int64_t(1));
-      ln.set("epsilon", 1e-5);
-      add("graph.layer_norm",
-          b.kernel("graph.layer_norm", {&a, &scale, &bias}, {&y}, ln));
-      add("graph.layer_norm_grad",
-          b.kernel("graph.layer_norm_grad", {&dy, &a, &scale},
-                   {&y, &dscale, &dbias}, ln));
-      KernelAttrs lastAxis;
-      lastAxis.set("axis", int64_t(1));
-      add("graph.softmax", b.kernel("graph.softmax", {&a}, {&y}, lastAxis));
-      add("graph.cross_entropy",
-          b.kernel("graph.cross_entropy", {&a, &labels}, {&loss}, none));
-      add("graph.cross_entropy_grad",
-          b.kernel("graph.cross_entropy_grad", {&one, &a, &labels}, {&y},
-                   none));
-      KernelAttrs perm;
-      perm.set("perm", std::vector<int64_t>{1, 0});
-      add("graph.transpose", b.kernel("graph.transpose", {&a}, {&t}, perm));
-      KernelAttrs rows;
-      rows.set("axes", std::vector<int64_t>{0});
-      rows.set("keepdims", int64_t(1));
-      add("graph.reduce_sum",
-          b.kernel("graph.reduce_sum", {&a}, {&sums}, rows));
-      Owned p(DType::F32, {R, C}, 12), g(DType::F32, {R, C}, 13),
-          m(DType::F32, {R, C}), v(DType::F32, {R, C}), lr(DType::F64, {}),
-          step(DType::I64, {}), gradScale(DType::F32, {});
-      lr.view.as<double>()[0] = 1e-3;
-      step.view.as<int64_t>()[0] = 1;
-      gradScale.view.as<float>()[0] = 1.0f;
-      KernelAttrs adamw;
-      adamw.set("beta1", 0.9);
-      adamw.set("beta2", 0.999);
-      adamw.set("eps", 1e-8);
-      adamw.set("weight_decay", 0.01);
-      add("graph.adamw_update",
-          b.kernel("graph.adamw_update",
-                   {&p, &g, &m, &v, &lr, &step, &gradScale}, {&p, &m, &v},
-                   adamw));
-      // Any other kernel: a copy of its bytes (a reshape, concat, slice).
-      std::vector<float> src(size_t(R * C), 1.0f), dst(size_t(R * C));
-      Status failed = Status::ok();
-      double copy = timeIt(
-          comm.get(),
-          [&] {
-            std::memcpy(dst.data(), src.data(), src.size() * sizeof(float));
-            return Status::ok();
-          },
-          b.budget, failed);
-      std::ostringstream &copies = tables["copy"];
-      copies << (copies.tellp() ? ", " : "") << number(n * 4) << ", "
-             << number(copy / (n * 4));
-    }
-    for (auto &[op, row] : tables)
-      out << "  \"" << (op == "copy" ? "copy_seconds" : "op." + op)
-          << "\": [" << row.str() << "],\n";
-  }
-
-  // Memory bandwidth: a streaming copy of 64 MiB (read and write counted).
-  double copyBandwidth = 0;
-  {
-    size_t bytes = size_t(64) << 20;
-    std::vector<char> src(bytes, 1), dst(bytes, 0);
-    Status failed = Status::ok();
-    double t = timeIt(
-        comm.get(),
-        [&] {
-          std::memcpy(dst.data(), src.data(), bytes);
-          return Status::ok();
-        },
-        b.budget, failed);
-    copyBandwidth = double(bytes) / t;
-    out << "  \"memory_bandwidth\": " << number(2.0 * copyBandwidth)
-        << ",\n";
-    out << "  \"memory_efficiency\": 1,\n";
-  }
-
-  // The device's cost per instruction: tiny kernels through stream 0.
-  {
-    std::unique_ptr<runtime::Device> device = runtime::createCpuDevice();
-    Status failed = Status::ok();
-    double perLaunch = 0;
-    runtime::DeviceQueues *queues = &device->queues();
-    if (queues->createQueues(1, 1)) {
-      Owned x(DType::F32, {1}), y(DType::F32, {1});
-      std::vector<TensorView> in = {x.view, x.view}, o = {y.view};
-      KernelAttrs none;
-      const runtime::KernelFn *fn = runtime::getCpuKernels().lookup("graph.add");
-      KernelContext ctx{in, o, none, 1};
-      const int launches = 2000;
-      perLaunch = timeIt(
-                      comm.get(),
-                      [&]() -> Status {
-                        for (int i = 0; i < launches; ++i)
-                          if (Status s = queues->launch(0, *fn, ctx); !s)
-                            return s;
-                        return queues->synchronize(0);
-                      },
-                      b.budget, failed) /
-                  launches;
-    }
-    out << "  \"kernel_launch\": " << number(perLaunch) << ",\n";
-  }
-
-  // Collectives: all-gathers through the Communicator at 64 B and 4 MiB a
-  // rank, for the alpha-beta model of a ring (the latency per ring step,
-  // the bandwidth of the bytes that cross each link). On one host every
-  // link is its shared memory (the world's ring); across hosts, inside a
-  // node (the intra group) and between nodes (the inter group, the node's
-  // K rings at once through its NIC: its bandwidth is K times a ring's).
-  struct Link {
-    double latency = 0, bandwidth = 0;
-  };
-  auto measureLink = [&](runtime::Group group, int members) {
-    Link link;
-    auto gather = [&](size_t perRank) {
-      std::vector<float> in(perRank / 4, 1.0f),
-          outBuf(perRank / 4 * size_t(members));
-      Status failed = Status::ok();
-      return timeIt(
-          comm.get(),
-          [&] {
-            return comm->allGather(group, {{DType::F32, in.data(),
-                                            outBuf.data(), in.size()}});
-          },
-          b.budget, failed);
-    };
-    double steps = members - 1;
-    double small = gather(64), large = gather(size_t(4) << 20);
-    link.latency = small / steps;
-    double onRing = steps * double(size_t(4) << 20);
-    link.bandwidth = onRing / std::max(large - steps * link.latency, 1e-9);
-    return link;
-  };
-  Link intra, inter;
-  if (!comm) {
-    // One rank exchanges nothing: the copy bandwidth stands in.
-    intra.bandwidth = inter.bandwidth = copyBandwidth;
-  } else if (!spans) {
-    intra = inter = measureLink(runtime::Group::World, world);
-  } else {
-    intra = perNode > 1 ? measureLink(runtime::Group::Intra, perNode)
-                        : Link{0, copyBandwidth};
-    inter = measureLink(runtime::Group::Inter, world / perNode);
-    inter.bandwidth *= perNode;
-  }
-  out << "  \"intra_bandwidth\": " << number(intra.bandwidth) << ",\n";
-  out << "  \"intra_latency\": " << number(intra.latency) << ",\n";
-  out << "  \"inter_bandwidth\": " << number(inter.bandwidth) << ",\n";
-  out << "  \"inter_latency\": " << number(inter.latency) << ",\n";
+  for (const auto &[key, rows] : f.tables)
+    out << "  \"" << key << "\": " << table(key) << ",\n";
+  out << "  \"memory_bandwidth\": " << number(2.0 * copyBandwidth) << ",\n";
+  out << "  \"memory_efficiency\": 1,\n";
+  out << "  \"kernel_launch\": " << number(value("kernel_launch")) << ",\n";
+  if (value("event_wait") > 0)
+    out << "  \"event_wait\": " << number(value("event_wait")) << ",\n";
+  out << "  \"copy_compute_cost\": " << number(value("copy_compute_cost"))
+      << ",\n";
+  // One rank exchanges nothing: the copy bandwidth stands in. On one host
+  // inter-node is the same shared memory.
+  double intraBandwidth = comm ? value("intra_bandwidth") : copyBandwidth;
+  double intraLatency = value("intra_latency");
+  double interBandwidth = comm && spans ? value("inter_bandwidth") : intraBandwidth;
+  double interLatency = comm && spans ? value("inter_latency") : intraLatency;
+  if (spans && perNode == 1)
+    intraBandwidth = copyBandwidth, intraLatency = 0;
+  out << "  \"intra_bandwidth\": " << number(intraBandwidth) << ",\n";
+  out << "  \"intra_latency\": " << number(intraLatency) << ",\n";
+  out << "  \"inter_bandwidth\": " << number(interBandwidth) << ",\n";
+  out << "  \"inter_latency\": " << number(interLatency) << ",\n";
   // A tier move on the CPU is a copy between two host buffers.
   out << "  \"pcie_bandwidth\": " << number(copyBandwidth) << ",\n";
   double memory = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
   out << "  \"memory_bytes\": " << number(memory / perNode) << ",\n";
   out << "  \"host_memory_bytes\": " << number(memory) << ",\n";
-  unsigned cores = std::thread::hardware_concurrency();
+  std::string notMeasured;
+  for (const std::string &note : b.notes)
+    notMeasured += note + "; ";
   out << "  \"source\": \"measured by strata-sim --calibrate on " << cores
       << " cores with " << world << " rank" << (world == 1 ? "" : "s")
       << " at once" << (spans ? ", " + std::to_string(perNode) + " a node"
                               : std::string())
-      << "; not measured: " << b.notes.str() << "\"\n";
+      << ", the median of " << rounds << " round" << (rounds == 1 ? "" : "s")
+      << "; not measured: " << notMeasured << "\"\n";
   out << "}\n";
   if (!comm || comm->rank() == 0)
     json = out.str();

@@ -214,12 +214,25 @@ public:
         scores /= 2;
       return scores * (interpolate(*score, t) + interpolate(*mac, t) * d);
     }
-    double operands = 0;
-    for (uint32_t i : inst.inputs())
-      operands += elements(tensor(i));
-    auto it = c.opSeconds.find(op);
-    if (it != c.opSeconds.end() && !it->second.empty())
-      return operands * interpolate(it->second, operands);
+    if (const std::vector<std::pair<double, double>> *rows = opTable(inst)) {
+      // An update or a gradient norm of several parameters costs each
+      // parameter's operands at their own size (a small tensor's loop does
+      // not split over the pool).
+      size_t per = op == "graph.adamw_update" ? 4
+                   : op == "graph.sgd_update" ? 3
+                   : op == "graph.sum_squares" ? 1
+                                               : 0;
+      double seconds = 0, operands = 0;
+      for (int i = 0; i < inst.inputs_size(); ++i) {
+        operands += elements(tensor(inst.inputs(i)));
+        if (per && (size_t(i) + 1) % per == 0) {
+          seconds += operands * interpolate(*rows, operands);
+          operands = 0;
+        }
+      }
+      return seconds + (operands > 0 ? operands * interpolate(*rows, operands)
+                                     : 0);
+    }
     if (c.copySeconds.empty())
       return -1;
     // Any other kernel: a copy of its operands or results.
@@ -230,6 +243,42 @@ public:
       out += double(runtime::tensorBytes(tensor(o)));
     double bytes = std::max(in, out);
     return bytes * interpolate(c.copySeconds, bytes);
+  }
+
+  /// The per-element table that costs `inst`, or null: by its op, a
+  /// transpose that keeps the last axis by "graph.transpose_rows", and of
+  /// an op's tables by row length ("OP/64"; "OP": rows of 256) the one
+  /// nearest the instruction's last dimension.
+  const std::vector<std::pair<double, double>> *
+  opTable(const plan::Instruction &inst) const {
+    std::string op = inst.op();
+    if (op == "graph.transpose" && c.opSeconds.count("graph.transpose_rows")) {
+      const plan::Attribute *perm = findAttr(inst, "perm");
+      if (perm && perm->has_ints_value() && perm->ints_value().values_size() &&
+          perm->ints_value().values(perm->ints_value().values_size() - 1) ==
+              perm->ints_value().values_size() - 1)
+        op = "graph.transpose_rows";
+    }
+    const std::vector<std::pair<double, double>> *best = nullptr;
+    double distance = 0;
+    double row = inst.inputs_size() ? lastDim(tensor(inst.inputs(0))) : 256;
+    for (auto it = c.opSeconds.lower_bound(op);
+         it != c.opSeconds.end() && it->first.compare(0, op.size(), op) == 0;
+         ++it) {
+      const std::string &key = it->first;
+      double length = 256;
+      if (key.size() > op.size()) {
+        if (key[op.size()] != '/')
+          continue;
+        length = std::atof(key.c_str() + op.size() + 1);
+      }
+      double d = std::abs(std::log(std::max(row, 1.0) / std::max(length, 1.0)));
+      if (!it->second.empty() && (!best || d < distance)) {
+        best = &it->second;
+        distance = d;
+      }
+    }
+    return best;
   }
 
   /// The table's value at `x`, interpolated log-log between its rows and
@@ -324,10 +373,23 @@ public:
     const plan::Tensor &in = tensor(inst.inputs(0));
     bool ssd = out.tier() == plan::SSD || in.tier() == plan::SSD;
     double b = double(runtime::tensorBytes(out));
+    // A calibrated CPU's host tier is its memory: a copy of that size.
+    if (!ssd && !c.copySeconds.empty())
+      return c.kernelLaunch + b * interpolate(c.copySeconds, b);
     double bandwidth =
         ssd ? c.ssdBandwidth / double(topo.ranksPerNode) : c.pcieBandwidth;
     return c.kernelLaunch + b / std::max(bandwidth, 1.0);
   }
+
+  /// The compute stream's seconds a tier move on a side stream takes.
+  double moveComputeCost(const plan::Instruction &inst) const {
+    if (inst.outputs_size() == 0)
+      return 0;
+    return c.copyComputeCost *
+           double(runtime::tensorBytes(tensor(inst.outputs(0))));
+  }
+
+  double eventWait() const { return c.eventWait; }
 
   double message(const plan::Instruction &inst, int rank) const {
     if (inst.inputs_size() == 0 && inst.outputs_size() == 0)
@@ -479,6 +541,10 @@ public:
           continue;
         double ready = events[inst.event()];
         if (ready > free[stream]) {
+          // Blocked on another stream: its thread wakes when the record
+          // completes (a calibrated CPU's hand-off).
+          if (recordedOn[inst.event()] != int(stream))
+            ready += costs.eventWait();
           if (stream == 0)
             attribute(s, kind[size_t(recordedOn[inst.event()])],
                       ready - free[stream]);
@@ -521,9 +587,13 @@ public:
           for (LinkCalendar &l : links)
             l.forget(*std::min_element(free.begin(), free.end()));
         free[stream] = link.book(free[stream], cost);
-      } else if (op == "sched.reload" || op == "sched.offload")
+      } else if (op == "sched.reload" || op == "sched.offload") {
         cost = costs.move(inst);
-      else
+        // A copy stream's thread takes CPU from the compute stream's
+        // kernels (a calibrated CPU's shared cores).
+        if (stream != 0)
+          free[0] += costs.moveComputeCost(inst);
+      } else
         cost = costs.kernel(inst, counted);
       s.flops += counted;
       if (stream == 0)
@@ -642,6 +712,8 @@ Status loadCluster(const std::string &path, Cluster &out) {
       {"attention_efficiency", &c.attentionEfficiency, false, true},
       {"memory_efficiency", &c.memoryEfficiency, false, true},
       {"emulated_nodes", &emulated, false, false},
+      {"event_wait", &c.eventWait, false, false},
+      {"copy_compute_cost", &c.copyComputeCost, false, false},
   };
   for (const Field &f : fields) {
     if (Status s = number(f.key, *f.value, f.required); !s)
@@ -698,10 +770,23 @@ Status loadCluster(const std::string &path, Cluster &out) {
         {"attention_grad_causal_mac", &c.causalGradMac}})
     if (Status s = table(key, *rows); !s)
       return s;
-  for (const auto &entry : kv)
-    if (entry.first.rfind("op.", 0) == 0)
-      if (Status s = table(entry.first, c.opSeconds[entry.first.substr(3)]); !s)
-        return s;
+  for (const auto &entry : kv) {
+    if (entry.first.rfind("op.", 0) != 0)
+      continue;
+    // "op.NAME/W": NAME's table on rows of W elements.
+    size_t slash = entry.first.find('/');
+    if (slash != std::string::npos) {
+      std::string width = entry.first.substr(slash + 1);
+      if (width.empty() ||
+          width.find_first_not_of("0123456789") != std::string::npos ||
+          std::atof(width.c_str()) < 1)
+        return Status::error("cluster file '" + path + "': '" + entry.first +
+                             "': the row length after '/' must be a "
+                             "positive whole number");
+    }
+    if (Status s = table(entry.first, c.opSeconds[entry.first.substr(3)]); !s)
+      return s;
+  }
   c.emulatedNodes = emulated != 0;
   c.gpusPerNode = int(k);
   c.flops["f32"] = f32;
@@ -889,13 +974,14 @@ int simMain(int argc, char **argv) {
            "  artifact from strata-compile --no-weights) on the cluster FILE "
            "describes\n"
            "  (sim/clusters/*.json)\n"
-           "       strata-sim --calibrate [-o FILE] [--seconds S]\n"
+           "       strata-sim --calibrate [-o FILE] [--seconds S] [--rounds R]\n"
            "  measures this machine with microbenchmarks (the CPU kernels, "
            "memory, the\n"
            "  per-instruction cost, and under mpirun -np N the collectives "
            "of N ranks\n"
            "  sharing it) into a cluster file; S: each benchmark's time "
-           "(0.05)\n"
+           "(0.05),\n"
+           "  shared among R rounds whose median each figure is (3)\n"
            "       strata-sim --cluster FILE --all-gather MIB:RANKS:PER_NODE\n"
            "  one all-gather of MIB MiB over RANKS ranks, flat and "
            "hierarchical\n";
@@ -916,6 +1002,16 @@ int simMain(int argc, char **argv) {
                   << argv[i] << "'\n";
         return 1;
       }
+    } else if (a == "--rounds" && i + 1 < argc) {
+      char *end = nullptr;
+      long rounds = std::strtol(argv[++i], &end, 10);
+      if (!end || *end || rounds < 1 || rounds > 15) {
+        std::cerr << "strata-sim: error: --rounds takes a whole number in "
+                     "[1, 15], got '"
+                  << argv[i] << "'\n";
+        return 1;
+      }
+      calibration.rounds = int(rounds);
     } else if (a == "--all-gather" && i + 1 < argc) {
       gatherSpec = argv[++i];
     } else if (a == "--cluster" && i + 1 < argc) {

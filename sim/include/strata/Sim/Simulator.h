@@ -62,9 +62,19 @@ struct Cluster {
   Table causalScore, causalMac, causalGradScore, causalGradMac;
   /// Seconds per element of a kernel's operands, by op, as [elements,
   /// seconds] rows; and seconds per byte of a copy by its bytes (any other
-  /// kernel: a copy of its operands or results, whichever is larger).
+  /// kernel, and on a calibrated CPU a tier move: a copy of its operands or
+  /// results, whichever is larger). A row kernel may have tables by its row
+  /// length too, "OP/64" (rows of 64; "OP" alone: rows of 256), and the
+  /// one nearest an instruction's last dimension costs it.
+  /// "graph.transpose_rows" costs a transpose that keeps the last axis.
   std::map<std::string, std::vector<std::pair<double, double>>> opSeconds;
   std::vector<std::pair<double, double>> copySeconds;
+  /// A calibrated CPU's streams are threads on shared cores: a wait on
+  /// another stream's event that blocks costs the waiting thread's
+  /// wake-up (seconds), and each byte a tier move copies on a side stream
+  /// takes the compute stream's kernels this many seconds of CPU. 0 (the
+  /// GPU presets): free.
+  double eventWait = 0, copyComputeCost = 0;
   /// The nodes are emulated on one host (a calibrated CPU): every link is
   /// the same shared memory, and an artifact of any --gpus-per-node runs.
   bool emulatedNodes = false;
@@ -81,6 +91,9 @@ runtime::Status predictAllGather(const Cluster &cluster, double bytes,
 /// strata-sim --calibrate: microbenchmarks of this machine.
 struct CalibrateOptions {
   double secondsPerBenchmark = 0.05;
+  /// Every benchmark runs once a round; the file holds each figure's
+  /// median over the rounds.
+  int rounds = 3;
 };
 
 /// Measures this machine (with every rank the launch started, at once) into

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""The calibrated cluster file's optional figures, each read and charged.
+
+Writes a cluster file of round, made-up figures (a calibrated CPU's shape:
+per-element tables and copy_seconds, no kernel launch cost), then predicts
+the artifacts with it and with one figure changed, and prints each
+figure's effect on the predicted step or on one op kind's summed spans in
+strata-sim's trace. No timing: every number comes from the cost model.
+
+    check_calibrated_costs.py --sim BIN/strata-sim --plain ART --offload ART
+
+ART --plain: gpt_tiny (rows of 64, the heads' transposes, AdamW over
+parameters of at most 16K elements); --offload: an artifact with tier
+moves on the copy streams that the compute stream waits for.
+"""
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+BASE = {
+    "name": "calibrated-like",
+    "gpus_per_node": 1,
+    "emulated_nodes": 1,
+    "flops_f32": 1e11,
+    "memory_bytes": 1e10,
+    "host_memory_bytes": 1e11,
+    "memory_bandwidth": 1e10,
+    "memory_efficiency": 1,
+    "pcie_bandwidth": 1e10,
+    "intra_bandwidth": 1e10,
+    "intra_latency": 0,
+    "inter_bandwidth": 1e10,
+    "inter_latency": 0,
+    "kernel_launch": 0,
+    "gemm_rate": [8, 1e10, 1024, 1e11],
+    "copy_seconds": [1e3, 1e-10, 1e7, 1e-10],
+    "op.graph.layer_norm": [1e3, 1e-9, 1e7, 1e-9],
+    "op.graph.transpose": [1e3, 1e-9, 1e7, 1e-9],
+    # Per operand element: flat up to 100K operands, 100 times cheaper at
+    # 1M (a loop that splits over the pool).
+    "op.graph.adamw_update": [1e3, 1e-8, 1e5, 1e-8, 1e6, 1e-10],
+}
+
+
+def write(path, cluster):
+    with open(path, "w") as f:
+        json.dump(cluster, f, indent=2)
+
+
+def predict(sim, art, cluster, work, name):
+    path = os.path.join(work, name + ".json")
+    write(path, cluster)
+    trace = os.path.join(work, name + ".trace.json")
+    out = subprocess.run([sim, art, "--cluster", path, "--json", "--trace",
+                          trace], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    if out.returncode != 0:
+        sys.exit("FAILED: strata-sim: " + out.stdout)
+    spans = collections.Counter()
+    for e in json.load(open(trace))["traceEvents"]:
+        spans[e["name"]] += e["dur"] * 1e-6
+    return json.loads(out.stdout), spans
+
+
+def changed(changes):
+    """BASE with `changes` (a value None: the key left out)."""
+    c = dict(BASE)
+    for key, v in changes.items():
+        if v is None:
+            c.pop(key, None)
+        else:
+            c[key] = v
+    return c
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sim", required=True)
+    ap.add_argument("--plain", required=True)
+    ap.add_argument("--offload", required=True)
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="strata-calibrated-costs-")
+    _, spans = predict(args.sim, args.plain, BASE, work, "base")
+
+    # AdamW over many small parameters: each costed at its own size (all
+    # at the flat 1e-8), not the instruction's 520K operands at once (near
+    # 1e-10 by the table).
+    _, flatSpans = predict(args.sim, args.plain, changed(
+        {"op.graph.adamw_update": [1e3, 1e-8]}), work, "flat")
+    ratio = spans["graph.adamw_update"] / flatSpans["graph.adamw_update"]
+    print("adamw per parameter: %.3f of the flat table's cost" % ratio)
+
+    # Rows of 64 take the /64 table (5 times the rows-of-256 one).
+    _, rows = predict(args.sim, args.plain, changed(
+        {"op.graph.layer_norm/64": [1e3, 5e-9, 1e7, 5e-9]}), work, "rows")
+    print("layer_norm on rows of 64: %.2f times the rows-of-256 table" %
+          (rows["graph.layer_norm"] / spans["graph.layer_norm"]))
+    _, wide = predict(args.sim, args.plain, changed(
+        {"op.graph.layer_norm/1024": [1e3, 5e-9, 1e7, 5e-9]}), work, "wide")
+    print("layer_norm with a rows-of-1024 table: %.2f times" %
+          (wide["graph.layer_norm"] / spans["graph.layer_norm"]))
+
+    # A transpose that keeps the last axis (the heads') takes
+    # graph.transpose_rows.
+    _, heads = predict(args.sim, args.plain, changed(
+        {"op.graph.transpose_rows": [1e3, 2e-9, 1e7, 2e-9]}), work, "heads")
+    print("transpose keeping the last axis: %.2f times the transpose table" %
+          (heads["graph.transpose"] / spans["graph.transpose"]))
+
+    # The offloaded plan: its tier moves are copies (copy_seconds), a
+    # blocking wait on a copy stream costs event_wait, and each byte a
+    # copy stream moves takes copy_compute_cost of the compute stream.
+    off, offSpans = predict(args.sim, args.offload, BASE, work, "off")
+    moves = offSpans["sched.reload"] + offSpans["sched.offload"]
+    _, dearer = predict(args.sim, args.offload, changed(
+        {"copy_seconds": [1e3, 3e-10, 1e7, 3e-10]}), work, "dearer")
+    print("moves at copy_seconds x3: %.2f times" %
+          ((dearer["sched.reload"] + dearer["sched.offload"]) / moves))
+    waited, _ = predict(args.sim, args.offload, changed({"event_wait": 1e-4}), work,
+                        "wait")
+    print("event_wait 100 us: step %s" %
+          ("longer" if waited["step_s"] > off["step_s"] + 1e-4 else
+           "NOT longer (%g -> %g)" % (off["step_s"], waited["step_s"])))
+    shared, _ = predict(args.sim, args.offload, changed({"copy_compute_cost": 1e-9}),
+                        work, "shared")
+    added = shared["critical_path"]["compute_s"] + shared[
+        "critical_path"]["other_s"] - off["critical_path"]["compute_s"] - off[
+            "critical_path"]["other_s"]
+    print("copy_compute_cost 1 ns/byte: step %s" %
+          ("longer" if shared["step_s"] > off["step_s"] and added > 0 else
+           "NOT longer (%g -> %g)" % (off["step_s"], shared["step_s"])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
