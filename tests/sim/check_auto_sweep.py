@@ -44,6 +44,7 @@ def main():
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--tolerance", type=float, default=0.10)
     args = ap.parse_args()
+    args.bin = os.path.abspath(args.bin)  # mpirun resolves it elsewhere
     b = lambda tool: os.path.join(args.bin, tool)
     work = tempfile.mkdtemp(prefix="strata-auto-sweep-")
     try:
