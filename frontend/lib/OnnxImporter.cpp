@@ -1012,12 +1012,7 @@ func::FuncOp ModelImporter::createMain(ModuleOp module,
   // rebuilds the whole list each time (quadratic in the parameters).
   SmallVector<DictionaryAttr> argAttrs;
   for (auto [i, arg] : llvm::enumerate(args)) {
-    NamedAttribute attrs[] = {
-        builder.getNamedAttr(graph::kNameAttrName,
-                             builder.getStringAttr(arg.name)),
-        builder.getNamedAttr(graph::kRoleAttrName,
-                             graph::RoleAttr::get(&context, arg.role))};
-    argAttrs.push_back(builder.getDictionaryAttr(attrs));
+    argAttrs.push_back(graph::roleAndName(&context, arg.role, arg.name));
     values[arg.name] = entry->getArgument(i);
   }
   func.setAllArgAttrs(argAttrs);

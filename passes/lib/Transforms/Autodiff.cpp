@@ -35,11 +35,9 @@ StringRef argName(func::FuncOp func, unsigned i) {
 /// Appends an argument with a role and a name.
 BlockArgument addArgument(func::FuncOp func, Type type, graph::Role role,
                           StringRef name) {
-  MLIRContext *ctx = func.getContext();
   unsigned index = func.getNumArguments();
-  NamedAttribute attrs[] = {graph::nameEntry(ctx, name),
-                            graph::roleEntry(ctx, role)};
-  (void)func.insertArgument(index, type, DictionaryAttr::get(ctx, attrs),
+  (void)func.insertArgument(index, type,
+                            graph::roleAndName(func.getContext(), role, name),
                             func.getLoc());
   return func.getArgument(index);
 }
@@ -363,10 +361,7 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
       SmallVector<DictionaryAttr> attrs;
       for (auto [param, name] : llvm::zip(trained, gradNames)) {
         types.push_back(grads.lookup(param).getType());
-        NamedAttribute entries[] = {
-            graph::nameEntry(ctx, name),
-            graph::roleEntry(ctx, graph::Role::Gradient)};
-        attrs.push_back(DictionaryAttr::get(ctx, entries));
+        attrs.push_back(graph::roleAndName(ctx, graph::Role::Gradient, name));
       }
       SmallVector<Location> locs(trained.size(), func.getLoc());
       (void)func.insertArguments(at, types, attrs, locs);
@@ -399,11 +394,8 @@ struct AutodiffPass : public strata::impl::AutodiffPassBase<AutodiffPass> {
     func.setFunctionType(FunctionType::get(
         ctx, func.getArgumentTypes(), ValueRange(results).getTypes()));
     SmallVector<DictionaryAttr> resultAttrs;
-    for (auto &[role, name] : resultInfo) {
-      NamedAttribute attrs[] = {graph::nameEntry(ctx, name),
-                                graph::roleEntry(ctx, role)};
-      resultAttrs.push_back(DictionaryAttr::get(ctx, attrs));
-    }
+    for (auto &[role, name] : resultInfo)
+      resultAttrs.push_back(graph::roleAndName(ctx, role, name));
     func.setAllResultAttrs(resultAttrs);
   }
 

@@ -54,13 +54,6 @@ SmallVector<TrainedParameter> collectTrainedParameters(func::FuncOp step) {
   return params;
 }
 
-/// The attributes of an argument or result with a role and a name.
-DictionaryAttr roleAndName(MLIRContext *ctx, graph::Role role, StringRef name) {
-  NamedAttribute attrs[] = {graph::nameEntry(ctx, name),
-                            graph::roleEntry(ctx, role)};
-  return DictionaryAttr::get(ctx, attrs);
-}
-
 struct OptimizerPass : public strata::impl::OptimizerPassBase<OptimizerPass> {
   using OptimizerPassBase::OptimizerPassBase;
 
@@ -94,15 +87,16 @@ private:
                       SmallVectorImpl<DictionaryAttr> &argAttrs) const {
     for (const TrainedParameter &param : params) {
       argTypes.push_back(param.type);
-      argAttrs.push_back(roleAndName(ctx, graph::Role::Parameter, param.name));
-      argTypes.push_back(param.type);
       argAttrs.push_back(
-          roleAndName(ctx, graph::Role::Gradient,
-                      graph::stateName(StateKind::Gradient, param.name)));
+          graph::roleAndName(ctx, graph::Role::Parameter, param.name));
+      argTypes.push_back(param.type);
+      argAttrs.push_back(graph::roleAndName(
+          ctx, graph::Role::Gradient,
+          graph::stateName(StateKind::Gradient, param.name)));
       for (StateKind state : stateKinds()) {
         argTypes.push_back(param.type);
-        argAttrs.push_back(roleAndName(ctx, graph::stateRole(state),
-                                       graph::stateName(state, param.name)));
+        argAttrs.push_back(graph::roleAndName(
+            ctx, graph::stateRole(state), graph::stateName(state, param.name)));
       }
     }
     Builder b(ctx);
@@ -110,21 +104,23 @@ private:
     auto i64Scalar = RankedTensorType::get({}, b.getI64Type());
     auto f32Scalar = RankedTensorType::get({}, b.getF32Type());
     argTypes.push_back(f64Scalar);
-    argAttrs.push_back(roleAndName(ctx, graph::Role::Input, "strata.lr"));
+    argAttrs.push_back(
+        graph::roleAndName(ctx, graph::Role::Input, "strata.lr"));
     argTypes.push_back(i64Scalar);
-    argAttrs.push_back(roleAndName(ctx, graph::Role::Input, "strata.step"));
+    argAttrs.push_back(
+        graph::roleAndName(ctx, graph::Role::Input, "strata.step"));
     if (lossScale) {
       // Dynamic loss scaling state, kept by strata-run and in checkpoints:
       // the scale, steps since the last overflow, updates applied.
       argTypes.push_back(f32Scalar);
-      argAttrs.push_back(roleAndName(ctx, graph::Role::OptimizerState,
-                                     "strata.loss_scale"));
+      argAttrs.push_back(graph::roleAndName(ctx, graph::Role::OptimizerState,
+                                            "strata.loss_scale"));
       argTypes.push_back(i64Scalar);
-      argAttrs.push_back(roleAndName(ctx, graph::Role::OptimizerState,
-                                     "strata.good_steps"));
+      argAttrs.push_back(graph::roleAndName(ctx, graph::Role::OptimizerState,
+                                            "strata.good_steps"));
       argTypes.push_back(i64Scalar);
-      argAttrs.push_back(roleAndName(ctx, graph::Role::OptimizerState,
-                                     "strata.applied_steps"));
+      argAttrs.push_back(graph::roleAndName(ctx, graph::Role::OptimizerState,
+                                            "strata.applied_steps"));
     }
   }
 
@@ -148,7 +144,7 @@ private:
     auto [norm, gradScale] = buildNormAndGradScale(b, loc, body, params.size());
     SmallVector<Value> results{norm};
     SmallVector<DictionaryAttr> resultAttrs{
-        roleAndName(ctx, graph::Role::Output, "strata.grad_norm")};
+        graph::roleAndName(ctx, graph::Role::Output, "strata.grad_norm")};
     unsigned perParam = 2 + stateKinds().size();
     Value lr = body->getArgument(params.size() * perParam);
     Value stepIndex = body->getArgument(params.size() * perParam + 1);
@@ -156,10 +152,10 @@ private:
       ValueRange state = body->getArguments().slice(p * perParam, perParam);
       buildUpdate(b, loc, param.type, state, lr, stepIndex, gradScale, results);
       resultAttrs.push_back(
-          roleAndName(ctx, graph::Role::Parameter, param.name));
+          graph::roleAndName(ctx, graph::Role::Parameter, param.name));
       for (StateKind kind : stateKinds())
-        resultAttrs.push_back(roleAndName(ctx, graph::stateRole(kind),
-                                          graph::stateName(kind, param.name)));
+        resultAttrs.push_back(graph::roleAndName(
+            ctx, graph::stateRole(kind), graph::stateName(kind, param.name)));
     }
     b.create<func::ReturnOp>(loc, results);
     func.setFunctionType(

@@ -89,6 +89,13 @@ NamedAttribute strata::graph::nameEntry(MLIRContext *context, StringRef name) {
                         StringAttr::get(context, name));
 }
 
+DictionaryAttr strata::graph::roleAndName(MLIRContext *context, Role role,
+                                          StringRef name) {
+  NamedAttribute entries[] = {nameEntry(context, name),
+                              roleEntry(context, role)};
+  return DictionaryAttr::get(context, entries);
+}
+
 bool strata::graph::isStateRole(Role role) {
   return role == Role::Parameter || role == Role::Buffer ||
          role == Role::Gradient || role == Role::OptimizerState;

@@ -46,6 +46,10 @@ std::optional<Role> getResultRole(mlir::FunctionOpInterface func,
 mlir::NamedAttribute roleEntry(mlir::MLIRContext *context, Role role);
 mlir::NamedAttribute nameEntry(mlir::MLIRContext *context,
                                llvm::StringRef name);
+/// The attribute dictionary of an argument or result with a role and a
+/// name (both entries).
+mlir::DictionaryAttr roleAndName(mlir::MLIRContext *context, Role role,
+                                 llvm::StringRef name);
 
 /// Whether a role names persistent state (parameter, buffer, gradient,
 /// optimizer_state): values kept between steps.
