@@ -75,6 +75,20 @@ bool isChainOp(Operation *op) {
              graph::SliceOp, graph::ReshapeOp>(op);
 }
 
+/// The first op outside the chain that reads what it fetched.
+Operation *
+consumerOf(const Fetch &f,
+           llvm::function_ref<bool(Operation *, Operation *)> before) {
+  Operation *first = nullptr;
+  for (Operation *c : f.chain)
+    for (Value v : c->getResults())
+      for (Operation *user : v.getUsers())
+        if (!llvm::is_contained(f.chain, user) &&
+            (!first || before(user, first)))
+          first = user;
+  return first;
+}
+
 /// The order of a block's ops while fetches move, kept by hand: MLIR
 /// invalidates a block's whole order on every move, so each
 /// `isBeforeInBlock` after a move renumbered the block, and hoisting F
@@ -323,13 +337,8 @@ private:
     const Fetch &f = fetches[i];
     Operation *consumer = nullptr;
     if (sign > 0) {
-      for (Operation *c : f.chain)
-        for (Value v : c->getResults())
-          for (Operation *user : v.getUsers())
-            if (user->getBlock() == &body && !inChain(user, i) &&
-                (!consumer || order.before(user, consumer)))
-              consumer = user;
-      consumers[i] = consumer;
+      consumer = consumers[i] = consumerOf(
+          f, [&](Operation *a, Operation *b) { return order.before(a, b); });
     } else {
       consumer = consumers[i];
     }
@@ -342,11 +351,6 @@ private:
     int stop = nodeOf.lookup(consumer);
     nodes[stop].waits -= bytes;
     pullUp(stop);
-  }
-
-  bool inChain(Operation *op, size_t i) const {
-    auto it = fetchOf.find(op);
-    return it != fetchOf.end() && it->second == i;
   }
 
   Block &body;
@@ -439,20 +443,6 @@ struct SchedulePass : public strata::impl::SchedulePassBase<SchedulePass> {
       fetches.push_back(std::move(f));
     }
     return fetches;
-  }
-
-  /// The first op outside the chain that reads what it fetched.
-  static Operation *
-  consumerOf(const Fetch &f,
-             llvm::function_ref<bool(Operation *, Operation *)> before) {
-    Operation *first = nullptr;
-    for (Operation *c : f.chain)
-      for (Value v : c->getResults())
-        for (Operation *user : v.getUsers())
-          if (!llvm::is_contained(f.chain, user) &&
-              (!first || before(user, first)))
-            first = user;
-    return first;
   }
 
   /// Prefetch at the configured depth; with a memory budget, the order the
