@@ -169,18 +169,27 @@ def main():
 
         # Near-linear in the graph.
         depths = (200, 2000) if args.full else (20, 200)
-        cpus = []
-        for layers in depths:
-            model = generate(work, "gpt%d" % layers, [
-                "gpt", "--layers", str(layers), "--hidden", "64", "--heads",
-                "4", "--vocab", "256", "--seq", "64"])
-            path, wall, cpu = compile_at(model, "d%d.strata" % layers, [])
-            cpus.append(cpu)
-            print("  %d layers: %s instructions, %.2f s wall, %.2f s CPU" % (
-                layers, instructions(inspect(args.bin, path)), wall, cpu))
-        check(cpus[1] < 15 * cpus[0],
-              "%d layers compile in %.1fx the CPU time of %d" % (
-                  depths[1], cpus[1] / cpus[0], depths[0]))
+        models = {layers: generate(work, "gpt%d" % layers, [
+            "gpt", "--layers", str(layers), "--hidden", "64", "--heads", "4",
+            "--vocab", "256", "--seq", "64"]) for layers in depths}
+
+        def near_linear(tag, what, flags):
+            """Compiles both depths with `flags`: the deeper one in under 15x
+            the CPU time."""
+            cpus = []
+            for layers in depths:
+                path, wall, cpu = compile_at(
+                    models[layers], "%s%d.strata" % (tag, layers), flags)
+                cpus.append(cpu)
+                print("  %d layers%s: %s instructions, %.2f s wall, %.2f s "
+                      "CPU" % (layers, what,
+                               instructions(inspect(args.bin, path)), wall,
+                               cpu))
+            check(cpus[1] < 15 * cpus[0],
+                  "%d layers%s compile in %.1fx the CPU time of %d" % (
+                      depths[1], what, cpus[1] / cpus[0], depths[0]))
+
+        near_linear("d", "", [])
         # Sharded over 16 ranks, 10x the parameters: the peak memory grows
         # with the graph, not with its square (one setArgAttr per sharded
         # argument rebuilt the whole array of argument attributes, and the
@@ -188,10 +197,10 @@ def main():
         # compile).
         rss = []
         for layers in depths:
-            model = os.path.join(work, "gpt%d.onnx" % layers)
-            _, _, peak = measure([compile_, model, "-o", os.path.join(
-                work, "s%d.strata" % layers), "--no-weights", "--world", "16",
-                "--partition-group", "16"])
+            _, _, peak = measure([compile_, models[layers], "-o",
+                                  os.path.join(work, "s%d.strata" % layers),
+                                  "--no-weights", "--world", "16",
+                                  "--partition-group", "16"])
             rss.append(peak)
             print("  %d layers over 16 ranks: peak RSS %.0f MB" % (
                 layers, peak / 1e6))
@@ -201,40 +210,15 @@ def main():
         # The same with every activation offloaded and its reload
         # prefetched two ahead: thousands of fetches hoisted (each move
         # once renumbered the whole block: quadratic).
-        cpus = []
-        for layers in depths:
-            model = os.path.join(work, "gpt%d.onnx" % layers)
-            path, wall, cpu = compile_at(
-                model, "o%d.strata" % layers,
-                ["--offload-activations", "--prefetch-depth", "2"])
-            cpus.append(cpu)
-            print("  %d layers, activations offloaded: %s instructions, "
-                  "%.2f s wall, %.2f s CPU" % (
-                      layers, instructions(inspect(args.bin, path)), wall,
-                      cpu))
-        check(cpus[1] < 15 * cpus[0],
-              "%d layers with offloaded activations compile in %.1fx the "
-              "CPU time of %d" % (depths[1], cpus[1] / cpus[0], depths[0]))
-
+        near_linear("o", " with offloaded activations",
+                    ["--offload-activations", "--prefetch-depth", "2"])
         # The same under a cap on the fetched bytes waiting, prefetched
         # four ahead: most moves cross the cap, and each is decided by the
         # exact peaks after it (once a measure of the whole block each, so
         # 200 layers took 69x the CPU time of 20).
-        cpus = []
-        for layers in depths:
-            model = os.path.join(work, "gpt%d.onnx" % layers)
-            path, wall, cpu = compile_at(
-                model, "c%d.strata" % layers,
-                ["--offload-activations", "--prefetch-depth", "4",
-                 "--prefetch-bytes", "60000"])
-            cpus.append(cpu)
-            print("  %d layers, offloaded, 60000 bytes waiting at most: %s "
-                  "instructions, %.2f s wall, %.2f s CPU" % (
-                      layers, instructions(inspect(args.bin, path)), wall,
-                      cpu))
-        check(cpus[1] < 15 * cpus[0],
-              "%d layers under a prefetch cap compile in %.1fx the CPU time "
-              "of %d" % (depths[1], cpus[1] / cpus[0], depths[0]))
+        near_linear("c", " under a prefetch cap",
+                    ["--offload-activations", "--prefetch-depth", "4",
+                     "--prefetch-bytes", "60000"])
 
         if args.full:
             g3 = os.path.join(work, "gpt3.onnx")
