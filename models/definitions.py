@@ -460,26 +460,34 @@ class BasicBlock(nn.Module):
         return F.relu(y + self.shortcut(x))
 
 
-class ResNet18(nn.Module):
-    """ResNet-18 for 32 x 32 images (CIFAR style: a 3 x 3 stem, no max
-    pool), 11.2M parameters at 10 classes."""
+class CifarResNet(nn.Module):
+    """A ResNet for small images (CIFAR style: a 3 x 3 stem, no max pool):
+    `blocks` lists each basic block's (output channels, stride)."""
 
-    def __init__(self, num_classes=10):
+    def __init__(self, blocks, stem=64, num_classes=10):
         super().__init__()
-        self.conv1 = nn.Conv2d(3, 64, 3, 1, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(64)
-        layers, cin = [], 64
-        for cout, stride in [(64, 1), (128, 2), (256, 2), (512, 2)]:
-            layers += [BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)]
+        self.conv1 = nn.Conv2d(3, stem, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(stem)
+        layers, cin = [], stem
+        for cout, stride in blocks:
+            layers.append(BasicBlock(cin, cout, stride))
             cin = cout
         self.layers = nn.Sequential(*layers)
-        self.fc = nn.Linear(512, num_classes)
+        self.fc = nn.Linear(cin, num_classes)
 
     def forward(self, images):
         x = F.relu(self.bn1(self.conv1(images)))
         x = self.layers(x)
         x = F.adaptive_avg_pool2d(x, 1).flatten(1)
         return self.fc(x)
+
+
+class ResNet18(CifarResNet):
+    """ResNet-18 for 32 x 32 images, 11.2M parameters at 10 classes."""
+
+    def __init__(self, num_classes=10):
+        super().__init__([(64, 1), (64, 1), (128, 2), (128, 1), (256, 2),
+                          (256, 1), (512, 2), (512, 1)], 64, num_classes)
 
 
 def count_parameters(model: nn.Module) -> int:

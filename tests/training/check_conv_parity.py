@@ -36,7 +36,6 @@ import tempfile
 try:
     import numpy as np
     import torch
-    import torch.nn as nn
     import torch.nn.functional as F
 except ImportError:
     message = "check_conv_parity: python3-torch is not installed"
@@ -55,27 +54,14 @@ LR, WEIGHT_DECAY = 1e-3, 0.01  # adamw
 SGD_LR, MOMENTUM = 1e-3, 0.9  # sgd
 
 
-class SmallResNet(nn.Module):
+def small_resnet():
     """Two CIFAR-style basic blocks, 16 and 32 channels, for 16 x 16."""
-
-    def __init__(self, num_classes=10):
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, 16, 3, 1, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(16)
-        self.layers = nn.Sequential(definitions.BasicBlock(16, 16, 1),
-                                    definitions.BasicBlock(16, 32, 2))
-        self.fc = nn.Linear(32, num_classes)
-
-    def forward(self, images):
-        x = F.relu(self.bn1(self.conv1(images)))
-        x = self.layers(x)
-        x = F.adaptive_avg_pool2d(x, 1).flatten(1)
-        return self.fc(x)
+    return definitions.CifarResNet([(16, 1), (32, 2)], stem=16)
 
 
 # name -> (module factory, images shape)
 MODELS = {
-    "small_resnet": (SmallResNet, [16, 3, 16, 16]),
+    "small_resnet": (small_resnet, [16, 3, 16, 16]),
     "resnet18": (definitions.ResNet18, [16, 3, 32, 32]),
 }
 
