@@ -315,6 +315,136 @@ double copyComputeCost(Bench &b) {
   return meanOverRanks(b.comm, perByte);
 }
 
+/// Seconds of compute per ring byte a collective on another stream costs
+/// (all-gathers, or with `reduce` sum reduce-scatters, over the world): a
+/// CPU rank's collective runs on its stream's thread, which copies (and
+/// adds) the bytes through shared memory on the cores the kernels use. A
+/// GEMM loop alone, then for as long as a second thread runs a fixed number
+/// of 1 MiB-a-rank collectives (the same count on every rank, so they pair
+/// up); the compute time lost over the ring bytes moved. Zero where the
+/// collective slows nothing (a rank with cores to spare).
+double collectiveComputeCost(Bench &b, bool reduce) {
+  runtime::Communicator *comm = b.comm;
+  if (!comm || comm->world() < 2)
+    return 0;
+  const int64_t n = 256;
+  Owned x(DType::F32, {n, n}), w(DType::F32, {n, n}, 2), y(DType::F32, {n, n});
+  const runtime::KernelFn *fn = runtime::getCpuKernels().lookup("graph.linear");
+  if (!fn)
+    return 0;
+  std::vector<TensorView> in = {x.view, w.view}, out = {y.view};
+  KernelAttrs none;
+  KernelContext ctx{in, out, none, 1};
+  (void)(*fn)(ctx);
+  const int world = comm->world();
+  const size_t perRank = size_t(1) << 20;
+  std::vector<float> send(perRank / 4 * (reduce ? size_t(world) : 1), 1.0f),
+      recv(perRank / 4 * (reduce ? 1 : size_t(world)));
+  runtime::Communicator::Buffer buffer{DType::F32, send.data(), recv.data(),
+                                       reduce ? recv.size() : send.size()};
+  auto collective = [&] {
+    return reduce ? comm->reduceScatterSum(runtime::Group::World, {buffer})
+                  : comm->allGather(runtime::Group::World, {buffer});
+  };
+  barrier(comm);
+  (void)collective();
+  double start = now();
+  (void)collective();
+  double once = std::max(now() - start, 1e-6);
+  int calls = std::max(4, int(std::lround(meanOverRanks(comm, b.budget / once))));
+  // The GEMM's time alone: the best of two loops around the shared one.
+  auto gemmsFor = [&](int count) {
+    double t0 = now();
+    for (int i = 0; i < count; ++i)
+      (void)(*fn)(ctx);
+    return (now() - t0) / count;
+  };
+  double single = std::max(gemmsFor(2), 1e-7);
+  int gemmCalls = std::max(4, int(std::lround(b.budget / single)));
+  double alone = gemmsFor(gemmCalls);
+  barrier(comm);
+  std::atomic<bool> done{false};
+  std::thread side([&] {
+    for (int i = 0; i < calls; ++i)
+      (void)collective();
+    done.store(true, std::memory_order_release);
+  });
+  int gemms = 0;
+  double t0 = now();
+  while (!done.load(std::memory_order_acquire)) {
+    (void)(*fn)(ctx);
+    ++gemms;
+  }
+  double shared = now() - t0;
+  side.join();
+  alone = std::min(alone, gemmsFor(gemmCalls));
+  double lost = std::max(0.0, shared - double(gemms) * alone);
+  double ringBytes = double(calls) * double(world - 1) * double(perRank);
+  return meanOverRanks(comm, lost / ringBytes);
+}
+
+/// Seconds of compute a collective on another stream costs while it waits
+/// for a rank that is late: the runtime's stream thread polls the request
+/// (spinning first, then in short sleeps; Communicator::waitAll) on the
+/// core the kernels use. Odd ranks' side threads start 64 B all-gathers at
+/// once, even ranks' 300 us later, so the odd ranks wait; the GEMM loop
+/// beside the side thread on an odd rank loses this much a call. (Zero
+/// with one rank, or where the polling slows nothing.)
+double pollComputeCost(Bench &b) {
+  runtime::Communicator *comm = b.comm;
+  if (!comm || comm->world() < 2)
+    return 0;
+  const int64_t n = 256;
+  Owned x(DType::F32, {n, n}), w(DType::F32, {n, n}, 2), y(DType::F32, {n, n});
+  const runtime::KernelFn *fn = runtime::getCpuKernels().lookup("graph.linear");
+  if (!fn)
+    return 0;
+  std::vector<TensorView> in = {x.view, w.view}, out = {y.view};
+  KernelAttrs none;
+  KernelContext ctx{in, out, none, 1};
+  (void)(*fn)(ctx);
+  const int world = comm->world();
+  std::vector<float> send(16, 1.0f), recv(16 * size_t(world));
+  runtime::Communicator::Buffer buffer{DType::F32, send.data(), recv.data(),
+                                       send.size()};
+  const bool waits = comm->rank() % 2 == 1;
+  const auto late = std::chrono::microseconds(300);
+  auto gemmsFor = [&](int count) {
+    double t0 = now();
+    for (int i = 0; i < count; ++i)
+      (void)(*fn)(ctx);
+    return (now() - t0) / count;
+  };
+  double single = std::max(gemmsFor(2), 1e-7);
+  int gemmCalls = std::max(4, int(std::lround(b.budget / single)));
+  double alone = gemmsFor(gemmCalls);
+  int calls = std::max(8, int(std::lround(b.budget / 400e-6)));
+  barrier(comm);
+  std::atomic<bool> done{false};
+  std::thread side([&] {
+    for (int i = 0; i < calls; ++i) {
+      if (!waits)
+        std::this_thread::sleep_for(late);
+      (void)comm->allGather(runtime::Group::World, {buffer});
+    }
+    done.store(true, std::memory_order_release);
+  });
+  int gemms = 0;
+  double t0 = now();
+  while (!done.load(std::memory_order_acquire)) {
+    (void)(*fn)(ctx);
+    ++gemms;
+  }
+  double shared = now() - t0;
+  side.join();
+  alone = std::min(alone, gemmsFor(gemmCalls));
+  double lost = waits ? std::max(0.0, shared - double(gemms) * alone) / calls
+                      : 0.0;
+  // The mean over the ranks that waited.
+  double waiting = double(world / 2);
+  return meanOverRanks(comm, lost) * double(world) / waiting;
+}
+
 /// A fused program of `adds` adds over `adds + 1` inputs (a chain, as
 /// strata-fuse-elementwise writes a residual sum or a bias and scale).
 KernelAttrs addChain(int adds) {
@@ -561,6 +691,19 @@ void measureRound(Bench &b, int world, int perNode, bool spans, Figures &f) {
     }
   }
   f.values["copy_compute_cost"] = copyComputeCost(b);
+  // A collective's thread on the kernels' core: measured on one host with
+  // a core a rank. With more ranks than cores they take turns on the cores
+  // anyway, and a GEMM loop beside a collective measures the other ranks
+  // as much as the collective; across hosts (tools/cluster.sh's emulated
+  // nodes share one host's cores) the same.
+  if (b.perCall && !spans) {
+    f.values["gather_compute_cost"] = collectiveComputeCost(b, false);
+    f.values["reduce_compute_cost"] = collectiveComputeCost(b, true);
+    f.values["poll_compute_cost"] = pollComputeCost(b);
+  } else if (comm) {
+    b.notes.insert("the collectives' CPU (more ranks than cores, or "
+                   "across hosts)");
+  }
 
   // Collectives: all-gathers through the Communicator at 64 B and 4 MiB a
   // rank, for the alpha-beta model of a ring (the latency per ring step,
@@ -670,6 +813,14 @@ Status calibrate(const CalibrateOptions &options, std::string &json) {
     out << "  \"event_wait\": " << number(value("event_wait")) << ",\n";
   out << "  \"copy_compute_cost\": " << number(value("copy_compute_cost"))
       << ",\n";
+  if (f.values.count("gather_compute_cost")) {
+    out << "  \"gather_compute_cost\": "
+        << number(value("gather_compute_cost")) << ",\n";
+    out << "  \"reduce_compute_cost\": "
+        << number(value("reduce_compute_cost")) << ",\n";
+    out << "  \"poll_compute_cost\": " << number(value("poll_compute_cost"))
+        << ",\n";
+  }
   // One rank exchanges nothing: the copy bandwidth stands in. On one host
   // inter-node is the same shared memory.
   double intraBandwidth = comm ? value("intra_bandwidth") : copyBandwidth;

@@ -327,8 +327,9 @@ public:
     return c.kernelLaunch + std::max(compute, memory);
   }
 
-  /// A ring collective over the instruction's group, on one rank.
-  double collective(const plan::Instruction &inst, int rank) const {
+  /// The bytes a ring collective moves over each of its links, on one rank
+  /// (0: not a collective, or a group of one).
+  double ringBytes(const plan::Instruction &inst, int rank) const {
     std::optional<runtime::Group> group = groupOf(inst);
     if (!group)
       return 0;
@@ -340,9 +341,20 @@ public:
     for (uint32_t id : gather ? inst.outputs() : inst.inputs())
       total += double(runtime::tensorBytes(tensor(id)));
     double g = ring.members;
-    double onRing = inst.collective() == plan::ALL_REDUCE
-                        ? 2 * (g - 1) / g * total
-                        : (g - 1) / g * total;
+    return inst.collective() == plan::ALL_REDUCE ? 2 * (g - 1) / g * total
+                                                 : (g - 1) / g * total;
+  }
+
+  /// A ring collective over the instruction's group, on one rank.
+  double collective(const plan::Instruction &inst, int rank) const {
+    std::optional<runtime::Group> group = groupOf(inst);
+    if (!group)
+      return 0;
+    const Ring &ring = ringOf(*group, rank);
+    if (ring.members < 2)
+      return 0;
+    double g = ring.members;
+    double onRing = ringBytes(inst, rank);
     double steps = inst.collective() == plan::ALL_REDUCE ? 2 * (g - 1) : g - 1;
     // A blocked gather (the hierarchical one's intra stage) is one NCCL
     // call per block: the latency once per block.
@@ -390,6 +402,22 @@ public:
   }
 
   double eventWait() const { return c.eventWait; }
+
+  /// The compute stream's seconds a collective on a side stream takes: its
+  /// ring bytes at the calibrated CPU cost of a gather's or a reduction's.
+  /// Also its polling while it waits for a late rank: every rank of the
+  /// group but the last to arrive waits, (g - 1) / g of them on average.
+  double collectiveComputeCost(const plan::Instruction &inst, int rank) const {
+    double bytes = ringBytes(inst, rank);
+    if (bytes <= 0)
+      return 0;
+    double perByte = inst.collective() == plan::ALL_GATHER
+                         ? c.gatherComputeCost
+                         : c.reduceComputeCost;
+    std::optional<runtime::Group> group = groupOf(inst);
+    double g = ringOf(*group, rank).members;
+    return perByte * bytes + c.pollComputeCost * (g - 1) / g;
+  }
 
   double message(const plan::Instruction &inst, int rank) const {
     if (inst.inputs_size() == 0 && inst.outputs_size() == 0)
@@ -587,6 +615,10 @@ public:
           for (LinkCalendar &l : links)
             l.forget(*std::min_element(free.begin(), free.end()));
         free[stream] = link.book(free[stream], cost);
+        // Its stream's thread copies (and adds) the bytes on the cores the
+        // kernels use (a calibrated CPU).
+        if (stream != 0)
+          free[0] += costs.collectiveComputeCost(inst, rank);
       } else if (op == "sched.reload" || op == "sched.offload") {
         cost = costs.move(inst);
         // A copy stream's thread takes CPU from the compute stream's
@@ -714,6 +746,9 @@ Status loadCluster(const std::string &path, Cluster &out) {
       {"emulated_nodes", &emulated, false, false},
       {"event_wait", &c.eventWait, false, false},
       {"copy_compute_cost", &c.copyComputeCost, false, false},
+      {"gather_compute_cost", &c.gatherComputeCost, false, false},
+      {"reduce_compute_cost", &c.reduceComputeCost, false, false},
+      {"poll_compute_cost", &c.pollComputeCost, false, false},
   };
   for (const Field &f : fields) {
     if (Status s = number(f.key, *f.value, f.required); !s)

@@ -8,10 +8,13 @@ figure's effect on the predicted step or on one op kind's summed spans in
 strata-sim's trace. No timing: every number comes from the cost model.
 
     check_calibrated_costs.py --sim BIN/strata-sim --plain ART --offload ART
+                              [--sharded ART]
 
 ART --plain: gpt_tiny (rows of 64, the heads' transposes, AdamW over
 parameters of at most 16K elements); --offload: an artifact with tier
-moves on the copy streams that the compute stream waits for.
+moves on the copy streams that the compute stream waits for; --sharded:
+an artifact of 2 ranks whose all-gathers and reduce-scatters run on side
+streams (ZeRO-3).
 """
 
 import argparse
@@ -83,6 +86,7 @@ def main():
     ap.add_argument("--sim", required=True)
     ap.add_argument("--plain", required=True)
     ap.add_argument("--offload", required=True)
+    ap.add_argument("--sharded")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="strata-calibrated-costs-")
     _, spans = predict(args.sim, args.plain, BASE, work, "base")
@@ -134,6 +138,26 @@ def main():
     print("copy_compute_cost 1 ns/byte: step %s" %
           ("longer" if shared["step_s"] > off["step_s"] and added > 0 else
            "NOT longer (%g -> %g)" % (off["step_s"], shared["step_s"])))
+    if args.sharded:
+        # A collective on a side stream takes the compute stream's CPU: its
+        # ring bytes at gather_compute_cost or reduce_compute_cost, and
+        # poll_compute_cost for each call (half of it on 2 ranks: one of
+        # the two waits).
+        two = dict(BASE, gpus_per_node=2)
+        base, _ = predict(args.sim, args.sharded, two, work, "sharded")
+        for key in ("gather_compute_cost", "reduce_compute_cost"):
+            dear, _ = predict(args.sim, args.sharded, dict(two, **{key: 1e-9}),
+                              work, key)
+            print("%s 1 ns/byte: step %s" % (key, "longer" if dear["step_s"] >
+                                             base["step_s"] + 1e-6 else
+                                             "NOT longer"))
+        polled = [predict(args.sim, args.sharded,
+                          dict(two, poll_compute_cost=p), work, "poll%d" % i)[0]
+                  for i, p in enumerate((1e-4, 2e-4))]
+        added = [p["step_s"] - base["step_s"] for p in polled]
+        print("poll_compute_cost 100 us: step longer by %d half-calls; "
+              "200 us: %.3f times that" % (round(added[0] / 5e-5),
+                                           added[1] / added[0]))
     return 0
 
 

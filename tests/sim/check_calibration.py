@@ -12,6 +12,7 @@ the others.
     check_calibration.py --bin BUILD/bin [--ranks 1 2] [--check-ranks 1 2]
                          [--tolerance 0.15] [--max-ratio R [--ratio-ranks N..]]
                          [--models gpt_tiny bert_tiny] [--steps 24]
+                         [--launches 3]
 
 --max-ratio alone checks the --check-ranks by the ratio instead; with
 --ratio-ranks it checks those rank counts by the ratio and the
@@ -105,13 +106,20 @@ def peak_bytes(bin_dir, art):
     return int(info["memory"]["device"]["planned_peak_bytes"])
 
 
-def measure(bin_dir, art, ranks, steps, work):
+def measure(bin_dir, art, ranks, steps, work, launches):
+    """The median step (after the first four) of each of `launches` runs,
+    and the median of those: with ranks sharing the cores, one launch's
+    steps can all run slow or all fast (where the threads landed, what
+    else ran), by 20% at 2 ranks here."""
     log = os.path.join(work, "run.jsonl")
-    run(mpirun(ranks) + [os.path.join(bin_dir, "strata-run"), art,
-                         "--steps", str(steps), "--log", log,
-                         "--print-every", str(steps)], cwd=work)
-    times = [json.loads(line)["step_ms"] for line in open(log)]
-    return statistics.median(times[4:]) / 1e3
+    medians = []
+    for _ in range(launches):
+        run(mpirun(ranks) + [os.path.join(bin_dir, "strata-run"), art,
+                             "--steps", str(steps), "--log", log,
+                             "--print-every", str(steps)], cwd=work)
+        times = [json.loads(line)["step_ms"] for line in open(log)]
+        medians.append(statistics.median(times[4:]) / 1e3)
+    return statistics.median(medians)
 
 
 def predict(bin_dir, art, cluster):
@@ -127,6 +135,9 @@ def main():
     ap.add_argument("--check-ranks", type=int, nargs="*", default=[1, 2])
     ap.add_argument("--models", nargs="+", default=["gpt_tiny", "bert_tiny"])
     ap.add_argument("--steps", type=int, default=24)
+    ap.add_argument("--launches", type=int, default=3,
+                    help="runs of each configuration (the median of their "
+                         "median steps is the measured step)")
     ap.add_argument("--tolerance", type=float, default=0.15,
                     help="largest |predicted - measured| / measured")
     ap.add_argument("--max-ratio", type=float,
@@ -143,6 +154,9 @@ def main():
                     help="calibrate and run on tools/cluster.sh's emulated "
                          "nodes (e.g. 2:100mbit): TCP links between them")
     args = ap.parse_args()
+    # The runs start in a scratch folder (cwd=work); mpirun looks a
+    # relative path up there.
+    args.bin = os.path.abspath(args.bin)
     global NODES
     if args.cluster:
         nodes, bandwidth = args.cluster.split(":")
@@ -183,7 +197,8 @@ def main():
                                  for f in flags]
                     run([os.path.join(args.bin, "strata-compile"), onnx,
                          "-o", art] + flags)
-                    measured = measure(args.bin, art, ranks, args.steps, work)
+                    measured = measure(args.bin, art, ranks, args.steps, work,
+                                       args.launches)
                     predicted = predict(args.bin, art, cluster)
                     error = (predicted - measured) / measured
                     rows.append((ranks, model, name, measured, predicted,

@@ -72,9 +72,14 @@ struct Cluster {
   /// A calibrated CPU's streams are threads on shared cores: a wait on
   /// another stream's event that blocks costs the waiting thread's
   /// wake-up (seconds), and each byte a tier move copies on a side stream
-  /// takes the compute stream's kernels this many seconds of CPU. 0 (the
-  /// GPU presets): free.
+  /// takes the compute stream's kernels this many seconds of CPU; so does
+  /// each ring byte of a collective on a side stream (an all-gather's, a
+  /// reduction's). 0 (the GPU presets): free.
   double eventWait = 0, copyComputeCost = 0;
+  double gatherComputeCost = 0, reduceComputeCost = 0;
+  /// ... and each collective on a side stream that waits for a late rank,
+  /// its thread polling on the kernels' core (seconds a call).
+  double pollComputeCost = 0;
   /// The nodes are emulated on one host (a calibrated CPU): every link is
   /// the same shared memory, and an artifact of any --gpus-per-node runs.
   bool emulatedNodes = false;
