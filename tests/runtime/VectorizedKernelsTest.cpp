@@ -7,7 +7,9 @@
 // softmax's row division against its formula. On a CPU with AVX-512 the
 // dispatched builds are the x86-64-v4 ones, so a fused multiply-add or a
 // reassociation there fails these tests. rowMax, the lane-wise max of the
-// softmax rows, against the serial scan it replaces, bit for bit.
+// softmax rows, against the serial scan it replaces, bit for bit. The
+// attention kernels' row loops (probabilities, softmax gradient) dispatched
+// against the same bodies built here for the baseline.
 //
 //===----------------------------------------------------------------------===//
 
@@ -154,6 +156,51 @@ TEST(VectorizedKernels, RowMaxEqualsTheSerialScan) {
     float want = serialMax(row);
     EXPECT_EQ(std::memcmp(&got, &want, sizeof got), 0)
         << "row of " << row.size() << ": " << got << " vs " << want;
+  }
+}
+
+TEST(VectorizedKernels, AttentionRowsDispatchedEqualBaseline) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t keys : {1, 9, 64, 150, 301}) {
+    std::vector<float> scores = probeValues(size_t(keys), uint32_t(keys));
+    for (float &v : scores)
+      v = v != v || std::isinf(v) ? 0.5f : v;
+    std::vector<float> mask(size_t(keys), 0.0f);
+    for (int64_t j = 0; j < keys; j += 3)
+      mask[size_t(j)] = j % 2 ? -1e9f : -0.5f;
+    std::vector<float> allMasked(size_t(keys), -inf);
+    const std::vector<const float *> masks = {nullptr, mask.data(),
+                                              allMasked.data()};
+    for (const float *m : masks)
+      for (bool causal : {false, true})
+        for (int64_t i : {int64_t(0), keys / 2, keys - 1}) {
+          std::vector<float> a = scores, b = scores;
+          std::vector<float> ea(scores.size()), eb(scores.size());
+          cpu::attentionRowProbabilitiesF32(a.data(), i, keys, 0.125f, m, 0,
+                                            1, causal, ea.data());
+          cpu::attentionRowProbabilitiesBody<float>(b.data(), i, keys, 0.125f,
+                                                    m, 0, 1, causal, eb.data());
+          EXPECT_TRUE(sameBits(a, b))
+              << "probabilities, keys " << keys << ", row " << i
+              << (causal ? ", causal" : "") << (m ? ", masked" : "");
+        }
+    std::vector<float> p = probeValues(size_t(keys), 11);
+    std::vector<float> keep(p.size());
+    for (float &v : p)
+      v = v != v || std::isinf(v) ? 0.25f : std::fabs(v) / 16.0f;
+    for (int64_t j = 0; j < keys; ++j)
+      keep[size_t(j)] = j % 4 ? 1.25f : 0.0f;
+    const std::vector<const float *> keeps = {nullptr, keep.data()};
+    for (const float *k : keeps) {
+      std::vector<float> a = probeValues(size_t(keys), 12);
+      for (float &v : a)
+        v = v != v || std::isinf(v) ? -1.0f : v;
+      std::vector<float> b = a;
+      cpu::attentionGradRowF32(a.data(), p.data(), k, keys, 0.125);
+      cpu::attentionGradRowBody<float>(b.data(), p.data(), k, keys, 0.125);
+      EXPECT_TRUE(sameBits(a, b))
+          << "softmax gradient, keys " << keys << (k ? ", dropout" : "");
+    }
   }
 }
 

@@ -321,6 +321,16 @@ std::vector<GradCase> cases() {
                  "scale = 0.5 : f64}> : (tensor<2x4x4xf64>, tensor<2x4x4xf64>, "
                  "tensor<2x4x4xf64>) -> tensor<2x4x4xf64>",
                  {{"%y", {2, 4, 4}}}});
+  // Three blocks of query rows and of keys (kAttentionRows 64), the last
+  // short: the causal gradient's dK and dV take each key block's rows from
+  // its first key on.
+  all.push_back({"attention_causal_blocks",
+                 {{"p0", {1, 150, 2}}, {"p1", {1, 150, 2}}, {"p2", {1, 150, 2}}},
+                 "    %y = \"graph.attention\"(%p0, %p1, %p2) <{causal = true, "
+                 "scale = 0.5 : f64}> : (tensor<1x150x2xf64>, "
+                 "tensor<1x150x2xf64>, tensor<1x150x2xf64>) -> "
+                 "tensor<1x150x2xf64>",
+                 {{"%y", {1, 150, 2}}}});
   all.push_back(
       {"attention_mask",
        {{"p0", {2, 3, 4}}, {"p1", {2, 5, 4}}, {"p2", {2, 5, 3}}},

@@ -97,6 +97,14 @@ Status attentionKernel(KernelContext &ctx) {
 
 } // namespace
 
+STRATA_VECTOR_DISPATCHED void
+attentionRowProbabilitiesF32(float *row, int64_t i, int64_t keys, float scale,
+                             const float *mask, int64_t maskRow,
+                             int64_t maskStride, bool causal, float *e) {
+  attentionRowProbabilitiesBody(row, i, keys, scale, mask, maskRow, maskStride,
+                                causal, e);
+}
+
 void registerAttentionKernels(KernelRegistry &registry) {
   registry.add("graph.attention", attentionKernel);
 }

@@ -227,7 +227,8 @@ public:
   static constexpr int kLanes = 8;
 
   /// Adds term(i) for i < n.
-  template <typename Term> void add(int64_t n, Term term) {
+  template <typename Term>
+  __attribute__((always_inline)) void add(int64_t n, Term term) {
     int64_t i = 0;
     for (; i + kLanes <= n; i += kLanes)
       for (int j = 0; j < kLanes; ++j)
@@ -246,7 +247,8 @@ private:
 };
 
 /// The sum of term(i), i < n, through one LaneSum.
-template <typename Term> double laneSum(int64_t n, Term term) {
+template <typename Term>
+__attribute__((always_inline)) inline double laneSum(int64_t n, Term term) {
   LaneSum sum;
   sum.add(n, term);
   return sum.total();
@@ -256,7 +258,8 @@ template <typename Term> double laneSum(int64_t n, Term term) {
 /// v) max = v` finds it (NaN wins, the last one), but by 8 lanes that
 /// vectorize: a row with a NaN, or whose max is a zero (whose sign the
 /// serial scan takes from the first zero), is scanned serially instead.
-template <typename T> T rowMax(const T *row, int64_t n) {
+template <typename T>
+__attribute__((always_inline)) inline T rowMax(const T *row, int64_t n) {
   constexpr int kLanes = 8;
   T lane[kLanes];
   for (int j = 0; j < kLanes; ++j)
@@ -314,7 +317,8 @@ std::pair<T, double> maxAndExpSum(const T *in, int64_t len, int64_t stride) {
 /// (VectorMath.h, in float, as PyTorch's CPU softmax); double rows
 /// std::exp in double.
 template <typename T>
-double expAndSum(const T *row, T max, int64_t n, T *e) {
+__attribute__((always_inline)) inline double expAndSum(const T *row, T max,
+                                                       int64_t n, T *e) {
   if constexpr (std::is_same_v<T, float>) {
     expShifted(row, max, e, n);
   } else {
@@ -332,9 +336,10 @@ double expAndSum(const T *row, T max, int64_t n, T *e) {
 /// live keys). graph.attention and graph.attention_grad compute the same
 /// probabilities through here.
 template <typename T>
-void attentionRowProbabilities(T *row, int64_t i, int64_t keys, T scale,
-                               const T *mask, int64_t maskRow,
-                               int64_t maskStride, bool causal, T *e) {
+__attribute__((always_inline)) inline void
+attentionRowProbabilitiesBody(T *row, int64_t i, int64_t keys, T scale,
+                              const T *mask, int64_t maskRow,
+                              int64_t maskStride, bool causal, T *e) {
   const T negInf = -std::numeric_limits<T>::infinity();
   for (int64_t j = 0; j < keys; ++j) {
     T score = row[j] * scale;
@@ -349,6 +354,57 @@ void attentionRowProbabilities(T *row, int64_t i, int64_t keys, T scale,
   double sum = expAndSum(row, max, live, e);
   divideRow(e, sum, row, live);
   std::fill(row + live, row + keys, T(0));
+}
+
+/// attentionRowProbabilitiesBody for float, compiled for AVX-512 and the
+/// baseline ISA (VectorMath.h's dispatch; AttentionKernels.cpp): the same
+/// operations in the same order, so the same bits, wider vectors.
+void attentionRowProbabilitiesF32(float *row, int64_t i, int64_t keys,
+                                  float scale, const float *mask,
+                                  int64_t maskRow, int64_t maskStride,
+                                  bool causal, float *e);
+
+template <typename T>
+void attentionRowProbabilities(T *row, int64_t i, int64_t keys, T scale,
+                               const T *mask, int64_t maskRow,
+                               int64_t maskStride, bool causal, T *e) {
+  if constexpr (std::is_same_v<T, float>)
+    attentionRowProbabilitiesF32(row, i, keys, scale, mask, maskRow,
+                                 maskStride, causal, e);
+  else
+    attentionRowProbabilitiesBody(row, i, keys, scale, mask, maskRow,
+                                  maskStride, causal, e);
+}
+
+/// Row i of attention's softmax gradient: `ds` holds dPd = dY V^T over the
+/// row's `keys` keys; through dropout (`keep`, the row's kept scale per
+/// key; null without dropout) and the softmax of `p` into
+/// dS = p * (dP - sum(dP * p)) * scale, in double.
+template <typename T>
+__attribute__((always_inline)) inline void
+attentionGradRowBody(T *ds, const T *p, const T *keep, int64_t keys,
+                     double scale) {
+  if (keep)
+    for (int64_t j = 0; j < keys; ++j)
+      ds[j] *= keep[j];
+  double dot =
+      laneSum(keys, [&](int64_t j) { return double(ds[j]) * double(p[j]); });
+  for (int64_t j = 0; j < keys; ++j)
+    ds[j] = static_cast<T>(double(p[j]) * (double(ds[j]) - dot) * scale);
+}
+
+/// attentionGradRowBody for float, dispatched as
+/// attentionRowProbabilitiesF32 (NeuralNetGradKernels.cpp).
+void attentionGradRowF32(float *ds, const float *p, const float *keep,
+                         int64_t keys, double scale);
+
+template <typename T>
+void attentionGradRow(T *ds, const T *p, const T *keep, int64_t keys,
+                      double scale) {
+  if constexpr (std::is_same_v<T, float>)
+    attentionGradRowF32(ds, p, keep, keys, scale);
+  else
+    attentionGradRowBody(ds, p, keep, keys, scale);
 }
 
 /// Query rows per block of the attention kernels: a causal block of rows

@@ -266,15 +266,17 @@ Status attentionGradKernel(KernelContext &ctx) {
                 row, i, keys, tScale, pm,
                 pm ? maskBase + i * maskStrides[rank - 2] : 0,
                 pm ? maskStrides[rank - 1] : 0, causal, e.data());
-            for (int64_t j = 0; j < keys; ++j) {
-              T keep = T(1);
-              if (ratio > 0) {
+            if (ratio > 0) {
+              for (int64_t j = 0; j < keys; ++j) {
                 uint64_t index = static_cast<uint64_t>((b * s + i) * t + j);
-                keep =
+                T keep =
                     dropoutKeeps(seedOf(ctx), index, ratio) ? dropScale : T(0);
                 keepMask[i * t + j] = keep;
+                pd[i * t + j] = row[j] * keep;
               }
-              pd[i * t + j] = row[j] * keep;
+            } else {
+              // x * 1 is x, bit for bit.
+              std::copy(row, row + keys, pd.data() + i * t);
             }
             std::fill(row + keys, row + t, T(0));
             std::fill(pd.data() + i * t + keys, pd.data() + (i + 1) * t, T(0));
@@ -284,27 +286,33 @@ Status attentionGradKernel(KernelContext &ctx) {
                     ds.data() + i0 * t, t);
           for (int64_t i = i0; i < i1; ++i) {
             T *dsRow = ds.data() + i * t;
-            const T *pRow = p.data() + i * t;
-            if (ratio > 0)
-              for (int64_t j = 0; j < keys; ++j)
-                dsRow[j] *= keepMask[i * t + j];
-            double dot = laneSum(keys, [&](int64_t j) {
-              return double(dsRow[j]) * double(pRow[j]);
-            });
-            for (int64_t j = 0; j < keys; ++j)
-              dsRow[j] = static_cast<T>(double(pRow[j]) *
-                                        (double(dsRow[j]) - dot) * scale);
+            attentionGradRow(dsRow, p.data() + i * t,
+                             ratio > 0 ? keepMask.data() + i * t : nullptr,
+                             keys, scale);
             std::fill(dsRow + keys, dsRow + t, T(0));
           }
           // dQ = dS K, over the keys the block sees.
           gemmEx<T>(false, false, rows, d, keys, ds.data() + i0 * t, t, kb, d,
                     dq + (b * s + i0) * d, d);
         }
-        // dV = Pd^T dY, dK = dS^T Q.
-        gemmEx<T>(true, false, t, dv, s, pd.data(), t, dyb, dv,
-                  dvOut + b * t * dv, dv);
-        gemmEx<T>(true, false, t, d, s, ds.data(), t, qb, d, dk + b * t * d,
-                  d);
+        // dV = Pd^T dY, dK = dS^T Q. Under a causal mask key j takes terms
+        // from query rows i >= j only (Pd and dS are 0 above the diagonal),
+        // so key block [j0, j1) multiplies rows [j0, s): half the products.
+        if (causal) {
+          for (int64_t j0 = 0; j0 < t; j0 += kAttentionRows) {
+            int64_t cols = std::min(t, j0 + kAttentionRows) - j0;
+            int64_t from = std::min(j0, s), inner = s - from;
+            gemmEx<T>(true, false, cols, dv, inner, pd.data() + from * t + j0,
+                      t, dyb + from * dv, dv, dvOut + (b * t + j0) * dv, dv);
+            gemmEx<T>(true, false, cols, d, inner, ds.data() + from * t + j0,
+                      t, qb + from * d, d, dk + (b * t + j0) * d, d);
+          }
+        } else {
+          gemmEx<T>(true, false, t, dv, s, pd.data(), t, dyb, dv,
+                    dvOut + b * t * dv, dv);
+          gemmEx<T>(true, false, t, d, s, ds.data(), t, qb, d, dk + b * t * d,
+                    d);
+        }
       }
     });
     return Status::ok();
@@ -455,6 +463,12 @@ Status crossEntropyGradKernel(KernelContext &ctx) {
 }
 
 } // namespace
+
+STRATA_VECTOR_DISPATCHED void attentionGradRowF32(float *ds, const float *p,
+                                                 const float *keep,
+                                                 int64_t keys, double scale) {
+  attentionGradRowBody(ds, p, keep, keys, scale);
+}
 
 void registerNeuralNetGradKernels(KernelRegistry &registry) {
   registry.add("graph.linear_grad_weight", linearGradWeightKernel);
