@@ -395,6 +395,18 @@ llvm::Error planMemory(MLIRContext &context, OwningOpRef<ModuleOp> &module,
                        const strata::TrainingConfig &config, bool quiet) {
   strata::MemoryPipelineOptions memory;
   strata::MemoryPipelineOptions::fill(memory, config);
+  // strata-recompute works on @micro_step, which pipeline stages replace
+  // with their own programs: say so rather than accept the flag silently.
+  if (!quiet && config.pipelineStages > 1 &&
+      config.recompute != strata::Recompute::None)
+    llvm::errs() << "strata-compile: note: --recompute "
+                 << (config.recompute == strata::Recompute::Layers ? "layers"
+                     : config.recompute == strata::Recompute::Always
+                         ? "always"
+                         : "auto")
+                 << " is not applied inside pipeline stages (--pipeline-stages "
+                 << config.pipelineStages
+                 << "): each stage keeps every activation its backward reads\n";
   bool mayOffload = config.gpuMemory && !config.offloadActivations;
   OwningOpRef<ModuleOp> unplanned;
   if (mayOffload)
