@@ -22,6 +22,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include <fstream>
+#include <set>
 
 using namespace mlir;
 using llvm::Error;
@@ -945,21 +946,41 @@ Error writeArtifact(ModuleOp module, llvm::StringRef dir,
     memory.set_host_bytes(host);
     memory.set_ssd_bytes(ssd);
     memory.set_gpu_budget(planned.getBudget());
-    if (step) {
-      double flops = 0;
-      step.walk([&](Operation *op) {
+    // What was made again in backward: @micro_step's clones; with pipeline
+    // stages, the stage programs' (each op named once, not once a
+    // micro-batch as the programs unroll it), and the checkpointed layers.
+    SmallVector<func::FuncOp> programs;
+    if (step)
+      programs.push_back(step);
+    else
+      for (auto func : module.getOps<func::FuncOp>())
+        if (func.getSymName().starts_with("pipeline_step_"))
+          programs.push_back(func);
+    double flops = 0;
+    std::set<std::string> seen, layerNames;
+    for (func::FuncOp program : programs) {
+      program.walk([&](Operation *op) {
         if (!op->hasAttr(sched::SchedDialect::kRecomputedAttrName))
           return;
-        memory.add_recomputed(op->getName().getStringRef().str() + " (" +
-                              graph::onnxNodeName(op->getLoc()) + ")");
+        std::string name = op->getName().getStringRef().str() + " (" +
+                           graph::onnxNodeName(op->getLoc()) + ")";
         flops += forwardFlops(op);
+        if (step || seen.insert(name).second)
+          memory.add_recomputed(name);
       });
-      memory.set_recomputed_flops(flops);
-      if (auto layers = step->getAttrOfType<ArrayAttr>(
+      if (auto layers = program->getAttrOfType<ArrayAttr>(
               sched::SchedDialect::kCheckpointedAttrName))
         for (auto name : layers.getAsValueRange<StringAttr>())
-          memory.add_checkpointed_layers(name.str());
+          if (layerNames.insert(name.str()).second)
+            memory.add_checkpointed_layers(name.str());
     }
+    // A stage program makes each clone again once a micro-batch; the
+    // figure is a micro-step's (strata-inspect multiplies by the
+    // accumulation).
+    if (!step && options.training)
+      flops /= double(std::max<int64_t>(1, int64_t(options.training->accum)));
+    if (!programs.empty())
+      memory.set_recomputed_flops(flops);
   }
 
   // Write beside the target, then swap it into place.

@@ -13,6 +13,10 @@ the norm's chain. After the last step every copy of a tied weight (and
 of its optimizer states) must equal the copy at the same position of the
 other stages of its pipeline, bit for bit.
 
+`--recompute layers` (or always) compiles the stages with it: the run must
+still match the one-rank reference, and every stage's activation arena be
+no larger (and all together smaller) than without it.
+
 `--matrix` runs every stage count in {2, 4, 8}, both schedules, accumulation
 1 and 4, GPT and BERT. `--resume` instead saves at step 10, resumes and must reproduce the
 uninterrupted run bit for bit, and --consolidate must reassemble every
@@ -87,12 +91,33 @@ def check(args, work, model, stages, schedule, accum, reference_cache,
         model, stages, partition, pipelines, schedule, accum,
         ".hier" if hierarchical == "on" else "")
     art = os.path.join(work, name + ".strata")
-    run([compile_, onnx, "-o", art, "--pipeline-stages", str(stages),
-         "--pipeline-schedule", schedule, "--accum", str(accum),
-         "--steps", str(args.steps), "--world", str(world),
-         "--partition-group", str(partition), "--gpus-per-node",
-         str(args.gpus_per_node), "--hierarchical", hierarchical,
-         "--dtype", args.dtype])
+    flags = ["--pipeline-stages", str(stages),
+             "--pipeline-schedule", schedule, "--accum", str(accum),
+             "--steps", str(args.steps), "--world", str(world),
+             "--partition-group", str(partition), "--gpus-per-node",
+             str(args.gpus_per_node), "--hierarchical", hierarchical,
+             "--dtype", args.dtype]
+    run([compile_, onnx, "-o", art] + flags +
+        ["--recompute", args.recompute])
+    arenas_ok = True
+    if args.recompute != "none":
+        # The stages' activation arenas against the same plan without
+        # recomputation: none larger, together smaller.
+        plain = os.path.join(work, name + ".plain.strata")
+        run([compile_, onnx, "-o", plain] + flags)
+        inspect = os.path.join(args.bin, "strata-inspect")
+
+        def arenas(artifact):
+            return [int(b) for b in re.findall(
+                r"activation arena (\d+)", run([inspect, artifact]).stdout)]
+        got_arenas, plain_arenas = arenas(art), arenas(plain)
+        arenas_ok = (len(got_arenas) == len(plain_arenas) == stages and
+                     all(a <= b for a, b in zip(got_arenas, plain_arenas)) and
+                     sum(got_arenas) < sum(plain_arenas))
+        print("%s: activation arenas by stage with --recompute %s %s, "
+              "without %s%s" % (name, args.recompute, got_arenas,
+                                plain_arenas, "" if arenas_ok else
+                                " (FAILED: not smaller)"))
     path = os.path.join(work, name + ".jsonl")
     ckpt = os.path.join(work, name + ".ckpt")
     run(MPIRUN + ["-np", str(world), strata_run, art, "--quiet", "--log",
@@ -107,7 +132,7 @@ def check(args, work, model, stages, schedule, accum, reference_cache,
         for field in worst:
             worst[field] = max(worst[field],
                                abs(a[field] - b[field]) / abs(a[field]))
-    ok = all(v <= args.rtol for v in worst.values())
+    ok = arenas_ok and all(v <= args.rtol for v in worst.values())
     # The bytes between stages (one rank per stage): per micro-batch each
     # cut's activations forward and their gradients back, 2(p-1)*b*s*h
     # elements for a transformer (the --emit=pipeline report gives each
@@ -621,6 +646,10 @@ def main():
     p.add_argument("--gpus-per-node", type=int, default=2)
     p.add_argument("--dtype", default="fp32",
                    help="bf16: compare with --rtol at bf16's noise")
+    p.add_argument("--recompute", default="none",
+                   help="layers or always: compiled with it (and once "
+                        "without, whose stages' activation arenas must be "
+                        "larger)")
     p.add_argument("--matrix", action="store_true")
     p.add_argument("--topologies", action="store_true",
                    help="the issue's (p, t, d) on 8 ranks")

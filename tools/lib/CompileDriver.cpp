@@ -395,18 +395,16 @@ llvm::Error planMemory(MLIRContext &context, OwningOpRef<ModuleOp> &module,
                        const strata::TrainingConfig &config, bool quiet) {
   strata::MemoryPipelineOptions memory;
   strata::MemoryPipelineOptions::fill(memory, config);
-  // strata-recompute works on @micro_step, which pipeline stages replace
-  // with their own programs: say so rather than accept the flag silently.
+  // With pipeline stages, layers and always are made before the stage
+  // programs (the training pipeline); auto weighs its options against a
+  // plan of @micro_step, which the stages replace: say so rather than
+  // accept the flag silently.
   if (!quiet && config.pipelineStages > 1 &&
-      config.recompute != strata::Recompute::None)
-    llvm::errs() << "strata-compile: note: --recompute "
-                 << (config.recompute == strata::Recompute::Layers ? "layers"
-                     : config.recompute == strata::Recompute::Always
-                         ? "always"
-                         : "auto")
-                 << " is not applied inside pipeline stages (--pipeline-stages "
+      config.recompute == strata::Recompute::Auto)
+    llvm::errs() << "strata-compile: note: --recompute auto is not applied "
+                    "inside pipeline stages (--pipeline-stages "
                  << config.pipelineStages
-                 << "): each stage keeps every activation its backward reads\n";
+                 << "); --recompute layers or always is\n";
   bool mayOffload = config.gpuMemory && !config.offloadActivations;
   OwningOpRef<ModuleOp> unplanned;
   if (mayOffload)

@@ -103,6 +103,16 @@ void strata::buildTrainingPipeline(OpPassManager &pm,
     pm.addPass(createPartitionPass(partition));
   }
   if (stages > 1) {
+    // strata-recompute works on @micro_step, which the stage programs
+    // replace: with stages, every layer (or op) is made again here, its
+    // clones marked backward so each stage runs them in its backward.
+    if (options.stageRecompute == Recompute::Always ||
+        options.stageRecompute == Recompute::Layers) {
+      RecomputePassOptions recompute;
+      recompute.mode = options.stageRecompute;
+      recompute.markBackward = true;
+      pm.addPass(createRecomputePass(recompute));
+    }
     StageProgramsPassOptions stagePrograms;
     stagePrograms.schedule = options.pipelineSchedule;
     stagePrograms.microBatches = std::max(1u, unsigned(options.accum));
@@ -183,6 +193,7 @@ void strata::TrainingPipelineOptions::fill(TrainingPipelineOptions &out,
 #undef STRATA_OPTION
   out.freeze = llvm::SmallVector<std::string>(in.freeze.begin(),
                                               in.freeze.end());
+  out.stageRecompute = in.recompute;
 }
 
 void strata::MemoryPipelineOptions::fill(MemoryPipelineOptions &out,

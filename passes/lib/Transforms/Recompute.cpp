@@ -26,6 +26,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SetVector.h"
 
 #include <algorithm>
@@ -40,6 +41,35 @@ using namespace mlir;
 using namespace strata;
 
 namespace {
+
+/// The pipeline stage `op` runs on, as strata-stage-programs places it:
+/// its `sched.stage`, or (an op strata-partition added) the latest stage
+/// of what it reads; -1 for none.
+int64_t stageOf(Operation *op, DenseMap<Operation *, int64_t> &memo) {
+  if (auto stage =
+          op->getAttrOfType<IntegerAttr>(sched::SchedDialect::kStageAttrName))
+    return stage.getInt();
+  auto it = memo.find(op);
+  if (it != memo.end())
+    return it->second;
+  memo[op] = -1; // a cycle cannot occur in a block; this ends one anyway
+  int64_t stage = -1;
+  for (Value operand : op->getOperands())
+    if (Operation *def = operand.getDefiningOp())
+      stage = std::max(stage, stageOf(def, memo));
+  return memo[op] = stage;
+}
+
+/// Whether `a` and `b` run on the same pipeline stage (an op of no stage,
+/// such as a parameter's fetch and its rearrangement, runs where it is
+/// read). Before strata-stage-programs a clone runs in its original's
+/// stage's backward: one whose reader is on another stage would send a
+/// value against the backward's direction.
+bool sameStage(Operation *a, Operation *b) {
+  DenseMap<Operation *, int64_t> memo;
+  int64_t sa = stageOf(a, memo), sb = stageOf(b, memo);
+  return sa == sb || sa < 0 || sb < 0;
+}
 
 /// Whether `op` can run again in backward to the same bits: pure, no
 /// randomness, not a move or a collective; with one result unless
@@ -454,6 +484,23 @@ struct RecomputePass : public strata::impl::RecomputePassBase<RecomputePass> {
     }
     if (failed(memory::checkAlignment(module, alignment, getArgument())))
       return signalPassFailure();
+    // Before strata-stage-programs, which places an op in a stage's forward
+    // or backward by `sched.backward`: what this pass makes runs in
+    // backward, and is marked so.
+    llvm::DenseSet<Operation *> existing;
+    if (markBackward)
+      if (auto step = module.lookupSymbol<func::FuncOp>("micro_step"))
+        for (Operation &op : step.getBody().front())
+          existing.insert(&op);
+    auto marked = llvm::make_scope_exit([&] {
+      if (!markBackward)
+        return;
+      if (auto step = module.lookupSymbol<func::FuncOp>("micro_step"))
+        for (Operation &op : step.getBody().front())
+          if (!existing.contains(&op))
+            op.setAttr(sched::SchedDialect::kBackwardAttrName,
+                       UnitAttr::get(module.getContext()));
+    });
     if (mode == Recompute::Always) {
       if (recomputeActivations(module, INT64_MAX) > 0)
         dropMemoryPlans(module);
@@ -467,7 +514,11 @@ struct RecomputePass : public strata::impl::RecomputePassBase<RecomputePass> {
       // one layer's checkpoint leaves the others' as they were found.
       SmallVector<LayerCheckpoint> checkpoints = layerCheckpoints(*parts);
       for (LayerCheckpoint &checkpoint : checkpoints)
-        applyCheckpoint(*parts, checkpoint);
+        if (!markBackward ||
+            llvm::all_of(checkpoint.ops, [&](Operation *op) {
+              return sameStage(op, checkpoint.point);
+            }))
+          applyCheckpoint(*parts, checkpoint);
       if (!checkpoints.empty())
         dropMemoryPlans(module);
       return;
@@ -567,15 +618,17 @@ struct RecomputePass : public strata::impl::RecomputePassBase<RecomputePass> {
 
   /// Forward ops backward could make again on their own (see
   /// recomputePoint), with their result's bytes, in block order.
-  static std::vector<std::pair<Operation *, int64_t>>
+  std::vector<std::pair<Operation *, int64_t>>
   singleOpCandidates(const StepParts &parts) {
     std::vector<std::pair<Operation *, int64_t>> candidates;
     for (Operation &op : parts.step.getBody().front()) {
       if (!parts.isForward(&op) || &op == parts.loss)
         break;
+      Operation *point = nullptr;
       if (isRecomputable(&op) &&
           !op.hasAttr(sched::SchedDialect::kRecomputedAttrName) &&
-          recomputePoint(parts, &op))
+          (point = recomputePoint(parts, &op)) &&
+          (!markBackward || sameStage(&op, point)))
         candidates.push_back(
             {&op, memory::storageBytes(op.getResult(0).getType())});
     }

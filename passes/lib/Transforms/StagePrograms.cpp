@@ -126,6 +126,12 @@ struct StageProgramsPass
       if (failed(program))
         return signalPassFailure();
       b.setInsertionPointAfter(*program);
+      // The layers strata-recompute checkpointed in @micro_step (its
+      // clones are in the stages' backward): what strata-inspect reports.
+      if (Attribute layers =
+              step->getAttr(sched::SchedDialect::kCheckpointedAttrName))
+        (*program)->setAttr(sched::SchedDialect::kCheckpointedAttrName,
+                            layers);
       // What the trace and strata-inspect show of the schedule.
       (*program)->setAttr(sched::SchedDialect::kScheduleAttrName,
                           b.getStringAttr(schedule ==

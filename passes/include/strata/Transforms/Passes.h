@@ -50,6 +50,18 @@ struct TrainingPipelineOptions
       *this, "distribute",
       llvm::cl::desc("Run strata-partition when world > 1"),
       llvm::cl::init(true)};
+  /// With pipeline stages: strata-recompute before strata-stage-programs
+  /// (layers or always; the memory pipeline's runs on @micro_step, which
+  /// stages replace).
+  Option<Recompute> stageRecompute{
+      *this, "stage-recompute",
+      llvm::cl::desc("With pipeline stages: recompute none, always or "
+                     "layers inside the stages"),
+      llvm::cl::init(Recompute::None),
+      llvm::cl::values(clEnumValN(Recompute::None, "none", ""),
+                       clEnumValN(Recompute::Auto, "auto", ""),
+                       clEnumValN(Recompute::Always, "always", ""),
+                       clEnumValN(Recompute::Layers, "layers", ""))};
 
   /// The options from a config (strata-compile's command line).
   static void fill(TrainingPipelineOptions &out, const TrainingConfig &in);

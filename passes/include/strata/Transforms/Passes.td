@@ -469,6 +469,9 @@ def RecomputePass : Pass<"strata-recompute", "::mlir::ModuleOp"> {
     function lists the layers). `mode=auto`: single ops and layers, the
     fewest FLOPs per byte freed first, only while the step does not fit
     `gpu-memory` (after strata-offload-state has moved what it can).
+    With pipeline stages it runs before strata-stage-programs
+    (`mark-backward`: the clones and fetches it makes carry
+    `sched.backward`, so each stage runs them in its backward).
 
     ```mlir
     // after: %t's clone right before backward reads it
@@ -491,6 +494,9 @@ def RecomputePass : Pass<"strata-recompute", "::mlir::ModuleOp"> {
            "Every offset is a multiple of this">,
     Option<"gpuMemory", "gpu-memory", "uint64_t", /*default=*/"0",
            "Device bytes the step may use (0: no budget)">,
+    Option<"markBackward", "mark-backward", "bool", /*default=*/"false",
+           "Mark what it makes `sched.backward` (before "
+           "strata-stage-programs, which places ops by it)">,
   ];
 }
 
