@@ -392,20 +392,12 @@ void noteCheckpointed(ModuleOp module) {
 /// first that fits is kept (with a note unless `quiet`). When none fits
 /// with recomputation (--recompute auto), offload is tried without it.
 llvm::Error planMemory(MLIRContext &context, OwningOpRef<ModuleOp> &module,
-                       const strata::TrainingConfig &config, bool quiet) {
+                       const strata::TrainingConfig &config, bool quiet,
+                       bool offloadWhenOver = true) {
   strata::MemoryPipelineOptions memory;
   strata::MemoryPipelineOptions::fill(memory, config);
-  // With pipeline stages, layers and always are made before the stage
-  // programs (the training pipeline); auto weighs its options against a
-  // plan of @micro_step, which the stages replace: say so rather than
-  // accept the flag silently.
-  if (!quiet && config.pipelineStages > 1 &&
-      config.recompute == strata::Recompute::Auto)
-    llvm::errs() << "strata-compile: note: --recompute auto is not applied "
-                    "inside pipeline stages (--pipeline-stages "
-                 << config.pipelineStages
-                 << "); --recompute layers or always is\n";
-  bool mayOffload = config.gpuMemory && !config.offloadActivations;
+  bool mayOffload =
+      offloadWhenOver && config.gpuMemory && !config.offloadActivations;
   OwningOpRef<ModuleOp> unplanned;
   if (mayOffload)
     unplanned = cast<ModuleOp>(module->clone());
@@ -1117,15 +1109,63 @@ int strata::compileMain(int argc, char **argv) {
       return error(llvm::toString(t.takeError()));
     topology = *t;
   }
+  // With pipeline stages, --recompute auto under a budget chooses for the
+  // whole step: every activation kept (state moved off the device as
+  // needed), else every layer of the stages checkpointed (as --recompute
+  // layers: strata-recompute before the stage programs), and only then
+  // activations offloaded. (strata-recompute's auto weighs single ops and
+  // layers against a plan of @micro_step, which the stages replace.)
+  bool stagedAuto = stages.training && stages.planned &&
+                    config.pipelineStages > 1 &&
+                    config.recompute == strata::Recompute::Auto &&
+                    config.gpuMemory;
+  OwningOpRef<ModuleOp> untrained;
+  auto untrainedCopy = [&] {
+    return OwningOpRef<ModuleOp>(cast<ModuleOp>(untrained->clone()));
+  };
+  if (stagedAuto)
+    untrained = cast<ModuleOp>((**module)->clone());
+  bool distribute = options.emit != EmitStage::Training &&
+                    options.emit != EmitStage::Pipeline;
   if (stages.training)
-    if (llvm::Error e = buildTrainingStep(
-            context, **module, config,
-            options.emit != EmitStage::Training &&
-                options.emit != EmitStage::Pipeline))
+    if (llvm::Error e =
+            buildTrainingStep(context, **module, config, distribute))
       return error(llvm::toString(std::move(e)));
-  if (stages.planned)
-    if (llvm::Error e = planMemory(context, *module, config, /*quiet=*/false))
-      return error(llvm::toString(std::move(e)));
+  if (stages.planned) {
+    llvm::Error planned = planMemory(context, *module, config,
+                                     /*quiet=*/false,
+                                     /*offloadWhenOver=*/!stagedAuto);
+    if (planned && stagedAuto) {
+      llvm::consumeError(std::move(planned));
+      strata::TrainingConfig layers = config;
+      layers.recompute = strata::Recompute::Layers;
+      *module = untrainedCopy();
+      if (llvm::Error e =
+              buildTrainingStep(context, **module, layers, distribute))
+        return error(llvm::toString(std::move(e)));
+      planned = planMemory(context, *module, layers, /*quiet=*/false);
+      if (!planned) {
+        llvm::errs() << "strata-compile: note: to fit --gpu-memory, "
+                        "--recompute auto checkpointed every layer of the "
+                        "pipeline stages (as --recompute layers)\n";
+      } else {
+        // A checkpointed layer's activations made again at once in
+        // backward can leave a peak offload cannot lower: offload alone
+        // may fit where both do not.
+        *module = std::move(untrained);
+        if (llvm::Error e =
+                buildTrainingStep(context, **module, config, distribute))
+          return error(llvm::toString(std::move(e)));
+        if (llvm::Error alone =
+                planMemory(context, *module, config, /*quiet=*/false))
+          llvm::consumeError(std::move(alone));
+        else
+          llvm::consumeError(std::move(planned));
+      }
+    }
+    if (planned)
+      return error(llvm::toString(std::move(planned)));
+  }
   if (stages.writeArtifact) {
     if (llvm::Error e = writeArtifactStage(**module, options, stages, config,
                                            topology, argc, argv))
