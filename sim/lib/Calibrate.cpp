@@ -269,31 +269,66 @@ Figures medianOf(const std::vector<Figures> &rounds) {
   return out;
 }
 
+/// A GEMM loop (graph.linear on 256 x 256 products) standing for the
+/// compute stream's kernels while another thread takes CPU beside them:
+/// the three costs below measure what that thread's work slows it by.
+class GemmLoop {
+public:
+  GemmLoop()
+      : x_(DType::F32, {kN, kN}), w_(DType::F32, {kN, kN}, 2),
+        y_(DType::F32, {kN, kN}), in_{x_.view, w_.view}, out_{y_.view},
+        ctx_{in_, out_, none_, 1},
+        fn_(runtime::getCpuKernels().lookup("graph.linear")) {
+    if (fn_)
+      (void)(*fn_)(ctx_); // warm
+  }
+  GemmLoop(const GemmLoop &) = delete;
+  GemmLoop &operator=(const GemmLoop &) = delete;
+
+  explicit operator bool() const { return fn_ != nullptr; }
+
+  /// Seconds `count` calls take.
+  double run(int count) {
+    double t0 = now();
+    for (int i = 0; i < count; ++i)
+      (void)(*fn_)(ctx_);
+    return now() - t0;
+  }
+
+  /// Calls until `done` is set: how many, and the seconds they took.
+  std::pair<int, double> runUntil(const std::atomic<bool> &done) {
+    int calls = 0;
+    double t0 = now();
+    while (!done.load(std::memory_order_acquire)) {
+      (void)(*fn_)(ctx_);
+      ++calls;
+    }
+    return {calls, now() - t0};
+  }
+
+private:
+  static constexpr int64_t kN = 256;
+  Owned x_, w_, y_;
+  std::vector<TensorView> in_, out_;
+  KernelAttrs none_;
+  KernelContext ctx_;
+  const runtime::KernelFn *fn_;
+};
+
 /// Seconds per byte of compute a concurrent copy costs: a GEMM loop on the
 /// kernels' pool alone, then with a second thread copying 1 MiB blocks (as
 /// a copy stream's thread does during an offloaded step), both at once on
 /// every rank. Zero where the copy slows nothing (cores to spare).
 double copyComputeCost(Bench &b) {
-  const int64_t n = 256;
-  Owned x(DType::F32, {n, n}), w(DType::F32, {n, n}, 2), y(DType::F32, {n, n});
-  const runtime::KernelFn *fn = runtime::getCpuKernels().lookup("graph.linear");
-  if (!fn)
+  GemmLoop gemm;
+  if (!gemm)
     return 0;
-  std::vector<TensorView> in = {x.view, w.view}, out = {y.view};
-  KernelAttrs none;
-  KernelContext ctx{in, out, none, 1};
-  (void)(*fn)(ctx);
-  double start = now();
-  (void)(*fn)(ctx);
-  double once = std::max(now() - start, 1e-6);
+  double once = std::max(gemm.run(1), 1e-6);
   int calls = std::max(
       4, int(std::lround(meanOverRanks(b.comm, b.budget / once))));
   auto loop = [&] {
     barrier(b.comm);
-    double t0 = now();
-    for (int i = 0; i < calls; ++i)
-      (void)(*fn)(ctx);
-    return now() - t0;
+    return gemm.run(calls);
   };
   double alone = loop();
   const size_t block = size_t(1) << 20;
@@ -327,15 +362,9 @@ double collectiveComputeCost(Bench &b, bool reduce) {
   runtime::Communicator *comm = b.comm;
   if (!comm || comm->world() < 2)
     return 0;
-  const int64_t n = 256;
-  Owned x(DType::F32, {n, n}), w(DType::F32, {n, n}, 2), y(DType::F32, {n, n});
-  const runtime::KernelFn *fn = runtime::getCpuKernels().lookup("graph.linear");
-  if (!fn)
+  GemmLoop gemm;
+  if (!gemm)
     return 0;
-  std::vector<TensorView> in = {x.view, w.view}, out = {y.view};
-  KernelAttrs none;
-  KernelContext ctx{in, out, none, 1};
-  (void)(*fn)(ctx);
   const int world = comm->world();
   const size_t perRank = size_t(1) << 20;
   std::vector<float> send(perRank / 4 * (reduce ? size_t(world) : 1), 1.0f),
@@ -352,16 +381,11 @@ double collectiveComputeCost(Bench &b, bool reduce) {
   (void)collective();
   double once = std::max(now() - start, 1e-6);
   int calls = std::max(4, int(std::lround(meanOverRanks(comm, b.budget / once))));
-  // The GEMM's time alone: the best of two loops around the shared one.
-  auto gemmsFor = [&](int count) {
-    double t0 = now();
-    for (int i = 0; i < count; ++i)
-      (void)(*fn)(ctx);
-    return (now() - t0) / count;
-  };
-  double single = std::max(gemmsFor(2), 1e-7);
-  int gemmCalls = std::max(4, int(std::lround(b.budget / single)));
-  double alone = gemmsFor(gemmCalls);
+  // The GEMM's time a call alone: the best of two loops around the shared
+  // one.
+  int gemmCalls =
+      std::max(4, int(std::lround(b.budget / std::max(gemm.run(2) / 2, 1e-7))));
+  double alone = gemm.run(gemmCalls) / gemmCalls;
   barrier(comm);
   std::atomic<bool> done{false};
   std::thread side([&] {
@@ -369,15 +393,9 @@ double collectiveComputeCost(Bench &b, bool reduce) {
       (void)collective();
     done.store(true, std::memory_order_release);
   });
-  int gemms = 0;
-  double t0 = now();
-  while (!done.load(std::memory_order_acquire)) {
-    (void)(*fn)(ctx);
-    ++gemms;
-  }
-  double shared = now() - t0;
+  auto [gemms, shared] = gemm.runUntil(done);
   side.join();
-  alone = std::min(alone, gemmsFor(gemmCalls));
+  alone = std::min(alone, gemm.run(gemmCalls) / gemmCalls);
   double lost = std::max(0.0, shared - double(gemms) * alone);
   double ringBytes = double(calls) * double(world - 1) * double(perRank);
   return meanOverRanks(comm, lost / ringBytes);
@@ -394,30 +412,18 @@ double pollComputeCost(Bench &b) {
   runtime::Communicator *comm = b.comm;
   if (!comm || comm->world() < 2)
     return 0;
-  const int64_t n = 256;
-  Owned x(DType::F32, {n, n}), w(DType::F32, {n, n}, 2), y(DType::F32, {n, n});
-  const runtime::KernelFn *fn = runtime::getCpuKernels().lookup("graph.linear");
-  if (!fn)
+  GemmLoop gemm;
+  if (!gemm)
     return 0;
-  std::vector<TensorView> in = {x.view, w.view}, out = {y.view};
-  KernelAttrs none;
-  KernelContext ctx{in, out, none, 1};
-  (void)(*fn)(ctx);
   const int world = comm->world();
   std::vector<float> send(16, 1.0f), recv(16 * size_t(world));
   runtime::Communicator::Buffer buffer{DType::F32, send.data(), recv.data(),
                                        send.size()};
   const bool waits = comm->rank() % 2 == 1;
   const auto late = std::chrono::microseconds(300);
-  auto gemmsFor = [&](int count) {
-    double t0 = now();
-    for (int i = 0; i < count; ++i)
-      (void)(*fn)(ctx);
-    return (now() - t0) / count;
-  };
-  double single = std::max(gemmsFor(2), 1e-7);
-  int gemmCalls = std::max(4, int(std::lround(b.budget / single)));
-  double alone = gemmsFor(gemmCalls);
+  int gemmCalls =
+      std::max(4, int(std::lround(b.budget / std::max(gemm.run(2) / 2, 1e-7))));
+  double alone = gemm.run(gemmCalls) / gemmCalls;
   int calls = std::max(8, int(std::lround(b.budget / 400e-6)));
   barrier(comm);
   std::atomic<bool> done{false};
@@ -429,15 +435,9 @@ double pollComputeCost(Bench &b) {
     }
     done.store(true, std::memory_order_release);
   });
-  int gemms = 0;
-  double t0 = now();
-  while (!done.load(std::memory_order_acquire)) {
-    (void)(*fn)(ctx);
-    ++gemms;
-  }
-  double shared = now() - t0;
+  auto [gemms, shared] = gemm.runUntil(done);
   side.join();
-  alone = std::min(alone, gemmsFor(gemmCalls));
+  alone = std::min(alone, gemm.run(gemmCalls) / gemmCalls);
   double lost = waits ? std::max(0.0, shared - double(gemms) * alone) / calls
                       : 0.0;
   // The mean over the ranks that waited.
