@@ -330,29 +330,24 @@ public:
   /// The bytes a ring collective moves over each of its links, on one rank
   /// (0: not a collective, or a group of one).
   double ringBytes(const plan::Instruction &inst, int rank) const {
-    std::optional<runtime::Group> group = groupOf(inst);
-    if (!group)
-      return 0;
-    const Ring &ring = ringOf(*group, rank);
-    if (ring.members < 2)
+    const Ring *ring = movingRing(inst, rank);
+    if (!ring)
       return 0;
     double total = 0;
     bool gather = inst.collective() == plan::ALL_GATHER;
     for (uint32_t id : gather ? inst.outputs() : inst.inputs())
       total += double(runtime::tensorBytes(tensor(id)));
-    double g = ring.members;
+    double g = ring->members;
     return inst.collective() == plan::ALL_REDUCE ? 2 * (g - 1) / g * total
                                                  : (g - 1) / g * total;
   }
 
   /// A ring collective over the instruction's group, on one rank.
   double collective(const plan::Instruction &inst, int rank) const {
-    std::optional<runtime::Group> group = groupOf(inst);
-    if (!group)
+    const Ring *found = movingRing(inst, rank);
+    if (!found)
       return 0;
-    const Ring &ring = ringOf(*group, rank);
-    if (ring.members < 2)
-      return 0;
+    const Ring &ring = *found;
     double g = ring.members;
     double onRing = ringBytes(inst, rank);
     double steps = inst.collective() == plan::ALL_REDUCE ? 2 * (g - 1) : g - 1;
@@ -408,15 +403,14 @@ public:
   /// Also its polling while it waits for a late rank: every rank of the
   /// group but the last to arrive waits, (g - 1) / g of them on average.
   double collectiveComputeCost(const plan::Instruction &inst, int rank) const {
-    double bytes = ringBytes(inst, rank);
-    if (bytes <= 0)
+    const Ring *ring = movingRing(inst, rank);
+    if (!ring)
       return 0;
     double perByte = inst.collective() == plan::ALL_GATHER
                          ? c.gatherComputeCost
                          : c.reduceComputeCost;
-    std::optional<runtime::Group> group = groupOf(inst);
-    double g = ringOf(*group, rank).members;
-    return perByte * bytes + c.pollComputeCost * (g - 1) / g;
+    double g = ring->members;
+    return perByte * ringBytes(inst, rank) + c.pollComputeCost * (g - 1) / g;
   }
 
   double message(const plan::Instruction &inst, int rank) const {
@@ -450,6 +444,16 @@ private:
     case plan::INTRA: return runtime::Group::Intra;
     default: return std::nullopt;
     }
+  }
+
+  /// The ring a collective runs on, on one rank (null: not a collective,
+  /// or a group of one: nothing moves).
+  const Ring *movingRing(const plan::Instruction &inst, int rank) const {
+    std::optional<runtime::Group> group = groupOf(inst);
+    if (!group)
+      return nullptr;
+    const Ring &ring = ringOf(*group, rank);
+    return ring.members < 2 ? nullptr : &ring;
   }
 
   const Ring &ringOf(runtime::Group group, int rank) const {
