@@ -1139,15 +1139,56 @@ int strata::compileMain(int argc, char **argv) {
       llvm::consumeError(std::move(planned));
       strata::TrainingConfig layers = config;
       layers.recompute = strata::Recompute::Layers;
-      *module = untrainedCopy();
-      if (llvm::Error e =
-              buildTrainingStep(context, **module, layers, distribute))
-        return error(llvm::toString(std::move(e)));
-      planned = planMemory(context, *module, layers, /*quiet=*/false);
+      // The fewest layers a stage (each stage's first) that fit, by
+      // bisection over 1 .. the most layers a stage has; every layer when
+      // none does (then activation offload as well).
+      auto attempt = [&](int64_t perStage, bool quiet) -> llvm::Error {
+        layers.stageRecomputeLayers = perStage;
+        *module = untrainedCopy();
+        if (llvm::Error e =
+                buildTrainingStep(context, **module, layers, distribute))
+          return e;
+        return planMemory(context, *module, layers, quiet,
+                          /*offloadWhenOver=*/perStage < 0);
+      };
+      int64_t most = 0;
+      {
+        // The most checkpointable layers on one stage: what every layer
+        // checkpointed leaves in the artifact, counted per stage program.
+        *module = untrainedCopy();
+        layers.stageRecomputeLayers = -1;
+        if (llvm::Error e =
+                buildTrainingStep(context, **module, layers, distribute))
+          return error(llvm::toString(std::move(e)));
+        for (auto program : (**module).getOps<func::FuncOp>())
+          if (auto names = program->getAttrOfType<ArrayAttr>(
+                  strata::sched::SchedDialect::kCheckpointedAttrName))
+            most = std::max<int64_t>(most, int64_t(names.size()));
+      }
+      int64_t lo = 1, hi = most, fits = -1;
+      while (lo <= hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (llvm::Error e = attempt(mid, /*quiet=*/true)) {
+          llvm::consumeError(std::move(e));
+          lo = mid + 1;
+        } else {
+          fits = mid;
+          hi = mid - 1;
+        }
+      }
+      planned = attempt(fits, /*quiet=*/false);
       if (!planned) {
-        llvm::errs() << "strata-compile: note: to fit --gpu-memory, "
-                        "--recompute auto checkpointed every layer of the "
-                        "pipeline stages (as --recompute layers)\n";
+        if (fits > 0 && fits < most)
+          llvm::errs() << "strata-compile: note: to fit --gpu-memory, "
+                          "--recompute auto checkpointed the first "
+                       << (fits == 1 ? std::string("layer")
+                                     : std::to_string(fits) + " layers")
+                       << " of each pipeline stage (of up to " << most
+                       << ")\n";
+        else
+          llvm::errs() << "strata-compile: note: to fit --gpu-memory, "
+                          "--recompute auto checkpointed every layer of the "
+                          "pipeline stages (as --recompute layers)\n";
       } else {
         // A checkpointed layer's activations made again at once in
         // backward can leave a peak offload cannot lower: offload alone

@@ -111,6 +111,7 @@ void strata::buildTrainingPipeline(OpPassManager &pm,
       RecomputePassOptions recompute;
       recompute.mode = options.stageRecompute;
       recompute.markBackward = true;
+      recompute.layersPerStage = options.stageRecomputeLayers;
       pm.addPass(createRecomputePass(recompute));
     }
     StageProgramsPassOptions stagePrograms;
@@ -194,6 +195,7 @@ void strata::TrainingPipelineOptions::fill(TrainingPipelineOptions &out,
   out.freeze = llvm::SmallVector<std::string>(in.freeze.begin(),
                                               in.freeze.end());
   out.stageRecompute = in.recompute;
+  out.stageRecomputeLayers = in.stageRecomputeLayers;
 }
 
 void strata::MemoryPipelineOptions::fill(MemoryPipelineOptions &out,

@@ -513,12 +513,21 @@ struct RecomputePass : public strata::impl::RecomputePassBase<RecomputePass> {
       // Each layer's clones read its own values and kept ones only, so
       // one layer's checkpoint leaves the others' as they were found.
       SmallVector<LayerCheckpoint> checkpoints = layerCheckpoints(*parts);
-      for (LayerCheckpoint &checkpoint : checkpoints)
-        if (!markBackward ||
-            llvm::all_of(checkpoint.ops, [&](Operation *op) {
+      // With layers-per-stage K, each stage's first K layers only (in
+      // order: under 1F1B a stage's first layer keeps a micro-batch's
+      // activations longest).
+      DenseMap<Operation *, int64_t> memo;
+      std::map<int64_t, int64_t> perStage;
+      for (LayerCheckpoint &checkpoint : checkpoints) {
+        if (markBackward && !llvm::all_of(checkpoint.ops, [&](Operation *op) {
               return sameStage(op, checkpoint.point);
             }))
-          applyCheckpoint(*parts, checkpoint);
+          continue;
+        if (layersPerStage >= 0 &&
+            perStage[stageOf(checkpoint.point, memo)]++ >= layersPerStage)
+          continue;
+        applyCheckpoint(*parts, checkpoint);
+      }
       if (!checkpoints.empty())
         dropMemoryPlans(module);
       return;

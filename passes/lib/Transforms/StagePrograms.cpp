@@ -127,11 +127,24 @@ struct StageProgramsPass
         return signalPassFailure();
       b.setInsertionPointAfter(*program);
       // The layers strata-recompute checkpointed in @micro_step (its
-      // clones are in the stages' backward): what strata-inspect reports.
-      if (Attribute layers =
-              step->getAttr(sched::SchedDialect::kCheckpointedAttrName))
-        (*program)->setAttr(sched::SchedDialect::kCheckpointedAttrName,
-                            layers);
+      // clones are in the stages' backward) that this stage holds: the
+      // layers of the parameters it reads. strata-inspect reports them.
+      if (auto layers = step->getAttrOfType<ArrayAttr>(
+              sched::SchedDialect::kCheckpointedAttrName)) {
+        llvm::StringSet<> own;
+        for (unsigned i = 0; i < program->getNumArguments(); ++i)
+          if (graph::getArgumentRole(*program, i) == graph::Role::Parameter)
+            if (auto name = program->getArgAttrOfType<StringAttr>(
+                    i, graph::kNameAttrName))
+              own.insert(layerOf(name.getValue()));
+        SmallVector<Attribute> kept;
+        for (Attribute layer : layers)
+          if (own.contains(cast<StringAttr>(layer).getValue()))
+            kept.push_back(layer);
+        if (!kept.empty())
+          (*program)->setAttr(sched::SchedDialect::kCheckpointedAttrName,
+                              b.getArrayAttr(kept));
+      }
       // What the trace and strata-inspect show of the schedule.
       (*program)->setAttr(sched::SchedDialect::kScheduleAttrName,
                           b.getStringAttr(schedule ==

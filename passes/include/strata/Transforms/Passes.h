@@ -62,6 +62,13 @@ struct TrainingPipelineOptions
                        clEnumValN(Recompute::Auto, "auto", ""),
                        clEnumValN(Recompute::Always, "always", ""),
                        clEnumValN(Recompute::Layers, "layers", ""))};
+  /// With stageRecompute = layers: each stage's first N layers only (-1:
+  /// every layer; strata-compile's --recompute auto chooses N).
+  Option<int64_t> stageRecomputeLayers{
+      *this, "stage-recompute-layers",
+      llvm::cl::desc("With stage-recompute=layers: each stage's first N "
+                     "layers (-1: all)"),
+      llvm::cl::init(-1)};
 
   /// The options from a config (strata-compile's command line).
   static void fill(TrainingPipelineOptions &out, const TrainingConfig &in);

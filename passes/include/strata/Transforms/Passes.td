@@ -497,6 +497,9 @@ def RecomputePass : Pass<"strata-recompute", "::mlir::ModuleOp"> {
     Option<"markBackward", "mark-backward", "bool", /*default=*/"false",
            "Mark what it makes `sched.backward` (before "
            "strata-stage-programs, which places ops by it)">,
+    Option<"layersPerStage", "layers-per-stage", "int64_t", /*default=*/"-1",
+           "mode=layers: checkpoint each pipeline stage's first N layers "
+           "only (-1: every layer)">,
   ];
 }
 

@@ -73,6 +73,11 @@ struct TrainingConfig {
   /// Parameter globs kept fixed (--freeze, repeatable).
   std::vector<std::string> freeze;
 
+  /// With pipeline stages and recompute = layers: each stage's first N
+  /// layers checkpointed (-1: every layer). Not a flag: strata-compile's
+  /// --recompute auto chooses it under --gpu-memory.
+  int64_t stageRecomputeLayers = -1;
+
   /// AdamW's default weight decay is 0.01, SGD's 0 (weightDecay < 0: the
   /// optimizer's default).
   double resolvedWeightDecay() const {
