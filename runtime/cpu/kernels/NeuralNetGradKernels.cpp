@@ -295,23 +295,19 @@ Status attentionGradKernel(KernelContext &ctx) {
           gemmEx<T>(false, false, rows, d, keys, ds.data() + i0 * t, t, kb, d,
                     dq + (b * s + i0) * d, d);
         }
-        // dV = Pd^T dY, dK = dS^T Q. Under a causal mask key j takes terms
-        // from query rows i >= j only (Pd and dS are 0 above the diagonal),
-        // so key block [j0, j1) multiplies rows [j0, s): half the products.
-        if (causal) {
-          for (int64_t j0 = 0; j0 < t; j0 += kAttentionRows) {
-            int64_t cols = std::min(t, j0 + kAttentionRows) - j0;
-            int64_t from = std::min(j0, s), inner = s - from;
-            gemmEx<T>(true, false, cols, dv, inner, pd.data() + from * t + j0,
-                      t, dyb + from * dv, dv, dvOut + (b * t + j0) * dv, dv);
-            gemmEx<T>(true, false, cols, d, inner, ds.data() + from * t + j0,
-                      t, qb + from * d, d, dk + (b * t + j0) * d, d);
-          }
-        } else {
-          gemmEx<T>(true, false, t, dv, s, pd.data(), t, dyb, dv,
-                    dvOut + b * t * dv, dv);
-          gemmEx<T>(true, false, t, d, s, ds.data(), t, qb, d, dk + b * t * d,
-                    d);
+        // dV = Pd^T dY, dK = dS^T Q, by blocks of keys. Under a causal
+        // mask key j takes terms from query rows i >= j only (Pd and dS
+        // are 0 above the diagonal), so key block [j0, j1) multiplies rows
+        // [j0, s): half the products. Without one, one block of every key
+        // and every row.
+        const int64_t keyBlock = causal ? kAttentionRows : t;
+        for (int64_t j0 = 0; j0 < t; j0 += keyBlock) {
+          int64_t cols = std::min(t, j0 + keyBlock) - j0;
+          int64_t from = causal ? std::min(j0, s) : 0, inner = s - from;
+          gemmEx<T>(true, false, cols, dv, inner, pd.data() + from * t + j0, t,
+                    dyb + from * dv, dv, dvOut + (b * t + j0) * dv, dv);
+          gemmEx<T>(true, false, cols, d, inner, ds.data() + from * t + j0, t,
+                    qb + from * d, d, dk + (b * t + j0) * d, d);
         }
       }
     });
