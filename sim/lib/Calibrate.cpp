@@ -295,15 +295,38 @@ public:
     return now() - t0;
   }
 
-  /// Calls until `done` is set: how many, and the seconds they took.
-  std::pair<int, double> runUntil(const std::atomic<bool> &done) {
+  /// Seconds a call takes alone, over a loop of about `budget` seconds
+  /// (its length set by the first call of this).
+  double perCall(double budget) {
+    if (loopCalls_ == 0)
+      loopCalls_ = std::max(
+          4, int(std::lround(budget / std::max(run(2) / 2, 1e-7))));
+    return run(loopCalls_) / loopCalls_;
+  }
+
+  /// The loop's seconds that `work`, run on a second thread, takes from
+  /// it: the loop runs for as long as `work` does, against its time alone
+  /// (the least of a loop before and one after). Every rank starts `work`
+  /// together (a barrier over `comm`).
+  double lostBeside(runtime::Communicator *comm, double budget,
+                    const std::function<void()> &work) {
+    double alone = perCall(budget);
+    barrier(comm);
+    std::atomic<bool> done{false};
+    std::thread side([&] {
+      work();
+      done.store(true, std::memory_order_release);
+    });
     int calls = 0;
     double t0 = now();
     while (!done.load(std::memory_order_acquire)) {
       (void)(*fn_)(ctx_);
       ++calls;
     }
-    return {calls, now() - t0};
+    double shared = now() - t0;
+    side.join();
+    alone = std::min(alone, perCall(budget));
+    return std::max(0.0, shared - double(calls) * alone);
   }
 
 private:
@@ -313,6 +336,7 @@ private:
   KernelAttrs none_;
   KernelContext ctx_;
   const runtime::KernelFn *fn_;
+  int loopCalls_ = 0;
 };
 
 /// Seconds per byte of compute a concurrent copy costs: a GEMM loop on the
@@ -381,22 +405,10 @@ double collectiveComputeCost(Bench &b, bool reduce) {
   (void)collective();
   double once = std::max(now() - start, 1e-6);
   int calls = std::max(4, int(std::lround(meanOverRanks(comm, b.budget / once))));
-  // The GEMM's time a call alone: the best of two loops around the shared
-  // one.
-  int gemmCalls =
-      std::max(4, int(std::lround(b.budget / std::max(gemm.run(2) / 2, 1e-7))));
-  double alone = gemm.run(gemmCalls) / gemmCalls;
-  barrier(comm);
-  std::atomic<bool> done{false};
-  std::thread side([&] {
+  double lost = gemm.lostBeside(comm, b.budget, [&] {
     for (int i = 0; i < calls; ++i)
       (void)collective();
-    done.store(true, std::memory_order_release);
   });
-  auto [gemms, shared] = gemm.runUntil(done);
-  side.join();
-  alone = std::min(alone, gemm.run(gemmCalls) / gemmCalls);
-  double lost = std::max(0.0, shared - double(gemms) * alone);
   double ringBytes = double(calls) * double(world - 1) * double(perRank);
   return meanOverRanks(comm, lost / ringBytes);
 }
@@ -421,25 +433,15 @@ double pollComputeCost(Bench &b) {
                                        send.size()};
   const bool waits = comm->rank() % 2 == 1;
   const auto late = std::chrono::microseconds(300);
-  int gemmCalls =
-      std::max(4, int(std::lround(b.budget / std::max(gemm.run(2) / 2, 1e-7))));
-  double alone = gemm.run(gemmCalls) / gemmCalls;
   int calls = std::max(8, int(std::lround(b.budget / 400e-6)));
-  barrier(comm);
-  std::atomic<bool> done{false};
-  std::thread side([&] {
+  double lostAll = gemm.lostBeside(comm, b.budget, [&] {
     for (int i = 0; i < calls; ++i) {
       if (!waits)
         std::this_thread::sleep_for(late);
       (void)comm->allGather(runtime::Group::World, {buffer});
     }
-    done.store(true, std::memory_order_release);
   });
-  auto [gemms, shared] = gemm.runUntil(done);
-  side.join();
-  alone = std::min(alone, gemm.run(gemmCalls) / gemmCalls);
-  double lost = waits ? std::max(0.0, shared - double(gemms) * alone) / calls
-                      : 0.0;
+  double lost = waits ? lostAll / calls : 0.0;
   // The mean over the ranks that waited.
   double waiting = double(world / 2);
   return meanOverRanks(comm, lost) * double(world) / waiting;
