@@ -65,8 +65,8 @@ int64_t stageOf(Operation *op, DenseMap<Operation *, int64_t> &memo) {
 /// read). Before strata-stage-programs a clone runs in its original's
 /// stage's backward: one whose reader is on another stage would send a
 /// value against the backward's direction.
-bool sameStage(Operation *a, Operation *b) {
-  DenseMap<Operation *, int64_t> memo;
+bool sameStage(Operation *a, Operation *b,
+               DenseMap<Operation *, int64_t> &memo) {
   int64_t sa = stageOf(a, memo), sb = stageOf(b, memo);
   return sa == sb || sa < 0 || sb < 0;
 }
@@ -520,7 +520,7 @@ struct RecomputePass : public strata::impl::RecomputePassBase<RecomputePass> {
       std::map<int64_t, int64_t> perStage;
       for (LayerCheckpoint &checkpoint : checkpoints) {
         if (markBackward && !llvm::all_of(checkpoint.ops, [&](Operation *op) {
-              return sameStage(op, checkpoint.point);
+              return sameStage(op, checkpoint.point, memo);
             }))
           continue;
         if (layersPerStage >= 0 &&
@@ -630,6 +630,7 @@ struct RecomputePass : public strata::impl::RecomputePassBase<RecomputePass> {
   std::vector<std::pair<Operation *, int64_t>>
   singleOpCandidates(const StepParts &parts) {
     std::vector<std::pair<Operation *, int64_t>> candidates;
+    DenseMap<Operation *, int64_t> memo;
     for (Operation &op : parts.step.getBody().front()) {
       if (!parts.isForward(&op) || &op == parts.loss)
         break;
@@ -637,7 +638,7 @@ struct RecomputePass : public strata::impl::RecomputePassBase<RecomputePass> {
       if (isRecomputable(&op) &&
           !op.hasAttr(sched::SchedDialect::kRecomputedAttrName) &&
           (point = recomputePoint(parts, &op)) &&
-          (!markBackward || sameStage(&op, point)))
+          (!markBackward || sameStage(&op, point, memo)))
         candidates.push_back(
             {&op, memory::storageBytes(op.getResult(0).getType())});
     }
