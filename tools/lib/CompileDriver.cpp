@@ -477,6 +477,90 @@ llvm::Error planMemory(MLIRContext &context, OwningOpRef<ModuleOp> &module,
   return llvm::Error::success();
 }
 
+/// --recompute auto under --gpu-memory with pipeline stages, once the plan
+/// keeping every activation did not fit. strata-recompute's own auto mode
+/// weighs single ops and layers against a plan of @micro_step, which the
+/// stages replace; here the step is compiled again from `untrained` (the
+/// model before the training step) with each stage's first N layers
+/// checkpointed (strata-recompute before the stage programs), the fewest
+/// N that fit found by bisection, with a note. When no N fits, every layer
+/// with activation offload as well; when that does not fit either,
+/// offload alone (a checkpointed layer's activations made again at once in
+/// backward can leave a peak offload cannot lower).
+llvm::Error planStagedCheckpoints(MLIRContext &context,
+                                  OwningOpRef<ModuleOp> &module,
+                                  ModuleOp untrained,
+                                  const strata::TrainingConfig &config,
+                                  bool distribute) {
+  // The training step of `c` over a copy of the untrained model.
+  auto build = [&](const strata::TrainingConfig &c) -> llvm::Error {
+    module = cast<ModuleOp>(untrained->clone());
+    return strata::buildTrainingStep(context, *module, c, distribute);
+  };
+  strata::TrainingConfig layers = config;
+  layers.recompute = strata::Recompute::Layers;
+  auto attempt = [&](int64_t perStage, bool quiet) -> llvm::Error {
+    layers.stageRecomputeLayers = perStage;
+    if (llvm::Error e = build(layers))
+      return e;
+    return planMemory(context, module, layers, quiet,
+                      /*offloadWhenOver=*/perStage < 0);
+  };
+  // The most layers one stage checkpoints when every layer is: each stage
+  // program lists its own.
+  layers.stageRecomputeLayers = -1;
+  if (llvm::Error e = build(layers))
+    return e;
+  int64_t most = 0;
+  for (auto program : module->getOps<func::FuncOp>())
+    if (auto names = program->getAttrOfType<ArrayAttr>(
+            strata::sched::SchedDialect::kCheckpointedAttrName))
+      most = std::max<int64_t>(most, int64_t(names.size()));
+  // The fewest a stage that fit without offloading activations; the plan
+  // that fit is kept.
+  int64_t lo = 1, hi = most, fits = -1;
+  OwningOpRef<ModuleOp> fitted;
+  while (lo <= hi) {
+    int64_t mid = (lo + hi) / 2;
+    if (llvm::Error e = attempt(mid, /*quiet=*/true)) {
+      llvm::consumeError(std::move(e));
+      lo = mid + 1;
+    } else {
+      fits = mid;
+      fitted = std::move(module);
+      hi = mid - 1;
+    }
+  }
+  llvm::Error planned = llvm::Error::success();
+  if (fits > 0)
+    module = std::move(fitted);
+  else
+    planned = attempt(-1, /*quiet=*/false);
+  if (!planned) {
+    if (fits > 0 && fits < most)
+      llvm::errs() << "strata-compile: note: to fit --gpu-memory, "
+                      "--recompute auto checkpointed the first "
+                   << (fits == 1 ? std::string("layer")
+                                 : std::to_string(fits) + " layers")
+                   << " of each pipeline stage (of up to " << most << ")\n";
+    else
+      llvm::errs() << "strata-compile: note: to fit --gpu-memory, "
+                      "--recompute auto checkpointed every layer of the "
+                      "pipeline stages (as --recompute layers)\n";
+    return llvm::Error::success();
+  }
+  if (llvm::Error e = build(config)) {
+    llvm::consumeError(std::move(planned));
+    return e;
+  }
+  if (llvm::Error alone = planMemory(context, module, config, /*quiet=*/false)) {
+    llvm::consumeError(std::move(alone));
+    return planned;
+  }
+  llvm::consumeError(std::move(planned));
+  return llvm::Error::success();
+}
+
 /// One configuration --auto tried: its flags and what the simulator
 /// predicted, or why it was dropped.
 struct Tried {
@@ -1109,20 +1193,13 @@ int strata::compileMain(int argc, char **argv) {
       return error(llvm::toString(t.takeError()));
     topology = *t;
   }
-  // With pipeline stages, --recompute auto under a budget chooses for the
-  // whole step: every activation kept (state moved off the device as
-  // needed), else every layer of the stages checkpointed (as --recompute
-  // layers: strata-recompute before the stage programs), and only then
-  // activations offloaded. (strata-recompute's auto weighs single ops and
-  // layers against a plan of @micro_step, which the stages replace.)
+  // With pipeline stages, --recompute auto under a budget: every
+  // activation kept while that fits, else planStagedCheckpoints.
   bool stagedAuto = stages.training && stages.planned &&
                     config.pipelineStages > 1 &&
                     config.recompute == strata::Recompute::Auto &&
                     config.gpuMemory;
   OwningOpRef<ModuleOp> untrained;
-  auto untrainedCopy = [&] {
-    return OwningOpRef<ModuleOp>(cast<ModuleOp>(untrained->clone()));
-  };
   if (stagedAuto)
     untrained = cast<ModuleOp>((**module)->clone());
   bool distribute = options.emit != EmitStage::Training &&
@@ -1137,72 +1214,8 @@ int strata::compileMain(int argc, char **argv) {
                                      /*offloadWhenOver=*/!stagedAuto);
     if (planned && stagedAuto) {
       llvm::consumeError(std::move(planned));
-      strata::TrainingConfig layers = config;
-      layers.recompute = strata::Recompute::Layers;
-      // The fewest layers a stage (each stage's first) that fit, by
-      // bisection over 1 .. the most layers a stage has; every layer when
-      // none does (then activation offload as well).
-      auto attempt = [&](int64_t perStage, bool quiet) -> llvm::Error {
-        layers.stageRecomputeLayers = perStage;
-        *module = untrainedCopy();
-        if (llvm::Error e =
-                buildTrainingStep(context, **module, layers, distribute))
-          return e;
-        return planMemory(context, *module, layers, quiet,
-                          /*offloadWhenOver=*/perStage < 0);
-      };
-      int64_t most = 0;
-      {
-        // The most checkpointable layers on one stage: what every layer
-        // checkpointed leaves in the artifact, counted per stage program.
-        *module = untrainedCopy();
-        layers.stageRecomputeLayers = -1;
-        if (llvm::Error e =
-                buildTrainingStep(context, **module, layers, distribute))
-          return error(llvm::toString(std::move(e)));
-        for (auto program : (**module).getOps<func::FuncOp>())
-          if (auto names = program->getAttrOfType<ArrayAttr>(
-                  strata::sched::SchedDialect::kCheckpointedAttrName))
-            most = std::max<int64_t>(most, int64_t(names.size()));
-      }
-      int64_t lo = 1, hi = most, fits = -1;
-      while (lo <= hi) {
-        int64_t mid = (lo + hi) / 2;
-        if (llvm::Error e = attempt(mid, /*quiet=*/true)) {
-          llvm::consumeError(std::move(e));
-          lo = mid + 1;
-        } else {
-          fits = mid;
-          hi = mid - 1;
-        }
-      }
-      planned = attempt(fits, /*quiet=*/false);
-      if (!planned) {
-        if (fits > 0 && fits < most)
-          llvm::errs() << "strata-compile: note: to fit --gpu-memory, "
-                          "--recompute auto checkpointed the first "
-                       << (fits == 1 ? std::string("layer")
-                                     : std::to_string(fits) + " layers")
-                       << " of each pipeline stage (of up to " << most
-                       << ")\n";
-        else
-          llvm::errs() << "strata-compile: note: to fit --gpu-memory, "
-                          "--recompute auto checkpointed every layer of the "
-                          "pipeline stages (as --recompute layers)\n";
-      } else {
-        // A checkpointed layer's activations made again at once in
-        // backward can leave a peak offload cannot lower: offload alone
-        // may fit where both do not.
-        *module = std::move(untrained);
-        if (llvm::Error e =
-                buildTrainingStep(context, **module, config, distribute))
-          return error(llvm::toString(std::move(e)));
-        if (llvm::Error alone =
-                planMemory(context, *module, config, /*quiet=*/false))
-          llvm::consumeError(std::move(alone));
-        else
-          llvm::consumeError(std::move(planned));
-      }
+      planned = planStagedCheckpoints(context, *module, *untrained, config,
+                                      distribute);
     }
     if (planned)
       return error(llvm::toString(std::move(planned)));
