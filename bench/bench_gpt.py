@@ -38,6 +38,7 @@ to check this script.
 """
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -126,12 +127,30 @@ def bench_torch(size, args, compiled, device):
     sync()
     seconds = time.perf_counter() - t0
     peak = torch.cuda.max_memory_allocated() if device == "cuda" else None
+    # Hand the caching allocator's blocks back: strata-run, a process of
+    # its own, runs next.
+    params = count_params(model)
+    del model, opt, run
+    if device == "cuda":
+        torch.cuda.empty_cache()
     return {"tokens_per_s": args.batch * args.seq * args.steps / seconds,
-            "peak_bytes": peak, "loss": float(loss),
-            "params": count_params(model)}
+            "peak_bytes": peak, "loss": float(loss), "params": params}
+
+
+def strata_artifact(size, work, system):
+    return os.path.join(work, f"gpt-{size}{system[len('strata'):]}.strata")
 
 
 def bench_strata(size, args, backend, work, system="strata"):
+    artifact = strata_artifact(size, work, system)
+    try:
+        return _bench_strata(size, args, backend, work, system, artifact)
+    finally:
+        if args.prepare and os.path.exists(artifact + ".preparing"):
+            os.remove(artifact + ".preparing")
+
+
+def _bench_strata(size, args, backend, work, system, artifact):
     import torch
     from models.export_models import export_settings
     model = make_model(size, args.seq, args.vocab)
@@ -150,7 +169,6 @@ def bench_strata(size, args, backend, work, system="strata"):
     del model
     variant = system[len("strata"):]
     fuse_attention = variant != "-gemm-attn"
-    artifact = os.path.join(work, f"gpt-{size}{variant}.strata")
     total = args.warmup + args.steps
     cmd = [os.path.join(args.bin, "strata-compile"), onnx_path, "-o", artifact,
            "--steps", str(total), "--optimizer", "adamw", "--lr", str(LR),
@@ -160,13 +178,30 @@ def bench_strata(size, args, backend, work, system="strata"):
         cmd += ["--dtype", "bf16"]
     if not fuse_attention:
         cmd.append("--no-fuse-attention")
-    t0 = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True,
-                       timeout=args.timeout)
-    compile_s = time.perf_counter() - t0
-    if r.returncode != 0:
-        raise RuntimeError("strata-compile: " + (r.stderr or r.stdout).strip()
-                           .splitlines()[-1])
+    # A compile that an earlier --prepare run left in --work is reused
+    # (its time is kept beside it).
+    timing = artifact + ".compile_s"
+    marker = artifact + ".preparing"
+    if not args.prepare:
+        # A --prepare run beside this one is still compiling it: wait.
+        deadline = time.time() + args.timeout
+        while os.path.exists(marker) and time.time() < deadline:
+            time.sleep(1)
+    if os.path.exists(timing):
+        with open(timing) as f:
+            compile_s = float(f.read())
+    else:
+        t0 = time.perf_counter()
+        r = subprocess.run(cmd, capture_output=True, text=True,
+                           timeout=args.timeout)
+        compile_s = time.perf_counter() - t0
+        if r.returncode != 0:
+            raise RuntimeError("strata-compile: " + (r.stderr or r.stdout)
+                               .strip().splitlines()[-1])
+        with open(timing, "w") as f:
+            f.write(f"{compile_s:.3f}")
+    if args.prepare:
+        return {"compile_s": compile_s, "params": params}
     log = os.path.join(work, f"gpt-{size}{variant}.jsonl")
     run = [os.path.join(args.bin, "strata-run"), artifact, "--quiet",
            "--backend", backend, "--log", log, "--seed", "0"]
@@ -218,6 +253,13 @@ def main():
                     help="the GPU's dense bf16 peak, if not in the table")
     ap.add_argument("--out", help="also write the table (markdown) here, "
                     "rewritten after every row")
+    ap.add_argument("--work", help="keep the exported models and compiled "
+                    "artifacts in this folder (default: a temporary one), "
+                    "and reuse the ones a run before left there")
+    ap.add_argument("--prepare", action="store_true",
+                    help="only export and compile the strata systems into "
+                    "--work (CPU work, no GPU: it can run beside other GPU "
+                    "work, and a later run with the same --work times them)")
     ap.add_argument("--timeout", type=float, default=420,
                     help="seconds strata-compile or strata-run may take "
                     "(a hung run fails its row, not the session)")
@@ -247,11 +289,32 @@ def main():
              "|---|---|---:|---:|---:|---:|"]
     print(header, flush=True)
     results = {}
-    with tempfile.TemporaryDirectory(prefix="strata-bench-") as work:
+    if args.prepare:
+        systems = [name for name in systems if name.startswith("strata")]
+        if not args.work:
+            sys.exit("bench_gpt.py: --prepare needs --work")
+    if args.work:
+        os.makedirs(args.work, exist_ok=True)
+    with (contextlib.nullcontext(args.work) if args.work else
+          tempfile.TemporaryDirectory(prefix="strata-bench-")) as work:
+        if args.prepare:
+            # Every artifact this run will make is marked first, so that a
+            # timing run beside it waits for each instead of compiling it.
+            for size in sizes:
+                for system in systems:
+                    open(strata_artifact(size, work, system) + ".preparing",
+                         "w").close()
         for size in sizes:
             layers, _, width = SIZES[size]
             for system in systems:
                 try:
+                    if args.prepare:
+                        t0 = time.perf_counter()
+                        r = bench_strata(size, args, backend, work, system)
+                        print(f"| {size} | {system} | prepared: compile "
+                              f"{r['compile_s']:.1f} s, export and compile "
+                              f"{time.perf_counter() - t0:.1f} s |", flush=True)
+                        continue
                     if system.startswith("strata"):
                         r = bench_strata(size, args, backend, work, system)
                     else:
