@@ -216,13 +216,26 @@ def main():
             c.say("```\n" + "\n".join(failures[:40]) + "\n```")
 
     def check_fp32():
-        gpt = artifact("gpt-fp32", *recipe)
+        # Parity needs a recipe that does not amplify rounding: the demo's
+        # (lr 1e-2) spikes to a loss of 11 at step 23, and after the spike
+        # cuBLASLt's and OpenBLAS's summation orders (1e-7 apart before it)
+        # part by 1e-2 (seen on an H200, 2026-11-27; docs/cuda.md). lr 1e-3
+        # trains smoothly, 5.53 to 3.41 in 50 steps.
+        gentle = [("1e-3" if f == "1e-2" else f) for f in recipe]
+        gpt = artifact("gpt-fp32-gentle", *gentle)
         n = steps(50)
         cpu, cpu_s = c.train(gpt, "cpu", "fp32", "--steps", n, *text)
         gpu, gpu_s = c.train(gpt, cuda, "fp32", "--steps", n, *text)
-        c.compare(f"fp32, {n} steps", cpu, gpu, 1e-4)
+        c.compare(f"fp32, {n} steps (lr 1e-3)", cpu, gpu, 1e-4)
         c.say(f"  ({n} steps: {cpu_s:.1f} s on cpu, {gpu_s:.1f} s on cuda, "
               f"start-up included)")
+        # The demo's recipe up to its spike: the same numbers, closer.
+        demo = artifact("gpt-fp32", *recipe)
+        k = steps(20)
+        cpu, _ = c.train(demo, "cpu", "fp32-demo", "--steps", k, *text)
+        gpu, _ = c.train(demo, cuda, "fp32-demo", "--steps", k, *text)
+        c.compare(f"fp32, the demo's recipe (lr 1e-2) before its spike, "
+                  f"{k} steps", cpu, gpu, 1e-5)
 
     def check_bf16():
         gpt = artifact("gpt-fp32", *recipe)
