@@ -40,7 +40,7 @@ bin=/tmp/strata-gpu/bin
 } > "$out/env.txt" 2>&1
 cat "$out/env.txt"
 
-checks="${CHECKS-conformance,fp32,forward,offload,graph,bf16}"
+checks="${CHECKS-conformance,device,fp32,forward,offload,graph,bf16}"
 sizes="${BENCH_SIZES-124M}"
 systems="${BENCH_SYSTEMS-strata,strata-gemm-attn,eager,compile}"
 steps="${BENCH_STEPS:-20}"

@@ -23,6 +23,9 @@ the reason and exits 77, which ctest reports as skipped. On a GPU:
   sanitizer compute-sanitizer (memcheck, racecheck, synccheck) on two
             training steps finds nothing (skipped where it is not installed).
   conformance  strata-cuda-tests (every kernel against the CPU's) passes.
+  device    strata-device-tests with STRATA_DEVICE=cuda (the device
+            contract every backend passes: memory tiers, copies, stream
+            order, events, failures, timers) passes.
   distributed  (only when named in --only: it needs a GPU per rank) ZeRO-3
             over 2 ranks (mpirun -np 2, NCCL) trains as the CPU backend's
             2 ranks do: 5 steps (3 with --quick) within 1e-4 relative.
@@ -142,8 +145,8 @@ def main():
     ap.add_argument("--report")
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
     ap.add_argument("--only", help="comma-separated checks to run (default "
-                    "all, in this order): conformance, fp32, bf16, graph, "
-                    "offload, forward, sanitizer; and distributed and "
+                    "all, in this order): conformance, device, fp32, bf16, "
+                    "graph, offload, forward, sanitizer; and distributed and "
                     "pipeline, run only when named")
     ap.add_argument("--timeout", type=float,
                     help="seconds any one command may take (default 300, "
@@ -161,7 +164,7 @@ def main():
 
     def steps(n):
         return str(max(3, n // 10) if args.quick else n)
-    names = ["conformance", "fp32", "bf16", "graph", "offload", "forward",
+    names = ["conformance", "device", "fp32", "bf16", "graph", "offload", "forward",
              "sanitizer", "distributed", "pipeline"]
     chosen = args.only.split(",") if args.only else names[:-2]
     unknown = [n for n in chosen if n not in names]
@@ -210,6 +213,25 @@ def main():
                 timeout=args.timeout or 540)
         tail = [l for l in r.stdout.splitlines() if l.startswith("[  ")][-3:]
         c.check("conformance (strata-cuda-tests)", r.returncode == 0,
+                "; ".join(t.strip() for t in tail) or r.stderr.strip()[-300:])
+        if r.returncode != 0:
+            failures = [l for l in r.stdout.splitlines() if "FAILED" in l]
+            c.say("```\n" + "\n".join(failures[:40]) + "\n```")
+
+    def check_device():
+        # The device contract (tests/device), on the GPU.
+        if cuda != "cuda":
+            c.say("- device: the suite runs on cuda only")
+            return
+        tests = os.path.join(args.bin, "strata-device-tests")
+        if not os.path.exists(tests):
+            c.check("device conformance (strata-device-tests)", False,
+                    f"{tests} is missing (tools/gpu-bundle.sh builds it)")
+            return
+        r = run([tests, "--gtest_brief=1"],
+                env=dict(os.environ, STRATA_DEVICE="cuda"))
+        tail = [l for l in r.stdout.splitlines() if l.startswith("[  ")][-3:]
+        c.check("device conformance (strata-device-tests)", r.returncode == 0,
                 "; ".join(t.strip() for t in tail) or r.stderr.strip()[-300:])
         if r.returncode != 0:
             failures = [l for l in r.stdout.splitlines() if "FAILED" in l]
@@ -382,7 +404,8 @@ def main():
                 f"per step {moved[cuda][-1]} on {cuda}, "
                 f"{moved['cpu'][-1]} on cpu")
 
-    checks = {"conformance": check_conformance, "fp32": check_fp32,
+    checks = {"conformance": check_conformance, "device": check_device,
+              "fp32": check_fp32,
               "bf16": check_bf16, "graph": check_graph,
               "offload": check_offload, "forward": check_forward,
               "sanitizer": check_sanitizer, "distributed": check_distributed,
