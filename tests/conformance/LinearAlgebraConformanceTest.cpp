@@ -100,6 +100,18 @@ TEST(LinearAlgebraConformance, MatmulOddSizes) {
   }
 }
 
+TEST(LinearAlgebraConformance, MisalignedLeadingDimensionsAreStaged) {
+  STRATA_REQUIRE_GPU();
+  // An odd row length at 2^20 elements or more: the result (and below, an
+  // operand) goes through a copy with an aligned leading dimension.
+  expectConformance(product("graph.linear", DType::F32,
+                            {{48, 24}, {24, 21851}, {21851}}, {48, 21851}, 26,
+                            false, 1));
+  expectConformance(product("graph.matmul", DType::F32,
+                            {{48, 21851}, {21851, 24}}, {48, 24}, 27, false,
+                            1));
+}
+
 TEST(LinearAlgebraConformance, MatmulEmpty) {
   STRATA_REQUIRE_GPU();
   for (DType t : {DType::F32, DType::F64}) {

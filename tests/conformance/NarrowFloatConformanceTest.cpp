@@ -106,6 +106,29 @@ TEST(NarrowFloatConformance, Products) {
   }
 }
 
+TEST(NarrowFloatConformance, ProductsWithAMisalignedLeadingDimension) {
+  STRATA_REQUIRE_GPU();
+  std::mt19937_64 rng(3);
+  // A language model's head over an odd vocabulary (GPT-2's 50,257,
+  // scaled down): the logits' rows, and the gradient's, are not 16-byte
+  // aligned, and at 2^20 elements they are staged through aligned copies
+  // (LinearAlgebraKernels.cu): the forward product writes one, the input's
+  // and the weight's gradients read one.
+  const int64_t m = 64, vocab = 16385, k = 32;
+  for (DType t : kNarrow) {
+    Case head = product("graph.linear", t, {{m, k}, {vocab, k}}, {m, vocab},
+                        rng);
+    head.attrs.set("transpose_weight", int64_t(1));
+    expectConformance(head);
+    expectConformance(
+        product("graph.linear", t, {{m, vocab}, {vocab, k}}, {m, k}, rng));
+    Case gw = product("graph.linear_grad_weight", t, {{m, vocab}, {m, k}},
+                      {vocab, k}, rng);
+    gw.attrs.set("transpose_weight", int64_t(1));
+    expectConformance(gw);
+  }
+}
+
 TEST(NarrowFloatConformance, TensorCoreAttention) {
   STRATA_REQUIRE_GPU();
   std::mt19937_64 rng(5);

@@ -19,6 +19,12 @@
 // launch with another key asks again. Launches of one instruction are
 // serialized on the host, and a mutex keeps it so.
 //
+// An operand or result whose leading dimension is not a multiple of 16
+// bytes (and that is large) is staged through a stream-ordered copy with an
+// aligned one, so that cuBLASLt can use its Hopper kernels
+// (linalg::stagedLeadingDim); STRATA_CUDA_GEMM_STAGING=0 turns that off,
+// =all stages every such matrix whatever its size (the conformance suite).
+//
 // graph.linear's bias is cuBLASLt's BIAS epilogue (the pointer set on the
 // shared descriptor at each launch, before the enqueue that reads it) when
 // cuBLASLt has an algorithm with it, else a small kernel after the product,
@@ -37,9 +43,12 @@
 #include <cublasLt.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
+#include <vector>
 
 namespace strata::runtime::cuda {
 namespace {
@@ -54,6 +63,20 @@ __global__ void addBiasKernel(T *out, const T *bias, int64_t total,
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += step)
     out[i] += bias[i % n];
+}
+
+/// Copies the `rows` leading elements of every column of a column-major
+/// matrix from leading dimension `inLd` to `outLd` (T: the element's bits).
+template <typename T>
+__global__ void __launch_bounds__(kBlock)
+    copyColumnsKernel(const T *in, int64_t inLd, T *out, int64_t outLd,
+                      int64_t rows, int64_t total) {
+  int64_t step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += step) {
+    int64_t col = i / rows, row = i - col * rows;
+    out[col * outLd + row] = in[col * inLd + row];
+  }
 }
 
 /// The narrow (bf16 / fp16 storage) form: bias added in f32, rounded.
@@ -92,8 +115,13 @@ struct AlgoChoice {
 /// ops).
 struct GemmPlan {
   GemmProblem problem;
+  /// The layouts cuBLASLt reads and writes: with the staged leading
+  /// dimensions where a matrix is staged.
   cublasLtMatrixLayout_t layoutA = nullptr, layoutB = nullptr,
                          layoutD = nullptr;
+  /// The leading dimensions of the staged copies of A, B and D; each the
+  /// problem's own where that matrix is not staged.
+  int64_t stagedLda = 0, stagedLdb = 0, stagedLdd = 0;
   /// [0]: the exact compute type, [1]: TF32 (f32 only).
   cublasLtMatmulDesc_t desc[2] = {nullptr, nullptr};
   mutable std::mutex mutex;
@@ -164,6 +192,84 @@ Status createDesc(const GemmProblem &p, cublasLtMatmulDesc_t &desc,
                       what + "SetAttribute(TRANSB)");
 }
 
+/// The smallest matrix (elements) staged for its leading dimension:
+/// STRATA_CUDA_GEMM_STAGING=0 stages none (-1), =all every one (0); by
+/// default 2^20 elements.
+int64_t stagingMinElements() {
+  static const int64_t value = [] {
+    const char *env = std::getenv("STRATA_CUDA_GEMM_STAGING");
+    std::string v = env ? env : "";
+    if (v == "0" || v == "off")
+      return int64_t(-1);
+    if (v == "all")
+      return int64_t(0);
+    return int64_t(1) << 20;
+  }();
+  return value;
+}
+
+/// The stream-ordered copies of one launch's staged matrices, freed in
+/// stream order whatever happens.
+class StagedMatrices {
+public:
+  explicit StagedMatrices(cudaStream_t stream) : stream_(stream) {}
+  ~StagedMatrices() {
+    for (void *p : buffers_)
+      cudaFreeAsync(p, stream_);
+  }
+  StagedMatrices(const StagedMatrices &) = delete;
+  StagedMatrices &operator=(const StagedMatrices &) = delete;
+
+  /// A buffer for a (rows x cols) matrix with leading dimension `ld`.
+  Status allocate(const std::string &op, int64_t ld, int64_t cols,
+                  size_t elementBytes, char *&out) {
+    void *buffer = nullptr;
+    if (Status s = cudaStatus(
+            cudaMallocAsync(&buffer,
+                            size_t(std::max<int64_t>(ld * cols, 1)) *
+                                elementBytes,
+                            stream_),
+            op + ": cudaMallocAsync of an aligned copy of an operand");
+        !s)
+      return s;
+    buffers_.push_back(buffer);
+    out = static_cast<char *>(buffer);
+    return Status::ok();
+  }
+
+private:
+  cudaStream_t stream_;
+  std::vector<void *> buffers_;
+};
+
+/// Copies a (rows x cols) column-major matrix between leading dimensions.
+Status copyColumns(const CudaStream &stream, const std::string &op,
+                   const char *in, int64_t inLd, char *out, int64_t outLd,
+                   int64_t rows, int64_t cols, size_t elementBytes) {
+  int64_t total = rows * cols;
+  if (total == 0)
+    return Status::ok();
+  unsigned grid = gridFor(stream, total);
+  switch (elementBytes) {
+  case 2:
+    STRATA_LAUNCH(grid, kBlock, 0, stream.stream, copyColumnsKernel<uint16_t>)
+    (reinterpret_cast<const uint16_t *>(in), inLd,
+     reinterpret_cast<uint16_t *>(out), outLd, rows, total);
+    break;
+  case 4:
+    STRATA_LAUNCH(grid, kBlock, 0, stream.stream, copyColumnsKernel<uint32_t>)
+    (reinterpret_cast<const uint32_t *>(in), inLd,
+     reinterpret_cast<uint32_t *>(out), outLd, rows, total);
+    break;
+  default:
+    STRATA_LAUNCH(grid, kBlock, 0, stream.stream, copyColumnsKernel<uint64_t>)
+    (reinterpret_cast<const uint64_t *>(in), inLd,
+     reinterpret_cast<uint64_t *>(out), outLd, rows, total);
+    break;
+  }
+  return launchStatus(op);
+}
+
 using BuildFn = Status (*)(const KernelContext &, GemmProblem &);
 
 /// The prepare function of an op whose problem `build` makes.
@@ -180,16 +286,24 @@ Status prepareGemm(BuildFn build, KernelContext &ctx,
   bool f32 = p.dtype == DType::F32;
   bool f64 = p.dtype == DType::F64;
   cudaDataType_t type = cudaTypeOf(p.dtype);
-  if (Status s = createLayout(p, plan->layoutA, type, p.aRows, p.aCols, p.lda,
-                              p.strideA);
+  size_t elementBytes = byteWidth(p.dtype);
+  int64_t minElements = stagingMinElements();
+  plan->stagedLda = linalg::stagedLeadingDim(p, p.aRows, p.aCols, p.lda,
+                                             elementBytes, minElements);
+  plan->stagedLdb = linalg::stagedLeadingDim(p, p.bRows, p.bCols, p.ldb,
+                                             elementBytes, minElements);
+  plan->stagedLdd = linalg::stagedLeadingDim(p, p.mm, p.nn, p.ldd,
+                                             elementBytes, minElements);
+  if (Status s = createLayout(p, plan->layoutA, type, p.aRows, p.aCols,
+                              plan->stagedLda, p.strideA);
       !s)
     return s;
-  if (Status s = createLayout(p, plan->layoutB, type, p.bRows, p.bCols, p.ldb,
-                              p.strideB);
+  if (Status s = createLayout(p, plan->layoutB, type, p.bRows, p.bCols,
+                              plan->stagedLdb, p.strideB);
       !s)
     return s;
-  if (Status s =
-          createLayout(p, plan->layoutD, type, p.mm, p.nn, p.ldd, p.strideD);
+  if (Status s = createLayout(p, plan->layoutD, type, p.mm, p.nn,
+                              plan->stagedLdd, p.strideD);
       !s)
     return s;
   // Narrow operands: f32 accumulation and f32 alpha / beta.
@@ -361,6 +475,33 @@ Status runGemm(const GemmPlan &plan, KernelContext &ctx) {
   const void *biasPointer =
       p.biasInput >= 0 ? ctx.inputs[p.biasInput].data : nullptr;
 
+  // Operands with a misaligned leading dimension are read from aligned
+  // copies, and a misaligned result written to one and copied back after.
+  StagedMatrices staged(stream.stream);
+  char *stagedD = nullptr;
+  for (auto [matrix, ld, stagedLd, rows, cols] :
+       {std::tuple{&a, p.lda, plan.stagedLda, p.aRows, p.aCols},
+        std::tuple{&b, p.ldb, plan.stagedLdb, p.bRows, p.bCols}}) {
+    if (stagedLd == ld)
+      continue;
+    char *copy = nullptr;
+    if (Status s = staged.allocate(p.op, stagedLd, cols, elementBytes, copy);
+        !s)
+      return s;
+    if (Status s = copyColumns(stream, p.op, *matrix, ld, copy, stagedLd,
+                               rows, cols, elementBytes);
+        !s)
+      return s;
+    *matrix = copy;
+  }
+  if (plan.stagedLdd != p.ldd) {
+    if (Status s = staged.allocate(p.op, plan.stagedLdd, p.nn, elementBytes,
+                                   stagedD);
+        !s)
+      return s;
+    d = stagedD;
+  }
+
   AlgoChoice key;
   key.lt = stream.lt;
   key.workspaceBytes = stream.workspace ? stream.workspaceBytes : 0;
@@ -412,6 +553,12 @@ Status runGemm(const GemmPlan &plan, KernelContext &ctx) {
                             p.op + ": cublasLtMatmul on " + p.operands);
     }
   }
+  if (stagedD)
+    if (Status s = copyColumns(stream, p.op, stagedD, plan.stagedLdd,
+                               static_cast<char *>(out.data), p.ldd, p.mm,
+                               p.nn, elementBytes);
+        !s)
+      return s;
   if (p.biasInput >= 0 && !epilogue)
     return addBias(stream, p, ctx);
   return Status::ok();
