@@ -18,6 +18,9 @@ mixed precision (bf16 operands, fp32 master weights and optimizer state):
   strata-widened-attn  (not in the default --systems) the strata artifact
              with STRATA_CUDA_ATTENTION=widened: attention widened to f32
              on the tiled kernel instead of bf16 on tensor cores
+  strata-unstaged  (not in the default --systems) the strata artifact with
+             STRATA_CUDA_GEMM_STAGING=0: products whose rows are not
+             16-byte aligned (the head) read and write them in place
   eager      the PyTorch module under torch.autocast(bfloat16)
   compile    the same, torch.compile(model)
 
@@ -137,8 +140,20 @@ def bench_torch(size, args, compiled, device):
             "peak_bytes": peak, "loss": float(loss), "params": params}
 
 
+# Variants that run the `strata` artifact under another environment.
+RUN_VARIANTS = {
+    # attention widened to the f32 tiled kernel, not tensor cores
+    "-widened-attn": {"STRATA_CUDA_ATTENTION": "widened"},
+    # no aligned copies for products with misaligned rows (the head)
+    "-unstaged": {"STRATA_CUDA_GEMM_STAGING": "0"},
+}
+
+
 def strata_artifact(size, work, system):
-    return os.path.join(work, f"gpt-{size}{system[len('strata'):]}.strata")
+    variant = system[len("strata"):]
+    if variant in RUN_VARIANTS:
+        variant = ""
+    return os.path.join(work, f"gpt-{size}{variant}.strata")
 
 
 def bench_strata(size, args, backend, work, system="strata"):
@@ -207,9 +222,7 @@ def _bench_strata(size, args, backend, work, system, artifact):
            "--backend", backend, "--log", log, "--seed", "0"]
     if args.cuda_graph:
         run.append("--cuda-graph")
-    env = dict(os.environ)
-    if variant == "-widened-attn":  # the f32 tiled kernel, not tensor cores
-        env["STRATA_CUDA_ATTENTION"] = "widened"
+    env = dict(os.environ, **RUN_VARIANTS.get(variant, {}))
     r = subprocess.run(run, capture_output=True, text=True,
                        timeout=args.timeout, env=env)
     if r.returncode != 0:
@@ -274,7 +287,8 @@ def main():
     if "tiny" in sizes:
         args.seq, args.vocab = min(args.seq, 64), min(args.vocab, 256)
     systems = args.systems.split(",")
-    known = ("strata", "strata-gemm-attn", "strata-widened-attn", "eager",
+    known = ("strata", "strata-gemm-attn", "strata-widened-attn",
+             "strata-unstaged", "eager",
              "compile")
     unknown = [name for name in systems if name not in known]
     if unknown:
@@ -340,7 +354,8 @@ def main():
                         f.write("\n".join(lines) + "\n")
     lines.append("")
     for size in sizes:
-        for mine in ("strata", "strata-gemm-attn", "strata-widened-attn"):
+        for mine in ("strata", "strata-gemm-attn", "strata-widened-attn",
+                     "strata-unstaged"):
             s = results.get((size, mine), {})
             for other in ("eager", "compile"):
                 o = results.get((size, other), {})

@@ -15,7 +15,9 @@
 #   session.log       everything printed
 #
 # What runs is chosen by variables: CHECKS (check_cuda.py --only; empty:
-# none), BENCH_SIZES and BENCH_SYSTEMS (bench_gpt.py; empty: none),
+# none), BENCH_SIZES and BENCH_SYSTEMS (bench_gpt.py; empty: none; the
+# default systems are strata, strata-unstaged (the same artifact without
+# the products' aligned copies: what they gain), eager and compile),
 # SANITIZER=1 (the compute-sanitizer check last, with the time left),
 # TRACE=1, BENCH_STEPS / BENCH_WARMUP.
 set -u
@@ -42,7 +44,7 @@ cat "$out/env.txt"
 
 checks="${CHECKS-conformance,device,fp32,forward,offload,graph,bf16}"
 sizes="${BENCH_SIZES-124M}"
-systems="${BENCH_SYSTEMS-strata,strata-gemm-attn,eager,compile}"
+systems="${BENCH_SYSTEMS-strata,strata-unstaged,eager,compile}"
 steps="${BENCH_STEPS:-20}"
 warmup="${BENCH_WARMUP:-5}"
 work=/tmp/strata-bench
