@@ -553,13 +553,18 @@ public:
     size_t streams = std::max<size_t>(program.streams_size(), 1);
     std::vector<double> free(streams, s.clock);
     std::vector<Waited> kind(streams, Waited::Nothing);
-    for (size_t i = 0; i < size_t(program.streams_size()); ++i)
+    names.assign(streams, "compute");
+    for (size_t i = 0; i < size_t(program.streams_size()); ++i) {
       kind[i] = categoryOfStream(program.streams(int(i)));
+      names[i] = program.streams(int(i));
+    }
+    index = -1;
     std::vector<double> events(program.events(), s.clock);
     std::vector<int> recordedOn(program.events(), 0);
     LinkCalendar links[2];
     size_t collectives = 0;
     for (const plan::Instruction &inst : program.instructions()) {
+      ++index;
       size_t stream = std::min<size_t>(inst.stream(), streams - 1);
       switch (inst.kind()) {
       case plan::RECORD:
@@ -663,8 +668,14 @@ private:
   void record(std::vector<Span> *timeline, int stage, int stream,
               const std::string &name, double start, double duration) {
     if (keepTimeline && timeline && duration > 0)
-      timeline->push_back({stage, stream, name, start, duration});
+      timeline->push_back(
+          {stage, stream, name, start, duration, names[size_t(stream)], index});
   }
+
+  /// The running program's stream names, and the instruction being
+  /// replayed (its index).
+  std::vector<std::string> names;
+  int index = -1;
 
   const plan::Plan &p;
   const CostModel &costs;
@@ -987,10 +998,14 @@ void writeTrace(const std::string &path, const Prediction &p,
   out << "{\"traceEvents\": [\n";
   bool first = true;
   for (const Span &s : p.timeline) {
+    // The shape of strata-run --trace's events (its "cat" the stream's
+    // name, the instruction's index in args), so that the same tools
+    // (bench/trace_summary.py) read both.
     out << (first ? "" : ",\n") << "{\"name\": \"" << s.name
-        << "\", \"ph\": \"X\", \"pid\": " << s.stage << ", \"tid\": "
-        << s.stream << ", \"ts\": " << s.start * 1e6
-        << ", \"dur\": " << s.duration * 1e6 << "}";
+        << "\", \"cat\": \"" << s.category << "\", \"ph\": \"X\", \"pid\": "
+        << s.stage << ", \"tid\": " << s.stream << ", \"ts\": "
+        << s.start * 1e6 << ", \"dur\": " << s.duration * 1e6
+        << ", \"args\": {\"instruction\": " << s.instruction << "}}";
     first = false;
   }
   out << "\n], \"displayTimeUnit\": \"ms\", \"otherData\": {\"model\": \""

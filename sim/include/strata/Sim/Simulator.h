@@ -114,6 +114,11 @@ struct Span {
   int stream = 0;
   std::string name;
   double start = 0, duration = 0;
+  /// The stream's name ("compute", "collective", ...), the trace's "cat"
+  /// as strata-run --trace writes it.
+  std::string category;
+  /// The instruction's index in its program (-1: none).
+  int instruction = -1;
 };
 
 struct Prediction {
