@@ -109,3 +109,39 @@ func.func @kept(%x: tensor<4xf32>, %i: tensor<4xi64>) -> (tensor<4xf32>, tensor<
   %n = graph.neg %r : tensor<f32>
   return %a, %k, %g, %n : tensor<4xf32>, tensor<4xi64>, tensor<4xf32>, tensor<f32>
 }
+
+// -----
+
+// A language model's loss and its gradient read the widened logits one
+// after the other, with nothing as large made between them: they share one
+// widening (another would be a cast kernel of its own saving no memory).
+// CHECK-LABEL: func.func @lossAndGradientShareTheWidening
+// CHECK-NEXT: %[[W:.*]] = graph.cast %arg0 : tensor<64x32xbf16> to tensor<64x32xf32>
+// CHECK-NEXT: graph.cross_entropy %[[W]], %arg1
+// CHECK-NEXT: graph.cross_entropy_grad %arg2, %[[W]], %arg1
+// CHECK-NOT: graph.cast
+func.func @lossAndGradientShareTheWidening(%logits: tensor<64x32xbf16>, %labels: tensor<64xi64>, %seed: tensor<f32>) -> (tensor<f32>, tensor<64x32xf32>) {
+  %w = graph.cast %logits : tensor<64x32xbf16> to tensor<64x32xf32>
+  %l = graph.cross_entropy %w, %labels {ignore_index = -100 : i64} : (tensor<64x32xf32>, tensor<64xi64>) -> tensor<f32>
+  %g = graph.cross_entropy_grad %seed, %w, %labels {ignore_index = -100 : i64} : (tensor<f32>, tensor<64x32xf32>, tensor<64xi64>) -> tensor<64x32xf32>
+  return %l, %g : tensor<f32>, tensor<64x32xf32>
+}
+
+// -----
+
+// The same reader after something as large as the wide logits is made
+// (here an f32 tensor of 64 x 32): the narrow tensor is what stays alive,
+// and the widening is made again right before the later reader.
+// CHECK-LABEL: func.func @farReaderWidensAgain
+// CHECK-NEXT: %[[W:.*]] = graph.cast %arg0 : tensor<64x32xbf16> to tensor<64x32xf32>
+// CHECK-NEXT: graph.cross_entropy %[[W]], %arg1
+// CHECK-NEXT: graph.exp %arg3
+// CHECK-NEXT: %[[W2:.*]] = graph.cast %arg0 : tensor<64x32xbf16> to tensor<64x32xf32>
+// CHECK-NEXT: graph.cross_entropy_grad %arg2, %[[W2]], %arg1
+func.func @farReaderWidensAgain(%logits: tensor<64x32xbf16>, %labels: tensor<64xi64>, %seed: tensor<f32>, %big: tensor<64x32xf32>) -> (tensor<f32>, tensor<64x32xf32>, tensor<64x32xf32>) {
+  %w = graph.cast %logits : tensor<64x32xbf16> to tensor<64x32xf32>
+  %l = graph.cross_entropy %w, %labels {ignore_index = -100 : i64} : (tensor<64x32xf32>, tensor<64xi64>) -> tensor<f32>
+  %e = graph.exp %big : tensor<64x32xf32>
+  %g = graph.cross_entropy_grad %seed, %w, %labels {ignore_index = -100 : i64} : (tensor<f32>, tensor<64x32xf32>, tensor<64xi64>) -> tensor<64x32xf32>
+  return %l, %g, %e : tensor<f32>, tensor<64x32xf32>, tensor<64x32xf32>
+}
