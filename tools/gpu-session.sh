@@ -11,7 +11,8 @@
 #   bench.md          bench/bench_gpt.py's table
 #   prepare.log       the benchmark's exports and compiles (CPU, run beside
 #                     the checks)
-#   trace.json, trace-summary.txt  one 124M step's strata-run --trace
+#   trace-SIZE.json, trace-summary-SIZE.txt  one step's strata-run --trace
+#                     for each of TRACE_SIZES (default 124M)
 #   session.log       everything printed
 #
 # What runs is chosen by variables: CHECKS (check_cuda.py --only; empty:
@@ -75,13 +76,18 @@ if [[ -n "$sizes" ]]; then
   grep -v Warning "$out/prepare.log" | grep -v '^ ' | tail -20
 fi
 
-if [[ "${TRACE:-1}" == 1 && -d "$work/gpt-124M.strata" && $(left) -gt 30 ]]; then
-  stage "trace of one 124M step"
-  timeout "$(left)" strata-run "$work/gpt-124M.strata" --backend cuda \
-    --quiet --steps 3 --trace "$out/trace.json" --seed 0 &&
-    python3 bench/trace_summary.py "$out/trace.json" --top 25 \
-      | tee "$out/trace-summary.txt"
-fi
+# One step's trace of each of TRACE_SIZES (default 124M) the benchmark
+# compiled, and its summary per op kind.
+for size in ${TRACE_SIZES-124M}; do
+  [[ "${TRACE:-1}" == 1 && -d "$work/gpt-$size.strata" && $(left) -gt 30 ]] ||
+    continue
+  stage "trace of one $size step"
+  timeout "$(left)" strata-run "$work/gpt-$size.strata" --backend cuda \
+    --quiet --steps 3 --trace "$out/trace-$size.json" --seed 0 &&
+    python3 bench/trace_summary.py "$out/trace-$size.json" --top 25 \
+      > "$out/trace-summary-$size.txt" &&
+    cat "$out/trace-summary-$size.txt"
+done
 
 if [[ "${SANITIZER:-1}" == 1 && $(left) -gt 40 ]]; then
   stage "compute-sanitizer"
