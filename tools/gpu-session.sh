@@ -5,22 +5,26 @@
 #   tools/gpu-session.sh [SECONDS]          (default 420)
 #
 # Run from the repository root on a GPU machine with .gpu/strata-gpu.tar.xz
-# (tools/gpu-bundle.sh) carried. Writes under $OUT (default /tmp/strata-out):
-#   env.txt           GPU, driver, CUDA, PyTorch, strata-run --probe-backend
+# (tools/gpu-bundle.sh) carried. Writes under $OUT (default /tmp/strata-out;
+# a device call brings back at most 8 files):
+#   session.log       everything printed: the GPU, driver, CUDA, PyTorch and
+#                     strata-run --probe-backend first, the benchmark's
+#                     compiles, each trace's summary per op kind
 #   cuda-results.md   tests/gpu/check_cuda.py's report (conformance first)
+#   sanitizer.md      its compute-sanitizer check, run last
 #   bench.md          bench/bench_gpt.py's table
-#   prepare.log       the benchmark's exports and compiles (CPU, run beside
-#                     the checks)
-#   trace-SIZE.json, trace-summary-SIZE.txt  one step's strata-run --trace
-#                     for each of TRACE_SIZES (default 124M)
-#   session.log       everything printed
+#   dynamo.md         tests/frontend/check_dynamo_export.py: the models
+#                     exported by this PyTorch's dynamo exporter against the
+#                     committed ones (CPU work, beside the checks)
+#   trace-SIZE.json   one step's strata-run --trace for each of TRACE_SIZES
+#                     (default 124M)
 #
 # What runs is chosen by variables: CHECKS (check_cuda.py --only; empty:
 # none), BENCH_SIZES and BENCH_SYSTEMS (bench_gpt.py; empty: none; the
 # default systems are strata, strata-unstaged (the same artifact without
 # the products' aligned copies: what they gain), eager and compile),
 # SANITIZER=1 (the compute-sanitizer check last, with the time left),
-# TRACE=1, BENCH_STEPS / BENCH_WARMUP.
+# TRACE=1, DYNAMO=1, BENCH_STEPS / BENCH_WARMUP.
 set -u
 budget="${1:-420}"
 start=$(date +%s)
@@ -32,16 +36,13 @@ stage() { echo "== $* [t=$(($(date +%s) - start)) s]"; }
 
 tar -C /tmp -xJf .gpu/strata-gpu.tar.xz && . /tmp/strata-gpu/env.sh || exit 1
 bin=/tmp/strata-gpu/bin
-{
-  date -u
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm \
-    --format=csv
-  nvcc --version 2>/dev/null | tail -2
-  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
-  strata-run --probe-backend
-  nproc
-} > "$out/env.txt" 2>&1
-cat "$out/env.txt"
+date -u
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm \
+  --format=csv
+nvcc --version 2>/dev/null | tail -2
+python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
+strata-run --probe-backend
+nproc
 
 checks="${CHECKS-conformance,device,fp32,forward,offload,graph,bf16}"
 sizes="${BENCH_SIZES-124M}"
@@ -57,8 +58,16 @@ if [[ -n "$sizes" ]]; then
   stage "prepare $sizes in the background"
   PYTHONUNBUFFERED=1 timeout "$(left)" python3 bench/bench_gpt.py \
     "${bench_flags[@]}" --sizes "$sizes" --systems "$systems" --prepare \
-    > "$out/prepare.log" 2>&1 &
+    > /tmp/strata-prepare.log 2>&1 &
   prep_pid=$!
+fi
+# Dynamo exports: CPU work too.
+dynamo_pid=""
+if [[ "${DYNAMO:-1}" == 1 ]]; then
+  PYTHONUNBUFFERED=1 timeout "$(left)" python3 \
+    tests/frontend/check_dynamo_export.py --bin "$bin" \
+    --report "$out/dynamo.md" > /tmp/strata-dynamo.log 2>&1 &
+  dynamo_pid=$!
 fi
 
 if [[ -n "$checks" ]]; then
@@ -73,7 +82,7 @@ if [[ -n "$sizes" ]]; then
     "${bench_flags[@]}" --sizes "$sizes" --systems "$systems" \
     --out "$out/bench.md"
   [[ -n "$prep_pid" ]] && kill "$prep_pid" 2>/dev/null
-  grep -v Warning "$out/prepare.log" | grep -v '^ ' | tail -20
+  grep -v Warning /tmp/strata-prepare.log | grep -v '^ ' | tail -20
 fi
 
 # One step's trace of each of TRACE_SIZES (default 124M) the benchmark
@@ -85,9 +94,15 @@ for size in ${TRACE_SIZES-124M}; do
   timeout "$(left)" strata-run "$work/gpt-$size.strata" --backend cuda \
     --quiet --steps 3 --trace "$out/trace-$size.json" --seed 0 &&
     python3 bench/trace_summary.py "$out/trace-$size.json" --top 25 \
-      > "$out/trace-summary-$size.txt" &&
-    cat "$out/trace-summary-$size.txt"
+      > /tmp/strata-trace-summary.txt &&
+    cat /tmp/strata-trace-summary.txt
 done
+
+if [[ -n "$dynamo_pid" ]]; then
+  stage "dynamo exports"
+  wait "$dynamo_pid"
+  grep -v Warning /tmp/strata-dynamo.log | grep -v '^ ' | tail -12
+fi
 
 if [[ "${SANITIZER:-1}" == 1 && $(left) -gt 40 ]]; then
   stage "compute-sanitizer"
