@@ -56,3 +56,23 @@ func.func @state(%w: tensor<8xf32> {graph.name = "w", graph.role = #graph<role p
   %1 = graph.add %w, %0 : tensor<8xf32>, tensor<8xf32> -> tensor<8xf32>
   return %1 : tensor<8xf32>
 }
+
+// -----
+
+// A reshape whose operand dies there takes the operand's bytes (row-major:
+// the same elements in the same order, so no copy); one whose operand is
+// read again later gets its own.
+// CHECK-LABEL: func.func @reshapes
+// CHECK: %[[T:.*]] = graph.tanh %{{.*}} {sched.slots = [#sched.slot<0, 64>]}
+// CHECK-NEXT: graph.reshape %[[T]] {sched.slots = [#sched.slot<0, 64>]}
+// CHECK-NEXT: %[[E:.*]] = graph.exp %{{.*}} {sched.slots = [#sched.slot<64, 64>]}
+// CHECK-NEXT: graph.reshape %[[E]] {sched.slots = [#sched.slot<0, 64>]}
+// CHECK-NEXT: graph.neg %[[E]] {sched.slots = [#sched.slot<128, 64>]}
+func.func @reshapes(%x: tensor<16xf32> {graph.name = "x", graph.role = #graph<role input>}) -> (tensor<16xf32> {graph.name = "y", graph.role = #graph<role output>}, tensor<4x4xf32> {graph.name = "z", graph.role = #graph<role output>}) {
+  %0 = graph.tanh %x : tensor<16xf32>
+  %1 = graph.reshape %0 : tensor<16xf32> -> tensor<4x4xf32>
+  %2 = graph.exp %1 : tensor<4x4xf32>
+  %3 = graph.reshape %2 : tensor<4x4xf32> -> tensor<16xf32>
+  %4 = graph.neg %2 : tensor<4x4xf32>
+  return %3, %4 : tensor<16xf32>, tensor<4x4xf32>
+}

@@ -117,8 +117,7 @@ func.func @main(%x: tensor<2x4xf32> {graph.name = "x", graph.role = #graph<role 
 // GLOBAL-NEXT: sched.local_shard partition %[[AR]]#0 {{.*}}sched.stream = #sched<stream reduce>
 // GLOBAL-NEXT: sched.record on reduce
 // GLOBAL-NEXT: sched.local_shard partition %[[AR]]#1 {{.*}}sched.stream = #sched<stream reduce>
-// GLOBAL-NEXT: sched.record on reduce
-// GLOBAL-NEXT: graph.unary_grad {{.*}}sched.stream = #sched<stream compute>
+// GLOBAL: graph.unary_grad {{.*}}sched.stream = #sched<stream compute>
 // GLOBAL: graph.add {{.*}}sched.stream = #sched<stream compute>
 // GLOBAL-NOT: graph.unary_grad
 // GLOBAL: return

@@ -11,7 +11,10 @@ using namespace mlir;
 namespace strata::graph {
 
 bool isInPlaceSafe(Operation *op) {
-  if (isa<AdamWUpdateOp, SGDUpdateOp>(op))
+  // A reshape keeps the row-major order: element i of the result is
+  // element i of the operand, so over the operand's own bytes it is no
+  // copy at all (both backends' kernels skip it when the two coincide).
+  if (isa<AdamWUpdateOp, SGDUpdateOp, ReshapeOp>(op))
     return true;
   if (!isa<AddOp, SubOp, MulOp>(op))
     return false;

@@ -28,7 +28,8 @@ bool isInPlaceSafe(mlir::Operation *op);
 /// The operand whose storage result `result` of `op` may take (an
 /// in-place-safe op reads each element of it before writing the same
 /// element of the result): AdamW's moments and parameter, SGD's parameter
-/// and momentum, a same-typed add/sub/mul's first operand; none otherwise.
+/// and momentum, a same-typed add/sub/mul's first operand, a reshape's
+/// operand; none otherwise.
 std::optional<unsigned> inPlaceOperand(mlir::Operation *op, unsigned result);
 
 /// The returned values of `func` computed straight into their state's
