@@ -211,8 +211,13 @@ def main():
             return
         r = run([os.path.join(args.bin, "strata-cuda-tests"), "--gtest_brief=1"],
                 timeout=args.timeout or 540)
+        gtest_check("conformance (strata-cuda-tests)", r)
+
+    def gtest_check(name, r):
+        """A GoogleTest binary's run as a check: its summary lines, and the
+        failed tests' names when it failed."""
         tail = [l for l in r.stdout.splitlines() if l.startswith("[  ")][-3:]
-        c.check("conformance (strata-cuda-tests)", r.returncode == 0,
+        c.check(name, r.returncode == 0,
                 "; ".join(t.strip() for t in tail) or r.stderr.strip()[-300:])
         if r.returncode != 0:
             failures = [l for l in r.stdout.splitlines() if "FAILED" in l]
@@ -230,12 +235,7 @@ def main():
             return
         r = run([tests, "--gtest_brief=1"],
                 env=dict(os.environ, STRATA_DEVICE="cuda"))
-        tail = [l for l in r.stdout.splitlines() if l.startswith("[  ")][-3:]
-        c.check("device conformance (strata-device-tests)", r.returncode == 0,
-                "; ".join(t.strip() for t in tail) or r.stderr.strip()[-300:])
-        if r.returncode != 0:
-            failures = [l for l in r.stdout.splitlines() if "FAILED" in l]
-            c.say("```\n" + "\n".join(failures[:40]) + "\n```")
+        gtest_check("device conformance (strata-device-tests)", r)
 
     def check_fp32():
         # Parity needs a recipe that does not amplify rounding: the demo's

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 /// A kernel launch: STRATA_LAUNCH(grid, block, sharedBytes, stream,
 /// kernel)(arguments...) is kernel<<<grid, block, sharedBytes,
@@ -109,6 +110,38 @@ struct Dims {
   int rank = 0;
   int64_t size[kMaxRank] = {};
   int64_t stride[kMaxRank] = {};
+};
+
+/// A launch's stream-ordered scratch buffers (cudaMallocAsync: captured
+/// into a CUDA graph as allocation nodes), freed in stream order whatever
+/// happens. Outside the memory plan.
+class StreamBuffers {
+public:
+  explicit StreamBuffers(cudaStream_t stream) : stream_(stream) {}
+  ~StreamBuffers() {
+    for (void *p : buffers_)
+      cudaFreeAsync(p, stream_);
+  }
+  StreamBuffers(const StreamBuffers &) = delete;
+  StreamBuffers &operator=(const StreamBuffers &) = delete;
+
+  /// `bytes` (at least one) of device memory, for `what` (the error says).
+  Status allocate(size_t bytes, const std::string &what, void *&out) {
+    out = nullptr;
+    if (Status s = cudaStatus(
+            cudaMallocAsync(&out, std::max<size_t>(bytes, 1), stream_),
+            what + ": cudaMallocAsync");
+        !s)
+      return s;
+    buffers_.push_back(out);
+    return Status::ok();
+  }
+
+  cudaStream_t stream() const { return stream_; }
+
+private:
+  cudaStream_t stream_;
+  std::vector<void *> buffers_;
 };
 
 } // namespace strata::runtime::cuda

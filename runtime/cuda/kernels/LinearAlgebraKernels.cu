@@ -208,40 +208,6 @@ int64_t stagingMinElements() {
   return value;
 }
 
-/// The stream-ordered copies of one launch's staged matrices, freed in
-/// stream order whatever happens.
-class StagedMatrices {
-public:
-  explicit StagedMatrices(cudaStream_t stream) : stream_(stream) {}
-  ~StagedMatrices() {
-    for (void *p : buffers_)
-      cudaFreeAsync(p, stream_);
-  }
-  StagedMatrices(const StagedMatrices &) = delete;
-  StagedMatrices &operator=(const StagedMatrices &) = delete;
-
-  /// A buffer for a (rows x cols) matrix with leading dimension `ld`.
-  Status allocate(const std::string &op, int64_t ld, int64_t cols,
-                  size_t elementBytes, char *&out) {
-    void *buffer = nullptr;
-    if (Status s = cudaStatus(
-            cudaMallocAsync(&buffer,
-                            size_t(std::max<int64_t>(ld * cols, 1)) *
-                                elementBytes,
-                            stream_),
-            op + ": cudaMallocAsync of an aligned copy of an operand");
-        !s)
-      return s;
-    buffers_.push_back(buffer);
-    out = static_cast<char *>(buffer);
-    return Status::ok();
-  }
-
-private:
-  cudaStream_t stream_;
-  std::vector<void *> buffers_;
-};
-
 /// Copies a (rows x cols) column-major matrix between leading dimensions.
 Status copyColumns(const CudaStream &stream, const std::string &op,
                    const char *in, int64_t inLd, char *out, int64_t outLd,
@@ -477,7 +443,15 @@ Status runGemm(const GemmPlan &plan, KernelContext &ctx) {
 
   // Operands with a misaligned leading dimension are read from aligned
   // copies, and a misaligned result written to one and copied back after.
-  StagedMatrices staged(stream.stream);
+  StreamBuffers staged(stream.stream);
+  auto allocate = [&](int64_t ld, int64_t cols, char *&out) {
+    void *buffer = nullptr;
+    Status s = staged.allocate(size_t(ld * cols) * elementBytes,
+                               p.op + ": an aligned copy of an operand",
+                               buffer);
+    out = static_cast<char *>(buffer);
+    return s;
+  };
   char *stagedD = nullptr;
   for (auto [matrix, ld, stagedLd, rows, cols] :
        {std::tuple{&a, p.lda, plan.stagedLda, p.aRows, p.aCols},
@@ -485,8 +459,7 @@ Status runGemm(const GemmPlan &plan, KernelContext &ctx) {
     if (stagedLd == ld)
       continue;
     char *copy = nullptr;
-    if (Status s = staged.allocate(p.op, stagedLd, cols, elementBytes, copy);
-        !s)
+    if (Status s = allocate(stagedLd, cols, copy); !s)
       return s;
     if (Status s = copyColumns(stream, p.op, *matrix, ld, copy, stagedLd,
                                rows, cols, elementBytes);
@@ -495,9 +468,7 @@ Status runGemm(const GemmPlan &plan, KernelContext &ctx) {
     *matrix = copy;
   }
   if (plan.stagedLdd != p.ldd) {
-    if (Status s = staged.allocate(p.op, plan.stagedLdd, p.nn, elementBytes,
-                                   stagedD);
-        !s)
+    if (Status s = allocate(plan.stagedLdd, p.nn, stagedD); !s)
       return s;
     d = stagedD;
   }

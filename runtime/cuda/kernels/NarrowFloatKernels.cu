@@ -41,63 +41,45 @@ __global__ void __launch_bounds__(kBlock)
     out[i] = bf16 ? bf16Bits(in[i]) : fp16Bits(in[i]);
 }
 
-/// The stream-ordered f32 buffers of one launch, freed in stream order
-/// whatever happens.
-class WideBuffers {
-public:
-  explicit WideBuffers(cudaStream_t stream) : stream_(stream) {}
-  ~WideBuffers() {
-    for (void *p : buffers_)
-      cudaFreeAsync(p, stream_);
+/// An f32 stand-in (a stream-ordered buffer of `buffers`) for each narrow
+/// view, holding its widened values (a kernel may accumulate into its
+/// output); other views pass through.
+Status widen(StreamBuffers &buffers, const CudaStream &cs,
+             const std::string &op, std::span<const TensorView> views,
+             std::vector<TensorView> &wide) {
+  wide.assign(views.begin(), views.end());
+  for (TensorView &v : wide) {
+    if (!isNarrowFloat(v.dtype) || !v.data)
+      continue;
+    int64_t n = v.numel();
+    void *buffer = nullptr;
+    if (Status s = buffers.allocate(size_t(n) * 4,
+                                    op + ": an f32 copy of " + v.describe(),
+                                    buffer);
+        !s)
+      return s;
+    if (n > 0)
+      STRATA_LAUNCH(gridFor(cs, n), kBlock, 0, buffers.stream(), widenKernel)
+      (v.as<uint16_t>(), static_cast<float *>(buffer), n,
+       v.dtype == DType::BF16);
+    if (Status s = launchStatus(op); !s)
+      return s;
+    v.data = buffer;
+    v.dtype = DType::F32;
   }
-  WideBuffers(const WideBuffers &) = delete;
-  WideBuffers &operator=(const WideBuffers &) = delete;
-
-  /// An f32 stand-in for each narrow view, holding its widened values (a
-  /// kernel may accumulate into its output); other views pass through.
-  Status widen(const CudaStream &cs, const std::string &op,
-               std::span<const TensorView> views,
-               std::vector<TensorView> &wide) {
-    wide.assign(views.begin(), views.end());
-    for (TensorView &v : wide) {
-      if (!isNarrowFloat(v.dtype) || !v.data)
-        continue;
-      int64_t n = v.numel();
-      void *buffer = nullptr;
-      if (Status s = cudaStatus(
-              cudaMallocAsync(&buffer, size_t(std::max<int64_t>(n, 1)) * 4,
-                              stream_),
-              op + ": cudaMallocAsync of an f32 copy of " + v.describe());
-          !s)
-        return s;
-      buffers_.push_back(buffer);
-      if (n > 0)
-        STRATA_LAUNCH(gridFor(cs, n), kBlock, 0, stream_, widenKernel)
-        (v.as<uint16_t>(), static_cast<float *>(buffer), n,
-         v.dtype == DType::BF16);
-      if (Status s = launchStatus(op); !s)
-        return s;
-      v.data = buffer;
-      v.dtype = DType::F32;
-    }
-    return Status::ok();
-  }
-
-private:
-  cudaStream_t stream_;
-  std::vector<void *> buffers_;
-};
+  return Status::ok();
+}
 
 KernelFn widenNarrowFloats(std::string op, KernelFn f32Kernel) {
   return [op, f32Kernel](KernelContext &ctx) -> Status {
     if (!hasNarrowFloat(ctx))
       return f32Kernel(ctx);
     const CudaStream &cs = streamOf(ctx);
-    WideBuffers buffers(cs.stream);
+    StreamBuffers buffers(cs.stream);
     std::vector<TensorView> inputs, outputs;
-    if (Status s = buffers.widen(cs, op, ctx.inputs, inputs); !s)
+    if (Status s = widen(buffers, cs, op, ctx.inputs, inputs); !s)
       return s;
-    if (Status s = buffers.widen(cs, op, ctx.outputs, outputs); !s)
+    if (Status s = widen(buffers, cs, op, ctx.outputs, outputs); !s)
       return s;
     KernelContext wide = withViews(ctx, inputs, outputs);
     if (Status s = f32Kernel(wide); !s)
