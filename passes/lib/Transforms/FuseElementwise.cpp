@@ -9,6 +9,7 @@
 #include "strata/Transforms/Passes.h"
 
 #include "strata/Dialect/Graph/IR/GraphOps.h"
+#include "strata/Dialect/Sched/IR/SchedOps.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -212,11 +213,10 @@ struct FuseElementwisePass
     }
   }
 
+  /// A tensor's bytes as the runtime stores it; a dynamic one counts as
+  /// too large to keep alive.
   static int64_t bytesOf(RankedTensorType t) {
-    if (!t.hasStaticShape())
-      return INT64_MAX;
-    return t.getNumElements() *
-           int64_t((t.getElementType().getIntOrFloatBitWidth() + 7) / 8);
+    return t.hasStaticShape() ? sched::storageBytes(t) : INT64_MAX;
   }
 
   /// Whether the ops strictly between `from` and `to` (one block, `from`

@@ -36,6 +36,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaKernelUtils.cuh"
+#include "ElementwiseCommon.cuh"
 #include "LinearAlgebraCommon.cuh"
 
 #include "strata/Runtime/NarrowFloat.h"
@@ -71,9 +72,7 @@ template <typename T>
 __global__ void __launch_bounds__(kBlock)
     copyColumnsKernel(const T *in, int64_t inLd, T *out, int64_t outLd,
                       int64_t rows, int64_t total) {
-  int64_t step = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += step) {
+  STRATA_GRID_STRIDE(i, total) {
     int64_t col = i / rows, row = i - col * rows;
     out[col * outLd + row] = in[col * inLd + row];
   }
@@ -208,32 +207,22 @@ int64_t stagingMinElements() {
   return value;
 }
 
-/// Copies a (rows x cols) column-major matrix between leading dimensions.
+/// Copies a (rows x cols) column-major matrix of `dtype` between leading
+/// dimensions.
 Status copyColumns(const CudaStream &stream, const std::string &op,
-                   const char *in, int64_t inLd, char *out, int64_t outLd,
-                   int64_t rows, int64_t cols, size_t elementBytes) {
+                   DType dtype, const char *in, int64_t inLd, char *out,
+                   int64_t outLd, int64_t rows, int64_t cols) {
   int64_t total = rows * cols;
   if (total == 0)
     return Status::ok();
-  unsigned grid = gridFor(stream, total);
-  switch (elementBytes) {
-  case 2:
-    STRATA_LAUNCH(grid, kBlock, 0, stream.stream, copyColumnsKernel<uint16_t>)
-    (reinterpret_cast<const uint16_t *>(in), inLd,
-     reinterpret_cast<uint16_t *>(out), outLd, rows, total);
-    break;
-  case 4:
-    STRATA_LAUNCH(grid, kBlock, 0, stream.stream, copyColumnsKernel<uint32_t>)
-    (reinterpret_cast<const uint32_t *>(in), inLd,
-     reinterpret_cast<uint32_t *>(out), outLd, rows, total);
-    break;
-  default:
-    STRATA_LAUNCH(grid, kBlock, 0, stream.stream, copyColumnsKernel<uint64_t>)
-    (reinterpret_cast<const uint64_t *>(in), inLd,
-     reinterpret_cast<uint64_t *>(out), outLd, rows, total);
-    break;
-  }
-  return launchStatus(op);
+  return dispatchWidth(dtype, [&](auto tag) -> Status {
+    using W = decltype(tag);
+    STRATA_LAUNCH(gridFor(stream, total), kBlock, 0, stream.stream,
+                  copyColumnsKernel<W>)
+    (reinterpret_cast<const W *>(in), inLd, reinterpret_cast<W *>(out), outLd,
+     rows, total);
+    return launchStatus(op);
+  });
 }
 
 using BuildFn = Status (*)(const KernelContext &, GemmProblem &);
@@ -461,8 +450,8 @@ Status runGemm(const GemmPlan &plan, KernelContext &ctx) {
     char *copy = nullptr;
     if (Status s = allocate(stagedLd, cols, copy); !s)
       return s;
-    if (Status s = copyColumns(stream, p.op, *matrix, ld, copy, stagedLd,
-                               rows, cols, elementBytes);
+    if (Status s = copyColumns(stream, p.op, p.dtype, *matrix, ld, copy,
+                               stagedLd, rows, cols);
         !s)
       return s;
     *matrix = copy;
@@ -525,9 +514,9 @@ Status runGemm(const GemmPlan &plan, KernelContext &ctx) {
     }
   }
   if (stagedD)
-    if (Status s = copyColumns(stream, p.op, stagedD, plan.stagedLdd,
-                               static_cast<char *>(out.data), p.ldd, p.mm,
-                               p.nn, elementBytes);
+    if (Status s = copyColumns(stream, p.op, p.dtype, stagedD,
+                               plan.stagedLdd, static_cast<char *>(out.data),
+                               p.ldd, p.mm, p.nn);
         !s)
       return s;
   if (p.biasInput >= 0 && !epilogue)
