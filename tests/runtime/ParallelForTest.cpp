@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <thread>
 #include <vector>
 
@@ -63,6 +64,54 @@ TEST(ParallelFor, ConcurrentCallersComplete) {
   for (std::thread &t : callers)
     t.join();
   EXPECT_EQ(total.load(), 4 * 50 * 1000);
+}
+
+// A split product's blocks: about 1024 rows, at least 4 while each keeps
+// 128, multiples of 16, and together exactly the extent.
+TEST(GemmBlocks, BlockExtents) {
+  EXPECT_EQ(gemmBlockExtent(2048), 512);
+  EXPECT_EQ(gemmBlockExtent(8192), 1024);
+  EXPECT_EQ(gemmBlockExtent(256), 128);
+  EXPECT_EQ(gemmBlockExtent(1040), 272);
+  for (int64_t extent = 256; extent <= 20000; extent += 37) {
+    int64_t block = gemmBlockExtent(extent);
+    int64_t blocks = (extent + block - 1) / block;
+    EXPECT_EQ(block % 16, 0) << extent;
+    EXPECT_LE(block, 1024 + 15) << extent;
+    EXPECT_GE(blocks, std::min<int64_t>(4, extent / 128)) << extent;
+    EXPECT_GT(extent - (blocks - 1) * block, 0) << extent; // no empty block
+  }
+}
+
+// gemmEx over row blocks and over column blocks, every transposition,
+// with a short last block, against the product written out.
+TEST(GemmBlocks, SplitProductsEqualTheFormula) {
+  struct Shape {
+    int64_t m, n, k;
+  };
+  for (Shape s : {Shape{1040, 48, 96}, Shape{40, 1300, 100}}) {
+    for (bool transA : {false, true})
+      for (bool transB : {false, true}) {
+        std::vector<double> a(s.m * s.k), b(s.k * s.n), c(s.m * s.n, 1.0);
+        for (size_t i = 0; i < a.size(); ++i)
+          a[i] = double(i % 13) - 6;
+        for (size_t i = 0; i < b.size(); ++i)
+          b[i] = double(i % 7) - 3;
+        int64_t lda = transA ? s.m : s.k, ldb = transB ? s.k : s.n;
+        gemmEx<double>(transA, transB, s.m, s.n, s.k, a.data(), lda, b.data(),
+                       ldb, c.data(), s.n, /*accumulate=*/true);
+        for (int64_t i = 0; i < s.m; ++i)
+          for (int64_t j = 0; j < s.n; ++j) {
+            double want = 1.0;
+            for (int64_t p = 0; p < s.k; ++p)
+              want += (transA ? a[p * lda + i] : a[i * lda + p]) *
+                      (transB ? b[j * ldb + p] : b[p * ldb + j]);
+            ASSERT_EQ(c[i * s.n + j], want)
+                << s.m << "x" << s.n << "x" << s.k << " " << transA << transB
+                << " at " << i << "," << j;
+          }
+      }
+  }
 }
 
 } // namespace
