@@ -77,8 +77,9 @@ public:
       last = std::max(last, e.endNs);
       std::string stream =
           e.stream < streams.size() ? streams[e.stream] : "compute";
-      records_.push_back({p->instructions(i).op(), p->instructions(i).location(),
-                          stream, e.startNs, e.endNs, i});
+      records_.push_back({p->instructions(i).op(),
+                          shapesOf(plan, p->instructions(i)), stream,
+                          e.startNs, e.endNs, i});
     }
     if (first < last)
       phases_.push_back({label, first, last});
@@ -128,11 +129,11 @@ public:
       std::snprintf(buffer, sizeof(buffer),
                     ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", "
                     "\"pid\": %d, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, "
-                    "\"args\": {\"instruction\": %d}}",
+                    "\"args\": {\"instruction\": %d, \"shapes\": \"",
                     r.op.c_str(), r.stream.c_str(), rank, track(r.stream),
                     us(r.startNs), double(r.endNs - r.startNs) / 1000.0,
                     r.instruction);
-      out << buffer;
+      out << buffer << r.shapes << "\"}}";
     }
     // The schedule: one span per action (F3, B3, W3), coloured by phase,
     // and the receives' waits as "idle".
@@ -175,8 +176,32 @@ public:
   }
 
 private:
+  /// An instruction's operand and result types, "16x64xf32, 64xf32 ->
+  /// 16x64xf32", as the IR writes them (a scalar: "f32").
+  static std::string shapesOf(const plan::Plan &plan,
+                              const plan::Instruction &inst) {
+    static const char *const kNames[] = {"f32", "f64", "f16", "bf16", "i64",
+                                         "i32", "i16", "i8",  "i1"};
+    auto list = [&](const auto &ids) {
+      std::string text;
+      for (uint32_t id : ids) {
+        if (id >= uint32_t(plan.tensors_size()))
+          continue;
+        const plan::Tensor &t = plan.tensors(int(id));
+        if (!text.empty())
+          text += ", ";
+        for (int64_t d : t.shape())
+          text += std::to_string(d) + "x";
+        int dtype = int(t.dtype());
+        text += dtype >= 0 && dtype < 9 ? kNames[dtype] : "?";
+      }
+      return text;
+    };
+    return list(inst.inputs()) + " -> " + list(inst.outputs());
+  }
+
   struct Record {
-    std::string op, location, stream;
+    std::string op, shapes, stream;
     int64_t startNs, endNs;
     int instruction;
   };

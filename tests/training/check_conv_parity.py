@@ -107,6 +107,11 @@ def main():
     parser.add_argument("--rtol", type=float, default=1e-5)
     parser.add_argument("--im2col", action="store_true")
     parser.add_argument("--optimizer", default="sgd", choices=["sgd", "adamw"])
+    parser.add_argument("--threads", default="",
+                        help="comma-separated thread counts "
+                        "(STRATA_NUM_THREADS) to run strata-run at as well: "
+                        "every run's losses and gradient norms must be "
+                        "bit-identical to the first run's")
     parser.add_argument("--verbose", action="store_true",
                         help="print every step's losses and error")
     args = parser.parse_args()
@@ -137,10 +142,27 @@ def main():
     env = dict(os.environ)
     if args.im2col:
         env["STRATA_CONV_WINOGRAD"] = "0"
-    subprocess.run([os.path.join(args.bin, "strata-run"), artifact, "--quiet",
-                    "--backend", "cpu", "--steps", str(args.steps), "--seed",
-                    "0", "--log", log], check=True, env=env)
-    logged = [json.loads(line) for line in open(log)]
+    def run(log, threads=None):
+        run_env = dict(env)
+        if threads:
+            run_env["STRATA_NUM_THREADS"] = str(threads)
+        subprocess.run([os.path.join(args.bin, "strata-run"), artifact,
+                        "--quiet", "--backend", "cpu", "--steps",
+                        str(args.steps), "--seed", "0", "--log", log],
+                       check=True, env=run_env)
+        return [json.loads(line) for line in open(log)]
+
+    logged = run(log)
+    # The kernels' blocks depend on the shapes alone (ParallelFor.cpp), so
+    # the thread count changes no bit of a run.
+    for threads in [int(t) for t in args.threads.split(",") if t]:
+        other = run(os.path.join(work, f"log-{threads}.jsonl"), threads)
+        for a, b in zip(logged, other):
+            if (a["loss"], a["grad_norm"]) != (b["loss"], b["grad_norm"]):
+                sys.exit(f"{threads} threads: step {a['step']} loss "
+                         f"{b['loss']!r} grad norm {b['grad_norm']!r}, "
+                         f"against {a['loss']!r} and {a['grad_norm']!r}")
+        print(f"{threads} threads: {len(other)} steps bit-identical")
     strata = [step["loss"] for step in logged]
     reference, norms = train_pytorch(module, batches(shape, args.steps),
                                      args.optimizer)

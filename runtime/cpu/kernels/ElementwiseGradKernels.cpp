@@ -18,6 +18,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <vector>
 #include <string>
 
 namespace strata::runtime::cpu {
@@ -103,11 +104,29 @@ Status sumSquaresKernel(KernelContext &ctx) {
     using T = decltype(tag);
     return dispatchFloat(ctx.outputs[0].dtype, kOp, [&](auto outTag) -> Status {
       using U = decltype(outTag);
+      // Each operand in blocks of kBlock elements, each block's squares
+      // summed in double by lanes (LaneSum), the blocks' sums added in
+      // order: the order depends on the length alone, never on the thread
+      // count, and no sum waits on one running total.
+      constexpr int64_t kBlock = int64_t(1) << 16;
+      std::vector<double> partial;
       for (size_t k = 0; k < ctx.inputs.size(); ++k) {
         const T *in = ctx.inputs[k].as<T>();
+        int64_t n = ctx.inputs[k].numel();
+        int64_t blocks = std::max<int64_t>(1, (n + kBlock - 1) / kBlock);
+        partial.assign(size_t(blocks), 0.0);
+        parallelFor(blocks, 1, [&](int64_t first, int64_t last) {
+          for (int64_t b = first; b < last; ++b) {
+            const T *x = in + b * kBlock;
+            partial[size_t(b)] =
+                laneSum(std::min(kBlock, n - b * kBlock), [&](int64_t i) {
+                  return double(x[i]) * double(x[i]);
+                });
+          }
+        });
         double sum = 0;
-        for (int64_t i = 0, n = ctx.inputs[k].numel(); i < n; ++i)
-          sum += double(in[i]) * double(in[i]);
+        for (double block : partial)
+          sum += block;
         ctx.outputs[k].as<U>()[0] = static_cast<U>(sum);
       }
       return Status::ok();
