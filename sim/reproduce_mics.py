@@ -9,6 +9,7 @@ prediction beside the published figure, as the markdown table in
 docs/simulation.md.
 
     sim/reproduce_mics.py --bin build/bin [--work DIR] [--only 1 2 ...]
+        [--attention unfused|fused]
 
 About 10 minutes on the 2-core development machine (the compiles).
 """
@@ -38,8 +39,8 @@ MODELS = {
 
 
 class Runner:
-    def __init__(self, bin_dir, work):
-        self.bin, self.work = bin_dir, work
+    def __init__(self, bin_dir, work, attention):
+        self.bin, self.work, self.attention = bin_dir, work, attention
         os.makedirs(work, exist_ok=True)
         self.commands = []
 
@@ -55,9 +56,9 @@ class Runner:
                 hierarchical="auto", grad_sync="2hop"):
         """strata-sim's JSON for one configuration (compiled once)."""
         onnx = self.model(model, batch)
-        tag = "%s-b%d-n%d-p%d-s%d-h%s-%s-rn-layers" % (model, batch, world,
-                                                partition, accum, hierarchical,
-                                                grad_sync)
+        tag = "%s-b%d-n%d-p%d-s%d-h%s-%s-rn-layers%s" % (
+            model, batch, world, partition, accum, hierarchical, grad_sync,
+            "-unfused" if self.attention == "unfused" else "")
         art = os.path.join(self.work, tag + ".strata")
         # The paper's runs: fp16 mixed precision with fp16 gradient
         # communication (DeepSpeed's default), activation checkpointing of
@@ -67,6 +68,11 @@ class Runner:
                  "--gpus-per-node", "8", "--partition-group", str(partition),
                  "--accum", str(accum), "--hierarchical", hierarchical,
                  "--grad-sync", grad_sync, "--recompute", "layers"]
+        # The paper's attention (Megatron-LM, PyTorch 1.11, 2021): batched
+        # products around a softmax whose [B, H, T, T] probabilities are
+        # written out, not one fused kernel (FlashAttention came in 2022).
+        if self.attention == "unfused":
+            flags.append("--no-fuse-attention")
         self.commands.append("strata-compile %s %s -o %s" % (
             os.path.basename(onnx), " ".join(flags), os.path.basename(art)))
         if not os.path.exists(os.path.join(art, "plan.pb")):
@@ -98,8 +104,13 @@ def main():
     ap.add_argument("--work", default=os.path.expanduser(
         "~/.cache/strata-mics"))
     ap.add_argument("--only", type=int, nargs="*")
+    ap.add_argument("--attention", choices=["unfused", "fused"],
+                    default="unfused",
+                    help="attention as the paper's stack ran it (products "
+                    "and a softmax, the default) or as Strata's own plan "
+                    "(one graph.attention kernel)")
     args = ap.parse_args()
-    r = Runner(os.path.abspath(args.bin), args.work)
+    r = Runner(os.path.abspath(args.bin), args.work, args.attention)
     started = time.time()
     rows = []
     want = lambda n: not args.only or n in args.only
