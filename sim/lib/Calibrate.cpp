@@ -447,6 +447,46 @@ double pollComputeCost(Bench &b) {
   return meanOverRanks(comm, lost) * double(world) / waiting;
 }
 
+/// Seconds of wall time a collective adds to a step when the ranks
+/// outnumber the cores: every rank runs about 1 ms of GEMMs (all of them
+/// at once, taking turns on the cores), then a 64 B all-gather, over and
+/// over; against the same GEMMs without the all-gathers. A collective
+/// completes only once every rank has reached it, and a rank the
+/// scheduler has set aside reaches it a time slice late: the cost a
+/// step's gathers and reductions add on an oversubscribed host, which
+/// the link's latency (measured back to back, every rank spinning in the
+/// collective) leaves out.
+double oversubscribedSync(Bench &b) {
+  runtime::Communicator *comm = b.comm;
+  if (!comm || comm->world() < 2)
+    return 0;
+  GemmLoop gemm;
+  if (!gemm)
+    return 0;
+  std::vector<float> send(16, 1.0f), recv(16 * size_t(comm->world()));
+  runtime::Communicator::Buffer buffer{DType::F32, send.data(), recv.data(),
+                                       send.size()};
+  barrier(comm);
+  double once = std::max(gemm.run(4) / 4, 1e-7);
+  int perIteration =
+      std::max(1, int(std::lround(meanOverRanks(comm, 1e-3 / once))));
+  int iterations = std::max(8, int(std::lround(b.budget / 2e-3)));
+  auto loop = [&](bool collective) {
+    barrier(comm);
+    double t0 = now();
+    for (int i = 0; i < iterations; ++i) {
+      (void)gemm.run(perIteration);
+      if (collective)
+        (void)comm->allGather(runtime::Group::World, {buffer});
+    }
+    return now() - t0;
+  };
+  double alone = loop(false);
+  double with = loop(true);
+  alone = std::min(alone, loop(false));
+  return meanOverRanks(comm, std::max(0.0, with - alone) / iterations);
+}
+
 /// A fused program of `adds` adds over `adds + 1` inputs (a chain, as
 /// strata-fuse-elementwise writes a residual sum or a bias and scale).
 KernelAttrs addChain(int adds) {
@@ -705,6 +745,8 @@ void measureRound(Bench &b, int world, int perNode, bool spans, Figures &f) {
   } else if (comm) {
     b.notes.insert("the collectives' CPU (more ranks than cores, or "
                    "across hosts)");
+    if (!spans)
+      f.values["collective_sync"] = oversubscribedSync(b);
   }
 
   // Collectives: all-gathers through the Communicator at 64 B and 4 MiB a
@@ -823,6 +865,9 @@ Status calibrate(const CalibrateOptions &options, std::string &json) {
     out << "  \"poll_compute_cost\": " << number(value("poll_compute_cost"))
         << ",\n";
   }
+  if (f.values.count("collective_sync"))
+    out << "  \"collective_sync\": " << number(value("collective_sync"))
+        << ",\n";
   // One rank exchanges nothing: the copy bandwidth stands in. On one host
   // inter-node is the same shared memory.
   double intraBandwidth = comm ? value("intra_bandwidth") : copyBandwidth;

@@ -363,7 +363,19 @@ public:
                            c.interBandwidth / double(ring.concurrent));
       latency = c.interLatency;
     }
-    return steps * calls * latency + onRing / bandwidth;
+    return steps * calls * latency + onRing / bandwidth + syncCost(g);
+  }
+
+  /// An oversubscribed host's wait for a collective's members (the
+  /// calibrated `collective_sync`, measured over every rank of the host):
+  /// a member waits for the g - 1 others to be scheduled, so a group of g
+  /// of the host's W ranks is taken to cost (g - 1) / (W - 1) of it. (The
+  /// calibration measures the whole host's group only.)
+  double syncCost(double g) const {
+    if (c.collectiveSync <= 0)
+      return 0;
+    double w = std::max(c.gpusPerNode, 2);
+    return c.collectiveSync * std::min(1.0, (g - 1) / (w - 1));
   }
 
   /// The link a collective's bytes cross on `rank`: 1 the node's NICs
@@ -764,6 +776,7 @@ Status loadCluster(const std::string &path, Cluster &out) {
       {"gather_compute_cost", &c.gatherComputeCost, false, false},
       {"reduce_compute_cost", &c.reduceComputeCost, false, false},
       {"poll_compute_cost", &c.pollComputeCost, false, false},
+      {"collective_sync", &c.collectiveSync, false, false},
   };
   for (const Field &f : fields) {
     if (Status s = number(f.key, *f.value, f.required); !s)

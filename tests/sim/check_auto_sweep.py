@@ -4,11 +4,13 @@
 Calibrates this machine for N ranks (strata-sim --calibrate under mpirun),
 lets `strata-compile --auto --cluster` choose the configuration of the
 committed GPT for N ranks, then compiles and runs every configuration --auto
-evaluated (the ranked table it printed) with strata-run and measures each
-step (the median after the first few). Passes when the chosen
+evaluated (the ranked table it printed) with strata-run, --reps times
+interleaved, and measures each (the median over its runs of each run's
+median step after the first few). Passes when the chosen
 configuration's measured step is within --tolerance of the fastest measured.
 
     check_auto_sweep.py --bin BUILD/bin [--ranks 8] [--gpus-per-node 4]
+        [--reps 3]
 """
 
 import argparse
@@ -43,6 +45,9 @@ def main():
     ap.add_argument("--gpus-per-node", type=int, default=4)
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--tolerance", type=float, default=0.10)
+    ap.add_argument("--reps", type=int, default=3,
+                    help="runs of each configuration, interleaved; each "
+                    "figure is the median of its runs' median steps")
     args = ap.parse_args()
     args.bin = os.path.abspath(args.bin)  # mpirun resolves it elsewhere
     b = lambda tool: os.path.join(args.bin, tool)
@@ -61,22 +66,35 @@ def main():
         chosen = re.search(r"--auto chose (.*) \(predicted", out).group(1)
         table = re.findall(r"^\s+\d+\s+(--partition-group .*?)\s{2,}[\d.]+\s+"
                            r"([\d.]+)\s+\d+$", out, re.M)
-        measured = {}
-        for label, predicted in table:
-            art = os.path.join(work, "c.strata")
-            shutil.rmtree(art, ignore_errors=True)
+        # Every configuration compiled first, then run --reps times,
+        # interleaved (each repetition in another order), so that a burst
+        # of load from elsewhere spoils one repetition of several
+        # configurations rather than every repetition of one.
+        artifacts = {}
+        for i, (label, predicted) in enumerate(table):
+            art = os.path.join(work, "c%d.strata" % i)
             # A label that changes the micro-batch names its own --batch.
             flags = label.split()
             base = common if "--batch" not in flags else common[2:]
             run([b("strata-compile"), onnx] + base + flags + ["-o", art])
-            log = os.path.join(work, "run.jsonl")
-            run(MPIRUN + ["-np", str(args.ranks), b("strata-run"), art,
-                          "--steps", str(args.steps), "--log", log,
-                          "--print-every", str(args.steps)], cwd=work)
-            times = [json.loads(l)["step_ms"] for l in open(log)]
-            measured[label] = statistics.median(times[4:])
-            print("%-72s predicted %8.3f ms  measured %8.3f ms" %
-                  (label, float(predicted), measured[label]), flush=True)
+            artifacts[label] = art
+        runs = {label: [] for label, _ in table}
+        for rep in range(args.reps):
+            order = list(table) if rep % 2 == 0 else list(reversed(table))
+            for label, _ in order:
+                log = os.path.join(work, "run.jsonl")
+                run(MPIRUN + ["-np", str(args.ranks), b("strata-run"),
+                              artifacts[label], "--steps", str(args.steps),
+                              "--log", log, "--print-every", str(args.steps)],
+                    cwd=work)
+                times = [json.loads(l)["step_ms"] for l in open(log)]
+                runs[label].append(statistics.median(times[4:]))
+        measured = {}
+        for label, predicted in table:
+            measured[label] = statistics.median(runs[label])
+            print("%-72s predicted %8.3f ms  measured %8.3f ms  (runs %s)" %
+                  (label, float(predicted), measured[label],
+                   ", ".join("%.2f" % t for t in runs[label])), flush=True)
         fastest = min(measured, key=measured.get)
         ratio = measured[chosen] / measured[fastest]
         print("chosen: %s, measured %.3f ms; fastest measured: %s, %.3f ms "

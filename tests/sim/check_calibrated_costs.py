@@ -158,6 +158,19 @@ def main():
         print("poll_compute_cost 100 us: step longer by %d half-calls; "
               "200 us: %.3f times that" % (round(added[0] / 5e-5),
                                            added[1] / added[0]))
+        # More ranks than cores: each collective waits for its members to be
+        # scheduled (collective_sync, over the host's W ranks; a group of g
+        # (g - 1) / (W - 1) of it). The 2-rank plan's collectives span both
+        # ranks: on gpus_per_node 2 the whole figure, on 5 a quarter.
+        synced = [predict(args.sim, args.sharded,
+                          dict(two, gpus_per_node=w, collective_sync=1e-3),
+                          work, "sync%d" % w)[0] for w in (2, 5)]
+        base5, _ = predict(args.sim, args.sharded, dict(two, gpus_per_node=5),
+                           work, "sharded5")
+        whole = synced[0]["step_s"] - base["step_s"]
+        quarter = synced[1]["step_s"] - base5["step_s"]
+        print("collective_sync 1 ms: step longer by %.1f ms; a group of 2 of "
+              "5 ranks: %.2f times that" % (1e3 * whole, quarter / whole))
     return 0
 
 

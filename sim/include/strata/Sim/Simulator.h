@@ -80,6 +80,11 @@ struct Cluster {
   /// ... and each collective on a side stream that waits for a late rank,
   /// its thread polling on the kernels' core (seconds a call).
   double pollComputeCost = 0;
+  /// ... and, with more ranks than cores (a calibrated, oversubscribed
+  /// host), the wall time each collective over all the host's ranks adds:
+  /// the ranks the scheduler set aside reach it late (seconds a call; a
+  /// smaller group (g - 1) / (W - 1) of it).
+  double collectiveSync = 0;
   /// The nodes are emulated on one host (a calibrated CPU): every link is
   /// the same shared memory, and an artifact of any --gpus-per-node runs.
   bool emulatedNodes = false;
