@@ -433,8 +433,10 @@ public:
     bool sameNode = peer / topo.ranksPerNode == rank / topo.ranksPerNode;
     double bandwidth = sameNode ? c.intraBandwidth
                                 : c.interBandwidth / double(topo.ranksPerNode);
+    // On an oversubscribed host the peer must be scheduled too: a group
+    // of two.
     return (sameNode ? c.intraLatency : c.interLatency) +
-           double(runtime::tensorBytes(tensor(id))) / bandwidth;
+           double(runtime::tensorBytes(tensor(id))) / bandwidth + syncCost(2);
   }
 
   runtime::TopologyInfo topo;
