@@ -157,6 +157,10 @@ struct Bench {
   /// preempted by another job's.
   bool perCall = false;
   std::set<std::string> notes; // what could not be measured
+  /// With more ranks than cores on one host: for each partition-group size
+  /// g (2, 4, ... below the world, dividing it), a communicator whose
+  /// partition groups are g ranks each (collective_sync by group size).
+  std::vector<std::pair<int, runtime::Communicator *>> groups;
 
   /// The elements of the last kernel's operands (what the simulator scales
   /// a per-element cost by).
@@ -455,15 +459,17 @@ double pollComputeCost(Bench &b) {
 /// scheduler has set aside reaches it a time slice late: the cost a
 /// step's gathers and reductions add on an oversubscribed host, which
 /// the link's latency (measured back to back, every rank spinning in the
-/// collective) leaves out.
-double oversubscribedSync(Bench &b) {
-  runtime::Communicator *comm = b.comm;
+/// collective) leaves out. Over `group` of `comm`: every group of the
+/// kind gathers at once, as a plan's partition groups do.
+double oversubscribedSync(Bench &b, runtime::Communicator *comm,
+                          runtime::Group group) {
   if (!comm || comm->world() < 2)
     return 0;
   GemmLoop gemm;
   if (!gemm)
     return 0;
-  std::vector<float> send(16, 1.0f), recv(16 * size_t(comm->world()));
+  std::vector<float> send(16, 1.0f),
+      recv(16 * comm->members(group).size());
   runtime::Communicator::Buffer buffer{DType::F32, send.data(), recv.data(),
                                        send.size()};
   barrier(comm);
@@ -477,7 +483,7 @@ double oversubscribedSync(Bench &b) {
     for (int i = 0; i < iterations; ++i) {
       (void)gemm.run(perIteration);
       if (collective)
-        (void)comm->allGather(runtime::Group::World, {buffer});
+        (void)comm->allGather(group, {buffer});
     }
     return now() - t0;
   };
@@ -745,8 +751,17 @@ void measureRound(Bench &b, int world, int perNode, bool spans, Figures &f) {
   } else if (comm) {
     b.notes.insert("the collectives' CPU (more ranks than cores, or "
                    "across hosts)");
-    if (!spans)
-      f.values["collective_sync"] = oversubscribedSync(b);
+    if (!spans) {
+      f.values["collective_sync"] =
+          oversubscribedSync(b, comm, runtime::Group::World);
+      // By group size: the sizes below the world, then the world's.
+      for (auto [size, sub] : b.groups)
+        f.tables["collective_sync_group"][size] = std::max(
+            oversubscribedSync(b, sub, runtime::Group::Partition), 1e-9);
+      if (!b.groups.empty())
+        f.tables["collective_sync_group"][world] =
+            std::max(f.values["collective_sync"], 1e-9);
+    }
   }
 
   // Collectives: all-gathers through the Communicator at 64 B and 4 MiB a
@@ -820,6 +835,20 @@ Status calibrate(const CalibrateOptions &options, std::string &json) {
   // the cores with those. With a core or more a rank, a kernel call is
   // timed alone and the preempted calls left out.
   b.perCall = world > 1 && size_t(perNode) <= cores;
+  // Oversubscribed on one host: a communicator for each smaller group
+  // size, so that collective_sync is measured by the size of the group.
+  std::vector<std::unique_ptr<runtime::Communicator>> subgroups;
+  if (world > 1 && !b.perCall && !spans)
+    for (int g = 2; g < world; g *= 2) {
+      if (world % g)
+        continue;
+      runtime::TopologyInfo topology{world, perNode, g, 1};
+      std::unique_ptr<runtime::Communicator> sub;
+      if (Status s = runtime::Communicator::create(topology, 120, sub); !s)
+        return s;
+      b.groups.push_back({g, sub.get()});
+      subgroups.push_back(std::move(sub));
+    }
   if (long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE); l2 > 0)
     b.rotateBytes = 2 * size_t(l2) * cores;
   std::vector<Figures> measured(static_cast<size_t>(rounds));

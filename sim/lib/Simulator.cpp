@@ -366,12 +366,17 @@ public:
     return steps * calls * latency + onRing / bandwidth + syncCost(g);
   }
 
-  /// An oversubscribed host's wait for a collective's members (the
-  /// calibrated `collective_sync`, measured over every rank of the host):
-  /// a member waits for the g - 1 others to be scheduled, so a group of g
-  /// of the host's W ranks is taken to cost (g - 1) / (W - 1) of it. (The
-  /// calibration measures the whole host's group only.)
+  /// An oversubscribed host's wait for a collective's members: the
+  /// calibrated `collective_sync_group` at the group's size, where the
+  /// file has it; else `collective_sync` (measured over every rank of the
+  /// host) scaled: a member waits for the g - 1 others to be scheduled, so
+  /// a group of g of the host's W ranks is taken to cost (g - 1) / (W - 1)
+  /// of it.
   double syncCost(double g) const {
+    if (g < 2)
+      return 0;
+    if (!c.collectiveSyncByGroup.empty())
+      return interpolate(c.collectiveSyncByGroup, g);
     if (c.collectiveSync <= 0)
       return 0;
     double w = std::max(c.gpusPerNode, 2);
@@ -832,7 +837,8 @@ Status loadCluster(const std::string &path, Cluster &out) {
         {"attention_causal_score", &c.causalScore},
         {"attention_causal_mac", &c.causalMac},
         {"attention_grad_causal_score", &c.causalGradScore},
-        {"attention_grad_causal_mac", &c.causalGradMac}})
+        {"attention_grad_causal_mac", &c.causalGradMac},
+        {"collective_sync_group", &c.collectiveSyncByGroup}})
     if (Status s = table(key, *rows); !s)
       return s;
   for (const auto &entry : kv) {
