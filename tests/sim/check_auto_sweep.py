@@ -6,7 +6,8 @@ lets `strata-compile --auto --cluster` choose the configuration of the
 committed GPT for N ranks, then compiles and runs every configuration --auto
 evaluated (the ranked table it printed) with strata-run, --reps times
 interleaved, and measures each (the median over its runs of each run's
-median step after the first few). Passes when the chosen
+median step after the first few; labels that compile to the same plan
+pool their runs). Passes when the chosen
 configuration's measured step is within --tolerance of the fastest measured.
 
     check_auto_sweep.py --bin BUILD/bin [--ranks 8] [--gpus-per-node 4]
@@ -14,6 +15,7 @@ configuration's measured step is within --tolerance of the fastest measured.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -89,12 +91,27 @@ def main():
                     cwd=work)
                 times = [json.loads(l)["step_ms"] for l in open(log)]
                 runs[label].append(statistics.median(times[4:]))
+        # Labels that compile to the same plan (the flags differ where
+        # they change nothing: a prefetch depth without gathers, a bucket
+        # size above the gradients' bytes) are one configuration: their
+        # runs are pooled, and the choice is judged among distinct plans.
+        plans = {}
+        for label, _ in table:
+            with open(os.path.join(artifacts[label], "plan.pb"), "rb") as f:
+                plans.setdefault(hashlib.sha256(f.read()).hexdigest(),
+                                 []).append(label)
+        same = {label: group for group in plans.values() for label in group}
         measured = {}
         for label, predicted in table:
-            measured[label] = statistics.median(runs[label])
-            print("%-72s predicted %8.3f ms  measured %8.3f ms  (runs %s)" %
+            pooled = [t for other in same[label] for t in runs[other]]
+            measured[label] = statistics.median(pooled)
+            print("%-72s predicted %8.3f ms  measured %8.3f ms  (runs %s)%s" %
                   (label, float(predicted), measured[label],
-                   ", ".join("%.2f" % t for t in runs[label])), flush=True)
+                   ", ".join("%.2f" % t for t in runs[label]),
+                   "" if len(same[label]) == 1 else
+                   "  [the plan of %d labels, their %d runs' median]" %
+                   (len(same[label]), len(pooled))), flush=True)
+        print("%d labels, %d distinct plans" % (len(table), len(plans)))
         fastest = min(measured, key=measured.get)
         ratio = measured[chosen] / measured[fastest]
         print("chosen: %s, measured %.3f ms; fastest measured: %s, %.3f ms "
