@@ -38,6 +38,22 @@ def run(cmd, **kw):
     return r.stdout
 
 
+def plan_key(b, art, work):
+    """What makes two artifacts the same plan: strata-inspect's summary
+    (less the artifact's path and its fingerprint, a hash of the compile
+    options, which differ where an option changes nothing) and the planned
+    order of every program's instructions on their streams."""
+    summary = json.loads(run([b("strata-inspect"), art, "--json"]))
+    for key in ("artifact", "fingerprint"):
+        summary.pop(key, None)
+    trace = os.path.join(work, "planned.json")
+    run([b("strata-inspect"), art, "--trace", trace])
+    with open(trace) as f:
+        planned = f.read()
+    return hashlib.sha256((json.dumps(summary, sort_keys=True) +
+                           planned).encode()).hexdigest()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", required=True)
@@ -97,9 +113,8 @@ def main():
         # runs are pooled, and the choice is judged among distinct plans.
         plans = {}
         for label, _ in table:
-            with open(os.path.join(artifacts[label], "plan.pb"), "rb") as f:
-                plans.setdefault(hashlib.sha256(f.read()).hexdigest(),
-                                 []).append(label)
+            plans.setdefault(plan_key(b, artifacts[label], work),
+                             []).append(label)
         same = {label: group for group in plans.values() for label in group}
         measured = {}
         for label, predicted in table:
