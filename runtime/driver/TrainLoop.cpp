@@ -8,6 +8,7 @@
 
 #include "strata/Runtime/Training.h"
 
+#include "strata/Runtime/Artifact.h"
 #include "strata/Runtime/Backend.h"
 
 #include "strata/Runtime/Communicator.h"
@@ -180,8 +181,6 @@ private:
   /// 16x64xf32", as the IR writes them (a scalar: "f32").
   static std::string shapesOf(const plan::Plan &plan,
                               const plan::Instruction &inst) {
-    static const char *const kNames[] = {"f32", "f64", "f16", "bf16", "i64",
-                                         "i32", "i16", "i8",  "i1"};
     auto list = [&](const auto &ids) {
       std::string text;
       for (uint32_t id : ids) {
@@ -192,8 +191,7 @@ private:
           text += ", ";
         for (int64_t d : t.shape())
           text += std::to_string(d) + "x";
-        int dtype = int(t.dtype());
-        text += dtype >= 0 && dtype < 9 ? kNames[dtype] : "?";
+        text += name(fromPlanDType(t.dtype()));
       }
       return text;
     };

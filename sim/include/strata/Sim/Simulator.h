@@ -87,7 +87,7 @@ struct Cluster {
   double collectiveSync = 0;
   /// ... measured by group size where the calibration could (a group of
   /// g ranks: its seconds a call), which then takes precedence.
-  std::vector<std::pair<double, double>> collectiveSyncByGroup;
+  Table collectiveSyncByGroup;
   /// The nodes are emulated on one host (a calibrated CPU): every link is
   /// the same shared memory, and an artifact of any --gpus-per-node runs.
   bool emulatedNodes = false;
