@@ -157,6 +157,9 @@ def main():
     # the thread count changes no bit of a run.
     for threads in [int(t) for t in args.threads.split(",") if t]:
         other = run(os.path.join(work, f"log-{threads}.jsonl"), threads)
+        if len(other) != len(logged):
+            sys.exit(f"{threads} threads: {len(other)} steps logged, "
+                     f"against {len(logged)}")
         for a, b in zip(logged, other):
             if (a["loss"], a["grad_norm"]) != (b["loss"], b["grad_norm"]):
                 sys.exit(f"{threads} threads: step {a['step']} loss "
