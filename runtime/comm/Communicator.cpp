@@ -25,6 +25,24 @@ namespace {
 
 /// A timeout notice of channel c has tag kNoticeTag + c.
 constexpr int kNoticeTag = 7701;
+/// "What do you wait for?": the question carries {the asker's waiter, a
+/// number}, its answer has tag kAnswerTag + that waiter and the number.
+constexpr int kQuestionTag = 7710;
+constexpr int kAnswerTag = 7720;
+/// How long a rank that timed out listens for its peers' notices, and for
+/// their answers.
+constexpr double kGraceSeconds = 2.0, kAskSeconds = 0.5;
+/// Polls of a wait between two looks at the questions asked.
+constexpr int kSpinsPerLook = 64;
+
+using Clock = std::chrono::steady_clock;
+
+Clock::duration span(double seconds) {
+  return std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(seconds));
+}
+
+Clock::time_point after(double seconds) { return Clock::now() + span(seconds); }
 
 MPI_Datatype mpiType(DType t) {
   switch (t) {
@@ -70,8 +88,11 @@ MPI_Comm comm(void *c) { return static_cast<MPI_Comm>(c); }
 
 std::string list(const std::vector<int> &ranks) {
   std::string out;
-  for (int r : ranks)
-    out += (out.empty() ? "" : ",") + std::to_string(r);
+  for (int r : ranks) {
+    if (!out.empty())
+      out += ',';
+    out += std::to_string(r);
+  }
   return out;
 }
 
@@ -202,6 +223,16 @@ Status checkPlacement(int rank, int world, int ranksPerNode) {
 
 } // namespace
 
+struct Communicator::Answer {
+  MPI_Request request = MPI_REQUEST_NULL;
+  struct Body {
+    uint64_t number;
+    /// Seconds until the answerer ends the job (-1: it waits for nothing).
+    double abortWithin;
+    char waitsFor[496];
+  } body;
+};
+
 struct Communicator::PendingSend {
   MPI_Request request;
   std::string bytes;
@@ -301,6 +332,8 @@ Status Communicator::create(const TopologyInfo &topology, double timeoutSeconds,
   MPI_Comm notices;
   MPI_Comm_dup(MPI_COMM_WORLD, &notices);
   c->notices_ = notices;
+  c->answers_ = std::make_unique<Answer[]>(kAnswerSlots);
+  c->asked_ = std::make_unique<uint64_t[]>(2 * kWaiters * kQuestionSlots);
   if (topology.stages > 1) {
     MPI_Comm p2p;
     MPI_Comm_dup(MPI_COMM_WORLD, &p2p);
@@ -358,29 +391,39 @@ Status Communicator::recvFromStage(int stage, void *data, size_t bytes,
     MPI_Irecv(data, int(bytes), MPI_BYTE, peer, kStageTag, comm(p2p_),
               &request);
   }
-  auto started = std::chrono::steady_clock::now();
-  auto deadline = started + std::chrono::duration<double>(timeout_);
+  auto started = Clock::now();
+  auto deadline = after(timeout_);
+  std::string from = what + " from stage " + std::to_string(stage) +
+                     " (rank " + std::to_string(peer) + ")";
+  beginWait(kChannels, from, deadline + span(kAskSeconds));
   MPI_Status status;
   for (int spins = 0;; ++spins) {
     int done = 0;
     {
       std::lock_guard<std::mutex> lock(mpi_);
       MPI_Test(&request, &done, &status);
+      if (spins % kSpinsPerLook == 0)
+        answerQuestions();
     }
     if (done) {
-      recvWait_ += std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - started)
-                       .count();
+      endWait(kChannels);
+      recvWait_ +=
+          std::chrono::duration<double>(Clock::now() - started).count();
       break;
     }
-    if (std::chrono::steady_clock::now() > deadline) {
+    if (Clock::now() > deadline) {
+      // The peer may itself wait for a rank that is gone: let it say so.
+      std::string waits =
+          waitForThoseWaiting({peer}, kChannels, timeout_ + 2 * kGraceSeconds)
+              .front();
       char seconds[32];
       std::snprintf(seconds, sizeof(seconds), "%g", timeout_);
       std::string line = "strata-run: error: rank " + std::to_string(rank_) +
                          " (stage " + std::to_string(this->stage()) +
-                         "): waited " + seconds + " s for " + what +
-                         " from stage " + std::to_string(stage) + " (rank " +
-                         std::to_string(peer) + "); aborting every rank\n";
+                         "): waited " + seconds + " s for " + from +
+                         (waits.empty() ? std::string()
+                                        : ", which waits for " + waits) +
+                         "; aborting every rank\n";
       std::fwrite(line.data(), 1, line.size(), stderr);
       std::fflush(stderr);
       MPI_Abort(MPI_COMM_WORLD, 3);
@@ -440,6 +483,157 @@ void Communicator::abortJob(int code) {
   std::abort();
 }
 
+std::string Communicator::describe(Group group, int channel,
+                                   const std::string &what) const {
+  return what + " #" + std::to_string(sequence_[channel][int(group)].load()) +
+         " on the " + groupName(group) + " group {" + list(members(group)) +
+         "}" + (channel ? std::string(" (reduce stream)") : std::string());
+}
+
+void Communicator::beginWait(int waiter, const std::string &what,
+                             Clock::time_point abortBy) {
+  std::lock_guard<std::mutex> lock(waitMutex_);
+  Wait &w = waits_[waiter];
+  w.active = true;
+  std::snprintf(w.what, sizeof(w.what), "%s", what.c_str());
+  w.abortBy = abortBy;
+}
+
+void Communicator::endWait(int waiter) {
+  std::lock_guard<std::mutex> lock(waitMutex_);
+  waits_[waiter].active = false;
+}
+
+void Communicator::answerQuestions() {
+  for (;;) {
+    int flag = 0;
+    MPI_Status status;
+    MPI_Iprobe(MPI_ANY_SOURCE, kQuestionTag, comm(notices_), &flag, &status);
+    if (!flag)
+      return;
+    uint64_t question[2];
+    MPI_Recv(question, 2, MPI_UINT64_T, status.MPI_SOURCE, kQuestionTag,
+             comm(notices_), MPI_STATUS_IGNORE);
+    Answer *answer = nullptr;
+    for (int i = 0; i < kAnswerSlots && !answer; ++i) {
+      int done = 0;
+      MPI_Test(&answers_[i].request, &done, MPI_STATUS_IGNORE);
+      if (done)
+        answer = &answers_[i];
+    }
+    if (!answer || question[0] >= uint64_t(kWaiters))
+      continue; // unanswered: the asker takes this rank for gone
+    Answer::Body &body = answer->body;
+    body.number = question[1];
+    body.abortWithin = -1;
+    body.waitsFor[0] = 0;
+    {
+      std::lock_guard<std::mutex> lock(waitMutex_);
+      auto now = Clock::now();
+      size_t used = 0;
+      for (const Wait &w : waits_) {
+        if (!w.active)
+          continue;
+        double within = std::max(
+            std::chrono::duration<double>(w.abortBy - now).count(), 0.0);
+        if (body.abortWithin < 0 || within < body.abortWithin)
+          body.abortWithin = within;
+        int n = std::snprintf(body.waitsFor + used,
+                              sizeof(body.waitsFor) - used, "%s%s",
+                              used ? " and " : "", w.what);
+        used = std::min(sizeof(body.waitsFor) - 1, used + size_t(std::max(n, 0)));
+      }
+    }
+    MPI_Isend(&body, int(sizeof(body)), MPI_BYTE, status.MPI_SOURCE,
+              kAnswerTag + int(question[0]), comm(notices_),
+              &answer->request);
+  }
+}
+
+std::vector<std::string>
+Communicator::waitForThoseWaiting(const std::vector<int> &missing, int waiter,
+                                  double cap) {
+  auto end = after(cap);
+  for (;;) {
+    std::vector<std::string> said(missing.size());
+    std::vector<double> within(missing.size(), -1);
+    std::vector<bool> answered(missing.size());
+    uint64_t number;
+    {
+      std::lock_guard<std::mutex> lock(mpi_);
+      number = ++questions_;
+      for (int peer : missing) {
+        if (askedCount_[waiter] == kQuestionSlots)
+          break; // a rank that keeps deferring: give up asking
+        uint64_t *question =
+            &asked_[2 * size_t(waiter * kQuestionSlots + askedCount_[waiter]++)];
+        question[0] = uint64_t(waiter);
+        question[1] = number;
+        MPI_Request request;
+        MPI_Isend(question, 2, MPI_UINT64_T, peer, kQuestionTag,
+                  comm(notices_), &request);
+        MPI_Request_free(&request);
+      }
+    }
+    auto listenUntil = std::min(after(kAskSeconds), end);
+    size_t answers = 0;
+    while (Clock::now() < listenUntil && answers < missing.size()) {
+      int flag = 0;
+      MPI_Status status;
+      Answer::Body body;
+      {
+        std::lock_guard<std::mutex> lock(mpi_);
+        answerQuestions();
+        MPI_Iprobe(MPI_ANY_SOURCE, kAnswerTag + waiter, comm(notices_), &flag,
+                   &status);
+        if (flag)
+          MPI_Recv(&body, int(sizeof(body)), MPI_BYTE, status.MPI_SOURCE,
+                   kAnswerTag + waiter, comm(notices_), MPI_STATUS_IGNORE);
+      }
+      if (!flag) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        continue;
+      }
+      auto it = std::find(missing.begin(), missing.end(), status.MPI_SOURCE);
+      if (body.number != number || it == missing.end())
+        continue; // an answer to an earlier question
+      size_t i = size_t(it - missing.begin());
+      if (answered[i])
+        continue;
+      answered[i] = true;
+      ++answers;
+      body.waitsFor[sizeof(body.waitsFor) - 1] = 0;
+      said[i] = body.waitsFor;
+      within[i] = body.abortWithin;
+    }
+    // Defer only while every missing rank waits elsewhere: each will end
+    // the job itself, naming whom it waits for.
+    double soonest = -1;
+    for (size_t i = 0; i < missing.size(); ++i) {
+      if (!answered[i] || within[i] < 0)
+        return said;
+      soonest = soonest < 0 ? within[i] : std::min(soonest, within[i]);
+    }
+    // (It asks its own missing ranks first, kAskSeconds.)
+    auto until = std::min(after(soonest + kAskSeconds + 1.0), end);
+    if (missing.empty() || Clock::now() >= until)
+      return said;
+    {
+      std::lock_guard<std::mutex> lock(waitMutex_);
+      waits_[waiter].abortBy = until;
+    }
+    while (Clock::now() < until) {
+      {
+        std::lock_guard<std::mutex> lock(mpi_);
+        answerQuestions();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (Clock::now() >= end)
+      return said;
+  }
+}
+
 void Communicator::abortStalled(Group group, int channel,
                                 const std::string &what) {
   // Tell the group's other members this rank arrived, then listen for
@@ -449,6 +643,12 @@ void Communicator::abortStalled(Group group, int channel,
   std::vector<int> m = members(group);
   uint64_t sequence = sequence_[channel][int(group)].load();
   uint64_t notice[3] = {uint64_t(group), uint64_t(channel), sequence};
+  double grace = std::min(timeout_, kGraceSeconds);
+  auto until = after(grace);
+  {
+    std::lock_guard<std::mutex> lock(waitMutex_);
+    waits_[channel].abortBy = until;
+  }
   std::vector<MPI_Request> sends;
   {
     std::lock_guard<std::mutex> lock(mpi_);
@@ -460,15 +660,13 @@ void Communicator::abortStalled(Group group, int channel,
       }
   }
   std::set<int> arrived = {rank_};
-  auto until = std::chrono::steady_clock::now() +
-               std::chrono::duration<double>(std::min(timeout_, 2.0));
-  while (std::chrono::steady_clock::now() < until &&
-         arrived.size() < m.size()) {
+  while (Clock::now() < until && arrived.size() < m.size()) {
     int flag = 0;
     MPI_Status status;
     uint64_t theirs[3];
     {
       std::lock_guard<std::mutex> lock(mpi_);
+      answerQuestions();
       MPI_Iprobe(MPI_ANY_SOURCE, kNoticeTag + channel, comm(notices_), &flag,
                  &status);
       if (flag)
@@ -487,20 +685,27 @@ void Communicator::abortStalled(Group group, int channel,
   for (int peer : m)
     if (!arrived.count(peer))
       missing.push_back(peer);
+  // A missing rank that waits for another collective times out on its own:
+  // its message names the rank at the end of the chain.
+  std::vector<std::string> waits =
+      waitForThoseWaiting(missing, channel, timeout_ + 2 * grace);
+  std::string elsewhere;
+  for (size_t i = 0; i < missing.size(); ++i)
+    if (!waits[i].empty())
+      elsewhere += "; rank " + std::to_string(missing[i]) + " waits for " +
+                   waits[i];
   char seconds[32];
   std::snprintf(seconds, sizeof(seconds), "%g", timeout_);
   // One write, so the ranks' lines do not interleave.
   std::string line =
-      "strata-run: error: rank " + std::to_string(rank_) + ": " + what +
-      " #" + std::to_string(sequence) + " on the " + groupName(group) +
-      " group {" + list(m) + "}" +
-      (channel ? std::string(" (reduce stream)") : std::string()) +
-      " did not complete within " + seconds + " s: " +
+      "strata-run: error: rank " + std::to_string(rank_) + ": " +
+      describe(group, channel, what) + " did not complete within " + seconds +
+      " s: " +
       (missing.empty()
            ? std::string("every rank arrived but the collective did not "
                          "finish")
            : "rank(s) " + list(missing) + " never arrived (" +
-                 nodesOf(missing) + ")") +
+                 nodesOf(missing) + ")" + elsewhere) +
       "; aborting every rank\n";
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
@@ -524,8 +729,9 @@ std::string Communicator::nodesOf(const std::vector<int> &ranks) const {
 
 Status Communicator::waitAll(std::vector<void *> &requests, Group group,
                              int channel, const std::string &what) {
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::duration<double>(timeout_);
+  auto deadline = after(timeout_);
+  beginWait(channel, describe(group, channel, what),
+            deadline + span(std::min(timeout_, kGraceSeconds)));
   std::vector<MPI_Request> r;
   for (void *p : requests)
     r.push_back(*static_cast<MPI_Request *>(p));
@@ -534,10 +740,14 @@ Status Communicator::waitAll(std::vector<void *> &requests, Group group,
     {
       std::lock_guard<std::mutex> lock(mpi_);
       MPI_Testall(int(r.size()), r.data(), &done, MPI_STATUSES_IGNORE);
+      if (spins % kSpinsPerLook == 0)
+        answerQuestions();
     }
-    if (done)
+    if (done) {
+      endWait(channel);
       return Status::ok();
-    if (std::chrono::steady_clock::now() > deadline)
+    }
+    if (Clock::now() > deadline)
       abortStalled(group, channel, what);
     if (spins > 1000)
       std::this_thread::sleep_for(std::chrono::microseconds(50));

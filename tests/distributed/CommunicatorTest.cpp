@@ -13,6 +13,11 @@
 // never joins a reduce-stream collective: rank 0's timeout diagnostic must
 // name it with the reduce stream's own sequence number.
 //
+// With STRATA_COMM_TEST_CHAIN=1 (ctest distributed.communicator.chain, 4
+// ranks on two "nodes" of 2) rank 0 waits for rank 1, which waits for rank 3,
+// which is gone: rank 1's diagnostic must name rank 3, and rank 0 must not
+// end the job first blaming rank 1.
+//
 //===----------------------------------------------------------------------===//
 
 #include "strata/Runtime/Communicator.h"
@@ -33,9 +38,10 @@ namespace {
 Communicator &communicator() {
   static std::unique_ptr<Communicator> comm = [] {
     TopologyInfo topology;
-    topology.world = 2;
+    bool chain = std::getenv("STRATA_COMM_TEST_CHAIN");
+    topology.world = chain ? 4 : 2;
     topology.ranksPerNode = 2;
-    topology.partition = 2;
+    topology.partition = chain ? 4 : 2;
     std::unique_ptr<Communicator> c;
     const char *timeout = std::getenv("STRATA_COMM_TEST_TIMEOUT");
     Status s =
@@ -161,6 +167,31 @@ TEST(Communicator, StalledReduceStreamIsNamed) {
       pause(1000);
   Status s = comm.allReduceSum(Group::Partition, {{DType::F32, &x, &x, 1}}, 1);
   FAIL() << "the stalled reduction returned: " << s.message();
+}
+
+TEST(Communicator, StalledChainNamesTheRankAtItsEnd) {
+  if (!std::getenv("STRATA_COMM_TEST_CHAIN"))
+    GTEST_SKIP() << "set STRATA_COMM_TEST_CHAIN=1 (it aborts the job)";
+  Communicator &comm = communicator();
+  ASSERT_EQ(comm.world(), 4) << "run under mpirun -np 4";
+  float x = float(comm.rank()), y[2];
+  Status s = Status::ok();
+  switch (comm.rank()) {
+  case 0:
+    // Waits first, for rank 1 on node 0: it times out first.
+    s = comm.allGather(Group::Intra, {{DType::F32, &x, y, 1}}, 0);
+    break;
+  case 1:
+    // Waits 1.5 s later, for rank 3 on node 1, which never comes.
+    pause(1500);
+    s = comm.allGather(Group::Inter, {{DType::F32, &x, y, 1}}, 0);
+    break;
+  default:
+    // Node 1: gone (never polls, never answers).
+    for (;;)
+      pause(1000);
+  }
+  FAIL() << "the stalled all-gather returned: " << s.message();
 }
 
 TEST(Communicator, UnknownChannel) {

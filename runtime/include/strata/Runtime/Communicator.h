@@ -33,6 +33,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -160,6 +161,26 @@ private:
                  const std::string &what);
   [[noreturn]] void abortStalled(Group group, int channel,
                                  const std::string &what);
+  /// What each waiter waits for: the channels' collectives (0, 1) and the
+  /// pipeline receive (kChannels). A rank whose peer never arrived asks the
+  /// peer (`askWhatTheyWaitFor`); a peer that waits elsewhere answers, and
+  /// the asker lets it time out and name whom it waits for (the rank at the
+  /// end of the chain: the dead node, not a live rank between).
+  static constexpr int kWaiters = kChannels + 1;
+  /// "all_gather #61 on the inter-node group {1,3}": the collective
+  /// `group`'s channel `channel` started last.
+  std::string describe(Group group, int channel, const std::string &what) const;
+  void beginWait(int waiter, const std::string &what,
+                 std::chrono::steady_clock::time_point abortBy);
+  void endWait(int waiter);
+  /// Answers the questions other ranks asked (with the MPI lock held).
+  void answerQuestions();
+  /// Asks `missing` what they wait for and, while every one of them waits
+  /// elsewhere (and so times out on its own), waits for one of them to end
+  /// the job, answering questions; at most `cap` seconds. Returns, per
+  /// missing rank, what it waits for ("" where it did not answer).
+  std::vector<std::string> waitForThoseWaiting(const std::vector<int> &missing,
+                                               int waiter, double cap);
   /// "node 1 on strata-n1, ..." for the nodes of `ranks`.
   std::string nodesOf(const std::vector<int> &ranks) const;
 
@@ -171,6 +192,28 @@ private:
   void *comms_[kChannels][kGroups] = {};
   /// A duplicate of the world communicator for timeout notices.
   void *notices_ = nullptr;
+  // What lives past one call is fixed-size and made by `create`: the
+  // collectives run inside instructions, where operator new serves from the
+  // instruction's scratch arena (ScratchArena.h), rewound when it ends.
+  struct Wait {
+    bool active = false;
+    char what[192] = {};
+    /// When this waiter ends the job if what it waits for never comes.
+    std::chrono::steady_clock::time_point abortBy;
+  };
+  /// Guarded by waitMutex_ (taken under mpi_ when answering, never the
+  /// other way round).
+  Wait waits_[kWaiters];
+  std::mutex waitMutex_;
+  /// Answers in flight (a ring; a question finding none free goes
+  /// unanswered), and per waiter the questions it sent, which are never
+  /// waited for (the job ends after them).
+  struct Answer;
+  static constexpr int kAnswerSlots = 16, kQuestionSlots = 64;
+  std::unique_ptr<Answer[]> answers_;
+  std::unique_ptr<uint64_t[]> asked_;
+  int askedCount_[kWaiters] = {};
+  uint64_t questions_ = 0;
   /// Collectives started per channel and group kind (ranks of a group
   /// agree on it).
   std::atomic<uint64_t> sequence_[kChannels][kGroups] = {};
