@@ -554,8 +554,12 @@ std::vector<std::string>
 Communicator::waitForThoseWaiting(const std::vector<int> &missing, int waiter,
                                   double cap) {
   auto end = after(cap);
+  // What each said last: a rank that answered once and then went silent
+  // (it ended the job, or is ending it) is still named by what it waited for.
+  std::vector<std::string> said(missing.size());
+  if (missing.empty())
+    return said;
   for (;;) {
-    std::vector<std::string> said(missing.size());
     std::vector<double> within(missing.size(), -1);
     std::vector<bool> answered(missing.size());
     uint64_t number;
@@ -603,7 +607,8 @@ Communicator::waitForThoseWaiting(const std::vector<int> &missing, int waiter,
       answered[i] = true;
       ++answers;
       body.waitsFor[sizeof(body.waitsFor) - 1] = 0;
-      said[i] = body.waitsFor;
+      if (body.waitsFor[0])
+        said[i] = body.waitsFor;
       within[i] = body.abortWithin;
     }
     // Defer only while every missing rank waits elsewhere: each will end
@@ -616,7 +621,7 @@ Communicator::waitForThoseWaiting(const std::vector<int> &missing, int waiter,
     }
     // (It asks its own missing ranks first, kAskSeconds.)
     auto until = std::min(after(soonest + kAskSeconds + 1.0), end);
-    if (missing.empty() || Clock::now() >= until)
+    if (Clock::now() >= until)
       return said;
     {
       std::lock_guard<std::mutex> lock(waitMutex_);
