@@ -115,6 +115,12 @@ public:
     }
     while (active_.load(std::memory_order_acquire) != 0)
       std::this_thread::yield();
+    // A part that needed more scratch than any before: every arena grows
+    // to it now, so a thread that took no part of this loop (a worker the
+    // OS had not scheduled) does not grow in a later step.
+    size_t demand = partDemand().load(std::memory_order_relaxed);
+    if (demand > grownTo_)
+      growAll(demand);
     busy_.store(false, std::memory_order_release);
     return true;
   }
@@ -160,6 +166,29 @@ public:
   }
 
 private:
+  /// Grows the caller's arena and every worker's to `demand`, waiting for
+  /// each worker to have done so.
+  void growAll(size_t demand) {
+    ScratchArena &mine = callerArena();
+    mine.reserve(demand);
+    { ScratchArena::Scope grow(mine); }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      grown_ = 0;
+      ++generation_; // a round with no loop: the workers grow and sleep
+    }
+    wake_.notify_all();
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (grown_ >= size_ - 1)
+          break;
+      }
+      std::this_thread::yield();
+    }
+    grownTo_ = demand;
+  }
+
   struct Worker {
     Pool *pool;
     int index;
@@ -188,6 +217,7 @@ private:
         // step (ScratchArena.h: steps after the first allocate nothing).
         arena.reserve(partDemand().load(std::memory_order_relaxed));
         { ScratchArena::Scope grow(arena); }
+        ++grown_;
         if (!open_)
           continue; // woke after the loop ended
         task = task_;
@@ -208,6 +238,10 @@ private:
   int parts_ = 0;
   bool open_ = false;
   std::atomic<int> next_{0}, active_{0};
+  /// Workers woken (and grown) since growAll's round began; under mutex_.
+  int grown_ = 0;
+  /// The part demand every arena has grown to (growAll); the caller's.
+  size_t grownTo_ = 0;
   std::atomic<bool> busy_{false};
 };
 
