@@ -240,7 +240,8 @@ private:
   std::atomic<int> next_{0}, active_{0};
   /// Workers woken (and grown) since growAll's round began; under mutex_.
   int grown_ = 0;
-  /// The part demand every arena has grown to (growAll); the caller's.
+  /// The part demand every worker's arena has grown to (growAll); read and
+  /// written only by the thread holding busy_.
   size_t grownTo_ = 0;
   std::atomic<bool> busy_{false};
 };

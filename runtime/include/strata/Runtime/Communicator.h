@@ -163,7 +163,7 @@ private:
                                  const std::string &what);
   /// What each waiter waits for: the channels' collectives (0, 1) and the
   /// pipeline receive (kChannels). A rank whose peer never arrived asks the
-  /// peer (`askWhatTheyWaitFor`); a peer that waits elsewhere answers, and
+  /// peer (`waitForThoseWaiting`); a peer that waits elsewhere answers, and
   /// the asker lets it time out and name whom it waits for (the rank at the
   /// end of the chain: the dead node, not a live rank between).
   static constexpr int kWaiters = kChannels + 1;
