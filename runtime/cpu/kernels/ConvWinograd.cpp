@@ -22,9 +22,12 @@
 // transform runs over the pool by channel, its 16 GEMMs one per pool part,
 // its output transform by output channel. Nothing depends on the thread
 // count, so neither do the results. Tiles are read and written through
-// zero-padded row buffers, so the transforms have no edge cases; those
-// loops are compiled for AVX-512 too (STRATA_VECTOR_DISPATCHED), with the
-// same rounding as the baseline build (no FMA contraction in the kernels).
+// zero-padded row buffers, so the transforms have no edge cases; where a
+// row of tiles is shorter than a transform's 16 lanes (outputs narrower
+// than 32), the transforms take 16 tiles from several rows and samples at
+// once, through zero-padded planes and per-tile offsets. Those loops are
+// compiled for AVX-512 too (STRATA_VECTOR_DISPATCHED), with the same
+// rounding as the baseline build (no FMA contraction in the kernels).
 //
 //===----------------------------------------------------------------------===//
 
@@ -113,6 +116,35 @@ void paddedRow(const float *plane, int64_t rows, int64_t cols, int64_t row,
 /// stored as one contiguous run.
 constexpr int64_t kLanes = 16;
 
+/// Whether a block's transforms take kLanes tiles at a time from several
+/// tile rows and samples (through per-tile offsets) rather than one row of
+/// tiles at a time: rows of fewer than kLanes tiles would leave most lanes
+/// idle (the CIFAR ResNet's 4 x 4 layer has 2 tiles a row). Every tile is
+/// transformed by the same operations either way.
+bool gathersTiles(const TileGrid &g) { return g.tilesW < kLanes; }
+
+/// Where tile t0 + i of a block lies: its first output element's offset in
+/// a [batch, channels, outH, outW] tensor's channel 0, and how many of its
+/// 2 x 2 outputs' rows and columns fall inside the output.
+struct TilePlace {
+  int64_t outBase;
+  int rows, cols;
+};
+
+std::vector<TilePlace> tilePlaces(const Conv3x3Shape &s, const TileGrid &g,
+                                  int64_t channels, int64_t t0,
+                                  int64_t count) {
+  std::vector<TilePlace> places(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t t = t0 + i, n = t / g.perImage, r = t % g.perImage;
+    int64_t row = 2 * (r / g.tilesW), col = 2 * (r % g.tilesW);
+    places[i] = {n * channels * s.outH * s.outW + row * s.outW + col,
+                 static_cast<int>(std::min<int64_t>(2, s.outH - row)),
+                 static_cast<int>(std::min<int64_t>(2, s.outW - col))};
+  }
+  return places;
+}
+
 /// Copies n <= kLanes floats; a whole kLanes as one fixed-size copy (a
 /// vector move, where std::copy of a runtime count becomes rep movs).
 STRATA_VECTOR_BODY void copyLanes(const float *src, int64_t n, float *dst) {
@@ -131,6 +163,26 @@ std::unique_ptr<float[]> scratch(int64_t n) {
 /// n rounded up to a multiple of kLanes: the row buffers' tiles.
 int64_t roundUp(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
 
+/// out = B^T d B of kLanes tiles, d [row][column][tile].
+STRATA_VECTOR_BODY void inputTransformLanes(const float (&d)[4][4][kLanes],
+                                            float (&out)[16][kLanes]) {
+  float t[4][4][kLanes];
+  for (int j = 0; j < 4; ++j) // B^T d
+    for (int64_t i = 0; i < kLanes; ++i) {
+      t[0][j][i] = d[0][j][i] - d[2][j][i];
+      t[1][j][i] = d[1][j][i] + d[2][j][i];
+      t[2][j][i] = d[2][j][i] - d[1][j][i];
+      t[3][j][i] = d[1][j][i] - d[3][j][i];
+    }
+  for (int r = 0; r < 4; ++r) // (B^T d) B
+    for (int64_t i = 0; i < kLanes; ++i) {
+      out[4 * r + 0][i] = t[r][0][i] - t[r][2][i];
+      out[4 * r + 1][i] = t[r][1][i] + t[r][2][i];
+      out[4 * r + 2][i] = t[r][2][i] - t[r][1][i];
+      out[4 * r + 3][i] = t[r][1][i] - t[r][3][i];
+    }
+}
+
 /// V = B^T d B for `len` tiles side by side: tile i reads columns
 /// [2i, 2i + 4) of the four rows (which hold 2 * roundUp(len, kLanes) + 2
 /// columns); element e of tile i goes to v[e * stride + i].
@@ -139,29 +191,34 @@ void inputTransform(const float *r0, const float *r1, const float *r2,
                     const float *r3, int64_t len, float *v, int64_t stride) {
   const float *rows[4] = {r0, r1, r2, r3};
   for (int64_t i0 = 0; i0 < len; i0 += kLanes) {
-    float d[4][4][kLanes], t[4][4][kLanes], out[16][kLanes];
+    float d[4][4][kLanes], out[16][kLanes];
     for (int r = 0; r < 4; ++r)
       for (int j = 0; j < 4; ++j)
         for (int64_t i = 0; i < kLanes; ++i)
           d[r][j][i] = rows[r][2 * (i0 + i) + j];
-    for (int j = 0; j < 4; ++j) // B^T d
-      for (int64_t i = 0; i < kLanes; ++i) {
-        t[0][j][i] = d[0][j][i] - d[2][j][i];
-        t[1][j][i] = d[1][j][i] + d[2][j][i];
-        t[2][j][i] = d[2][j][i] - d[1][j][i];
-        t[3][j][i] = d[1][j][i] - d[3][j][i];
-      }
-    for (int r = 0; r < 4; ++r) // (B^T d) B
-      for (int64_t i = 0; i < kLanes; ++i) {
-        out[4 * r + 0][i] = t[r][0][i] - t[r][2][i];
-        out[4 * r + 1][i] = t[r][1][i] + t[r][2][i];
-        out[4 * r + 2][i] = t[r][2][i] - t[r][1][i];
-        out[4 * r + 3][i] = t[r][1][i] - t[r][3][i];
-      }
+    inputTransformLanes(d, out);
     int64_t n = std::min(kLanes, len - i0);
     for (int e = 0; e < 16; ++e)
       copyLanes(out[e], n, v + e * stride + i0);
   }
+}
+
+/// inputTransform for len <= kLanes tiles anywhere: tile i's 4 x 4 input
+/// is at planes + offset[i], its rows `rowStride` apart (zero-padded
+/// planes, so no edges); element e of tile i goes to v[e * stride + i].
+/// The same operations per tile as inputTransform, so the same bits.
+STRATA_VECTOR_DISPATCHED
+void inputTransformGathered(const float *planes, const int64_t *offset,
+                            int64_t rowStride, int64_t len, float *v,
+                            int64_t stride) {
+  float d[4][4][kLanes], out[16][kLanes];
+  for (int r = 0; r < 4; ++r)
+    for (int j = 0; j < 4; ++j)
+      for (int64_t i = 0; i < kLanes; ++i)
+        d[r][j][i] = i < len ? planes[offset[i] + r * rowStride + j] : 0.0f;
+  inputTransformLanes(d, out);
+  for (int e = 0; e < 16; ++e)
+    copyLanes(out[e], len, v + e * stride);
 }
 
 /// Y = A^T M A for `len` tiles: element e of tile i at m[e * stride + i];
@@ -323,6 +380,35 @@ void inverseTransformWeights(const float *du, int64_t cout, int64_t cin,
 void transformInputs(const Conv3x3Shape &s, const TileGrid &g, const float *x,
                      int64_t t0, int64_t count, float *v, int64_t ld) {
   int64_t stride = s.cin * ld, plane = s.inH * s.inW;
+  if (gathersTiles(g)) {
+    // Each sample's plane of a channel, zero-padded to the tiles' reach
+    // (rows and columns -pad to 2 * tiles + 2 - pad), then kLanes tiles a
+    // call at their offsets in those planes (the same for every channel).
+    int64_t ph = 2 * g.tilesH + 2, pw = 2 * g.tilesW + 2, padded = ph * pw;
+    int64_t n0 = t0 / g.perImage, n1 = (t0 + count - 1) / g.perImage + 1;
+    std::vector<int64_t> offset(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t t = t0 + i, r = t % g.perImage;
+      offset[i] = (t / g.perImage - n0) * padded + 2 * (r / g.tilesW) * pw +
+                  2 * (r % g.tilesW);
+    }
+    parallelFor(s.cin, 1, [&](int64_t first, int64_t last) {
+      // scratch: the block's samples' padded planes of one channel.
+      std::vector<float> planes(static_cast<size_t>((n1 - n0) * padded));
+      for (int64_t c = first; c < last; ++c) {
+        for (int64_t n = n0; n < n1; ++n)
+          for (int64_t row = 0; row < ph; ++row)
+            paddedRow(x + (n * s.cin + c) * plane, s.inH, s.inW,
+                      row - s.padTop, -s.padLeft, pw,
+                      planes.data() + (n - n0) * padded + row * pw);
+        for (int64_t at = 0; at < count; at += kLanes)
+          inputTransformGathered(planes.data(), offset.data() + at, pw,
+                                 std::min(kLanes, count - at),
+                                 v + c * ld + at, stride);
+      }
+    });
+    return;
+  }
   parallelFor(s.cin, 1, [&](int64_t first, int64_t last) {
     // scratch: four zero-padded input rows of one run of tiles.
     int64_t width = 2 * roundUp(g.tilesW) + 2;
@@ -357,6 +443,30 @@ void convolveBlock(const Conv3x3Shape &s, const TileGrid &g, const float *x,
                       u + e * s.cout * s.cin, s.cin, v + e * s.cin * block,
                       block, m + e * s.cout * block, block, false);
   });
+  if (gathersTiles(g)) {
+    // kLanes tiles a call, each tile's 2 x 2 outputs then put in place.
+    std::vector<TilePlace> places = tilePlaces(s, g, s.cout, t0, count);
+    parallelFor(s.cout, 1, [&](int64_t first, int64_t last) {
+      float y0[2 * kLanes], y1[2 * kLanes];
+      for (int64_t k = first; k < last; ++k) {
+        float b = bias ? bias[k] : 0.0f;
+        for (int64_t at = 0; at < count; at += kLanes) {
+          int64_t len = std::min(kLanes, count - at);
+          outputTransform(m + k * block + at, s.cout * block, len, y0, y1);
+          for (int64_t i = 0; i < len; ++i) {
+            const TilePlace &place = places[at + i];
+            float *dst = y + place.outBase + k * outPlane;
+            for (int r = 0; r < place.rows; ++r) {
+              const float *src = (r == 0 ? y0 : y1) + 2 * i;
+              for (int c = 0; c < place.cols; ++c)
+                dst[r * s.outW + c] = bias ? src[c] + b : src[c];
+            }
+          }
+        }
+      }
+    });
+    return;
+  }
   parallelFor(s.cout, 1, [&](int64_t first, int64_t last) {
     // scratch: two output rows of one run of tiles.
     std::vector<float> rows(4 * roundUp(g.tilesW));
@@ -500,6 +610,29 @@ void winogradConv3x3GradWeight(const Conv3x3Shape &s, const float *dy,
   for (int64_t t0 = 0; t0 < g.total; t0 += block) {
     int64_t count = std::min(block, g.total - t0);
     transformInputs(s, g, x, t0, count, v.get(), block);
+    if (gathersTiles(g)) {
+      // kLanes tiles a call: each tile's 2 x 2 of dy (zero past the
+      // output's end) staged where gradOutputTransform reads tile i.
+      std::vector<TilePlace> places = tilePlaces(s, g, s.cout, t0, count);
+      parallelFor(s.cout, 1, [&](int64_t first, int64_t last) {
+        float r0[2 * kLanes], r1[2 * kLanes];
+        for (int64_t k = first; k < last; ++k)
+          for (int64_t at = 0; at < count; at += kLanes) {
+            int64_t len = std::min(kLanes, count - at);
+            for (int64_t i = 0; i < len; ++i) {
+              const TilePlace &place = places[at + i];
+              const float *src = dy + place.outBase + k * outPlane;
+              for (int r = 0; r < 2; ++r)
+                for (int c = 0; c < 2; ++c)
+                  (r == 0 ? r0 : r1)[2 * i + c] =
+                      r < place.rows && c < place.cols ? src[r * s.outW + c]
+                                                       : 0.0f;
+            }
+            gradOutputTransform(r0, r1, len, dm.get() + k * block + at,
+                                s.cout * block);
+          }
+      });
+    } else {
     parallelFor(s.cout, 1, [&](int64_t first, int64_t last) {
       // scratch: two zero-padded rows of dy for one run of tiles.
       std::vector<float> rows(4 * roundUp(g.tilesW));
@@ -517,6 +650,7 @@ void winogradConv3x3GradWeight(const Conv3x3Shape &s, const float *dy,
                                   s.cout * block);
             });
     });
+    }
     parallelFor(kElems, 1, [&](int64_t first, int64_t last) {
       for (int64_t e = first; e < last; ++e)
         blasGemm<float>(false, true, s.cout, s.cin, count,
