@@ -73,7 +73,12 @@ template <typename T> struct AdamwConstants {
   T decay, b1, b2, oneMinusB1, oneMinusB2, bc2Sqrt, eps, negStep, scale;
 };
 
-/// Elements [first, last) of one parameter's AdamW update.
+/// Elements [first, last) of one parameter's AdamW update, kLanes at a
+/// time through local arrays: the results may overwrite the operands
+/// (an update in place), and seven pointers that may alias keep GCC from
+/// vectorizing a plain loop over them (it ran scalar, 36 ms for ResNet-18's
+/// 11.2M parameters at one thread; 15 ms through the arrays). Each
+/// element's operations and their order are the same either way.
 template <typename T>
 STRATA_VECTOR_BODY void
 adamwBody(const AdamwConstants<T> &c, const T *p, const T *g, const T *m,
@@ -82,16 +87,37 @@ adamwBody(const AdamwConstants<T> &c, const T *p, const T *g, const T *m,
   const T decay = c.decay, b1 = c.b1, b2 = c.b2, oneMinusB1 = c.oneMinusB1,
           oneMinusB2 = c.oneMinusB2, bc2Sqrt = c.bc2Sqrt, eps = c.eps,
           negStep = c.negStep, scale = c.scale;
-  for (int64_t i = first; i < last; ++i) {
-    T grad = g[i] * scale;
-    T param = p[i] * decay;
-    T expAvg = m[i] * b1 + oneMinusB1 * grad;
-    T expAvgSq = v[i] * b2 + oneMinusB2 * grad * grad;
+  auto update = [&](T param, T grad, T expAvg, T expAvgSq, T &paramOut,
+                    T &expAvgOut, T &expAvgSqOut) {
+    grad = grad * scale;
+    param = param * decay;
+    expAvg = expAvg * b1 + oneMinusB1 * grad;
+    expAvgSq = expAvgSq * b2 + oneMinusB2 * grad * grad;
     T denom = std::sqrt(expAvgSq) / bc2Sqrt + eps;
-    pOut[i] = param + negStep * expAvg / denom;
-    mOut[i] = expAvg;
-    vOut[i] = expAvgSq;
+    paramOut = param + negStep * expAvg / denom;
+    expAvgOut = expAvg;
+    expAvgSqOut = expAvgSq;
+  };
+  constexpr int64_t kLanes = 16;
+  int64_t i = first;
+  for (; i + kLanes <= last; i += kLanes) {
+    T lp[kLanes], lg[kLanes], lm[kLanes], lv[kLanes];
+    for (int64_t j = 0; j < kLanes; ++j) {
+      lp[j] = p[i + j];
+      lg[j] = g[i + j];
+      lm[j] = m[i + j];
+      lv[j] = v[i + j];
+    }
+    for (int64_t j = 0; j < kLanes; ++j)
+      update(lp[j], lg[j], lm[j], lv[j], lp[j], lm[j], lv[j]);
+    for (int64_t j = 0; j < kLanes; ++j) {
+      pOut[i + j] = lp[j];
+      mOut[i + j] = lm[j];
+      vOut[i + j] = lv[j];
+    }
   }
+  for (; i < last; ++i)
+    update(p[i], g[i], m[i], v[i], pOut[i], mOut[i], vOut[i]);
 }
 
 /// adamwBody, vectorized for the CPU at hand (VectorMath.h).
