@@ -212,10 +212,18 @@ void inputTransformGathered(const float *planes, const int64_t *offset,
                             int64_t rowStride, int64_t len, float *v,
                             int64_t stride) {
   float d[4][4][kLanes], out[16][kLanes];
-  for (int r = 0; r < 4; ++r)
-    for (int j = 0; j < 4; ++j)
-      for (int64_t i = 0; i < kLanes; ++i)
-        d[r][j][i] = i < len ? planes[offset[i] + r * rowStride + j] : 0.0f;
+  // Whole groups load without a test per lane (which kept the loads
+  // scalar); the last, short one pads with zeros.
+  if (len == kLanes)
+    for (int r = 0; r < 4; ++r)
+      for (int j = 0; j < 4; ++j)
+        for (int64_t i = 0; i < kLanes; ++i)
+          d[r][j][i] = planes[offset[i] + r * rowStride + j];
+  else
+    for (int r = 0; r < 4; ++r)
+      for (int j = 0; j < 4; ++j)
+        for (int64_t i = 0; i < kLanes; ++i)
+          d[r][j][i] = i < len ? planes[offset[i] + r * rowStride + j] : 0.0f;
   inputTransformLanes(d, out);
   for (int e = 0; e < 16; ++e)
     copyLanes(out[e], len, v + e * stride);
@@ -287,19 +295,29 @@ void gradOutputTransform(const float *dy0, const float *dy1, int64_t len,
   }
 }
 
-/// U [16, rows, cols] = G g G^T of the kernels of row `o`, columns
-/// [0, cols): kernel (o, c) at src + o * rowStep + c * colStep, its tap
-/// (i, j) at + tap(i, j).
-STRATA_VECTOR_DISPATCHED
-void transformKernelRow(const float *src, int64_t colStep, int64_t cols,
-                        const int64_t tap[3][3], float *u, int64_t plane) {
+/// U [16, rows, cols] = G g G^T of the kernels of one row, columns [0,
+/// cols): kernel c's nine taps contiguous at src + c * colStep, tap (i, j)
+/// at i * 3 + j, or at (2 - i) * 3 + (2 - j) when `Flipped`. Each group
+/// of kLanes kernels is copied whole into a local array first, so the
+/// transposition to lanes reads fixed offsets (a runtime tap table and a
+/// test per lane kept these loads scalar, with their index arithmetic).
+template <bool Flipped>
+STRATA_VECTOR_BODY void transformKernelRowBody(const float *src,
+                                               int64_t colStep, int64_t cols,
+                                               float *u, int64_t plane) {
   for (int64_t c0 = 0; c0 < cols; c0 += kLanes) {
     int64_t n = std::min(kLanes, cols - c0);
-    float g[3][3][kLanes], t[4][3][kLanes], out[16][kLanes];
+    float k9[kLanes][9], g[3][3][kLanes], t[4][3][kLanes], out[16][kLanes];
+    for (int64_t l = 0; l < n; ++l)
+      for (int q = 0; q < 9; ++q)
+        k9[l][q] = src[(c0 + l) * colStep + q];
+    for (int64_t l = n; l < kLanes; ++l)
+      for (int q = 0; q < 9; ++q)
+        k9[l][q] = 0.0f;
     for (int i = 0; i < 3; ++i)
       for (int j = 0; j < 3; ++j)
         for (int64_t l = 0; l < kLanes; ++l)
-          g[i][j][l] = l < n ? src[(c0 + l) * colStep + tap[i][j]] : 0.0f;
+          g[i][j][l] = k9[l][Flipped ? (2 - i) * 3 + (2 - j) : i * 3 + j];
     for (int j = 0; j < 3; ++j) // G g
       for (int64_t l = 0; l < kLanes; ++l) {
         t[0][j][l] = g[0][j][l];
@@ -319,6 +337,18 @@ void transformKernelRow(const float *src, int64_t colStep, int64_t cols,
   }
 }
 
+STRATA_VECTOR_DISPATCHED
+void transformKernelRow(const float *src, int64_t colStep, int64_t cols,
+                        float *u, int64_t plane) {
+  transformKernelRowBody<false>(src, colStep, cols, u, plane);
+}
+
+STRATA_VECTOR_DISPATCHED
+void transformFlippedKernelRow(const float *src, int64_t colStep, int64_t cols,
+                               float *u, int64_t plane) {
+  transformKernelRowBody<true>(src, colStep, cols, u, plane);
+}
+
 /// U [16, cout, cin] = G g G^T of every kernel [cout, cin, 3, 3]; with
 /// `flipped`, of the kernel of the input gradient instead, g'[c][k][i][j]
 /// = g[k][c][2 - i][2 - j] ([cin, cout, 3, 3], U [16, cin, cout]).
@@ -326,17 +356,14 @@ void transformWeights(const float *weight, int64_t cout, int64_t cin,
                       bool flipped, float *u) {
   int64_t rows = flipped ? cin : cout, cols = flipped ? cout : cin;
   int64_t plane = rows * cols;
-  int64_t tap[3][3];
-  for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j)
-      tap[i][j] = flipped ? (2 - i) * 3 + (2 - j) : i * 3 + j;
   // Kernel (o, c) is weight[o][c] unflipped, weight[c][o] flipped.
   int64_t rowStep = flipped ? 9 : cin * 9, colStep = flipped ? cin * 9 : 9;
   parallelFor(rows, std::max<int64_t>(1, 4096 / (cols * 9)),
               [&](int64_t first, int64_t last) {
                 for (int64_t o = first; o < last; ++o)
-                  transformKernelRow(weight + o * rowStep, colStep, cols, tap,
-                                     u + o * cols, plane);
+                  (flipped ? transformFlippedKernelRow : transformKernelRow)(
+                      weight + o * rowStep, colStep, cols, u + o * cols,
+                      plane);
               });
 }
 
@@ -346,9 +373,15 @@ STRATA_VECTOR_DISPATCHED
 void inverseTransformKernels(const float *du, int64_t plane, int64_t k0,
                              int64_t n, float *dw) {
   float u[4][4][kLanes], t[3][4][kLanes], g[kLanes][9];
-  for (int e = 0; e < 16; ++e)
-    for (int64_t l = 0; l < kLanes; ++l)
-      u[e / 4][e % 4][l] = l < n ? du[e * plane + k0 + l] : 0.0f;
+  // Whole groups load without a test per lane (as inputTransformGathered).
+  if (n == kLanes)
+    for (int e = 0; e < 16; ++e)
+      for (int64_t l = 0; l < kLanes; ++l)
+        u[e / 4][e % 4][l] = du[e * plane + k0 + l];
+  else
+    for (int e = 0; e < 16; ++e)
+      for (int64_t l = 0; l < kLanes; ++l)
+        u[e / 4][e % 4][l] = l < n ? du[e * plane + k0 + l] : 0.0f;
   for (int j = 0; j < 4; ++j) // G^T dU
     for (int64_t l = 0; l < kLanes; ++l) {
       t[0][j][l] = u[0][j][l] + 0.5f * (u[1][j][l] + u[2][j][l]);
