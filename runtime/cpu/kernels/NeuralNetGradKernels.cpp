@@ -54,6 +54,85 @@ Status linearGradWeightKernel(KernelContext &ctx) {
 // layer_norm, batch_norm
 //===----------------------------------------------------------------------===//
 
+/// One row of layer_norm's gradient: the row's statistics recomputed as
+/// the forward computes them (into `mean`, `rstd`), the two means of the
+/// scaled gradient, then dx; all in double (LaneSum) and rounded once.
+/// Built for the CPU at hand (VectorMath.h).
+template <typename T>
+STRATA_VECTOR_BODY void
+layerNormGradRowBody(const T *row, const T *grow, const T *w, T *dx,
+                     int64_t len, double epsilon, double &mean, double &rstd) {
+  double sum = laneSum(len, [&](int64_t i) { return double(row[i]); });
+  double mu = sum / double(len);
+  double sq =
+      laneSum(len, [&](int64_t i) { return (row[i] - mu) * (row[i] - mu); });
+  double rs = 1.0 / std::sqrt(sq / double(len) + epsilon);
+  double meanDxhat =
+      laneSum(len, [&](int64_t i) { return double(grow[i]) * double(w[i]); });
+  double meanDxhatXhat = laneSum(len, [&](int64_t i) {
+    double xhat = (row[i] - mu) * rs;
+    return double(grow[i]) * double(w[i]) * xhat;
+  });
+  meanDxhat /= double(len);
+  meanDxhatXhat /= double(len);
+  for (int64_t i = 0; i < len; ++i) {
+    double xhat = (row[i] - mu) * rs;
+    double dxhat = double(grow[i]) * double(w[i]);
+    dx[i] = static_cast<T>(rs * (dxhat - meanDxhat - xhat * meanDxhatXhat));
+  }
+  mean = mu;
+  rstd = rs;
+}
+STRATA_VECTOR_DISPATCHED void layerNormGradRow(const float *row,
+                                               const float *grow,
+                                               const float *w, float *dx,
+                                               int64_t len, double epsilon,
+                                               double &mean, double &rstd) {
+  layerNormGradRowBody(row, grow, w, dx, len, epsilon, mean, rstd);
+}
+STRATA_VECTOR_DISPATCHED void layerNormGradRow(const double *row,
+                                               const double *grow,
+                                               const double *w, double *dx,
+                                               int64_t len, double epsilon,
+                                               double &mean, double &rstd) {
+  layerNormGradRowBody(row, grow, w, dx, len, epsilon, mean, rstd);
+}
+
+/// Columns [first, last) of layer_norm's scale and bias gradients, summed
+/// over the rows in order into dScale and dBias (double, zeroed by the
+/// caller). Built for the CPU at hand (VectorMath.h).
+template <typename T>
+STRATA_VECTOR_BODY void
+layerNormGradColumnsBody(const T *in, const T *g, const double *mean,
+                         const double *rstd, int64_t rows, int64_t len,
+                         int64_t first, int64_t last, double *dScale,
+                         double *dBias) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *row = in + r * len, *grow = g + r * len;
+    for (int64_t i = first; i < last; ++i) {
+      double xhat = (row[i] - mean[r]) * rstd[r];
+      dScale[i - first] += double(grow[i]) * xhat;
+      dBias[i - first] += grow[i];
+    }
+  }
+}
+STRATA_VECTOR_DISPATCHED void
+layerNormGradColumns(const float *in, const float *g, const double *mean,
+                     const double *rstd, int64_t rows, int64_t len,
+                     int64_t first, int64_t last, double *dScale,
+                     double *dBias) {
+  layerNormGradColumnsBody(in, g, mean, rstd, rows, len, first, last, dScale,
+                           dBias);
+}
+STRATA_VECTOR_DISPATCHED void
+layerNormGradColumns(const double *in, const double *g, const double *mean,
+                     const double *rstd, int64_t rows, int64_t len,
+                     int64_t first, int64_t last, double *dScale,
+                     double *dBias) {
+  layerNormGradColumnsBody(in, g, mean, rstd, rows, len, first, last, dScale,
+                           dBias);
+}
+
 Status layerNormGradKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.layer_norm_grad";
   LayerNormGradPlan plan;
@@ -73,45 +152,17 @@ Status layerNormGradKernel(KernelContext &ctx) {
     // scratch: each row's mean and 1 / std.
     std::vector<double> mean(rows), rstd(rows);
     parallelFor(rows, rowGrain(len), [&](int64_t first, int64_t last) {
-      for (int64_t r = first; r < last; ++r) {
-        const T *row = in + r * len, *grow = g + r * len;
-        double sum = laneSum(len, [&](int64_t i) { return double(row[i]); });
-        double mu = sum / double(len);
-        double sq = laneSum(
-            len, [&](int64_t i) { return (row[i] - mu) * (row[i] - mu); });
-        double rs = 1.0 / std::sqrt(sq / double(len) + epsilon);
-        double meanDxhat = laneSum(len, [&](int64_t i) {
-          return double(grow[i]) * double(w[i]);
-        });
-        double meanDxhatXhat = laneSum(len, [&](int64_t i) {
-          double xhat = (row[i] - mu) * rs;
-          return double(grow[i]) * double(w[i]) * xhat;
-        });
-        meanDxhat /= double(len);
-        meanDxhatXhat /= double(len);
-        for (int64_t i = 0; i < len; ++i) {
-          double xhat = (row[i] - mu) * rs;
-          double dxhat = double(grow[i]) * double(w[i]);
-          dx[r * len + i] =
-              static_cast<T>(rs * (dxhat - meanDxhat - xhat * meanDxhatXhat));
-        }
-        mean[r] = mu;
-        rstd[r] = rs;
-      }
+      for (int64_t r = first; r < last; ++r)
+        layerNormGradRow(in + r * len, g + r * len, w, dx + r * len, len,
+                         epsilon, mean[r], rstd[r]);
     });
     T *dScaleOut = ctx.outputs[1].as<T>(), *dBiasOut = ctx.outputs[2].as<T>();
     int64_t columnGrain = std::max<int64_t>(16, len / 2 / kernelThreads());
     parallelFor(len, columnGrain, [&](int64_t first, int64_t last) {
       // scratch: this block's column sums.
       std::vector<double> dScale(last - first, 0.0), dBias(last - first, 0.0);
-      for (int64_t r = 0; r < rows; ++r) {
-        const T *row = in + r * len, *grow = g + r * len;
-        for (int64_t i = first; i < last; ++i) {
-          double xhat = (row[i] - mean[r]) * rstd[r];
-          dScale[i - first] += double(grow[i]) * xhat;
-          dBias[i - first] += grow[i];
-        }
-      }
+      layerNormGradColumns(in, g, mean.data(), rstd.data(), rows, len, first,
+                           last, dScale.data(), dBias.data());
       for (int64_t i = first; i < last; ++i) {
         dScaleOut[i] = static_cast<T>(dScale[i - first]);
         dBiasOut[i] = static_cast<T>(dBias[i - first]);

@@ -28,6 +28,40 @@ using shape::product;
 // LayerNorm
 //===----------------------------------------------------------------------===//
 
+/// One row of layer_norm: the mean and the variance of the centred values
+/// in double (LaneSum), then each element normalized, scaled, shifted
+/// (`b` may be null) and rounded once; built for the CPU at hand
+/// (VectorMath.h: the same operations in the same order on every ISA).
+template <typename T>
+STRATA_VECTOR_BODY void layerNormRowBody(const T *row, const T *g, const T *b,
+                                         T *out, int64_t len,
+                                         double epsilon) {
+  double sum = laneSum(len, [&](int64_t i) { return double(row[i]); });
+  double mean = sum / static_cast<double>(len);
+  // Two passes: the variance of centred values cannot go negative.
+  double sq = laneSum(len, [&](int64_t i) {
+    double d = row[i] - mean;
+    return d * d;
+  });
+  double rstd = 1.0 / std::sqrt(sq / static_cast<double>(len) + epsilon);
+  for (int64_t i = 0; i < len; ++i) {
+    double v = (row[i] - mean) * rstd * g[i];
+    if (b)
+      v += b[i];
+    out[i] = static_cast<T>(v);
+  }
+}
+STRATA_VECTOR_DISPATCHED void layerNormRow(const float *row, const float *g,
+                                           const float *b, float *out,
+                                           int64_t len, double epsilon) {
+  layerNormRowBody(row, g, b, out, len, epsilon);
+}
+STRATA_VECTOR_DISPATCHED void layerNormRow(const double *row, const double *g,
+                                           const double *b, double *out,
+                                           int64_t len, double epsilon) {
+  layerNormRowBody(row, g, b, out, len, epsilon);
+}
+
 Status layerNormKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.layer_norm";
   LayerNormShape plan;
@@ -45,23 +79,8 @@ Status layerNormKernel(KernelContext &ctx) {
     T *out = y.as<T>();
     int64_t rows = plan.rows, len = plan.len;
     parallelFor(rows, rowGrain(len), [&](int64_t first, int64_t last) {
-      for (int64_t r = first; r < last; ++r) {
-        const T *row = in + r * len;
-        double sum = laneSum(len, [&](int64_t i) { return double(row[i]); });
-        double mean = sum / static_cast<double>(len);
-        // Two passes: the variance of centred values cannot go negative.
-        double sq = laneSum(len, [&](int64_t i) {
-          double d = row[i] - mean;
-          return d * d;
-        });
-        double rstd = 1.0 / std::sqrt(sq / static_cast<double>(len) + epsilon);
-        for (int64_t i = 0; i < len; ++i) {
-          double v = (row[i] - mean) * rstd * g[i];
-          if (b)
-            v += b[i];
-          out[r * len + i] = static_cast<T>(v);
-        }
-      }
+      for (int64_t r = first; r < last; ++r)
+        layerNormRow(in + r * len, g, b, out + r * len, len, epsilon);
     });
     return Status::ok();
   });
