@@ -345,6 +345,53 @@ __attribute__((always_inline)) inline double expAndSum(const T *row, T max,
   return laneSum(n, [&](int64_t j) { return double(e[j]); });
 }
 
+/// The max of a row of n > 0 (rowMax) and the sum in double of exp(x -
+/// max), each exponential into e (expAndSum): the log-sum-exp of cross
+/// entropy's rows. f32 rows take rowMaxExpSumF32, built for AVX-512 and
+/// the baseline (VectorMath.h's dispatch; LossKernels.cpp).
+template <typename T>
+__attribute__((always_inline)) inline T rowMaxExpSumBody(const T *row,
+                                                         int64_t n, T *e,
+                                                         double &sum) {
+  T max = rowMax(row, n);
+  sum = expAndSum(row, max, n, e);
+  return max;
+}
+float rowMaxExpSumF32(const float *row, int64_t n, float *e, double &sum);
+template <typename T>
+T rowMaxExpSum(const T *row, int64_t n, T *e, double &sum) {
+  if constexpr (std::is_same_v<T, float>)
+    return rowMaxExpSumF32(row, n, e, sum);
+  else
+    return rowMaxExpSumBody(row, n, e, sum);
+}
+
+/// One row of cross entropy's gradient over `classes` logits: scale *
+/// (softmax(row) - onehot(label)) into dx, the softmax's exponentials
+/// into e (rowMaxExpSum; the quotients in double). f32 rows take
+/// crossEntropyGradRowF32 (dispatched as rowMaxExpSumF32).
+template <typename T>
+__attribute__((always_inline)) inline void
+crossEntropyGradRowBody(const T *row, int64_t classes, int64_t label,
+                        double scale, T *e, T *dx) {
+  double sum;
+  rowMaxExpSumBody(row, classes, e, sum);
+  for (int64_t c = 0; c < classes; ++c) {
+    double p = double(e[c]) / sum;
+    dx[c] = static_cast<T>(scale * (p - (c == label ? 1.0 : 0.0)));
+  }
+}
+void crossEntropyGradRowF32(const float *row, int64_t classes, int64_t label,
+                            double scale, float *e, float *dx);
+template <typename T>
+void crossEntropyGradRow(const T *row, int64_t classes, int64_t label,
+                         double scale, T *e, T *dx) {
+  if constexpr (std::is_same_v<T, float>)
+    crossEntropyGradRowF32(row, classes, label, scale, e, dx);
+  else
+    crossEntropyGradRowBody(row, classes, label, scale, e, dx);
+}
+
 /// Row `i` of an attention block, the products q k^T of its first `keys`
 /// keys already in `row`: scaled, plus the additive mask (`mask` at
 /// `maskRow`, `maskStride` apart; null without), -inf past the diagonal

@@ -78,8 +78,7 @@ Status crossEntropyKernel(KernelContext &ctx) {
           T max;
           double sum;
           if (spatial == 1) {
-            max = rowMax(col, classes);
-            sum = expAndSum(col, max, classes, ex.data());
+            max = rowMaxExpSum(col, classes, ex.data(), sum);
           } else {
             std::tie(max, sum) = maxAndExpSum(col, classes, spatial);
           }
@@ -110,6 +109,19 @@ Status crossEntropyKernel(KernelContext &ctx) {
 }
 
 } // namespace
+
+STRATA_VECTOR_DISPATCHED float rowMaxExpSumF32(const float *row, int64_t n,
+                                               float *e, double &sum) {
+  return rowMaxExpSumBody(row, n, e, sum);
+}
+
+STRATA_VECTOR_DISPATCHED void crossEntropyGradRowF32(const float *row,
+                                                     int64_t classes,
+                                                     int64_t label,
+                                                     double scale, float *e,
+                                                     float *dx) {
+  crossEntropyGradRowBody(row, classes, label, scale, e, dx);
+}
 
 void registerLossKernels(KernelRegistry &registry) {
   registry.add("graph.cross_entropy", crossEntropyKernel);

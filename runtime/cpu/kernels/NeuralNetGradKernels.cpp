@@ -459,7 +459,8 @@ Status crossEntropyGradKernel(KernelContext &ctx) {
         totalWeight += w ? double(w[label]) : 1.0;
       }
       // Positions in parallel, each exponential computed once (the max
-      // first, the sum in double in order; f32 exponentials by expAndSum).
+      // first, the sum in double; rows of contiguous classes by
+      // crossEntropyGradRow, built for the CPU at hand).
       parallelFor(batch * spatial, rowGrain(classes), [&](int64_t b, int64_t e) {
         // scratch: one position's exponentials.
         std::vector<T> ex(classes);
@@ -477,25 +478,22 @@ Status crossEntropyGradKernel(KernelContext &ctx) {
                          : summed ? double(g[0])
                                   : double(g[0]) / totalWeight;
           scale *= w ? double(w[label]) : 1.0;
-          T max = col[0];
           if (spatial == 1) {
-            max = rowMax(col, classes);
-          } else {
-            for (int64_t c = 1; c < classes; ++c) {
-              T v = col[c * spatial];
-              if (v > max || v != v)
-                max = v;
-            }
+            crossEntropyGradRow(col, classes, label, scale, ex.data(), dcol);
+            continue;
+          }
+          // Classes spatial apart: serial max and sum.
+          T max = col[0];
+          for (int64_t c = 1; c < classes; ++c) {
+            T v = col[c * spatial];
+            if (v > max || v != v)
+              max = v;
           }
           double sum = 0;
-          if (spatial == 1) {
-            sum = expAndSum(col, max, classes, ex.data());
-          } else {
-            for (int64_t c = 0; c < classes; ++c) {
-              ex[c] = static_cast<T>(
-                  std::exp(double(col[c * spatial]) - double(max)));
-              sum += ex[c];
-            }
+          for (int64_t c = 0; c < classes; ++c) {
+            ex[c] = static_cast<T>(
+                std::exp(double(col[c * spatial]) - double(max)));
+            sum += ex[c];
           }
           for (int64_t c = 0; c < classes; ++c) {
             double p = double(ex[c]) / sum;
