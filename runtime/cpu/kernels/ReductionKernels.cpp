@@ -61,9 +61,20 @@ template <typename Fn> void forEachOffset(const Runs &runs, Fn &&fn) {
 /// at `init`, takes the group's elements in row-major order through `step`
 /// and becomes the result through `finish`. Both loop orders visit a group's
 /// elements in the same order, so they give identical results.
+/// acc[j] += src[j] for j < n: a row of floats into double sums, built for
+/// the CPU at hand (VectorMath.h; the baseline ISA added two doubles a
+/// vector).
+STRATA_VECTOR_DISPATCHED void addRowToDoubles(double *acc, const float *src,
+                                              int64_t n) {
+  for (int64_t j = 0; j < n; ++j)
+    acc[j] = acc[j] + src[j];
+}
+
+/// `addRow`, where given, is `step` over a whole row of accumulators.
 template <typename T, typename Acc, typename Step, typename Finish>
 void reduce(const ReducePlan &plan, const T *in, T *out, Acc init, Step step,
-            Finish finish) {
+            Finish finish,
+            void (*addRow)(Acc *, const T *, int64_t) = nullptr) {
   if (!plan.innerKept) {
     forEachOffset(plan.kept, [&](int64_t base) {
       Acc acc = init;
@@ -82,6 +93,10 @@ void reduce(const ReducePlan &plan, const T *in, T *out, Acc init, Step step,
     std::fill(acc.begin(), acc.end(), init);
     forEachOffset(plan.reduced, [&](int64_t off) {
       const T *src = in + base + off;
+      if (addRow) {
+        addRow(acc.data(), src, row);
+        return;
+      }
       for (int64_t j = 0; j < row; ++j)
         acc[j] = step(acc[j], src[j]);
     });
@@ -107,6 +122,9 @@ Status reduceSumKernel(KernelContext &ctx) {
   return dispatchAll(x.dtype, op, [&](auto tag) -> Status {
     using T = decltype(tag);
     using Acc = SumAcc<T>;
+    void (*addRow)(Acc *, const T *, int64_t) = nullptr;
+    if constexpr (std::is_same_v<T, float>)
+      addRow = addRowToDoubles;
     reduce<T>(
         plan, x.as<T>(), ctx.outputs[0].as<T>(), Acc(0),
         [](Acc a, T v) {
@@ -120,7 +138,8 @@ Status reduceSumKernel(KernelContext &ctx) {
             return static_cast<T>(a);
           else // modular narrowing, well defined since C++20
             return static_cast<T>(static_cast<int64_t>(a));
-        });
+        },
+        addRow);
     return Status::ok();
   });
 }
