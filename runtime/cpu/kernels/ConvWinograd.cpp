@@ -47,13 +47,12 @@ namespace {
 
 constexpr int64_t kElems = 16; // 4 x 4 transformed elements a tile
 
-/// The fewest tiles in a batch that take the Winograd path: the CIFAR
-/// ResNet's 4 x 4 layer at batch 16 is 64 tiles of 512 channels, one
-/// thread: forward 11.6 ms against im2col's 15.2 to 17.3, conv_grad_input
-/// 11.6 against 14.4, conv_grad_weight 13.0 against 15.9 to 16.8 (the
-/// gradient of the weights took im2col below 256 tiles until the
-/// transforms took 16 tiles a call from short rows).
-constexpr int64_t kMinTiles = 64;
+/// The fewest tiles in a batch that take the Winograd path. The forward
+/// and conv_grad_input gain from 64 on (the CIFAR ResNet's 4 x 4 layer at
+/// batch 16, 64 tiles of 512 channels: 14.3 ms against im2col's 16.4);
+/// conv_grad_weight's GEMMs sum over the tiles, and at 64 it ran no
+/// faster than im2col's K = 4608 product (15.9 ms both).
+constexpr int64_t kMinTiles = 64, kMinTilesGradWeight = 256;
 
 /// The tiles of one convolution's output: 2 x 2 blocks, ceil(out / 2) a
 /// dim, numbered over (sample, tile row, tile column).
@@ -133,7 +132,8 @@ struct TilePlace {
 };
 
 std::vector<TilePlace> tilePlaces(const Conv3x3Shape &s, const TileGrid &g,
-                                  int64_t channels, int64_t t0, int64_t count) {
+                                  int64_t channels, int64_t t0,
+                                  int64_t count) {
   std::vector<TilePlace> places(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) {
     int64_t t = t0 + i, n = t / g.perImage, r = t % g.perImage;
@@ -431,13 +431,13 @@ void transformInputs(const Conv3x3Shape &s, const TileGrid &g, const float *x,
       for (int64_t c = first; c < last; ++c) {
         for (int64_t n = n0; n < n1; ++n)
           for (int64_t row = 0; row < ph; ++row)
-            paddedRow(x + (n * s.cin + c) * plane, s.inH, s.inW, row - s.padTop,
-                      -s.padLeft, pw,
+            paddedRow(x + (n * s.cin + c) * plane, s.inH, s.inW,
+                      row - s.padTop, -s.padLeft, pw,
                       planes.data() + (n - n0) * padded + row * pw);
         for (int64_t at = 0; at < count; at += kLanes)
           inputTransformGathered(planes.data(), offset.data() + at, pw,
-                                 std::min(kLanes, count - at), v + c * ld + at,
-                                 stride);
+                                 std::min(kLanes, count - at),
+                                 v + c * ld + at, stride);
       }
     });
     return;
@@ -563,7 +563,8 @@ void convolveTransformed(const Conv3x3Shape &s, const float *x, const float *u,
 
 } // namespace
 
-bool winogradApplies(const window::ConvGeometry &geometry, int64_t batch) {
+bool winogradApplies(const window::ConvGeometry &geometry, int64_t batch,
+                     bool gradWeight) {
   const window::Window &w = geometry.w;
   const char *env = std::getenv("STRATA_CONV_WINOGRAD");
   if (env && std::string(env) == "0")
@@ -576,7 +577,8 @@ bool winogradApplies(const window::ConvGeometry &geometry, int64_t batch) {
         w.padBegin[d] < 0 || w.padBegin[d] > 2 || w.padEnd[d] < 0 ||
         w.padEnd[d] > 2 || w.out[d] < 1)
       return false;
-  return batch * ((w.out[0] + 1) / 2) * ((w.out[1] + 1) / 2) >= kMinTiles;
+  return batch * ((w.out[0] + 1) / 2) * ((w.out[1] + 1) / 2) >=
+         (gradWeight ? kMinTilesGradWeight : kMinTiles);
 }
 
 Conv3x3Shape conv3x3Shape(const window::ConvGeometry &geometry, int64_t batch) {
@@ -664,23 +666,23 @@ void winogradConv3x3GradWeight(const Conv3x3Shape &s, const float *dy,
           }
       });
     } else {
-      parallelFor(s.cout, 1, [&](int64_t first, int64_t last) {
-        // scratch: two zero-padded rows of dy for one run of tiles.
-        std::vector<float> rows(4 * roundUp(g.tilesW));
-        float *r0 = rows.data(), *r1 = rows.data() + 2 * roundUp(g.tilesW);
-        for (int64_t k = first; k < last; ++k)
-          forEachRun(
-              g, t0, count,
-              [&](int64_t n, int64_t ty, int64_t tx, int64_t len, int64_t at) {
-                const float *src = dy + (n * s.cout + k) * outPlane;
-                paddedRow(src, s.outH, s.outW, 2 * ty, 2 * tx, 2 * roundUp(len),
-                          r0);
-                paddedRow(src, s.outH, s.outW, 2 * ty + 1, 2 * tx,
-                          2 * roundUp(len), r1);
-                gradOutputTransform(r0, r1, len, dm.get() + k * block + at,
-                                    s.cout * block);
-              });
-      });
+    parallelFor(s.cout, 1, [&](int64_t first, int64_t last) {
+      // scratch: two zero-padded rows of dy for one run of tiles.
+      std::vector<float> rows(4 * roundUp(g.tilesW));
+      float *r0 = rows.data(), *r1 = rows.data() + 2 * roundUp(g.tilesW);
+      for (int64_t k = first; k < last; ++k)
+        forEachRun(
+            g, t0, count,
+            [&](int64_t n, int64_t ty, int64_t tx, int64_t len, int64_t at) {
+              const float *src = dy + (n * s.cout + k) * outPlane;
+              paddedRow(src, s.outH, s.outW, 2 * ty, 2 * tx, 2 * roundUp(len),
+                        r0);
+              paddedRow(src, s.outH, s.outW, 2 * ty + 1, 2 * tx,
+                        2 * roundUp(len), r1);
+              gradOutputTransform(r0, r1, len, dm.get() + k * block + at,
+                                  s.cout * block);
+            });
+    });
     }
     parallelFor(kElems, 1, [&](int64_t first, int64_t last) {
       for (int64_t e = first; e < last; ++e)

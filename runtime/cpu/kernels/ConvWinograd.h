@@ -38,11 +38,11 @@ struct Conv3x3Shape {
 /// gradient's flipped pads 2 - p stay non-negative), and at least 16 input
 /// and output channels (below that the transforms cost more than the
 /// multiplies they save), over at least 64 tiles of 2 x 2 outputs in the
-/// batch (fewer make GEMMs too thin to beat im2col's). The same for
-/// graph.conv and both its gradients. STRATA_CONV_WINOGRAD=0 in the
-/// environment turns the path off (im2col's direct sums everywhere, as
-/// before it existed).
-bool winogradApplies(const window::ConvGeometry &geometry, int64_t batch);
+/// batch, 256 for conv_grad_weight (`gradWeight`; fewer make GEMMs too
+/// thin to beat im2col's). STRATA_CONV_WINOGRAD=0 in the environment turns
+/// the path off (im2col's direct sums everywhere, as before it existed).
+bool winogradApplies(const window::ConvGeometry &geometry, int64_t batch,
+                     bool gradWeight);
 
 /// The Conv3x3Shape of graph.conv's x [N, C, H, W] with this geometry.
 Conv3x3Shape conv3x3Shape(const window::ConvGeometry &geometry, int64_t batch);

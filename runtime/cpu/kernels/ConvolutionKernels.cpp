@@ -247,7 +247,7 @@ Status convKernel(KernelContext &ctx) {
     if (y.numel() == 0)
       return Status::ok();
     if constexpr (std::is_same_v<T, float>)
-      if (winogradApplies(geometry, batch)) {
+      if (winogradApplies(geometry, batch, /*gradWeight=*/false)) {
         winogradConv3x3(conv3x3Shape(geometry, batch), in, weight,
                         bias ? bias->as<T>() : nullptr, out);
         return Status::ok();
@@ -487,7 +487,7 @@ Status convGradKernel(KernelContext &ctx, bool wantInput) {
     const int64_t batch = x.shape[0], channels = x.shape[1],
                   taps = geometry.taps;
     if constexpr (std::is_same_v<T, float>)
-      if (winogradApplies(geometry, batch)) {
+      if (winogradApplies(geometry, batch, /*gradWeight=*/!wantInput)) {
         Conv3x3Shape s = conv3x3Shape(geometry, batch);
         if (wantInput)
           winogradConv3x3GradInput(s, dy.as<T>(), wt.as<T>(), out);
