@@ -323,20 +323,23 @@ template <typename Fn> double cpuMs(int reps, Fn fn) {
 TEST(ConvWinograd, DISABLED_TimesResNet18Shapes) {
   std::printf("%s %-16s %9s %9s %9s %9s\n", "shape", "kernel", "im2col",
               "winograd", "gemm", "16 gemms");
-  // STRATA_TIMES_CHANNELS=C times the layer of C channels alone.
+  // STRATA_TIMES_CHANNELS=C times the layer of C channels alone;
+  // STRATA_TIMES_BATCH=N at batch N (16).
   const char *only = std::getenv("STRATA_TIMES_CHANNELS");
+  const char *batchEnv = std::getenv("STRATA_TIMES_BATCH");
+  const int64_t nb = batchEnv ? std::atoll(batchEnv) : 16;
   for (int64_t ch : {64, 128, 256, 512}) {
     if (only && std::atoll(only) != ch)
       continue;
     int64_t hw = 32 * 64 / ch;
-    Case c{16, ch, ch, hw, hw, {1, 1, 1, 1}};
+    Case c{nb, ch, ch, hw, hw, {1, 1, 1, 1}};
     std::mt19937 rng(5);
-    std::vector<int64_t> xs{16, ch, hw, hw}, ws{ch, ch, 3, 3};
+    std::vector<int64_t> xs{nb, ch, hw, hw}, ws{ch, ch, 3, 3};
     OwnedTensor x =
-        tensorOf(DType::F32, xs, randomValues(rng, 16 * ch * hw * hw));
+        tensorOf(DType::F32, xs, randomValues(rng, nb * ch * hw * hw));
     OwnedTensor w = tensorOf(DType::F32, ws, randomValues(rng, ch * ch * 9));
     OwnedTensor dy =
-        tensorOf(DType::F32, xs, randomValues(rng, 16 * ch * hw * hw));
+        tensorOf(DType::F32, xs, randomValues(rng, nb * ch * hw * hw));
     OwnedTensor y(DType::F32, xs), dx(DType::F32, xs), dw(DType::F32, ws);
     KernelAttrs attrs = attrsOf(c);
     struct Op {
@@ -346,14 +349,14 @@ TEST(ConvWinograd, DISABLED_TimesResNet18Shapes) {
     } ops[] = {{"graph.conv", {&x, &w}, &y},
                {"graph.conv_grad_input", {&dy, &w}, &dx},
                {"graph.conv_grad_weight", {&dy, &x}, &dw}};
-    std::vector<float> col(size_t(9 * ch * 16 * hw * hw)),
-        out(size_t(ch * 16 * hw * hw));
+    std::vector<float> col(size_t(9 * ch * nb * hw * hw)),
+        out(size_t(ch * nb * hw * hw));
     double gemm = cpuMs(3, [&] {
       strata::runtime::cpu::blasGemm<float>(
-          false, false, ch, 16 * hw * hw, 9 * ch, w.view().as<float>(), 9 * ch,
-          col.data(), 16 * hw * hw, out.data(), 16 * hw * hw, false);
+          false, false, ch, nb * hw * hw, 9 * ch, w.view().as<float>(), 9 * ch,
+          col.data(), nb * hw * hw, out.data(), nb * hw * hw, false);
     });
-    int64_t tiles = 16 * ((hw + 1) / 2) * ((hw + 1) / 2);
+    int64_t tiles = nb * ((hw + 1) / 2) * ((hw + 1) / 2);
     std::vector<float> u(size_t(16 * ch * ch)), v(size_t(16 * ch * tiles)),
         m(size_t(16 * ch * tiles));
     double winoGemm = cpuMs(3, [&] {
@@ -372,9 +375,9 @@ TEST(ConvWinograd, DISABLED_TimesResNet18Shapes) {
         });
       }
       unsetenv("STRATA_CONV_WINOGRAD");
-      std::printf("16x%lldx%lldx%lld %-16s %9.2f %9.2f %9.2f %9.2f\n",
-                  (long long)ch, (long long)hw, (long long)hw, op.name + 6,
-                  ms[0], ms[1], gemm, winoGemm);
+      std::printf("%lldx%lldx%lldx%lld %-16s %9.2f %9.2f %9.2f %9.2f\n",
+                  (long long)nb, (long long)ch, (long long)hw, (long long)hw,
+                  op.name + 6, ms[0], ms[1], gemm, winoGemm);
     }
   }
 }
