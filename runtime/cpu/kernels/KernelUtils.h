@@ -345,6 +345,16 @@ __attribute__((always_inline)) inline double expAndSum(const T *row, T max,
   return laneSum(n, [&](int64_t j) { return double(e[j]); });
 }
 
+/// One channel's mean over `batch` planes of `spatial` elements, `stride`
+/// apart from `in` (the channel's first plane), and the sum of its
+/// centred squares, each in double through a LaneSum over the planes in
+/// order: the statistics of batch_norm and of its gradient. Built for
+/// AVX-512 and the baseline (NormalizationKernels.cpp).
+void channelMoments(const float *in, int64_t batch, int64_t stride,
+                    int64_t spatial, double count, double &mean, double &sq);
+void channelMoments(const double *in, int64_t batch, int64_t stride,
+                    int64_t spatial, double count, double &mean, double &sq);
+
 /// The max of a row of n > 0 (rowMax) and the sum in double of exp(x -
 /// max), each exponential into e (expAndSum): the log-sum-exp of cross
 /// entropy's rows. f32 rows take rowMaxExpSumF32, built for AVX-512 and

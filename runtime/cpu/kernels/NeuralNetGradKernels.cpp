@@ -202,6 +202,44 @@ batchNormGradPlane(const double *g, const double *in, double *dx, int64_t n,
                          count, scale);
 }
 
+/// One channel's sums for batch_norm's gradient, over `batch` planes of
+/// `spatial` elements `stride` apart (x from `in`, dy from `g`): dBias =
+/// sum dy and dScale = sum dy * (x - mean) * rstd, in double through a
+/// LaneSum over the planes in order. Built for the CPU at hand.
+template <typename T>
+STRATA_VECTOR_BODY void
+channelGradSumsBody(const T *in, const T *g, int64_t batch, int64_t stride,
+                    int64_t spatial, double mean, double rstd, double &dBias,
+                    double &dScale) {
+  LaneSum bias, scale;
+  for (int64_t n = 0; n < batch; ++n) {
+    const T *gs = g + n * stride;
+    bias.add(spatial, [&](int64_t s) { return double(gs[s]); });
+  }
+  for (int64_t n = 0; n < batch; ++n) {
+    const T *xs = in + n * stride, *gs = g + n * stride;
+    scale.add(spatial, [&](int64_t s) {
+      return double(gs[s]) * (xs[s] - mean) * rstd;
+    });
+  }
+  dBias = bias.total();
+  dScale = scale.total();
+}
+STRATA_VECTOR_DISPATCHED void
+channelGradSums(const float *in, const float *g, int64_t batch,
+                int64_t stride, int64_t spatial, double mean, double rstd,
+                double &dBias, double &dScale) {
+  channelGradSumsBody(in, g, batch, stride, spatial, mean, rstd, dBias,
+                      dScale);
+}
+STRATA_VECTOR_DISPATCHED void
+channelGradSums(const double *in, const double *g, int64_t batch,
+                int64_t stride, int64_t spatial, double mean, double rstd,
+                double &dBias, double &dScale) {
+  channelGradSumsBody(in, g, batch, stride, spatial, mean, rstd, dBias,
+                      dScale);
+}
+
 Status batchNormGradKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.batch_norm_grad";
   BatchNormGradPlan plan;
@@ -225,27 +263,17 @@ Status batchNormGradKernel(KernelContext &ctx) {
     parallelFor(channels, rowGrain(batch * spatial), [&](int64_t first,
                                                          int64_t last) {
     for (int64_t c = first; c < last; ++c) {
-      // The sum over the channel's planes of term(plane of x, plane of dy,
-      // s).
-      auto channelSum = [&](auto term) {
-        LaneSum sum;
-        for (int64_t n = 0; n < batch; ++n) {
-          const T *xs = in + at(n, c, 0), *gs = g + at(n, c, 0);
-          sum.add(spatial, [&](int64_t s) { return term(xs[s], gs[s]); });
-        }
-        return sum.total();
-      };
       double mean = runMean[c], var = runVar[c];
       if (training) {
-        mean = channelSum([](T xv, T) { return double(xv); }) / count;
-        var = channelSum([&](T xv, T) {
-                return (xv - mean) * (xv - mean);
-              }) / count;
+        double sq;
+        channelMoments(in + at(0, c, 0), batch, channels * spatial, spatial,
+                       count, mean, sq);
+        var = sq / count;
       }
       double rstd = 1.0 / std::sqrt(var + epsilon);
-      double dBias = channelSum([](T, T gv) { return double(gv); });
-      double dScale = channelSum(
-          [&](T xv, T gv) { return double(gv) * (xv - mean) * rstd; });
+      double dBias, dScale;
+      channelGradSums(in + at(0, c, 0), g + at(0, c, 0), batch,
+                      channels * spatial, spatial, mean, rstd, dBias, dScale);
       for (int64_t n = 0; n < batch; ++n) {
         int64_t i = at(n, c, 0);
         batchNormGradPlane(g + i, in + i, dx + i, spatial, training, mean,

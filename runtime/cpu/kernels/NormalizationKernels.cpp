@@ -132,21 +132,9 @@ Status batchNormKernel(KernelContext &ctx) {
       for (int64_t c = first; c < last; ++c) {
         double mean, var;
         if (training) {
-          LaneSum sum;
-          for (int64_t n = 0; n < batch; ++n) {
-            const T *plane = in + (n * channels + c) * spatial;
-            sum.add(spatial, [&](int64_t s) { return double(plane[s]); });
-          }
-          mean = sum.total() / static_cast<double>(count);
-          LaneSum squares;
-          for (int64_t n = 0; n < batch; ++n) {
-            const T *plane = in + (n * channels + c) * spatial;
-            squares.add(spatial, [&](int64_t s) {
-              double d = plane[s] - mean;
-              return d * d;
-            });
-          }
-          double sq = squares.total();
+          double sq;
+          channelMoments(in + c * spatial, batch, channels * spatial, spatial,
+                         static_cast<double>(count), mean, sq);
           // Biased variance normalizes; the unbiased one updates the running
           // variance (PyTorch's convention).
           var = sq / static_cast<double>(count);
@@ -249,6 +237,41 @@ void addSoftmax(KernelRegistry &r, std::string op, bool log) {
 }
 
 } // namespace
+
+/// channelMoments (KernelUtils.h), built for the CPU at hand.
+template <typename T>
+STRATA_VECTOR_BODY void channelMomentsBody(const T *in, int64_t batch,
+                                           int64_t stride, int64_t spatial,
+                                           double count, double &mean,
+                                           double &sq) {
+  LaneSum sum;
+  for (int64_t n = 0; n < batch; ++n) {
+    const T *plane = in + n * stride;
+    sum.add(spatial, [&](int64_t s) { return double(plane[s]); });
+  }
+  mean = sum.total() / count;
+  LaneSum squares;
+  for (int64_t n = 0; n < batch; ++n) {
+    const T *plane = in + n * stride;
+    squares.add(spatial, [&](int64_t s) {
+      double d = plane[s] - mean;
+      return d * d;
+    });
+  }
+  sq = squares.total();
+}
+STRATA_VECTOR_DISPATCHED void channelMoments(const float *in, int64_t batch,
+                                             int64_t stride, int64_t spatial,
+                                             double count, double &mean,
+                                             double &sq) {
+  channelMomentsBody(in, batch, stride, spatial, count, mean, sq);
+}
+STRATA_VECTOR_DISPATCHED void channelMoments(const double *in, int64_t batch,
+                                             int64_t stride, int64_t spatial,
+                                             double count, double &mean,
+                                             double &sq) {
+  channelMomentsBody(in, batch, stride, spatial, count, mean, sq);
+}
 
 void registerNormalizationKernels(KernelRegistry &registry) {
   registry.add("graph.layer_norm", layerNormKernel);
