@@ -8,8 +8,9 @@
 // dispatched builds are the x86-64-v4 ones, so a fused multiply-add or a
 // reassociation there fails these tests. rowMax, the lane-wise max of the
 // softmax rows, against the serial scan it replaces, bit for bit. The
-// attention kernels' row loops (probabilities, softmax gradient) dispatched
-// against the same bodies built here for the baseline.
+// attention kernels' row loops (probabilities, softmax gradient) and cross
+// entropy's rows dispatched against the same bodies built here for the
+// baseline; batch_norm's channel moments against LaneSums written out.
 //
 //===----------------------------------------------------------------------===//
 
@@ -201,6 +202,58 @@ TEST(VectorizedKernels, AttentionRowsDispatchedEqualBaseline) {
       EXPECT_TRUE(sameBits(a, b))
           << "softmax gradient, keys " << keys << (k ? ", dropout" : "");
     }
+  }
+}
+
+TEST(VectorizedKernels, LossRowsDispatchedEqualBaseline) {
+  // Cross entropy's rows (a row's max, exponentials and sum; the
+  // gradient's quotients), dispatched against the bodies built here.
+  for (int64_t classes : {1, 9, 64, 257, 2048}) {
+    std::vector<float> row = probeValues(size_t(classes), uint32_t(classes));
+    for (float &v : row)
+      v = v != v || std::isinf(v) ? 1.5f : v;
+    std::vector<float> ea(row.size()), eb(row.size());
+    double sa = 0, sb = 0;
+    float ma = cpu::rowMaxExpSumF32(row.data(), classes, ea.data(), sa);
+    float mb = cpu::rowMaxExpSumBody<float>(row.data(), classes, eb.data(), sb);
+    EXPECT_EQ(std::memcmp(&ma, &mb, sizeof ma), 0) << "max, " << classes;
+    EXPECT_EQ(std::memcmp(&sa, &sb, sizeof sa), 0) << "sum, " << classes;
+    EXPECT_TRUE(sameBits(ea, eb)) << "exponentials, " << classes;
+    std::vector<float> da(row.size()), db(row.size());
+    cpu::crossEntropyGradRowF32(row.data(), classes, classes / 2, 0.37,
+                                ea.data(), da.data());
+    cpu::crossEntropyGradRowBody<float>(row.data(), classes, classes / 2, 0.37,
+                                        eb.data(), db.data());
+    EXPECT_TRUE(sameBits(da, db)) << "gradient, " << classes;
+  }
+}
+
+TEST(VectorizedKernels, ChannelMomentsEqualTheLaneSums) {
+  // batch_norm's statistics of one channel (planes 3 x 5 x 7 apart),
+  // against LaneSums written out here in the same order.
+  const int64_t batch = 3, channels = 5, spatial = 49;
+  std::vector<float> x = probeValues(size_t(batch * channels * spatial), 13);
+  for (float &v : x)
+    v = v != v || std::isinf(v) || std::fabs(v) > 1e20f ? 0.75f : v;
+  for (int64_t c = 0; c < channels; ++c) {
+    double mean = 0, sq = 0;
+    const float *in = x.data() + c * spatial;
+    cpu::channelMoments(in, batch, channels * spatial, spatial,
+                        double(batch * spatial), mean, sq);
+    cpu::LaneSum sum, squares;
+    for (int64_t n = 0; n < batch; ++n)
+      sum.add(spatial, [&](int64_t s) {
+        return double(in[n * channels * spatial + s]);
+      });
+    double wantMean = sum.total() / double(batch * spatial);
+    for (int64_t n = 0; n < batch; ++n)
+      squares.add(spatial, [&](int64_t s) {
+        double d = in[n * channels * spatial + s] - wantMean;
+        return d * d;
+      });
+    double wantSq = squares.total();
+    EXPECT_EQ(std::memcmp(&mean, &wantMean, sizeof mean), 0) << c;
+    EXPECT_EQ(std::memcmp(&sq, &wantSq, sizeof sq), 0) << c;
   }
 }
 
