@@ -54,6 +54,13 @@ Status linearGradWeightKernel(KernelContext &ctx) {
 // layer_norm, batch_norm
 //===----------------------------------------------------------------------===//
 
+} // namespace
+
+// Outside the anonymous namespace, as every dispatched function that sums
+// through a LaneSum: clang-19 (the fuzz build) left LaneSum's constructor
+// undefined at link time when a target_clones function of internal
+// linkage inlined it.
+
 /// One row of layer_norm's gradient: the row's statistics recomputed as
 /// the forward computes them (into `mean`, `rstd`), the two means of the
 /// scaled gradient, then dx; all in double (LaneSum) and rounded once.
@@ -133,6 +140,8 @@ layerNormGradColumns(const double *in, const double *g, const double *mean,
                            dBias);
 }
 
+namespace {
+
 Status layerNormGradKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.layer_norm_grad";
   LayerNormGradPlan plan;
@@ -202,6 +211,13 @@ batchNormGradPlane(const double *g, const double *in, double *dx, int64_t n,
                          count, scale);
 }
 
+} // namespace
+
+// Outside the anonymous namespace, as every dispatched function that sums
+// through a LaneSum: clang-19 (the fuzz build) left LaneSum's constructor
+// undefined at link time when a target_clones function of internal
+// linkage inlined it.
+
 /// One channel's sums for batch_norm's gradient, over `batch` planes of
 /// `spatial` elements `stride` apart (x from `in`, dy from `g`): dBias =
 /// sum dy and dScale = sum dy * (x - mean) * rstd, in double through a
@@ -239,6 +255,8 @@ channelGradSums(const double *in, const double *g, int64_t batch,
   channelGradSumsBody(in, g, batch, stride, spatial, mean, rstd, dBias,
                       dScale);
 }
+
+namespace {
 
 Status batchNormGradKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.batch_norm_grad";

@@ -28,6 +28,13 @@ using shape::product;
 // LayerNorm
 //===----------------------------------------------------------------------===//
 
+} // namespace
+
+// Outside the anonymous namespace, as every dispatched function that sums
+// through a LaneSum: clang-19 (the fuzz build) left LaneSum's constructor
+// undefined at link time when a target_clones function of internal
+// linkage inlined it.
+
 /// One row of layer_norm: the mean and the variance of the centred values
 /// in double (LaneSum), then each element normalized, scaled, shifted
 /// (`b` may be null) and rounded once; built for the CPU at hand
@@ -61,6 +68,8 @@ STRATA_VECTOR_DISPATCHED void layerNormRow(const double *row, const double *g,
                                            int64_t len, double epsilon) {
   layerNormRowBody(row, g, b, out, len, epsilon);
 }
+
+namespace {
 
 Status layerNormKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.layer_norm";
