@@ -11,7 +11,8 @@ The runs cover the PyTorch trajectories (every golden in tests/golden/train,
 full batch and 4 accumulated micro-steps), the distributed topologies
 (ZeRO-3, MiCS hierarchical with 2-hop sync, global sync, bf16 and fp16 under
 mpirun -np 4), the memory tiers (host, SSD, recomputation, prefetch depth
-4), the queued backend with and without CUDA graphs, and --inject-delay.
+4), the queued backend with and without CUDA graphs, --inject-delay, and
+the digits CNN's convolutions.
 
 Not in CI: OpenBLAS picks kernels by CPU, so the numbers are only
 comparable between two builds on one machine. About 4 minutes on 2 cores.
@@ -158,6 +159,10 @@ def main():
         ("gpt.queued", gpt, ["--dtype", "bf16"], ["--backend", "queued"], 1, None),
         ("gpt.queued.graph", gpt, ["--dtype", "bf16"],
          ["--backend", "queued", "--cuda-graph"], 1, None),
+        # Convolutions (im2col, Winograd's three kernels, batch norm, max
+        # pool) on synthetic batches: the digits CNN, AdamW.
+        ("conv.digits_cnn", os.path.join(models, "digits_cnn.onnx"),
+         ["--lr", "0.003"], (), 1, ["--seed", "0"]),
         ("mlp.dropout", dropout_model(work), [], (), 1, None),
         ("mlp.dropout.queued.graph", dropout_model(work), [],
          ["--backend", "queued", "--cuda-graph"], 1, None),
