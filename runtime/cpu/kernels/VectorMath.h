@@ -10,7 +10,9 @@
 // and for x86-64-v4 (AVX-512), picked once at load time by the CPU. Both
 // evaluate the same IEEE operations in the same order (no FMA
 // contraction, no reassociation), so the results are bit-identical on
-// every x86-64 CPU; only the vector width differs.
+// every x86-64 CPU; only the vector width differs. (A NaN result's sign
+// aside: which operand's NaN an operation returns follows the operand
+// order the compiler picks, and IEEE 754 leaves it unspecified.)
 //
 // Accuracy: within 2 ulp of exp over [-86.6, 88.7] (Cephes' expf:
 // Cody-Waite reduction by ln 2, a degree-6 polynomial), +inf above, and 0
