@@ -134,8 +134,7 @@ struct TilePlace {
 };
 
 std::vector<TilePlace> tilePlaces(const Conv3x3Shape &s, const TileGrid &g,
-                                  int64_t channels, int64_t t0,
-                                  int64_t count) {
+                                  int64_t channels, int64_t t0, int64_t count) {
   std::vector<TilePlace> places(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) {
     int64_t t = t0 + i, n = t / g.perImage, r = t % g.perImage;
@@ -364,8 +363,7 @@ void transformWeights(const float *weight, int64_t cout, int64_t cin,
               [&](int64_t first, int64_t last) {
                 for (int64_t o = first; o < last; ++o)
                   (flipped ? transformFlippedKernelRow : transformKernelRow)(
-                      weight + o * rowStep, colStep, cols, u + o * cols,
-                      plane);
+                      weight + o * rowStep, colStep, cols, u + o * cols, plane);
               });
 }
 
@@ -433,13 +431,13 @@ void transformInputs(const Conv3x3Shape &s, const TileGrid &g, const float *x,
       for (int64_t c = first; c < last; ++c) {
         for (int64_t n = n0; n < n1; ++n)
           for (int64_t row = 0; row < ph; ++row)
-            paddedRow(x + (n * s.cin + c) * plane, s.inH, s.inW,
-                      row - s.padTop, -s.padLeft, pw,
+            paddedRow(x + (n * s.cin + c) * plane, s.inH, s.inW, row - s.padTop,
+                      -s.padLeft, pw,
                       planes.data() + (n - n0) * padded + row * pw);
         for (int64_t at = 0; at < count; at += kLanes)
           inputTransformGathered(planes.data(), offset.data() + at, pw,
-                                 std::min(kLanes, count - at),
-                                 v + c * ld + at, stride);
+                                 std::min(kLanes, count - at), v + c * ld + at,
+                                 stride);
       }
     });
     return;
@@ -668,23 +666,23 @@ void winogradConv3x3GradWeight(const Conv3x3Shape &s, const float *dy,
           }
       });
     } else {
-    parallelFor(s.cout, 1, [&](int64_t first, int64_t last) {
-      // scratch: two zero-padded rows of dy for one run of tiles.
-      std::vector<float> rows(4 * roundUp(g.tilesW));
-      float *r0 = rows.data(), *r1 = rows.data() + 2 * roundUp(g.tilesW);
-      for (int64_t k = first; k < last; ++k)
-        forEachRun(
-            g, t0, count,
-            [&](int64_t n, int64_t ty, int64_t tx, int64_t len, int64_t at) {
-              const float *src = dy + (n * s.cout + k) * outPlane;
-              paddedRow(src, s.outH, s.outW, 2 * ty, 2 * tx, 2 * roundUp(len),
-                        r0);
-              paddedRow(src, s.outH, s.outW, 2 * ty + 1, 2 * tx,
-                        2 * roundUp(len), r1);
-              gradOutputTransform(r0, r1, len, dm.get() + k * block + at,
-                                  s.cout * block);
-            });
-    });
+      parallelFor(s.cout, 1, [&](int64_t first, int64_t last) {
+        // scratch: two zero-padded rows of dy for one run of tiles.
+        std::vector<float> rows(4 * roundUp(g.tilesW));
+        float *r0 = rows.data(), *r1 = rows.data() + 2 * roundUp(g.tilesW);
+        for (int64_t k = first; k < last; ++k)
+          forEachRun(
+              g, t0, count,
+              [&](int64_t n, int64_t ty, int64_t tx, int64_t len, int64_t at) {
+                const float *src = dy + (n * s.cout + k) * outPlane;
+                paddedRow(src, s.outH, s.outW, 2 * ty, 2 * tx, 2 * roundUp(len),
+                          r0);
+                paddedRow(src, s.outH, s.outW, 2 * ty + 1, 2 * tx,
+                          2 * roundUp(len), r1);
+                gradOutputTransform(r0, r1, len, dm.get() + k * block + at,
+                                    s.cout * block);
+              });
+      });
     }
     parallelFor(kElems, 1, [&](int64_t first, int64_t last) {
       for (int64_t e = first; e < last; ++e)

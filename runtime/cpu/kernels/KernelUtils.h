@@ -345,6 +345,22 @@ __attribute__((always_inline)) inline double expAndSum(const T *row, T max,
   return laneSum(n, [&](int64_t j) { return double(e[j]); });
 }
 
+/// A row's mean over `len` elements and 1 / sqrt(variance + epsilon), the
+/// variance from the centred values (two passes: it cannot go negative),
+/// each sum in double through a LaneSum: layer_norm's statistics, which
+/// its gradient recomputes the same way.
+template <typename T>
+__attribute__((always_inline)) inline void
+rowMoments(const T *row, int64_t len, double epsilon, double &mean,
+           double &rstd) {
+  mean = laneSum(len, [&](int64_t i) { return double(row[i]); }) / double(len);
+  double sq = laneSum(len, [&](int64_t i) {
+    double d = row[i] - mean;
+    return d * d;
+  });
+  rstd = 1.0 / std::sqrt(sq / double(len) + epsilon);
+}
+
 /// One channel's mean over `batch` planes of `spatial` elements, `stride`
 /// apart from `in` (the channel's first plane), and the sum of its
 /// centred squares, each in double through a LaneSum over the planes in

@@ -62,18 +62,15 @@ Status linearGradWeightKernel(KernelContext &ctx) {
 // linkage inlined it.
 
 /// One row of layer_norm's gradient: the row's statistics recomputed as
-/// the forward computes them (into `mean`, `rstd`), the two means of the
-/// scaled gradient, then dx; all in double (LaneSum) and rounded once.
-/// Built for the CPU at hand (VectorMath.h).
+/// the forward computes them (rowMoments, into `mean`, `rstd`), the two
+/// means of the scaled gradient, then dx; all in double (LaneSum) and
+/// rounded once. Built for the CPU at hand (VectorMath.h).
 template <typename T>
 STRATA_VECTOR_BODY void
 layerNormGradRowBody(const T *row, const T *grow, const T *w, T *dx,
                      int64_t len, double epsilon, double &mean, double &rstd) {
-  double sum = laneSum(len, [&](int64_t i) { return double(row[i]); });
-  double mu = sum / double(len);
-  double sq =
-      laneSum(len, [&](int64_t i) { return (row[i] - mu) * (row[i] - mu); });
-  double rs = 1.0 / std::sqrt(sq / double(len) + epsilon);
+  rowMoments(row, len, epsilon, mean, rstd);
+  const double mu = mean, rs = rstd;
   double meanDxhat =
       laneSum(len, [&](int64_t i) { return double(grow[i]) * double(w[i]); });
   double meanDxhatXhat = laneSum(len, [&](int64_t i) {
@@ -87,8 +84,6 @@ layerNormGradRowBody(const T *row, const T *grow, const T *w, T *dx,
     double dxhat = double(grow[i]) * double(w[i]);
     dx[i] = static_cast<T>(rs * (dxhat - meanDxhat - xhat * meanDxhatXhat));
   }
-  mean = mu;
-  rstd = rs;
 }
 STRATA_VECTOR_DISPATCHED void layerNormGradRow(const float *row,
                                                const float *grow,
@@ -138,6 +133,44 @@ layerNormGradColumns(const double *in, const double *g, const double *mean,
                      double *dBias) {
   layerNormGradColumnsBody(in, g, mean, rstd, rows, len, first, last, dScale,
                            dBias);
+}
+
+/// One channel's sums for batch_norm's gradient, over `batch` planes of
+/// `spatial` elements `stride` apart (x from `in`, dy from `g`): dBias =
+/// sum dy and dScale = sum dy * (x - mean) * rstd, in double through a
+/// LaneSum over the planes in order. Built for the CPU at hand.
+template <typename T>
+STRATA_VECTOR_BODY void
+channelGradSumsBody(const T *in, const T *g, int64_t batch, int64_t stride,
+                    int64_t spatial, double mean, double rstd, double &dBias,
+                    double &dScale) {
+  LaneSum bias, scale;
+  for (int64_t n = 0; n < batch; ++n) {
+    const T *gs = g + n * stride;
+    bias.add(spatial, [&](int64_t s) { return double(gs[s]); });
+  }
+  for (int64_t n = 0; n < batch; ++n) {
+    const T *xs = in + n * stride, *gs = g + n * stride;
+    scale.add(spatial, [&](int64_t s) {
+      return double(gs[s]) * (xs[s] - mean) * rstd;
+    });
+  }
+  dBias = bias.total();
+  dScale = scale.total();
+}
+STRATA_VECTOR_DISPATCHED void
+channelGradSums(const float *in, const float *g, int64_t batch,
+                int64_t stride, int64_t spatial, double mean, double rstd,
+                double &dBias, double &dScale) {
+  channelGradSumsBody(in, g, batch, stride, spatial, mean, rstd, dBias,
+                      dScale);
+}
+STRATA_VECTOR_DISPATCHED void
+channelGradSums(const double *in, const double *g, int64_t batch,
+                int64_t stride, int64_t spatial, double mean, double rstd,
+                double &dBias, double &dScale) {
+  channelGradSumsBody(in, g, batch, stride, spatial, mean, rstd, dBias,
+                      dScale);
 }
 
 namespace {
@@ -210,53 +243,6 @@ batchNormGradPlane(const double *g, const double *in, double *dx, int64_t n,
   batchNormGradPlaneBody(g, in, dx, n, training, mean, rstd, dBias, dScale,
                          count, scale);
 }
-
-} // namespace
-
-// Outside the anonymous namespace, as every dispatched function that sums
-// through a LaneSum: clang-19 (the fuzz build) left LaneSum's constructor
-// undefined at link time when a target_clones function of internal
-// linkage inlined it.
-
-/// One channel's sums for batch_norm's gradient, over `batch` planes of
-/// `spatial` elements `stride` apart (x from `in`, dy from `g`): dBias =
-/// sum dy and dScale = sum dy * (x - mean) * rstd, in double through a
-/// LaneSum over the planes in order. Built for the CPU at hand.
-template <typename T>
-STRATA_VECTOR_BODY void
-channelGradSumsBody(const T *in, const T *g, int64_t batch, int64_t stride,
-                    int64_t spatial, double mean, double rstd, double &dBias,
-                    double &dScale) {
-  LaneSum bias, scale;
-  for (int64_t n = 0; n < batch; ++n) {
-    const T *gs = g + n * stride;
-    bias.add(spatial, [&](int64_t s) { return double(gs[s]); });
-  }
-  for (int64_t n = 0; n < batch; ++n) {
-    const T *xs = in + n * stride, *gs = g + n * stride;
-    scale.add(spatial, [&](int64_t s) {
-      return double(gs[s]) * (xs[s] - mean) * rstd;
-    });
-  }
-  dBias = bias.total();
-  dScale = scale.total();
-}
-STRATA_VECTOR_DISPATCHED void
-channelGradSums(const float *in, const float *g, int64_t batch,
-                int64_t stride, int64_t spatial, double mean, double rstd,
-                double &dBias, double &dScale) {
-  channelGradSumsBody(in, g, batch, stride, spatial, mean, rstd, dBias,
-                      dScale);
-}
-STRATA_VECTOR_DISPATCHED void
-channelGradSums(const double *in, const double *g, int64_t batch,
-                int64_t stride, int64_t spatial, double mean, double rstd,
-                double &dBias, double &dScale) {
-  channelGradSumsBody(in, g, batch, stride, spatial, mean, rstd, dBias,
-                      dScale);
-}
-
-namespace {
 
 Status batchNormGradKernel(KernelContext &ctx) {
   constexpr const char *kOp = "graph.batch_norm_grad";

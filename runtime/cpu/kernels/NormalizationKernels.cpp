@@ -35,22 +35,15 @@ using shape::product;
 // undefined at link time when a target_clones function of internal
 // linkage inlined it.
 
-/// One row of layer_norm: the mean and the variance of the centred values
-/// in double (LaneSum), then each element normalized, scaled, shifted
-/// (`b` may be null) and rounded once; built for the CPU at hand
-/// (VectorMath.h: the same operations in the same order on every ISA).
+/// One row of layer_norm: its statistics (rowMoments), then each element
+/// normalized, scaled, shifted (`b` may be null) and rounded once; built
+/// for the CPU at hand (VectorMath.h: the same operations in the same
+/// order on every ISA).
 template <typename T>
 STRATA_VECTOR_BODY void layerNormRowBody(const T *row, const T *g, const T *b,
-                                         T *out, int64_t len,
-                                         double epsilon) {
-  double sum = laneSum(len, [&](int64_t i) { return double(row[i]); });
-  double mean = sum / static_cast<double>(len);
-  // Two passes: the variance of centred values cannot go negative.
-  double sq = laneSum(len, [&](int64_t i) {
-    double d = row[i] - mean;
-    return d * d;
-  });
-  double rstd = 1.0 / std::sqrt(sq / static_cast<double>(len) + epsilon);
+                                         T *out, int64_t len, double epsilon) {
+  double mean, rstd;
+  rowMoments(row, len, epsilon, mean, rstd);
   for (int64_t i = 0; i < len; ++i) {
     double v = (row[i] - mean) * rstd * g[i];
     if (b)
@@ -249,10 +242,9 @@ void addSoftmax(KernelRegistry &r, std::string op, bool log) {
 
 /// channelMoments (KernelUtils.h), built for the CPU at hand.
 template <typename T>
-STRATA_VECTOR_BODY void channelMomentsBody(const T *in, int64_t batch,
-                                           int64_t stride, int64_t spatial,
-                                           double count, double &mean,
-                                           double &sq) {
+STRATA_VECTOR_BODY void
+channelMomentsBody(const T *in, int64_t batch, int64_t stride, int64_t spatial,
+                   double count, double &mean, double &sq) {
   LaneSum sum;
   for (int64_t n = 0; n < batch; ++n) {
     const T *plane = in + n * stride;

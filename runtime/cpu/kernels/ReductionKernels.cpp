@@ -57,10 +57,6 @@ template <typename Fn> void forEachOffset(const Runs &runs, Fn &&fn) {
   }
 }
 
-/// Folds every reduced group of `in` into one output element: an Acc starts
-/// at `init`, takes the group's elements in row-major order through `step`
-/// and becomes the result through `finish`. Both loop orders visit a group's
-/// elements in the same order, so they give identical results.
 /// acc[j] += src[j] for j < n: a row of floats into double sums, built for
 /// the CPU at hand (VectorMath.h; the baseline ISA added two doubles a
 /// vector).
@@ -70,7 +66,11 @@ STRATA_VECTOR_DISPATCHED void addRowToDoubles(double *acc, const float *src,
     acc[j] = acc[j] + src[j];
 }
 
-/// `addRow`, where given, is `step` over a whole row of accumulators.
+/// Folds every reduced group of `in` into one output element: an Acc starts
+/// at `init`, takes the group's elements in row-major order through `step`
+/// and becomes the result through `finish`. Both loop orders visit a group's
+/// elements in the same order, so they give identical results. `addRow`,
+/// where given, is `step` over a whole row of accumulators.
 template <typename T, typename Acc, typename Step, typename Finish>
 void reduce(const ReducePlan &plan, const T *in, T *out, Acc init, Step step,
             Finish finish,
