@@ -690,6 +690,20 @@ void Communicator::abortStalled(Group group, int channel,
   for (int peer : m)
     if (!arrived.count(peer))
       missing.push_back(peer);
+  std::string absent =
+      missing.empty() ? std::string()
+                      : "rank(s) " + list(missing) + " never arrived (" +
+                            nodesOf(missing) + ")";
+  // From now on a rank that asks what this one waits for hears whom it
+  // found missing too: if this rank's own line never reaches the launcher
+  // (its abort races the output), the asker's line still names the rank at
+  // the end of the chain and its node.
+  if (!missing.empty()) {
+    std::lock_guard<std::mutex> lock(waitMutex_);
+    std::snprintf(waits_[channel].what, sizeof(waits_[channel].what),
+                  "%s, where %s", describe(group, channel, what).c_str(),
+                  absent.c_str());
+  }
   // A missing rank that waits for another collective times out on its own:
   // its message names the rank at the end of the chain.
   std::vector<std::string> waits =
@@ -709,9 +723,19 @@ void Communicator::abortStalled(Group group, int channel,
       (missing.empty()
            ? std::string("every rank arrived but the collective did not "
                          "finish")
-           : "rank(s) " + list(missing) + " never arrived (" +
-                 nodesOf(missing) + ")" + elsewhere) +
+           : absent + elsewhere) +
       "; aborting every rank\n";
+  // Tests only: a rank whose line and abort are lost keeps answering and
+  // lets the job end from elsewhere (distributed.communicator.chain-muted).
+  if (const char *muted = std::getenv("STRATA_COMM_TEST_MUTE_RANK");
+      muted && std::atoi(muted) == rank_)
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(mpi_);
+        answerQuestions();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 3);

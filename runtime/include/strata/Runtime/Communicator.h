@@ -197,7 +197,7 @@ private:
   // instruction's scratch arena (ScratchArena.h), rewound when it ends.
   struct Wait {
     bool active = false;
-    char what[192] = {};
+    char what[320] = {};
     /// When this waiter ends the job if what it waits for never comes.
     std::chrono::steady_clock::time_point abortBy;
   };
