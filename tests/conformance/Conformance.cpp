@@ -247,6 +247,15 @@ Device *getCudaDevice(std::string &why) {
   return device.get();
 }
 
+Status runOnCuda(const Case &c,
+                 std::vector<std::vector<unsigned char>> &results) {
+  std::string why;
+  Device *device = getCudaDevice(why);
+  if (!device)
+    return Status::error(why);
+  return runCuda(*device, c, results);
+}
+
 void expectConformance(const Case &c) {
   std::string why;
   Device *device = getCudaDevice(why);

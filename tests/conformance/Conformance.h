@@ -67,6 +67,12 @@ struct Case {
 /// The process's CUDA device, created once; null with the reason.
 Device *getCudaDevice(std::string &why);
 
+/// Runs `c` on the CUDA device alone, for the checks the CPU cannot share
+/// (what a kernel does with bad data a CPU kernel rejects): the results'
+/// bytes into `results`, or why it could not run.
+Status runOnCuda(const Case &c,
+                 std::vector<std::vector<unsigned char>> &results);
+
 /// Runs `c` on both backends; every result agrees elementwise within
 /// |cuda - cpu| <= atol + rtol * |cpu| (integers and i1 exactly, NaN where
 /// the CPU has NaN). When the CPU kernel rejects the case, the CUDA kernel

@@ -157,61 +157,6 @@ TEST(LossConformance, CrossEntropyErrors) {
   expectConformance(intLogits);
 }
 
-/// Runs `c` on the CUDA device alone (the checks the CPU cannot share);
-/// results' bytes into `results`.
-Status runOnCuda(const Case &c, std::vector<std::vector<unsigned char>> &results) {
-  std::string why;
-  Device *device = getCudaDevice(why);
-  if (!device)
-    return Status::error(why);
-  std::vector<std::shared_ptr<void>> blocks;
-  auto place = [&](const CaseTensor &t, TensorView &v) -> Status {
-    void *p = nullptr;
-    if (Status s = device->allocate(MemoryKind::Device,
-                                    std::max<size_t>(t.bytes.size(), 1), &p);
-        !s)
-      return s;
-    blocks.emplace_back(p, [device](void *q) {
-      device->release(MemoryKind::Device, q);
-    });
-    v.data = p;
-    v.dtype = t.dtype;
-    v.shape = t.shape;
-    return device->copyToDevice(p, t.bytes.data(), t.bytes.size());
-  };
-  std::vector<TensorView> in(c.inputs.size()), out(c.outputs.size());
-  for (size_t i = 0; i < c.inputs.size(); ++i)
-    if (Status s = place(c.inputs[i], in[i]); !s)
-      return s;
-  for (size_t i = 0; i < c.outputs.size(); ++i)
-    if (Status s = place(c.outputs[i], out[i]); !s)
-      return s;
-  const KernelFn *fn = device->getKernels().lookup(c.op);
-  if (!fn)
-    return Status::error("no cuda kernel for " + c.op);
-  KernelContext ctx{in, out, c.attrs, c.seed};
-  std::shared_ptr<void> prepared;
-  if (const PrepareFn *prepare = device->getKernels().lookupPrepare(c.op)) {
-    if (Status s = (*prepare)(ctx, prepared); !s)
-      return s;
-    ctx.prepared = prepared.get();
-  }
-  if (Status s = device->createQueues(1, 0); !s)
-    return s;
-  if (Status s = device->launch(0, *fn, ctx); !s)
-    return s;
-  if (Status s = device->synchronize(0); !s)
-    return s;
-  results.assign(c.outputs.size(), {});
-  for (size_t i = 0; i < c.outputs.size(); ++i) {
-    results[i].resize(c.outputs[i].bytes.size());
-    if (Status s = device->copyToHost(results[i].data(), out[i].data,
-                                      results[i].size());
-        !s)
-      return s;
-  }
-  return Status::ok();
-}
 
 TEST(LossConformance, CrossEntropyLabelOutOfRangeIsNaNOnCuda) {
   STRATA_REQUIRE_GPU();
