@@ -156,7 +156,19 @@ TEST(VectorizedKernels, RowMaxEqualsTheSerialScan) {
       {0.0f, -1.0f, -2.0f, -3.0f, -4.0f, -5.0f, -6.0f, -7.0f, -0.0f},
       {1.0f, nan, 3.0f, 2.0f, 5.0f, 4.0f, 7.0f, 6.0f, 9.0f, 8.0f},
       {-inf, 2.0f, inf, 1.0f}};
-  for (size_t n : {5u, 8u, 64u, 257u})
+  // Inside the vector loop (16 floats a step), not only its tail: a NaN
+  // at 20 of 40, and a row whose max is a zero of either sign at 17 and 33.
+  std::vector<float> late(40), zeros(40);
+  for (int i = 0; i < 40; ++i) {
+    late[size_t(i)] = float(i % 7) - 3.0f;
+    zeros[size_t(i)] = -1.0f - float(i);
+  }
+  late[20] = nan;
+  zeros[17] = -0.0f;
+  zeros[33] = 0.0f;
+  rows.push_back(late);
+  rows.push_back(zeros);
+  for (size_t n : {5u, 8u, 15u, 16u, 17u, 64u, 257u})
     rows.push_back(probeValues(n, uint32_t(n)));
   std::vector<float> noNan = probeValues(300, 9);
   for (float &v : noNan)

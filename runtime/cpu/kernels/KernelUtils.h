@@ -21,6 +21,7 @@
 #include <cmath>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <initializer_list>
 #include <limits>
@@ -272,31 +273,37 @@ __attribute__((always_inline)) inline double laneSum(int64_t n, Term term) {
 }
 
 /// The max of row[0, n), n > 0, as the serial scan `if (v > max || v !=
-/// v) max = v` finds it (NaN wins, the last one), but by 8 lanes that
-/// vectorize: a row with a NaN, or whose max is a zero (whose sign the
-/// serial scan takes from the first zero), is scanned serially instead.
+/// v) max = v` finds it (NaN wins, the last one), but a 64-byte vector at
+/// a time (GCC's vector extensions: 16 floats or 8 doubles): a row with a
+/// NaN, or whose max is a zero (whose sign the serial scan takes from the
+/// first zero), is scanned serially instead. Written with plain lanes
+/// (`T lane[8]`) GCC -O3 left the loop scalar, a vucomiss and a cmova an
+/// element, 0.86 against 0.09 ns an element (perf, 2026-11-27).
 template <typename T>
 __attribute__((always_inline)) inline T rowMax(const T *row, int64_t n) {
-  constexpr int kLanes = 8;
-  T lane[kLanes];
-  for (int j = 0; j < kLanes; ++j)
-    lane[j] = row[0];
-  int nan = 0;
+  constexpr int kLanes = 64 / int(sizeof(T));
+  typedef T Vec __attribute__((vector_size(64)));
+  using Mask = decltype(Vec{} != Vec{});
+  Vec lane = Vec{} + row[0];
+  Mask unordered = {};
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) {
-      T v = row[i + j];
-      lane[j] = v > lane[j] ? v : lane[j];
-      nan |= v != v;
-    }
+  for (; i + kLanes <= n; i += kLanes) {
+    Vec v;
+    std::memcpy(&v, row + i, sizeof v);
+    lane = v > lane ? v : lane;
+    unordered |= v != v;
+  }
+  bool nan = false;
+  T max = lane[0];
+  for (int j = 0; j < kLanes; ++j) {
+    max = lane[j] > max ? lane[j] : max;
+    nan |= unordered[j] != 0;
+  }
   for (; i < n; ++i) {
     T v = row[i];
-    lane[0] = v > lane[0] ? v : lane[0];
+    max = v > max ? v : max;
     nan |= v != v;
   }
-  T max = lane[0];
-  for (int j = 1; j < kLanes; ++j)
-    max = lane[j] > max ? lane[j] : max;
   if (nan || max == T(0)) {
     max = row[0];
     for (int64_t k = 1; k < n; ++k)

@@ -327,17 +327,22 @@ Status attentionGradKernel(KernelContext &ctx) {
     // with its own scratch (probabilities, dropped probabilities, their
     // gradients and one row's exponentials).
     parallelFor(batches, 1, [&](int64_t first, int64_t last) {
-      // scratch: probabilities, dropped probabilities, dS, the dropout
-      // mask (when there is one) and one row's exponentials.
-      std::vector<T> p(s * t), pd(s * t), ds(s * t), e(t);
+      // scratch: probabilities, dropped probabilities (the probabilities
+      // themselves without dropout: x * 1 is x, bit for bit), dS, the
+      // dropout mask (when there is one) and one row's exponentials.
+      std::vector<T> p(s * t), pd(ratio > 0 ? s * t : 0), ds(s * t), e(t);
       std::vector<T> keepMask(ratio > 0 ? s * t : 0);
+      T *pdData = ratio > 0 ? pd.data() : p.data();
       for (int64_t b = first; b < last; ++b) {
         int64_t maskBase = mask ? maskOffset(batchShape, maskStrides, b) : 0;
         const T *qb = pq + b * s * d, *kb = pk + b * t * d,
                 *vb = pv + b * t * dv;
         const T *dyb = pdy + b * s * dv;
         // Blocks of query rows, as the forward: under a causal mask rows
-        // [i0, i1) see keys [0, i1); P, Pd and dS are 0 past them.
+        // [i0, i1) see keys [0, i1). P, Pd and dS past them are never
+        // read: dQ takes the block's keys, and the key blocks of dV and dK
+        // below start at a multiple of kAttentionRows no later than the
+        // row's own block, so end at or before its keys.
         for (int64_t i0 = 0; i0 < s; i0 += kAttentionRows) {
           int64_t i1 = std::min(s, i0 + kAttentionRows), rows = i1 - i0;
           int64_t keys = causal ? std::min(t, i1) : t;
@@ -349,7 +354,7 @@ Status attentionGradKernel(KernelContext &ctx) {
                 row, i, keys, tScale, pm,
                 pm ? maskBase + i * maskStrides[rank - 2] : 0,
                 pm ? maskStrides[rank - 1] : 0, causal, e.data());
-            if (ratio > 0) {
+            if (ratio > 0)
               for (int64_t j = 0; j < keys; ++j) {
                 uint64_t index = static_cast<uint64_t>((b * s + i) * t + j);
                 T keep =
@@ -357,12 +362,6 @@ Status attentionGradKernel(KernelContext &ctx) {
                 keepMask[i * t + j] = keep;
                 pd[i * t + j] = row[j] * keep;
               }
-            } else {
-              // x * 1 is x, bit for bit.
-              std::copy(row, row + keys, pd.data() + i * t);
-            }
-            std::fill(row + keys, row + t, T(0));
-            std::fill(pd.data() + i * t + keys, pd.data() + (i + 1) * t, T(0));
           }
           // dPd = dY V^T, then through dropout and softmax into dS.
           gemmEx<T>(false, true, rows, keys, dv, dyb + i0 * dv, dv, vb, dv,
@@ -372,7 +371,6 @@ Status attentionGradKernel(KernelContext &ctx) {
             attentionGradRow(dsRow, p.data() + i * t,
                              ratio > 0 ? keepMask.data() + i * t : nullptr,
                              keys, scale);
-            std::fill(dsRow + keys, dsRow + t, T(0));
           }
           // dQ = dS K, over the keys the block sees.
           gemmEx<T>(false, false, rows, d, keys, ds.data() + i0 * t, t, kb, d,
@@ -387,7 +385,7 @@ Status attentionGradKernel(KernelContext &ctx) {
         for (int64_t j0 = 0; j0 < t; j0 += keyBlock) {
           int64_t cols = std::min(t, j0 + keyBlock) - j0;
           int64_t from = causal ? std::min(j0, s) : 0, inner = s - from;
-          gemmEx<T>(true, false, cols, dv, inner, pd.data() + from * t + j0, t,
+          gemmEx<T>(true, false, cols, dv, inner, pdData + from * t + j0, t,
                     dyb + from * dv, dv, dvOut + (b * t + j0) * dv, dv);
           gemmEx<T>(true, false, cols, d, inner, ds.data() + from * t + j0, t,
                     qb + from * d, d, dk + (b * t + j0) * d, d);
