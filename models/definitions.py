@@ -373,6 +373,9 @@ class ViTConfig:
 
 
 VIT_SMALL = ViTConfig()
+# The committed models/vit_tiny.onnx: 16 x 16 images, 17 positions.
+VIT_TINY = ViTConfig(image_size=16, patch_size=4, dim=32, depth=2, heads=2,
+                     mlp_dim=64)
 
 
 class ViTAttention(nn.Module):

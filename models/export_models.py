@@ -9,7 +9,8 @@ Usage (from the repository root, with Debian's Python which has torch):
 Without --gpt2-124m this writes gpt_tiny.onnx, bert_tiny.onnx, mlp.onnx,
 mlp_dynamic_batch.onnx, gpt_tiny_dynamic_batch.onnx,
 bert_tiny_dynamic_batch.onnx, mlp_external.onnx(+.data), the eight-layer
-gpt_deep.onnx and bert_deep.onnx (+ their *_dynamic_batch.onnx) and
+gpt_deep.onnx and bert_deep.onnx (+ their *_dynamic_batch.onnx),
+vit_tiny.onnx (+ its *_dynamic_batch.onnx) and
 manifest.json into --out-dir (default: the directory of this script).
 
 With --gpt2-124m it writes only gpt2_124m.onnx + gpt2_124m.onnx.data (~500 MB,
@@ -40,7 +41,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 from models.definitions import (  # noqa: E402
     GPT, GPT_TINY, GPT_DEEP, GPT2_124M, Bert, BERT_TINY, BERT_DEEP, MLP,
-    count_parameters)
+    ViT, VIT_TINY, count_parameters)
 
 import dataclasses  # noqa: E402
 
@@ -208,6 +209,18 @@ def export_mlp(path, dropout, dynamic=False):
     return model
 
 
+def export_vit(path, dynamic=False):
+    """The tiny ViT (no dropout): 8 images of 3 x 16 x 16, classified from
+    the class token."""
+    torch.manual_seed(0)
+    model = ViT(VIT_TINY)
+    g = torch.Generator().manual_seed(1)
+    images = torch.randn(8, 3, 16, 16, generator=g)
+    dyn = {"images": {0: "batch"}, "logits": {0: "batch"}} if dynamic else None
+    _export(model, (images,), path, ["images"], ["logits"], dyn)
+    return model
+
+
 def export_mlp_external(path, dropout):
     model = _mlp(dropout)
     with tempfile.TemporaryDirectory() as td:
@@ -292,6 +305,14 @@ def main(argv=None):
         name = f"bert_deep{suffix}.onnx"
         p = os.path.join(out, name)
         m = export_bert(p, args.dropout, dynamic=dynamic, cfg=BERT_DEEP)
+        manifest[name] = describe(p, m)
+
+    # A vision transformer classifying from its class token
+    # (strata-sink-gather's case), trained against PyTorch in the tests.
+    for dynamic in (False, True):
+        name = "vit_tiny_dynamic_batch.onnx" if dynamic else "vit_tiny.onnx"
+        p = os.path.join(out, name)
+        m = export_vit(p, dynamic=dynamic)
         manifest[name] = describe(p, m)
 
     manifest_doc = {

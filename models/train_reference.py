@@ -28,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 from models.definitions import (  # noqa: E402
-    GPT, GPTConfig, GPT_DEEP, Bert, BertConfig, BERT_DEEP, MLP)
+    GPT, GPTConfig, GPT_DEEP, Bert, BertConfig, BERT_DEEP, MLP, ViT, VIT_TINY)
 import dataclasses  # noqa: E402
 from models.forward_reference import load_onnx_weights  # noqa: E402
 from models import strata_data  # noqa: E402
@@ -49,10 +49,13 @@ MODELS = {
                   [("input_ids", [8, 32], np.int64, 256),
                    ("token_type_ids", [8, 32], np.int64, 2),
                    ("attention_mask", [8, 32], np.int64, 2)]),
+    "vit_tiny": (lambda: ViT(VIT_TINY),
+                 [("images", [8, 3, 16, 16], np.float32, 0)]),
 }
 
 # Models trained with only some of CONFIGS (default: adamw and sgd).
-MODEL_CONFIGS = {"gpt_deep": ["adamw"], "bert_deep": ["adamw"]}
+MODEL_CONFIGS = {"gpt_deep": ["adamw"], "bert_deep": ["adamw"],
+                 "vit_tiny": ["adamw"]}
 
 # config -> optimizer settings; every run is fp32, seed 0.
 CONFIGS = {
@@ -150,7 +153,8 @@ def train(model_name, config_name, steps, data=None, seed=0):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--models",
-                        default="mlp,gpt_tiny,bert_tiny,gpt_deep,bert_deep")
+                        default="mlp,gpt_tiny,bert_tiny,gpt_deep,bert_deep,"
+                                "vit_tiny")
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--out-dir",
                         default=os.path.join(ROOT, "tests", "golden", "train"))

@@ -104,6 +104,11 @@ struct CompileOptions {
       "no-fuse-attention",
       cl::desc("Keep attention as matmul/softmax instead of one op"),
       cl::init(false), cl::cat(category)};
+  cl::opt<bool> noSinkGather{
+      "no-sink-gather",
+      cl::desc("Compute every position before a gather that keeps fewer "
+               "(strata-sink-gather off), as the model is written"),
+      cl::init(false), cl::cat(category)};
   cl::opt<bool> autoConfig{
       "auto",
       cl::desc("With -o and --world: choose the partition group, "
@@ -272,12 +277,14 @@ llvm::Error runPasses(MLIRContext &context, ModuleOp module,
 
 llvm::Expected<OwningOpRef<ModuleOp>>
 strata::importGraph(MLIRContext &context, llvm::StringRef path,
-                    const frontend::ImportOptions &options, bool fuseAttention) {
+                    const frontend::ImportOptions &options,
+                    GraphCleanup cleanup) {
   auto module = frontend::importOnnxFile(context, path, options);
   if (!module)
     return module.takeError();
   GraphPipelineOptions pipelineOptions;
-  pipelineOptions.fuseAttention = fuseAttention;
+  pipelineOptions.fuseAttention = cleanup.fuseAttention;
+  pipelineOptions.sinkGather = cleanup.sinkGather;
   if (llvm::Error e = runPasses(
           context, **module,
           [&](OpPassManager &pm) { buildGraphPipeline(pm, pipelineOptions); },
@@ -588,7 +595,7 @@ double parameterElements(ModuleOp module) {
 struct ModelSource {
   std::string path;
   strata::frontend::ImportOptions options;
-  bool fuseAttention = true;
+  strata::GraphCleanup cleanup;
 };
 
 /// One thread of the --auto search: its own MLIR context (a context's
@@ -612,7 +619,7 @@ struct AutoWorker {
       if (micro > 0)
         at.batch = micro;
       auto m = strata::importGraph(*context, source->path, at,
-                                   source->fuseAttention);
+                                   source->cleanup);
       if (!m)
         return m.takeError();
       slot = std::move(*m);
@@ -1151,11 +1158,11 @@ int strata::compileMain(int argc, char **argv) {
   // compiled from the cleaned-up, raised graph like every later stage.
   bool rawImport =
       options.emit.getNumOccurrences() && options.emit == EmitStage::Onnx;
+  GraphCleanup cleanup{!options.noFuseAttention, !options.noSinkGather};
   auto module =
       rawImport
           ? frontend::importOnnxFile(context, options.input, importOptions)
-          : importGraph(context, options.input, importOptions,
-                        !options.noFuseAttention);
+          : importGraph(context, options.input, importOptions, cleanup);
   if (!module)
     return error(llvm::toString(module.takeError()));
   if (options.autoConfig) {
@@ -1169,8 +1176,7 @@ int strata::compileMain(int argc, char **argv) {
     sim::Cluster cluster;
     if (runtime::Status s = sim::loadCluster(options.clusterFile, cluster); !s)
       return error(s.message());
-    ModelSource source{options.input, importOptions,
-                       !options.noFuseAttention};
+    ModelSource source{options.input, importOptions, cleanup};
     int64_t batch = importOptions.batch.value_or(0);
     unsigned jobs = options.autoJobs ? unsigned(options.autoJobs)
                                      : std::thread::hardware_concurrency();
@@ -1183,8 +1189,7 @@ int strata::compileMain(int argc, char **argv) {
       // The model again at the micro-batch chosen.
       frontend::ImportOptions at = importOptions;
       at.batch = best->batch;
-      module = importGraph(context, options.input, at,
-                           !options.noFuseAttention);
+      module = importGraph(context, options.input, at, cleanup);
       if (!module)
         return error(llvm::toString(module.takeError()));
     }

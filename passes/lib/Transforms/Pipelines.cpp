@@ -25,6 +25,8 @@ void strata::buildGraphPipeline(OpPassManager &pm,
   RaiseGraphPassOptions raise;
   raise.fuseAttention = options.fuseAttention;
   pm.addNestedPass<func::FuncOp>(createRaiseGraphPass(raise));
+  if (options.sinkGather)
+    pm.addNestedPass<func::FuncOp>(createSinkGatherPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }

@@ -23,6 +23,10 @@ struct GraphPipelineOptions
   Option<bool> fuseAttention{*this, "fuse-attention",
                              llvm::cl::desc("Recognise attention"),
                              llvm::cl::init(true)};
+  Option<bool> sinkGather{
+      *this, "sink-gather",
+      llvm::cl::desc("Compute only the positions a gather keeps"),
+      llvm::cl::init(true)};
 };
 
 /// The cleanup run on every imported module, in order: canonicalize (folds

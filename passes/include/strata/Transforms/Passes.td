@@ -50,6 +50,44 @@ def RaiseGraphPass : Pass<"strata-raise-graph", "::mlir::func::FuncOp"> {
 }
 
 
+def SinkGatherPass : Pass<"strata-sink-gather", "::mlir::func::FuncOp"> {
+  let summary = "Compute only the positions a gather keeps";
+  let description = [{
+    A classifier that reads one position of a sequence (the class token of
+    a ViT or a BERT classifier: `x[:, 0]`) is a `graph.gather` after the
+    last block; the ops before it that work position by position compute
+    the positions it drops for nothing, forward and backward. This pass
+    moves such a gather ahead of its producer when every user of the
+    producer is the same gather and the producer is one of:
+    - an elementwise op or a cast (any axis), a binary op whose operands
+      do not broadcast along the axis;
+    - `linear` (the axis is not the last), `layer_norm` (the axis comes
+      before the normalized ones), `softmax` / `log_softmax` (another axis);
+    - a `reshape` that keeps every dim up to the axis, a `transpose`;
+    - `attention` along the query positions, without mask, causality or
+      dropout: the query is gathered instead, keys and values stay whole.
+    Each kept position is computed by the same operations as before; only
+    products and sums over the positions (weight gradients) see fewer
+    terms. It gathers only where fewer positions are kept than the axis
+    has, with indices of rank 0 or 1.
+
+    Before (the last block of a ViT, classifying from position 0):
+    ```mlir
+    %y = graph.linear %h, %w, %b {transpose_weight = true} : (tensor<16x65x768xf32>, tensor<192x768xf32>, tensor<192xf32>) -> tensor<16x65x192xf32>
+    %z = graph.add %x, %y : tensor<16x65x192xf32>, tensor<16x65x192xf32> -> tensor<16x65x192xf32>
+    %c = graph.gather %z, %i {axis = 1 : i64} : (tensor<16x65x192xf32>, tensor<i64>) -> tensor<16x192xf32>
+    ```
+    After (and so on up to the attention):
+    ```mlir
+    %h0 = graph.gather %h, %i {axis = 1 : i64} : (tensor<16x65x768xf32>, tensor<i64>) -> tensor<16x768xf32>
+    %y0 = graph.linear %h0, %w, %b {transpose_weight = true} : (tensor<16x768xf32>, tensor<192x768xf32>, tensor<192xf32>) -> tensor<16x192xf32>
+    %x0 = graph.gather %x, %i {axis = 1 : i64} : (tensor<16x65x192xf32>, tensor<i64>) -> tensor<16x192xf32>
+    %c = graph.add %x0, %y0 : tensor<16x192xf32>, tensor<16x192xf32> -> tensor<16x192xf32>
+    ```
+  }];
+  let dependentDialects = ["::strata::graph::GraphDialect"];
+}
+
 //===----------------------------------------------------------------------===//
 // Training: the loss, the backward graph, the optimizer
 //===----------------------------------------------------------------------===//

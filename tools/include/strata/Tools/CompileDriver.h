@@ -12,11 +12,19 @@
 
 namespace strata {
 
+/// The graph pipeline's choices (strata-compile --no-fuse-attention,
+/// --no-sink-gather).
+struct GraphCleanup {
+  bool fuseAttention = true;
+  bool sinkGather = true;
+};
+
 /// Imports `path` and runs the graph pipeline on it: what
 /// `strata-compile --emit=graph` prints.
 llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 importGraph(mlir::MLIRContext &context, llvm::StringRef path,
-            const frontend::ImportOptions &options, bool fuseAttention = true);
+            const frontend::ImportOptions &options,
+            GraphCleanup cleanup = {});
 
 /// Adds @micro_step (loss, backward) and @optimizer_step to an imported
 /// module: the training pipeline with `config`'s options. With a topology
