@@ -167,14 +167,17 @@ inline int64_t gemmBlockExtent(int64_t extent) {
 }
 
 /// Row-major C[m, n] = op(A) * op(B) (+ C if `accumulate`), with explicit
-/// leading dimensions. A large product is split into blocks of rows of C
-/// (or columns, when the rows are few; gemmBlockExtent), one BLAS call
-/// each, run on the pool: one thread pool for every kernel (OpenBLAS then
-/// runs on one thread, ParallelFor.cpp). The blocks depend on the shape
-/// alone, never on the thread count, so neither do the results (OpenBLAS's
-/// kernels for a block may round differently from one call over the
-/// whole). BLAS rejects a zero leading dimension, so k == 0 is written out
-/// here.
+/// leading dimensions. With more than one thread, a large product is split
+/// into blocks of rows of C (or columns, when the rows are few;
+/// gemmBlockExtent), one BLAS call each, run on the pool: one thread pool
+/// for every kernel (OpenBLAS then runs on one thread, ParallelFor.cpp).
+/// With one thread it is one call. Either way each element of C is the
+/// same sum: OpenBLAS's level-3 driver splits the k dimension by k alone
+/// and blocks of rows or columns only choose which elements a call makes
+/// (blocks stay above OpenBLAS's small-matrix kernels, kMinFlops), so the
+/// results do not depend on the thread count (tests/lit/Runtime/
+/// kernel-threads.test: 1, 2 and 3 threads train the same bits). BLAS
+/// rejects a zero leading dimension, so k == 0 is written out here.
 template <typename T>
 void gemmEx(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
             const T *a, int64_t lda, const T *b, int64_t ldb, T *c,
@@ -187,9 +190,12 @@ void gemmEx(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
         std::fill(c + i * ldc, c + i * ldc + n, T(0));
     return;
   }
-  (void)kernelThreads(); // the pool, and OpenBLAS on one thread, first
+  // The pool, and OpenBLAS on one thread, first. With one thread there
+  // is no one to share blocks with, and each block would pack the other
+  // operand again: one call.
+  bool alone = kernelThreads() == 1;
   constexpr int64_t kMinSplit = 256, kMinFlops = int64_t(1) << 22;
-  bool large = 2 * m * n * k >= kMinFlops;
+  bool large = !alone && 2 * m * n * k >= kMinFlops;
   if (large && m >= kMinSplit) {
     // Rows of C: rows of op(A) (columns of A when transposed).
     int64_t block = gemmBlockExtent(m);

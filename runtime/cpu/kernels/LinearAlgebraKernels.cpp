@@ -74,15 +74,20 @@ Status linearKernel(KernelContext &ctx) {
   return dispatchFloat(x.dtype, kOp, [&](auto tag) -> Status {
     using T = decltype(tag);
     T *out = y.as<T>();
-    gemm<T>(transposed, rows, n, k, x.as<T>(), w.as<T>(), out);
-    if (bias) {
-      const T *pb = bias->as<T>();
-      parallelFor(rows, rowGrain(n) * 4, [&](int64_t first, int64_t last) {
-        for (int64_t r = first; r < last; ++r)
-          for (int64_t j = 0; j < n; ++j)
-            out[r * n + j] += pb[j];
-      });
+    if (!bias) {
+      gemm<T>(transposed, rows, n, k, x.as<T>(), w.as<T>(), out);
+      return Status::ok();
     }
+    // The bias first, then the product added to it (torch's addmm): one
+    // pass over y fewer than the product and then the bias, and BLAS need
+    // not zero y first.
+    const T *pb = bias->as<T>();
+    parallelFor(rows, rowGrain(n) * 4, [&](int64_t first, int64_t last) {
+      for (int64_t r = first; r < last; ++r)
+        std::copy(pb, pb + n, out + r * n);
+    });
+    gemmEx<T>(false, transposed, rows, n, k, x.as<T>(), k, w.as<T>(),
+              transposed ? k : n, out, n, /*accumulate=*/true);
     return Status::ok();
   });
 }
