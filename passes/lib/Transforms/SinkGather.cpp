@@ -83,18 +83,43 @@ struct SinkGather : public OpRewritePattern<GatherOp> {
     if (gathers.empty())
       return failure();
 
-    // Ahead of every gather replaced: after the producer and the indices.
-    Operation *after = producer;
-    if (Operation *def = indices.getDefiningOp();
-        def && def->getBlock() == producer->getBlock() &&
-        producer->isBeforeInBlock(def))
-      after = def;
-    rewriter.setInsertionPointAfter(after);
-    Location loc = gather.getLoc();
-    auto gatherOf = [&](Value v, int64_t ax) -> Value {
-      return rewriter.create<GatherOp>(loc, v, indices,
-                                       rewriter.getI64IntegerAttr(ax));
+    // Each new gather goes right after the value it gathers (and its
+    // indices), where that value is made, so the program keeps the order
+    // of the model (pipeline stages take their ops in that order); the
+    // ops over the gathered values go where the producer was.
+    Block *block = producer->getBlock();
+    auto latest = [&](ArrayRef<Value> values) -> Operation * {
+      Operation *last = nullptr;
+      for (Value v : values)
+        if (Operation *def = v.getDefiningOp();
+            def && def->getBlock() == block &&
+            (!last || last->isBeforeInBlock(def)))
+          last = def;
+      return last;
     };
+    auto setPointAfter = [&](Operation *op) {
+      if (op)
+        rewriter.setInsertionPointAfter(op);
+      else
+        rewriter.setInsertionPointToStart(block);
+    };
+    Operation *anchor = producer;
+    if (Operation *def = latest({indices}); def && producer->isBeforeInBlock(def))
+      anchor = def;
+    Location loc = gather.getLoc();
+    auto gatherWith = [&](Value v, Value index, int64_t ax) -> Value {
+      setPointAfter(latest({v, index}));
+      Value g = rewriter.create<GatherOp>(loc, v, index,
+                                          rewriter.getI64IntegerAttr(ax));
+      if (anchor->isBeforeInBlock(g.getDefiningOp()))
+        anchor = g.getDefiningOp();
+      setPointAfter(anchor);
+      return g;
+    };
+    auto gatherOf = [&](Value v, int64_t ax) {
+      return gatherWith(v, indices, ax);
+    };
+    setPointAfter(anchor);
     // The producer again, over `operands`, yielding the gather's type.
     auto cloneWith = [&](ArrayRef<std::pair<unsigned, Value>> operands)
         -> Operation * {
@@ -186,15 +211,16 @@ struct SinkGather : public OpRewritePattern<GatherOp> {
           attention.getDropoutRatio().convertToDouble() != 0.0)
         return failure();
       Value rowIndices = indices;
-      if (indexRank == 0)
+      if (indexRank == 0) {
+        setPointAfter(latest({indices}));
         rowIndices = rewriter.create<ReshapeOp>(
             loc,
             RankedTensorType::get(
                 {1}, cast<RankedTensorType>(indices.getType()).getElementType()),
             indices);
-      Value query = rewriter.create<GatherOp>(
-          loc, attention.getQuery(), rowIndices,
-          rewriter.getI64IntegerAttr(axis));
+        setPointAfter(anchor);
+      }
+      Value query = gatherWith(attention.getQuery(), rowIndices, axis);
       Operation *clone = rewriter.clone(*producer);
       clone->setOperand(0, query);
       SmallVector<int64_t> shape(shapeOf(source));
