@@ -120,13 +120,14 @@ struct SinkGather : public OpRewritePattern<GatherOp> {
       return gatherWith(v, indices, ax);
     };
     setPointAfter(anchor);
-    // The producer again, over `operands`, yielding the gather's type.
-    auto cloneWith = [&](ArrayRef<std::pair<unsigned, Value>> operands)
-        -> Operation * {
+    // The producer again, over `operands`, yielding `type` (the gather's
+    // unless said otherwise).
+    auto cloneWith = [&](ArrayRef<std::pair<unsigned, Value>> operands,
+                         Type type = {}) -> Operation * {
       Operation *clone = rewriter.clone(*producer);
       for (auto [index, value] : operands)
         clone->setOperand(index, value);
-      clone->getResult(0).setType(gather.getType());
+      clone->getResult(0).setType(type ? type : gather.getType());
       return clone;
     };
     // The axis index of a dim after `axis` once the gather has run.
@@ -167,11 +168,11 @@ struct SinkGather : public OpRewritePattern<GatherOp> {
       replacement = cloneWith({{0, gatherOf(linear.getInput(), axis)}})
                         ->getResult(0);
     } else if (auto norm = dyn_cast<LayerNormOp>(producer)) {
-      if (axis >= norm.getAxis())
+      int64_t normAxis = norm.getAxisAttr().getInt();
+      if (axis >= normAxis)
         return failure();
       Operation *clone = cloneWith({{0, gatherOf(norm.getInput(), axis)}});
-      clone->setAttr("axis", rewriter.getI64IntegerAttr(
-                                 shifted(norm.getAxis())));
+      clone->setAttr("axis", rewriter.getI64IntegerAttr(shifted(normAxis)));
       replacement = clone->getResult(0);
     } else if (isa<SoftmaxOp, LogSoftmaxOp>(producer)) {
       int64_t opAxis =
@@ -221,15 +222,15 @@ struct SinkGather : public OpRewritePattern<GatherOp> {
         setPointAfter(anchor);
       }
       Value query = gatherWith(attention.getQuery(), rowIndices, axis);
-      Operation *clone = rewriter.clone(*producer);
-      clone->setOperand(0, query);
+      // The output keeps the query axis, as many positions as it kept.
       SmallVector<int64_t> shape(shapeOf(source));
-      shape[axis] = 1;
-      if (indexRank == 1)
-        shape[axis] = shapeOf(indices)[0];
-      clone->getResult(0).setType(RankedTensorType::get(
-          shape, cast<RankedTensorType>(source.getType()).getElementType()));
-      replacement = clone->getResult(0);
+      shape[axis] = shapeOf(rowIndices)[0];
+      replacement =
+          cloneWith({{0, query}},
+                    RankedTensorType::get(
+                        shape, cast<RankedTensorType>(source.getType())
+                                   .getElementType()))
+              ->getResult(0);
       if (indexRank == 0)
         replacement =
             rewriter.create<ReshapeOp>(loc, gather.getType(), replacement);

@@ -223,11 +223,13 @@ void gemmEx(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
   }
 }
 
-/// Row-major C[m, n] = A[m, k] * op(B), op(B) = B[k, n] or B[n, k]^T.
+/// Row-major C[m, n] = A[m, k] * op(B) (+ C if `accumulate`), op(B) =
+/// B[k, n] or B[n, k]^T.
 template <typename T>
 void gemm(bool transB, int64_t m, int64_t n, int64_t k, const T *a, const T *b,
-          T *c) {
-  gemmEx<T>(false, transB, m, n, k, a, k, b, transB ? k : n, c, n);
+          T *c, bool accumulate = false) {
+  gemmEx<T>(false, transB, m, n, k, a, k, b, transB ? k : n, c, n,
+            accumulate);
 }
 
 /// dx[i] = unaryDerivative(p, x[i], y[i], dy[i]) rounded to T, for i < n:

@@ -86,8 +86,8 @@ Status linearKernel(KernelContext &ctx) {
       for (int64_t r = first; r < last; ++r)
         std::copy(pb, pb + n, out + r * n);
     });
-    gemmEx<T>(false, transposed, rows, n, k, x.as<T>(), k, w.as<T>(),
-              transposed ? k : n, out, n, /*accumulate=*/true);
+    gemm<T>(transposed, rows, n, k, x.as<T>(), w.as<T>(), out,
+            /*accumulate=*/true);
     return Status::ok();
   });
 }
