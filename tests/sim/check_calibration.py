@@ -45,20 +45,9 @@ def mpirun(n):
     return ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(n)]
 
 
-def run(cmd, retry_tcp_connect=False, **kw):
+def run(cmd, **kw):
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True, **kw)
-    if (r.returncode != 0 and retry_tcp_connect and
-            "Open MPI failed to TCP connect to a peer" in r.stdout):
-        # Open MPI 4.1's TCP transport on the emulated nodes, at about one
-        # calibration in five on the 2-core machine: a connect between the
-        # nodes reports EINPROGRESS as a failure and drops the message, and
-        # a barrier then waits for a rank whose contribution never left
-        # (docs/simulation.md). Once, loudly; a second failure fails.
-        print("calibration lost a message to Open MPI's TCP connect; "
-              "running it again:\n" + r.stdout[-1500:], flush=True)
-        r = subprocess.run(cmd, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, **kw)
     if r.returncode != 0:
         sys.exit("FAILED: " + " ".join(cmd) + "\n" + r.stdout[-3000:])
     return r.stdout
@@ -186,8 +175,7 @@ def main():
             cluster = os.path.join(work, "cpu-%d.json" % ranks)
             run(mpirun(ranks) + [os.path.join(args.bin, "strata-sim"),
                                  "--calibrate", "-o", cluster, "--seconds",
-                                 str(args.seconds)],
-                retry_tcp_connect=NODES is not None, cwd=work)
+                                 str(args.seconds)], cwd=work)
             print("%d rank%s  calibrated (load average %.1f after it)" %
                   (ranks, " " if ranks == 1 else "s", load_average()),
                   flush=True)
