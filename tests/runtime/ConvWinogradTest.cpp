@@ -219,8 +219,10 @@ TEST(ConvWinograd, MatchesDirectSumsOnResNet18Shapes) {
   checkCase({2, 64, 64, 32, 32, {1, 1, 1, 1}}, 21, /*viaKernels=*/true);
   checkCase({4, 128, 128, 16, 16, {1, 1, 1, 1}}, 22, /*viaKernels=*/true);
   checkCase({16, 256, 256, 8, 8, {1, 1, 1, 1}}, 23, /*viaKernels=*/true);
-  // 4 x 4 at batch 16 is 64 tiles: im2col's; the functions still hold.
-  checkCase({2, 512, 512, 4, 4, {1, 1, 1, 1}}, 24);
+  // 4 x 4 at batch 16 is 64 tiles: Winograd's for all three kernels at 512
+  // channels (conv_grad_weight from 64 tiles only where both channel
+  // counts reach 128).
+  checkCase({16, 512, 512, 4, 4, {1, 1, 1, 1}}, 24, /*viaKernels=*/true);
 }
 
 TEST(ConvWinograd, KeepsNonFiniteOutputsNonFinite) {
@@ -276,6 +278,17 @@ TEST(ConvWinograd, AppliesToUngroupedUnitStride3x3Only) {
                                    16, true));
   EXPECT_FALSE(cpu::winogradApplies(geometryOf(1, 64, 64, k3, one, pad1, one),
                                     15, true));
+  // ... and from 64 where both channel counts reach 128 (the ResNet's
+  // 512-channel 4 x 4 layer at batch 16), not at the digits CNN's 16 and 32
+  // (128 tiles: its losses left PyTorch's by 1.2e-4 in 20 AdamW steps).
+  EXPECT_TRUE(cpu::winogradApplies(
+      geometryOf(1, 128, 128, k3, one, pad1, one), 4, true));
+  EXPECT_FALSE(cpu::winogradApplies(
+      geometryOf(1, 128, 128, k3, one, pad1, one), 3, true));
+  EXPECT_FALSE(cpu::winogradApplies(
+      geometryOf(1, 127, 128, k3, one, pad1, one), 4, true));
+  EXPECT_FALSE(cpu::winogradApplies(geometryOf(1, 16, 32, k3, one, pad1, one),
+                                    8, true));
   // Too few channels (the ResNet stem: 3 in).
   EXPECT_FALSE(cpu::winogradApplies(geometryOf(1, 3, 64, k3, one, pad1, one),
                                     64, false));

@@ -50,11 +50,15 @@ constexpr int64_t kElems = 16; // 4 x 4 transformed elements a tile
 /// The fewest tiles in a batch that take the Winograd path. The forward
 /// and conv_grad_input gain from 64 on (the CIFAR ResNet's 4 x 4 layer at
 /// batch 16, 64 tiles of 512 channels: 11.2 and 11.6 ms against im2col's
-/// 15.2 and 14.2). conv_grad_weight would too (12.1 against 14.9), but
-/// from 64 tiles it also takes the digits CNN's smaller layers, whose
-/// losses then leave PyTorch's by 1.2e-4 within 20 AdamW steps, where
-/// `digits.cnn` allows 1e-5; so it keeps im2col below 256.
+/// 15.2 and 14.2). conv_grad_weight does too (the same layer's three calls
+/// a step: 42.8 -> 34.8 ms at one thread, 23.3 -> 17.5 at two), but from 64
+/// tiles it would also take the digits CNN's 16- and 32-channel layer (128
+/// tiles), whose losses then leave PyTorch's by 1.2e-4 within 20 AdamW
+/// steps, where `digits.cnn` allows 1e-5. So conv_grad_weight takes it
+/// from 64 tiles where both channel counts reach kWideChannels, and from
+/// 256 otherwise.
 constexpr int64_t kMinTiles = 64, kMinTilesGradWeight = 256;
+constexpr int64_t kWideChannels = 128;
 
 /// The tiles of one convolution's output: 2 x 2 blocks, ceil(out / 2) a
 /// dim, numbered over (sample, tile row, tile column).
@@ -577,8 +581,11 @@ bool winogradApplies(const window::ConvGeometry &geometry, int64_t batch,
         w.padBegin[d] < 0 || w.padBegin[d] > 2 || w.padEnd[d] < 0 ||
         w.padEnd[d] > 2 || w.out[d] < 1)
       return false;
-  return batch * ((w.out[0] + 1) / 2) * ((w.out[1] + 1) / 2) >=
-         (gradWeight ? kMinTilesGradWeight : kMinTiles);
+  int64_t tiles = batch * ((w.out[0] + 1) / 2) * ((w.out[1] + 1) / 2);
+  if (gradWeight && geometry.cg >= kWideChannels &&
+      geometry.mg >= kWideChannels)
+    return tiles >= kMinTiles;
+  return tiles >= (gradWeight ? kMinTilesGradWeight : kMinTiles);
 }
 
 Conv3x3Shape conv3x3Shape(const window::ConvGeometry &geometry, int64_t batch) {
