@@ -16,7 +16,7 @@
 // it sleeps (STRATA_POOL_SPIN_US; not where the node's pools outnumber the
 // cores): a step's loops come microseconds apart, and a sleeping worker
 // wakes tens of microseconds after the caller has started alone. ResNet-18
-// at two threads: 262.7 -> 254.9 ms a step (7 interleaved pairs,
+// at two threads: 263.3 -> 255.0 ms a step (7 interleaved pairs,
 // docs/performance.md).
 //
 //===----------------------------------------------------------------------===//
