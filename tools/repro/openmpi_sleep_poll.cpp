@@ -10,7 +10,8 @@
 // (mode 0: 50 us after the first 1000, as waitAll; mode 5: every 16th
 // poll), and completes when it spins (mode 1) or yields (mode 4), when the
 // call blocks (mode 2), without the copying thread (mode 3), with one rank
-// a node, or with the 4 ranks on one host. A stall, not a lost message:
+// a node, or with the 4 ranks on one host; an all-reduce over each node's
+// two ranks alone does not stall either. A stall, not a lost message:
 // stopping the copying thread after 2 s of waiting lets every all-reduce
 // complete. Open MPI 4.1.4, 2026-11-27.
 //
