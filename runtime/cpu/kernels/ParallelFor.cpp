@@ -42,14 +42,18 @@ extern "C" void openblas_set_num_threads(int) __attribute__((weak));
 namespace strata::runtime::cpu {
 namespace {
 
-int positiveEnv(const char *name) {
+/// The integer in environment variable `name` when it is one in [lo, hi];
+/// `otherwise` when it is unset, empty, not a number or out of range.
+long envInteger(const char *name, long lo, long hi, long otherwise) {
   const char *v = std::getenv(name);
   if (!v || !*v)
-    return 0;
+    return otherwise;
   char *end = nullptr;
   long n = std::strtol(v, &end, 10);
-  return end && *end == '\0' && n > 0 && n < 4096 ? int(n) : 0;
+  return end && *end == '\0' && n >= lo && n <= hi ? n : otherwise;
 }
+
+int positiveEnv(const char *name) { return int(envInteger(name, 1, 4095, 0)); }
 
 int chooseThreads() {
   for (const char *name :
@@ -74,13 +78,8 @@ void cpuRelax() {
 /// by default 50, or 0 where the node's ranks' pools together outnumber
 /// the cores (a watching worker would take a core another thread needs).
 std::chrono::nanoseconds spinTime(int threads) {
-  const char *v = std::getenv("STRATA_POOL_SPIN_US");
-  if (v && *v) {
-    char *end = nullptr;
-    long n = std::strtol(v, &end, 10);
-    if (end && *end == '\0' && n >= 0 && n <= 100000)
-      return std::chrono::microseconds(n);
-  }
+  if (long us = envInteger("STRATA_POOL_SPIN_US", 0, 100000, -1); us >= 0)
+    return std::chrono::microseconds(us);
   int cores = int(std::thread::hardware_concurrency());
   int ranks = std::max(1, positiveEnv("OMPI_COMM_WORLD_LOCAL_SIZE"));
   return std::chrono::microseconds(threads * ranks <= cores ? 50 : 0);
@@ -94,7 +93,7 @@ public:
   // serves operator new on this thread, so nothing of it comes from
   // operator new: the workers start with pthread_create, their arguments
   // from malloc.
-  Pool() : size_(chooseThreads()) {
+  Pool() : size_(chooseThreads()), spin_(spinTime(size_)) {
     // The pool splits the GEMMs itself (gemmEx): OpenBLAS on one thread,
     // so that its own threads do not spin against the pool's, and so that
     // a product's rounding does not depend on how OpenBLAS would split it.
@@ -239,7 +238,6 @@ private:
     // cost no allocator calls after the first steps (ScratchArena.h).
     ScratchArena arena;
     uint64_t seen = 0;
-    const std::chrono::nanoseconds spin = spinTime(size_);
     for (;;) {
       const std::function<void(int)> *task;
       int parts;
@@ -248,8 +246,8 @@ private:
       // the next one a while before sleeping, so the caller does not start
       // each loop alone while this thread wakes (a futex wake takes tens of
       // microseconds).
-      if (spin.count() > 0) {
-        auto until = std::chrono::steady_clock::now() + spin;
+      if (spin_.count() > 0) {
+        auto until = std::chrono::steady_clock::now() + spin_;
         for (int i = 0; published_.load(std::memory_order_acquire) == seen;
              ++i) {
           if ((i & 63) == 0 && std::chrono::steady_clock::now() > until)
@@ -279,6 +277,9 @@ private:
   }
 
   int size_;
+  /// How long a worker watches for the next loop before it sleeps (set
+  /// before any worker starts).
+  const std::chrono::nanoseconds spin_;
   std::mutex mutex_;
   std::condition_variable wake_;
   uint64_t generation_ = 0;
