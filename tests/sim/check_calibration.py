@@ -12,7 +12,15 @@ the others.
     check_calibration.py --bin BUILD/bin [--ranks 1 2] [--check-ranks 1 2]
                          [--tolerance 0.15] [--max-ratio R [--ratio-ranks N..]]
                          [--models gpt_tiny bert_tiny] [--steps 24]
-                         [--launches 3]
+                         [--launches 3] [--calibrations 3]
+
+Each rank count is calibrated --calibrations times, spread over its
+measured runs (one before the first configuration, the others after
+evenly spaced ones), and the figures merged, each the median of the
+calibrations': on a shared machine the speed of the kernels and of the
+links moves by 30% and more from one minute to the next (a calibration's
+2-thread GEMM rate read 98 and 188 GFLOP/s a minute apart), and a
+calibration taken at one moment predicts the runs of another.
 
 --max-ratio alone checks the --check-ranks by the ratio instead; with
 --ratio-ranks it checks those rank counts by the ratio and the
@@ -122,6 +130,58 @@ def measure(bin_dir, art, ranks, steps, work, launches):
     return statistics.median(medians)
 
 
+def merge_figures(values):
+    """One cluster file's value from several calibrations': numbers (and
+    lists of numbers of one length, element by element) their median;
+    anything else the first's."""
+    first = values[0]
+    if isinstance(first, dict):
+        return {key: merge_figures([v[key] for v in values if key in v])
+                for key in first}
+    numeric = (int, float)
+    if isinstance(first, list) and all(
+            isinstance(v, list) and len(v) == len(first) and
+            all(isinstance(x, numeric) for x in v) for v in values):
+        return [statistics.median(column) for column in zip(*values)]
+    if isinstance(first, numeric) and not isinstance(first, bool) and all(
+            isinstance(v, numeric) for v in values):
+        median = statistics.median(values)
+        return int(median) if isinstance(first, int) and \
+            median == int(median) else median
+    return first
+
+
+def self_test():
+    """merge_figures on made-up calibrations (ctest sim.calibration.merge)."""
+    files = [
+        {"name": "a", "flops_f32": 1.0e11, "gpus_per_node": 1,
+         "gemm_rate": [8, 1.0, 64, 9.0], "links": {"alpha": 3.0},
+         "notes": ["x"]},
+        {"name": "b", "flops_f32": 3.0e11, "gpus_per_node": 1,
+         "gemm_rate": [8, 2.0, 64, 4.0], "links": {"alpha": 1.0},
+         "notes": ["y"]},
+        {"name": "c", "flops_f32": 2.0e11, "gpus_per_node": 1,
+         "gemm_rate": [8, 30.0, 64, 5.0], "links": {"alpha": 2.0},
+         "notes": ["z"]},
+    ]
+    merged = merge_figures(files)
+    expected = {"name": "a", "flops_f32": 2.0e11, "gpus_per_node": 1,
+                "gemm_rate": [8, 2.0, 64, 5.0], "links": {"alpha": 2.0},
+                "notes": ["x"]}
+    if merged != expected:
+        sys.exit("FAILED: merge_figures gave %r, expected %r" %
+                 (merged, expected))
+    if not isinstance(merged["gpus_per_node"], int):
+        sys.exit("FAILED: an integer figure came back as %r" %
+                 merged["gpus_per_node"])
+    print("PASSED")
+
+
+def calibrate(bin_dir, ranks, seconds, work, path):
+    run(mpirun(ranks) + [os.path.join(bin_dir, "strata-sim"), "--calibrate",
+                         "-o", path, "--seconds", str(seconds)], cwd=work)
+
+
 def predict(bin_dir, art, cluster):
     out = run([os.path.join(bin_dir, "strata-sim"), art, "--cluster", cluster,
                "--json"])
@@ -147,12 +207,19 @@ def main():
                     help="with --max-ratio: the rank counts it checks, the "
                          "--check-ranks keeping --tolerance (default: "
                          "--max-ratio checks the --check-ranks instead)")
+    ap.add_argument("--calibrations", type=int, default=3,
+                    help="calibrations a rank count, spread over its runs "
+                         "and merged (each figure their median)")
     ap.add_argument("--seconds", type=float, default=0.05,
                     help="each calibration benchmark's time")
     ap.add_argument("--keep", help="keep the calibrated files in this folder")
     ap.add_argument("--cluster", metavar="NODES:BANDWIDTH",
                     help="calibrate and run on tools/cluster.sh's emulated "
                          "nodes (e.g. 2:100mbit): TCP links between them")
+    ap.add_argument("--self-test", action="store_true",
+                    help=argparse.SUPPRESS)
+    if "--self-test" in sys.argv[1:]:
+        return self_test()
     args = ap.parse_args()
     # The runs start in a scratch folder (cwd=work); mpirun looks a
     # relative path up there.
@@ -173,59 +240,77 @@ def main():
     try:
         for ranks in args.ranks:
             cluster = os.path.join(work, "cpu-%d.json" % ranks)
-            run(mpirun(ranks) + [os.path.join(args.bin, "strata-sim"),
-                                 "--calibrate", "-o", cluster, "--seconds",
-                                 str(args.seconds)], cwd=work)
-            print("%d rank%s  calibrated (load average %.1f after it)" %
-                  (ranks, " " if ranks == 1 else "s", load_average()),
-                  flush=True)
+            runs = [(model, name, flags) for model in args.models
+                    for name, flags in configurations(ranks)]
+            # Calibration c runs before configuration at[c].
+            count = max(1, args.calibrations)
+            at = [round(c * len(runs) / count) for c in range(count)]
+            calibrations, measured, loads = [], [], []
+            for index in range(len(runs) + 1):
+                while len(calibrations) < count and \
+                        at[len(calibrations)] <= index:
+                    path = os.path.join(work, "cpu-%d-%d.json" %
+                                        (ranks, len(calibrations)))
+                    calibrate(args.bin, ranks, args.seconds, work, path)
+                    calibrations.append(path)
+                    print("%d rank%s  calibrated (%d of %d; load average "
+                          "%.1f after it)" %
+                          (ranks, " " if ranks == 1 else "s",
+                           len(calibrations), count, load_average()),
+                          flush=True)
+                if index == len(runs):
+                    break
+                model, name, flags = runs[index]
+                onnx = os.path.join(MODELS, model + ".onnx")
+                art = os.path.join(work, "art-%d-%d" % (ranks, index))
+                if "@half" in flags:
+                    base = os.path.join(work, "base")
+                    shutil.rmtree(base, ignore_errors=True)
+                    run([os.path.join(args.bin, "strata-compile"), onnx,
+                         "-o", base])
+                    half = peak_bytes(args.bin, base) // 2
+                    flags = [str(half) if f == "@half" else f for f in flags]
+                run([os.path.join(args.bin, "strata-compile"), onnx, "-o",
+                     art] + flags)
+                measured.append(measure(args.bin, art, ranks, args.steps,
+                                        work, args.launches))
+                loads.append(load_average())
+            figures = [json.load(open(path)) for path in calibrations]
+            with open(cluster, "w") as f:
+                json.dump(merge_figures(figures), f, indent=2)
             if args.keep:
                 os.makedirs(args.keep, exist_ok=True)
-                shutil.copy(cluster, args.keep)
-            for model in args.models:
-                onnx = os.path.join(MODELS, model + ".onnx")
-                for name, flags in configurations(ranks):
-                    art = os.path.join(work, "art")
-                    shutil.rmtree(art, ignore_errors=True)
-                    if "@half" in flags:
-                        base = os.path.join(work, "base")
-                        shutil.rmtree(base, ignore_errors=True)
-                        run([os.path.join(args.bin, "strata-compile"), onnx,
-                             "-o", base])
-                        half = peak_bytes(args.bin, base) // 2
-                        flags = [str(half) if f == "@half" else f
-                                 for f in flags]
-                    run([os.path.join(args.bin, "strata-compile"), onnx,
-                         "-o", art] + flags)
-                    measured = measure(args.bin, art, ranks, args.steps, work,
-                                       args.launches)
-                    predicted = predict(args.bin, art, cluster)
-                    error = (predicted - measured) / measured
-                    rows.append((ranks, model, name, measured, predicted,
-                                 error))
-                    print("%d rank%s  %-10s %-30s measured %8.3f ms  "
-                          "predicted %8.3f ms  error %+6.1f%%  (load %.1f)" %
-                          (ranks, " " if ranks == 1 else "s", model, name,
-                           measured * 1e3, predicted * 1e3, 100 * error,
-                           load_average()),
-                          flush=True)
-                    ratio = predicted / measured
-                    by_ratio = args.max_ratio and (
-                        ranks in args.ratio_ranks if args.ratio_ranks
-                        is not None else ranks in args.check_ranks)
-                    if by_ratio and max(ratio, 1 / ratio) > args.max_ratio:
-                        failures.append("%d ranks %s %s: %+.1f%% (past a "
-                                        "factor %g)" % (ranks, model, name,
-                                                        100 * error,
-                                                        args.max_ratio))
-                    elif (not by_ratio and ranks in args.check_ranks and
-                          (args.ratio_ranks is not None or
-                           not args.max_ratio) and
-                          abs(error) > args.tolerance):
-                        failures.append("%d ranks %s %s: %+.1f%% (past "
-                                        "%.0f%%)" % (ranks, model, name,
-                                                     100 * error,
-                                                     100 * args.tolerance))
+                for path in calibrations + [cluster]:
+                    shutil.copy(path, args.keep)
+            for index, (model, name, _) in enumerate(runs):
+                art = os.path.join(work, "art-%d-%d" % (ranks, index))
+                predicted = predict(args.bin, art, cluster)
+                error = (predicted - measured[index]) / measured[index]
+                rows.append((ranks, model, name, measured[index], predicted,
+                             error))
+                print("%d rank%s  %-10s %-30s measured %8.3f ms  "
+                      "predicted %8.3f ms  error %+6.1f%%  (load %.1f)" %
+                      (ranks, " " if ranks == 1 else "s", model, name,
+                       measured[index] * 1e3, predicted * 1e3, 100 * error,
+                       loads[index]),
+                      flush=True)
+                ratio = predicted / measured[index]
+                by_ratio = args.max_ratio and (
+                    ranks in args.ratio_ranks if args.ratio_ranks
+                    is not None else ranks in args.check_ranks)
+                if by_ratio and max(ratio, 1 / ratio) > args.max_ratio:
+                    failures.append("%d ranks %s %s: %+.1f%% (past a "
+                                    "factor %g)" % (ranks, model, name,
+                                                    100 * error,
+                                                    args.max_ratio))
+                elif (not by_ratio and ranks in args.check_ranks and
+                      (args.ratio_ranks is not None or
+                       not args.max_ratio) and
+                      abs(error) > args.tolerance):
+                    failures.append("%d ranks %s %s: %+.1f%% (past "
+                                    "%.0f%%)" % (ranks, model, name,
+                                                 100 * error,
+                                                 100 * args.tolerance))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     for ranks in sorted(set(r[0] for r in rows)):
