@@ -216,9 +216,7 @@ def main():
     ap.add_argument("--cluster", metavar="NODES:BANDWIDTH",
                     help="calibrate and run on tools/cluster.sh's emulated "
                          "nodes (e.g. 2:100mbit): TCP links between them")
-    ap.add_argument("--self-test", action="store_true",
-                    help=argparse.SUPPRESS)
-    if "--self-test" in sys.argv[1:]:
+    if "--self-test" in sys.argv[1:]:  # before --bin is required
         return self_test()
     args = ap.parse_args()
     # The runs start in a scratch folder (cwd=work); mpirun looks a
@@ -242,11 +240,13 @@ def main():
             cluster = os.path.join(work, "cpu-%d.json" % ranks)
             runs = [(model, name, flags) for model in args.models
                     for name, flags in configurations(ranks)]
-            # Calibration c runs before configuration at[c].
+            # Calibration c runs before configuration at[c] (the last ones
+            # after every configuration where at[c] is past the end).
             count = max(1, args.calibrations)
             at = [round(c * len(runs) / count) for c in range(count)]
-            calibrations, measured, loads = [], [], []
-            for index in range(len(runs) + 1):
+            calibrations = []
+
+            def calibrate_until(index):
                 while len(calibrations) < count and \
                         at[len(calibrations)] <= index:
                     path = os.path.join(work, "cpu-%d-%d.json" %
@@ -258,9 +258,11 @@ def main():
                           (ranks, " " if ranks == 1 else "s",
                            len(calibrations), count, load_average()),
                           flush=True)
-                if index == len(runs):
-                    break
-                model, name, flags = runs[index]
+
+            # (model, configuration, artifact, measured step, load average)
+            measured = []
+            for index, (model, name, flags) in enumerate(runs):
+                calibrate_until(index)
                 onnx = os.path.join(MODELS, model + ".onnx")
                 art = os.path.join(work, "art-%d-%d" % (ranks, index))
                 if "@half" in flags:
@@ -272,9 +274,10 @@ def main():
                     flags = [str(half) if f == "@half" else f for f in flags]
                 run([os.path.join(args.bin, "strata-compile"), onnx, "-o",
                      art] + flags)
-                measured.append(measure(args.bin, art, ranks, args.steps,
-                                        work, args.launches))
-                loads.append(load_average())
+                step = measure(args.bin, art, ranks, args.steps, work,
+                               args.launches)
+                measured.append((model, name, art, step, load_average()))
+            calibrate_until(len(runs))
             figures = [json.load(open(path)) for path in calibrations]
             with open(cluster, "w") as f:
                 json.dump(merge_figures(figures), f, indent=2)
@@ -282,19 +285,16 @@ def main():
                 os.makedirs(args.keep, exist_ok=True)
                 for path in calibrations + [cluster]:
                     shutil.copy(path, args.keep)
-            for index, (model, name, _) in enumerate(runs):
-                art = os.path.join(work, "art-%d-%d" % (ranks, index))
+            for model, name, art, step, load in measured:
                 predicted = predict(args.bin, art, cluster)
-                error = (predicted - measured[index]) / measured[index]
-                rows.append((ranks, model, name, measured[index], predicted,
-                             error))
+                error = (predicted - step) / step
+                rows.append((ranks, model, name, step, predicted, error))
                 print("%d rank%s  %-10s %-30s measured %8.3f ms  "
                       "predicted %8.3f ms  error %+6.1f%%  (load %.1f)" %
                       (ranks, " " if ranks == 1 else "s", model, name,
-                       measured[index] * 1e3, predicted * 1e3, 100 * error,
-                       loads[index]),
+                       step * 1e3, predicted * 1e3, 100 * error, load),
                       flush=True)
-                ratio = predicted / measured[index]
+                ratio = predicted / step
                 by_ratio = args.max_ratio and (
                     ranks in args.ratio_ranks if args.ratio_ranks
                     is not None else ranks in args.check_ranks)
