@@ -52,6 +52,18 @@ void fill(const KernelContext &ctx, DType dtype, std::vector<int64_t> batch,
   g.ratio = ratio;
   g.causal = ctx.attrs.getBool("causal", false);
   g.scale = ctx.attrs.getFloat("scale");
+  g.headsInner = ctx.attrs.getBool("heads_inner", false);
+  g.heads = g.headsInner ? g.batchShape.back() : 1;
+}
+
+/// An operand's shape as the checks see it: [..., H, S, D] with
+/// heads_inner ([..., S, H, D] in memory), the shape itself otherwise.
+std::vector<int64_t> logicalShape(const KernelContext &ctx,
+                                  const std::vector<int64_t> &shape) {
+  std::vector<int64_t> out = shape;
+  if (ctx.attrs.getBool("heads_inner", false) && out.size() >= 3)
+    std::swap(out[out.size() - 3], out[out.size() - 2]);
+  return out;
 }
 
 } // namespace
@@ -70,22 +82,26 @@ Status planAttention(const KernelContext &ctx, AttentionPlan &g) {
     return Status::error("graph.attention: operands and result must share "
                          "one element type");
   int64_t rank = q.rank();
-  if (rank < 2 || k.rank() != rank || v.rank() != rank)
+  int64_t least = ctx.attrs.getBool("heads_inner", false) ? 3 : 2;
+  if (rank < least || k.rank() != rank || v.rank() != rank)
     return Status::error("graph.attention: query, key and value must have "
-                         "one rank >= 2");
-  int64_t s = q.shape[rank - 2], d = q.shape[rank - 1];
-  int64_t t = k.shape[rank - 2], dv = v.shape[rank - 1];
-  std::vector<int64_t> batchShape(q.shape.begin(), q.shape.end() - 2);
-  if (!std::equal(batchShape.begin(), batchShape.end(), k.shape.begin()) ||
-      !std::equal(batchShape.begin(), batchShape.end(), v.shape.begin()) ||
-      k.shape[rank - 1] != d || v.shape[rank - 2] != t)
+                         "one rank >= " + std::to_string(least));
+  std::vector<int64_t> qs = logicalShape(ctx, q.shape),
+                       ks = logicalShape(ctx, k.shape),
+                       vs = logicalShape(ctx, v.shape);
+  int64_t s = qs[rank - 2], d = qs[rank - 1];
+  int64_t t = ks[rank - 2], dv = vs[rank - 1];
+  std::vector<int64_t> batchShape(qs.begin(), qs.end() - 2);
+  if (!std::equal(batchShape.begin(), batchShape.end(), ks.begin()) ||
+      !std::equal(batchShape.begin(), batchShape.end(), vs.begin()) ||
+      ks[rank - 1] != d || vs[rank - 2] != t)
     return Status::error("graph.attention: query " + q.describe() + ", key " +
                          k.describe() + " and value " + v.describe() +
                          " do not fit");
   std::vector<int64_t> expected = batchShape;
   expected.push_back(s);
   expected.push_back(dv);
-  if (out.shape != expected)
+  if (logicalShape(ctx, out.shape) != expected)
     return Status::error("graph.attention: result shape does not fit, got " +
                          out.describe());
   std::vector<int64_t> maskStrides(rank, 0);
@@ -115,19 +131,24 @@ Status planAttentionGrad(const KernelContext &ctx, AttentionPlan &g) {
   if (Status s = requireAttributes(ctx, kOp, {"scale"}); !s)
     return s;
   int64_t rank = q.rank();
-  if (rank < 2 || k.rank() != rank || v.rank() != rank)
+  int64_t least = ctx.attrs.getBool("heads_inner", false) ? 3 : 2;
+  if (rank < least || k.rank() != rank || v.rank() != rank)
     return Status::error("graph.attention_grad: query, key and value must "
-                         "have one rank >= 2");
-  int64_t s = q.shape[rank - 2], d = q.shape[rank - 1];
-  int64_t t = k.shape[rank - 2], dv = v.shape[rank - 1];
-  std::vector<int64_t> batchShape(q.shape.begin(), q.shape.end() - 2);
+                         "have one rank >= " + std::to_string(least));
+  std::vector<int64_t> qs = logicalShape(ctx, q.shape),
+                       ks = logicalShape(ctx, k.shape),
+                       vs = logicalShape(ctx, v.shape);
+  int64_t s = qs[rank - 2], d = qs[rank - 1];
+  int64_t t = ks[rank - 2], dv = vs[rank - 1];
+  std::vector<int64_t> batchShape(qs.begin(), qs.end() - 2);
   std::vector<int64_t> outShape = batchShape;
   outShape.push_back(s);
   outShape.push_back(dv);
-  if (!std::equal(batchShape.begin(), batchShape.end(), k.shape.begin()) ||
-      !std::equal(batchShape.begin(), batchShape.end(), v.shape.begin()) ||
-      k.shape[rank - 1] != d || v.shape[rank - 2] != t ||
-      dy.shape != outShape || ctx.outputs[0].shape != q.shape ||
+  if (!std::equal(batchShape.begin(), batchShape.end(), ks.begin()) ||
+      !std::equal(batchShape.begin(), batchShape.end(), vs.begin()) ||
+      ks[rank - 1] != d || vs[rank - 2] != t ||
+      logicalShape(ctx, dy.shape) != outShape ||
+      ctx.outputs[0].shape != q.shape ||
       ctx.outputs[1].shape != k.shape || ctx.outputs[2].shape != v.shape)
     return Status::error("graph.attention_grad: gradient " + dy.describe() +
                          ", query " + q.describe() + ", key " + k.describe() +

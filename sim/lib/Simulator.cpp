@@ -142,6 +142,14 @@ public:
 
   /// Counted FLOPs of a kernel: products exactly, the rest one a result
   /// element.
+  /// An attention's keys: k [..., T, D], or [..., T, H, D] with
+  /// heads_inner.
+  double keyLength(const plan::Instruction &inst, const plan::Tensor &k) const {
+    const plan::Attribute *inner = findAttr(inst, "heads_inner");
+    int axis = k.shape_size() - (inner && inner->int_value() ? 3 : 2);
+    return axis >= 0 ? double(k.shape(axis)) : 1;
+  }
+
   double flops(const plan::Instruction &inst) const {
     if (inst.outputs_size() == 0)
       return 0;
@@ -154,11 +162,13 @@ public:
       return 2 * elements(out) * elements(x) / std::max(lastDim(x), 1.0);
     }
     if ((op == "graph.attention" || op == "graph.attention_grad") &&
-        inst.inputs_size() >= 2) {
-      // q [..., S, D], k [..., T, D]: q k^T and p v, 2 S T D each.
-      const plan::Tensor &q = tensor(inst.inputs(0));
-      const plan::Tensor &k = tensor(inst.inputs(1));
-      double t = k.shape_size() >= 2 ? double(k.shape(k.shape_size() - 2)) : 1;
+        inst.inputs_size() >= 3) {
+      // q [..., S, D], k [..., T, D]: q k^T and p v, 2 S T D each. The
+      // operands: attention (q, k, v, ...), its gradient (dy, q, k, ...).
+      bool forward = op == "graph.attention";
+      const plan::Tensor &q = tensor(inst.inputs(forward ? 0 : 1));
+      const plan::Tensor &k = tensor(inst.inputs(forward ? 1 : 2));
+      double t = keyLength(inst, k);
       double f = 4 * elements(q) * t;
       const plan::Attribute *causal = findAttr(inst, "causal");
       if (causal && causal->int_value())
@@ -208,7 +218,7 @@ public:
       const plan::Tensor &q = tensor(inst.inputs(forward ? 0 : 1));
       const plan::Tensor &k = tensor(inst.inputs(forward ? 1 : 2));
       double d = lastDim(q);
-      double t = k.shape_size() >= 2 ? double(k.shape(k.shape_size() - 2)) : 1;
+      double t = keyLength(inst, k);
       double scores = elements(q) / std::max(d, 1.0) * t;
       if (isCausal)
         scores /= 2;

@@ -5,13 +5,17 @@
 // 17, 128 (one partial tile, several), head dims 16 and 64 (and wide heads
 // that shrink the tiles), causal or not, additive and padding masks that
 // broadcast, cross attention (S != T, d != dv), dropout (the same Philox
-// masks), fully masked rows (NaN), no keys, and the CPU's errors.
+// masks), fully masked rows (NaN), no keys, and the CPU's errors. Then
+// heads_inner (q [..., S, H, D], k and v [..., T, H, *]): the tiled kernels
+// and the tensor-core ones against the CPU, and bit for bit against the
+// plain layout's results on transposed operands.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Conformance.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 
@@ -19,11 +23,18 @@ namespace strata::runtime::conformance {
 namespace {
 
 struct Shape {
+  /// The scores' batch dims [..., H] (heads_inner or not).
   std::vector<int64_t> batch;
   int64_t s = 1, t = 1, d = 1, dv = 1;
-  std::vector<int64_t> dims(int64_t rows, int64_t cols) const {
+  /// [..., H, rows, cols]; heads_inner: [..., rows, H, cols] (and
+  /// [rows, cols] without batch dims, which heads_inner refuses).
+  std::vector<int64_t> dims(int64_t rows, int64_t cols,
+                            bool headsInner = false) const {
     std::vector<int64_t> shape = batch;
-    shape.push_back(rows);
+    if (headsInner && !shape.empty())
+      shape.insert(shape.end() - 1, rows);
+    else
+      shape.push_back(rows);
     shape.push_back(cols);
     return shape;
   }
@@ -36,6 +47,8 @@ struct Options {
   /// gradient), or none when its shape is empty.
   CaseTensor mask;
   bool hasMask = false;
+  /// q [..., S, H, D] and so on (the attribute heads_inner).
+  bool headsInner = false;
 };
 
 void setTolerance(Case &c, DType dtype) {
@@ -50,6 +63,8 @@ void setAttrs(Case &c, const Shape &shape, const Options &o) {
     c.attrs.set("causal", int64_t(1));
   if (o.ratio > 0)
     c.attrs.set("dropout_ratio", o.ratio);
+  if (o.headsInner)
+    c.attrs.set("heads_inner", int64_t(1));
   c.seed = 0x5eed0123456789abull;
 }
 
@@ -58,12 +73,16 @@ Case forward(DType dtype, const Shape &shape, const Options &o,
   std::mt19937_64 rng(seed);
   Case c;
   c.op = "graph.attention";
-  c.inputs.push_back(randomTensor(dtype, shape.dims(shape.s, shape.d), rng));
-  c.inputs.push_back(randomTensor(dtype, shape.dims(shape.t, shape.d), rng));
-  c.inputs.push_back(randomTensor(dtype, shape.dims(shape.t, shape.dv), rng));
+  const bool hi = o.headsInner;
+  c.inputs.push_back(
+      randomTensor(dtype, shape.dims(shape.s, shape.d, hi), rng));
+  c.inputs.push_back(
+      randomTensor(dtype, shape.dims(shape.t, shape.d, hi), rng));
+  c.inputs.push_back(
+      randomTensor(dtype, shape.dims(shape.t, shape.dv, hi), rng));
   if (o.hasMask)
     c.inputs.push_back(o.mask);
-  c.outputs.push_back(zeros(dtype, shape.dims(shape.s, shape.dv)));
+  c.outputs.push_back(zeros(dtype, shape.dims(shape.s, shape.dv, hi)));
   setAttrs(c, shape, o);
   setTolerance(c, dtype);
   return c;
@@ -74,15 +93,20 @@ Case gradient(DType dtype, const Shape &shape, const Options &o,
   std::mt19937_64 rng(seed);
   Case c;
   c.op = "graph.attention_grad";
-  c.inputs.push_back(randomTensor(dtype, shape.dims(shape.s, shape.dv), rng));
-  c.inputs.push_back(randomTensor(dtype, shape.dims(shape.s, shape.d), rng));
-  c.inputs.push_back(randomTensor(dtype, shape.dims(shape.t, shape.d), rng));
-  c.inputs.push_back(randomTensor(dtype, shape.dims(shape.t, shape.dv), rng));
+  const bool hi = o.headsInner;
+  c.inputs.push_back(
+      randomTensor(dtype, shape.dims(shape.s, shape.dv, hi), rng));
+  c.inputs.push_back(
+      randomTensor(dtype, shape.dims(shape.s, shape.d, hi), rng));
+  c.inputs.push_back(
+      randomTensor(dtype, shape.dims(shape.t, shape.d, hi), rng));
+  c.inputs.push_back(
+      randomTensor(dtype, shape.dims(shape.t, shape.dv, hi), rng));
   if (o.hasMask)
     c.inputs.push_back(o.mask);
-  c.outputs.push_back(zeros(dtype, shape.dims(shape.s, shape.d)));
-  c.outputs.push_back(zeros(dtype, shape.dims(shape.t, shape.d)));
-  c.outputs.push_back(zeros(dtype, shape.dims(shape.t, shape.dv)));
+  c.outputs.push_back(zeros(dtype, shape.dims(shape.s, shape.d, hi)));
+  c.outputs.push_back(zeros(dtype, shape.dims(shape.t, shape.d, hi)));
+  c.outputs.push_back(zeros(dtype, shape.dims(shape.t, shape.dv, hi)));
   setAttrs(c, shape, o);
   setTolerance(c, dtype);
   return c;
@@ -322,6 +346,233 @@ TEST(AttentionConformance, GradientErrors) {
   // An integer query passes the float-only type check, then is refused.
   c = gradient(DType::F32, shape, o, 911);
   c.inputs[1] = zeros(DType::I32, {2, 5, 4});
+  expectConformance(c);
+}
+
+//===----------------------------------------------------------------------===//
+// heads_inner
+//===----------------------------------------------------------------------===//
+
+/// `t` with its axes rank-3 and rank-2 swapped: [..., A, B, C] to
+/// [..., B, A, C] (heads_inner's layout to the plain one and back).
+CaseTensor swapAxes(const CaseTensor &t) {
+  size_t rank = t.shape.size();
+  CaseTensor out = t;
+  std::swap(out.shape[rank - 3], out.shape[rank - 2]);
+  if (t.numel() == 0)
+    return out;
+  const int64_t a = t.shape[rank - 3], b = t.shape[rank - 2],
+                c = t.shape[rank - 1];
+  const size_t width = t.bytes.size() / size_t(t.numel());
+  const size_t row = size_t(c) * width;
+  const int64_t outer = t.numel() / (a * b * c);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < a; ++i)
+      for (int64_t j = 0; j < b; ++j)
+        std::memcpy(out.bytes.data() + size_t((o * b + j) * a + i) * row,
+                    t.bytes.data() + size_t((o * a + i) * b + j) * row, row);
+  return out;
+}
+
+/// The narrow kernels' bars (NarrowFloatConformance.TensorCoreAttention).
+void setNarrowTolerance(Case &c, DType dtype, bool gradient) {
+  bool bf16 = dtype == DType::BF16;
+  c.rtol = gradient ? (bf16 ? 3e-2 : 6e-3) : (bf16 ? 1.2e-2 : 2e-3);
+  c.atol = gradient ? 6e-3 : 2e-3;
+}
+
+/// `c` (heads_inner) on the CUDA device, and again in the plain layout
+/// (every q, k, v, dy and result transposed, the mask as it is): the
+/// results transposed back must be the same bytes.
+void expectSameAsPlainLayout(const Case &c) {
+  std::string what = c.op + " " + std::to_string(c.inputs[0].shape[0]) +
+                     " x ... x " + std::to_string(c.inputs[0].shape.back());
+  SCOPED_TRACE(what);
+  ASSERT_TRUE(c.attrs.getBool("heads_inner"));
+  Case plain = c;
+  plain.attrs.set("heads_inner", int64_t(0));
+  // q, k, v (dy, q, k, v for the gradient); the mask stays.
+  size_t operands = c.op == "graph.attention" ? 3 : 4;
+  for (size_t i = 0; i < operands; ++i)
+    plain.inputs[i] = swapAxes(c.inputs[i]);
+  for (CaseTensor &out : plain.outputs)
+    out = swapAxes(out);
+  std::vector<std::vector<unsigned char>> got, want;
+  Status s = runOnCuda(c, got);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  s = runOnCuda(plain, want);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t r = 0; r < got.size(); ++r) {
+    CaseTensor back = plain.outputs[r];
+    back.bytes = want[r];
+    back = swapAxes(back);
+    EXPECT_EQ(back.shape, c.outputs[r].shape);
+    EXPECT_TRUE(got[r] == back.bytes) << "result " << r << " differs";
+  }
+}
+
+TEST(AttentionConformance, HeadsInner) {
+  STRATA_REQUIRE_GPU();
+  uint64_t seed = 1000;
+  // q [2, S, 3, D]: batch matrix (b, h) reads rows 3 * D apart.
+  for (DType dtype : {DType::F32, DType::F64})
+    for (int64_t seq : {17, 128})
+      for (int64_t head : {16, 64})
+        for (bool causal : {false, true}) {
+          Options o;
+          o.causal = causal;
+          o.headsInner = true;
+          expectBoth(dtype, {{2, 3}, seq, seq, head, head}, o, seed++);
+        }
+}
+
+TEST(AttentionConformance, HeadsInnerMasksDropoutCrossAttention) {
+  STRATA_REQUIRE_GPU();
+  uint64_t seed = 1100;
+  for (DType dtype : {DType::F32, DType::F64}) {
+    std::mt19937_64 rng(seed);
+    Options o;
+    o.headsInner = true;
+    o.hasMask = true;
+    // The masks broadcast to the logical scores [B, H, S, T].
+    o.mask = paddingMask(dtype, {14, 17}, 17);
+    o.causal = true;
+    expectBoth(dtype, {{2, 3}, 17, 17, 16, 16}, o, seed++);
+    o.mask = randomTensor(dtype, {2, 3, 17, 33}, rng, -2.0, 0.5);
+    o.causal = false;
+    expectBoth(dtype, {{2, 3}, 17, 33, 16, 24}, o, seed++);
+    o.mask = randomTensor(dtype, {2, 1, 40, 1}, rng, -2.0, 0.5);
+    o.causal = true;
+    o.ratio = 0.1;
+    expectBoth(dtype, {{2, 3}, 40, 40, 16, 16}, o, seed++);
+    // Dropout alone (its index is the logical one), a long sequence.
+    o.hasMask = false;
+    o.causal = false;
+    o.ratio = 0.5;
+    expectBoth(dtype, {{2, 3}, 128, 128, 64, 64}, o, seed++);
+    o.ratio = 0;
+    // Cross attention, S != T and D != Dv; [S, H, D] (no outer dims);
+    // two outer dims.
+    for (bool causal : {false, true}) {
+      o.causal = causal;
+      expectBoth(dtype, {{2, 3}, 17, 45, 24, 40}, o, seed++);
+      expectBoth(dtype, {{3}, 45, 17, 7, 5}, o, seed++);
+      expectBoth(dtype, {{2, 2, 3}, 9, 9, 8, 8}, o, seed++);
+    }
+  }
+}
+
+TEST(AttentionConformance, HeadsInnerFullyMaskedRowIsNaN) {
+  STRATA_REQUIRE_GPU();
+  std::vector<double> values(36, 0.0);
+  for (int j = 0; j < 6; ++j)
+    values[3 * 6 + j] = -std::numeric_limits<double>::infinity();
+  for (bool causal : {false, true}) {
+    Options o;
+    o.causal = causal;
+    o.headsInner = true;
+    o.hasMask = true;
+    o.mask = fromValues(DType::F32, {6, 6}, values);
+    expectBoth(DType::F32, {{2, 3}, 6, 6, 4, 4}, o, 1200 + causal);
+  }
+}
+
+TEST(AttentionConformance, HeadsInnerTensorCores) {
+  STRATA_REQUIRE_GPU();
+  // bf16 / fp16 with D = Dv in {16, 32, 64, 128}, an f32 mask: the
+  // tensor-core kernels (AttentionMma.cu), rows H * D apart.
+  uint64_t seed = 1300;
+  for (DType dtype : {DType::BF16, DType::F16})
+    for (int64_t head : {16, 64})
+      for (bool causal : {false, true}) {
+        Options o;
+        o.causal = causal;
+        o.headsInner = true;
+        Shape shape{{2, 3}, 70, 70, head, head};
+        Case fwd = forward(dtype, shape, o, seed);
+        setNarrowTolerance(fwd, dtype, false);
+        expectConformance(fwd);
+        Case bwd = gradient(dtype, shape, o, seed + 1);
+        setNarrowTolerance(bwd, dtype, true);
+        expectConformance(bwd);
+        seed += 2;
+      }
+  // A padding mask (f32, as mixed precision keeps it) and dropout; more
+  // keys than queries.
+  for (DType dtype : {DType::BF16, DType::F16}) {
+    Options o;
+    o.headsInner = true;
+    o.hasMask = true;
+    o.mask = paddingMask(DType::F32, {100, 128}, 128);
+    o.ratio = 0.1;
+    Shape shape{{2, 3}, 128, 128, 64, 64};
+    Case fwd = forward(dtype, shape, o, seed);
+    setNarrowTolerance(fwd, dtype, false);
+    expectConformance(fwd);
+    Case bwd = gradient(dtype, shape, o, seed + 1);
+    setNarrowTolerance(bwd, dtype, true);
+    expectConformance(bwd);
+    o.hasMask = false;
+    o.ratio = 0;
+    shape = {{1, 2}, 40, 130, 32, 32};
+    fwd = forward(dtype, shape, o, seed + 2);
+    setNarrowTolerance(fwd, dtype, false);
+    expectConformance(fwd);
+    bwd = gradient(dtype, shape, o, seed + 3);
+    setNarrowTolerance(bwd, dtype, true);
+    expectConformance(bwd);
+    seed += 4;
+  }
+}
+
+TEST(AttentionConformance, HeadsInnerIsThePlainLayoutTransposed) {
+  STRATA_REQUIRE_GPU();
+  // The same kernels, the same sums: bit for bit, on the tiled kernels
+  // (f32, f64) and the tensor-core ones (bf16).
+  uint64_t seed = 1400;
+  for (DType dtype : {DType::F32, DType::F64, DType::BF16}) {
+    std::mt19937_64 rng(seed);
+    Options o;
+    o.headsInner = true;
+    o.causal = true;
+    o.ratio = 0.2;
+    o.hasMask = true;
+    o.mask = randomTensor(dtype == DType::BF16 ? DType::F32 : dtype,
+                          {2, 1, 1, 70}, rng, -2.0, 0.5);
+    Shape shape{{2, 3}, 70, 70, 64, 64};
+    expectSameAsPlainLayout(forward(dtype, shape, o, seed + 1));
+    expectSameAsPlainLayout(gradient(dtype, shape, o, seed + 2));
+    o.hasMask = false;
+    o.causal = false;
+    o.ratio = 0;
+    shape = {{2, 3}, 17, 33, 16, dtype == DType::BF16 ? 16 : 24};
+    expectSameAsPlainLayout(forward(dtype, shape, o, seed + 3));
+    expectSameAsPlainLayout(gradient(dtype, shape, o, seed + 4));
+    seed += 10;
+  }
+}
+
+TEST(AttentionConformance, HeadsInnerErrors) {
+  STRATA_REQUIRE_GPU();
+  Options o;
+  o.headsInner = true;
+  std::mt19937_64 rng(1500);
+  // Rank 2 operands have no head axis.
+  Case c = forward(DType::F32, {{}, 5, 5, 4, 4}, o, 1501);
+  expectConformance(c);
+  c = gradient(DType::F32, {{}, 5, 5, 4, 4}, o, 1502);
+  expectConformance(c);
+  // Heads that differ between the query and the key.
+  c = forward(DType::F32, {{2, 3}, 5, 5, 4, 4}, o, 1503);
+  c.inputs[1] = randomTensor(DType::F32, {2, 5, 2, 4}, rng);
+  expectConformance(c);
+  // A result in the plain layout.
+  c = forward(DType::F32, {{2, 3}, 5, 7, 4, 4}, o, 1504);
+  c.outputs[0] = zeros(DType::F32, {2, 3, 5, 4});
+  expectConformance(c);
+  c = gradient(DType::F32, {{2, 3}, 5, 7, 4, 4}, o, 1505);
+  c.inputs[0] = randomTensor(DType::F32, {2, 3, 5, 4}, rng);
   expectConformance(c);
 }
 

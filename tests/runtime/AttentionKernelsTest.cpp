@@ -275,3 +275,95 @@ TEST(AttentionKernels, Errors) {
 }
 
 } // namespace
+
+namespace {
+
+/// [B, X, Y, D] -> [B, Y, X, D]: the sequence and head axes swapped.
+std::vector<float> swapMiddle(const std::vector<float> &in, int64_t b,
+                              int64_t x, int64_t y, int64_t d) {
+  std::vector<float> out(in.size());
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t j = 0; j < x; ++j)
+      for (int64_t k = 0; k < y; ++k)
+        for (int64_t e = 0; e < d; ++e)
+          out[((i * y + k) * x + j) * d + e] = in[((i * x + j) * y + k) * d + e];
+  return out;
+}
+
+std::vector<float> noise(size_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  for (float &x : v) {
+    seed = seed * 1664525u + 1013904223u;
+    x = float(int(seed >> 9) % 2001 - 1000) / 400.0f;
+  }
+  return v;
+}
+
+} // namespace
+
+TEST(AttentionKernels, HeadsInnerIsThePlainLayoutTransposed) {
+  // heads_inner reads q [B, S, H, D] (k, v [B, T, H, D]) in place and
+  // writes [B, S, H, Dv]: the same bits as transposing the heads out,
+  // attending and transposing back, forward and gradient. S = 70 spans two
+  // blocks of query rows; causal, an additive [B, H, S, T] mask and
+  // dropout (its counter is the logical [B, H, S, T] index) each once.
+  const int64_t B = 2, S = 70, T = 70, H = 3, D = 8, Dv = 5;
+  std::vector<float> qv = noise(B * S * H * D, 1), kv = noise(B * T * H * D, 2),
+                     vv = noise(B * T * H * Dv, 3), dyv = noise(B * S * H * Dv, 4),
+                     mv = noise(B * H * S * T, 5);
+  OwnedTensor qIn = f32({B, S, H, D}, qv), kIn = f32({B, T, H, D}, kv),
+              vIn = f32({B, T, H, Dv}, vv), dyIn = f32({B, S, H, Dv}, dyv);
+  OwnedTensor q = f32({B, H, S, D}, swapMiddle(qv, B, S, H, D)),
+              k = f32({B, H, T, D}, swapMiddle(kv, B, T, H, D)),
+              v = f32({B, H, T, Dv}, swapMiddle(vv, B, T, H, Dv)),
+              dy = f32({B, H, S, Dv}, swapMiddle(dyv, B, S, H, Dv));
+  OwnedTensor mask = f32({B, H, S, T}, mv);
+  const uint64_t seed = 77;
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant);
+    bool causal = variant == 0, masked = variant == 1;
+    double ratio = variant == 2 ? 0.3 : 0.0;
+    KernelAttrs plain = attnAttrs(0.5, causal, ratio);
+    KernelAttrs inner = attnAttrs(0.5, causal, ratio);
+    inner.set("heads_inner", int64_t(1));
+    std::vector<const OwnedTensor *> plainIn = {&q, &k, &v},
+                                     innerIn = {&qIn, &kIn, &vIn};
+    if (masked) {
+      plainIn.push_back(&mask);
+      innerIn.push_back(&mask);
+    }
+    OwnedTensor y(DType::F32, {B, H, S, Dv}), yIn(DType::F32, {B, S, H, Dv});
+    ASSERT_TRUE(runCpuKernel("graph.attention", plainIn, {&y}, plain, seed));
+    ASSERT_TRUE(runCpuKernel("graph.attention", innerIn, {&yIn}, inner, seed));
+    EXPECT_EQ(yIn.values<float>(), swapMiddle(y.values<float>(), B, H, S, Dv));
+
+    std::vector<const OwnedTensor *> plainGradIn = {&dy, &q, &k, &v},
+                                     innerGradIn = {&dyIn, &qIn, &kIn, &vIn};
+    if (masked) {
+      plainGradIn.push_back(&mask);
+      innerGradIn.push_back(&mask);
+    }
+    OwnedTensor dq(DType::F32, {B, H, S, D}), dk(DType::F32, {B, H, T, D}),
+        dv(DType::F32, {B, H, T, Dv});
+    OwnedTensor dqIn(DType::F32, {B, S, H, D}), dkIn(DType::F32, {B, T, H, D}),
+        dvIn(DType::F32, {B, T, H, Dv});
+    ASSERT_TRUE(runCpuKernel("graph.attention_grad", plainGradIn,
+                             {&dq, &dk, &dv}, plain, seed));
+    ASSERT_TRUE(runCpuKernel("graph.attention_grad", innerGradIn,
+                             {&dqIn, &dkIn, &dvIn}, inner, seed));
+    EXPECT_EQ(dqIn.values<float>(), swapMiddle(dq.values<float>(), B, H, S, D));
+    EXPECT_EQ(dkIn.values<float>(), swapMiddle(dk.values<float>(), B, H, T, D));
+    EXPECT_EQ(dvIn.values<float>(),
+              swapMiddle(dv.values<float>(), B, H, T, Dv));
+  }
+
+  // The plain layout's shapes under heads_inner are refused: [B, H, S, D]
+  // read as [B, S', H', D] has 3 heads in the key but 70 in the query.
+  KernelAttrs inner = attnAttrs(0.5);
+  inner.set("heads_inner", int64_t(1));
+  OwnedTensor kOther = f32({B, T, 2, D}, noise(B * T * 2 * D, 6));
+  OwnedTensor y(DType::F32, {B, S, H, Dv});
+  Status s = runCpuKernel("graph.attention", {&qIn, &kOther, &vIn}, {&y}, inner);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.message().find("do not fit"), std::string::npos) << s.message();
+}

@@ -42,6 +42,10 @@ struct Shape {
   /// The mask hides every key of the last batch: its rows are NaN (0 / 0),
   /// and so are its gradients, dK and dV included.
   bool hideLastBatch = false;
+  /// heads_inner with this many heads (batches = outer * heads): q
+  /// [outer, s, heads, D], k and v [outer, t, heads, D]; 0: the plain
+  /// layout.
+  int64_t heads = 0;
 };
 
 /// A narrow tensor of random values in [-1, 1).
@@ -94,10 +98,17 @@ void checkAttention(DType dtype, const Shape &shape, std::mt19937 &rng) {
                      " T=" + std::to_string(shape.t) +
                      (shape.causal ? " causal" : "") +
                      (shape.mask ? " mask" : "") +
-                     (shape.dropout > 0 ? " dropout" : "");
+                     (shape.dropout > 0 ? " dropout" : "") +
+                     (shape.heads ? " heads_inner" : "");
   SCOPED_TRACE(what);
+  const int64_t heads = shape.heads, outer = heads ? shape.batches / heads : 0;
   std::vector<int64_t> qShape = {shape.batches, shape.s, D},
                        kShape = {shape.batches, shape.t, D};
+  if (heads) {
+    ASSERT_EQ(outer * heads, shape.batches);
+    qShape = {outer, shape.s, heads, D};
+    kShape = {outer, shape.t, heads, D};
+  }
   OwnedTensor q = randomNarrow(dtype, qShape, rng);
   OwnedTensor k = randomNarrow(dtype, kShape, rng);
   OwnedTensor v = randomNarrow(dtype, kShape, rng);
@@ -107,10 +118,14 @@ void checkAttention(DType dtype, const Shape &shape, std::mt19937 &rng) {
   attrs.set("scale", scale);
   attrs.set("causal", int64_t(shape.causal));
   attrs.set("dropout_ratio", shape.dropout);
+  if (heads)
+    attrs.set("heads_inner", int64_t(1));
   const uint64_t seed = 0x5eed1234abcdull;
   // Padding: the last third of each batch's keys hidden by -10000, one by
   // -inf (mixed precision keeps masks f32).
-  OwnedTensor mask(DType::F32, {shape.batches, 1, shape.t});
+  OwnedTensor mask(DType::F32,
+                   heads ? std::vector<int64_t>{outer, heads, 1, shape.t}
+                         : std::vector<int64_t>{shape.batches, 1, shape.t});
   const float inf = std::numeric_limits<float>::infinity();
   for (int64_t b = 0; b < shape.batches; ++b)
     for (int64_t j = 0; j < shape.t; ++j)
@@ -152,6 +167,8 @@ void checkAttention(DType dtype, const Shape &shape, std::mt19937 &rng) {
   p.t = shape.t;
   p.scale = float(scale);
   p.causal = shape.causal;
+  p.headsInner = heads != 0;
+  p.heads = heads ? heads : 1;
   p.ratio = shape.dropout;
   p.dropScale = 1.0f / float(1.0 - shape.dropout);
   p.seed = seed;
@@ -160,6 +177,10 @@ void checkAttention(DType dtype, const Shape &shape, std::mt19937 &rng) {
     AttentionPlan plan;
     plan.batchShape = {shape.batches};
     plan.maskStrides = {shape.t, 0, 1};
+    if (heads) { // [outer, heads] over the logical scores
+      plan.batchShape = {outer, heads};
+      plan.maskStrides = {heads * shape.t, shape.t, 0, 1};
+    }
     MaskLayout layout = maskLayout(plan);
     ASSERT_EQ(layout.sizes.size(), shape.batches > 1 ? 1u : 0u);
     p.mask = mask.view().as<float>();
@@ -247,6 +268,21 @@ TEST(AttentionMma, HeadDim16MatchesCpu) {
 TEST(AttentionMma, Bf16HeadDim128MatchesCpu) {
   std::mt19937 rng(3);
   checkAttention<mma::Bf16, 128>(DType::BF16, {1, 65, 65, true}, rng);
+}
+
+TEST(AttentionMma, HeadsInnerMatchesCpu) {
+  // q [outer, S, H, D]: a batch matrix's rows H * D apart, read and
+  // written in place; the mask and dropout by the logical batch matrix.
+  std::mt19937 rng(7);
+  Shape s{6, 70, 70, false};
+  s.heads = 3;
+  checkAttention<mma::Bf16, 64>(DType::BF16, s, rng);
+  s = {4, 70, 90, true, true, 0.1};
+  s.heads = 2;
+  checkAttention<mma::Fp16, 32>(DType::F16, s, rng);
+  s = {3, 64, 40, true, false, 0.0};
+  s.heads = 3;
+  checkAttention<mma::Bf16, 16>(DType::BF16, s, rng);
 }
 
 TEST(AttentionMma, SharedMemoryFitsAnH100) {

@@ -8,10 +8,12 @@ figure's effect on the predicted step or on one op kind's summed spans in
 strata-sim's trace. No timing: every number comes from the cost model.
 
     check_calibrated_costs.py --sim BIN/strata-sim --plain ART --offload ART
-                              [--sharded ART]
+                              --unfused ART [--sharded ART]
 
-ART --plain: gpt_tiny (rows of 64, the heads' transposes, AdamW over
-parameters of at most 16K elements); --offload: an artifact with tier
+ART --plain: gpt_tiny (rows of 64, AdamW over parameters of at most 16K
+elements); --unfused: gpt_tiny with its attention as the exporter wrote
+it (--no-fuse-attention: the heads' transposes, which the fused
+attention reads in place); --offload: an artifact with tier
 moves on the copy streams that the compute stream waits for; --sharded:
 an artifact of 2 ranks whose all-gathers and reduce-scatters run on side
 streams (ZeRO-3).
@@ -86,6 +88,7 @@ def main():
     ap.add_argument("--sim", required=True)
     ap.add_argument("--plain", required=True)
     ap.add_argument("--offload", required=True)
+    ap.add_argument("--unfused", required=True)
     ap.add_argument("--sharded")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="strata-calibrated-costs-")
@@ -111,10 +114,11 @@ def main():
 
     # A transpose that keeps the last axis (the heads') takes
     # graph.transpose_rows.
-    _, heads = predict(args.sim, args.plain, changed(
+    _, unfused = predict(args.sim, args.unfused, BASE, work, "unfused")
+    _, heads = predict(args.sim, args.unfused, changed(
         {"op.graph.transpose_rows": [1e3, 2e-9, 1e7, 2e-9]}), work, "heads")
     print("transpose keeping the last axis: %.2f times the transpose table" %
-          (heads["graph.transpose"] / spans["graph.transpose"]))
+          (heads["graph.transpose"] / unfused["graph.transpose"]))
 
     # The offloaded plan: its tier moves are copies (copy_seconds), a
     # blocking wait on a copy stream costs event_wait, and each byte a

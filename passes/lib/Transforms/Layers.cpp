@@ -70,7 +70,8 @@ double forwardFlops(Operation *op) {
   if (auto attention = dyn_cast<graph::AttentionOp>(op)) {
     // q k^T over T keys of D, then p v: 2 S T (D + Dv) per batch and head.
     auto key = cast<RankedTensorType>(attention.getKey().getType());
-    int64_t keys = key.getRank() >= 2 ? key.getShape()[key.getRank() - 2] : 1;
+    int64_t axis = attention.getSequenceAxis();
+    int64_t keys = axis >= 0 ? key.getShape()[axis] : 1;
     double queryElements = double(elements(attention.getQuery().getType()));
     return 2.0 * double(keys) * (queryElements + out);
   }

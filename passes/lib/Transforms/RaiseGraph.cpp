@@ -659,7 +659,8 @@ struct SoftmaxToAttention : public OpRewritePattern<SoftmaxOp> {
         forward->output, forward->output.getType(), q, key, forward->v,
         maskValue, rewriter.getF64FloatAttr(scale),
         rewriter.getBoolAttr(mask->causal),
-        rewriter.getF64FloatAttr(forward->dropoutRatio));
+        rewriter.getF64FloatAttr(forward->dropoutRatio),
+        rewriter.getBoolAttr(false));
     // Dropout is not Pure (it draws a mask), so it would keep the unfused
     // chain alive; its draw now happens inside the attention.
     if (forward->dropout)
@@ -670,6 +671,68 @@ struct SoftmaxToAttention : public OpRewritePattern<SoftmaxOp> {
   /// The meaning of each constant mask, per pass run (the greedy driver
   /// runs one pattern at a time).
   mutable WhereMaskCache maskCache;
+};
+
+/// True if `perm` swaps the sequence and head axes of a rank-`rank`
+/// attention operand (rank - 3 and rank - 2) and keeps every other axis.
+bool swapsHeadsAndSequence(ArrayRef<int64_t> perm, int64_t rank) {
+  if (int64_t(perm.size()) != rank || rank < 3)
+    return false;
+  for (int64_t i = 0; i < rank; ++i) {
+    int64_t expected = i == rank - 3   ? rank - 2
+                       : i == rank - 2 ? rank - 3
+                                       : i;
+    if (perm[i] != expected)
+      return false;
+  }
+  return true;
+}
+
+/// attention(transpose(q), transpose(k), transpose(v)) read back through a
+/// transpose, each swapping the sequence and head axes, ->
+/// attention {heads_inner}(q, k, v): the heads are read where the
+/// projection wrote them, [..., S, H, D], and the result is written where
+/// the next projection reads it. The kernels read the same numbers in the
+/// same order, so the result is bit-identical; four copies of an
+/// activation go (and four of its gradient in the backward).
+struct AttentionHeadsInPlace : public OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(AttentionOp attention,
+                                PatternRewriter &rewriter) const override {
+    if (attention.getHeadsInner())
+      return failure();
+    int64_t rank = cast<RankedTensorType>(attention.getType()).getRank();
+    SmallVector<Value, 3> inner;
+    for (Value operand :
+         {attention.getQuery(), attention.getKey(), attention.getValue()}) {
+      auto transpose = operand.getDefiningOp<TransposeOp>();
+      if (!transpose || !swapsHeadsAndSequence(transpose.getPerm(), rank))
+        return failure();
+      inner.push_back(transpose.getInput());
+    }
+    SmallVector<TransposeOp> readers;
+    for (Operation *user : attention->getUsers()) {
+      auto transpose = dyn_cast<TransposeOp>(user);
+      if (!transpose || !swapsHeadsAndSequence(transpose.getPerm(), rank))
+        return failure();
+      readers.push_back(transpose);
+    }
+    if (readers.empty())
+      return failure();
+    auto fused = rewriter.create<AttentionOp>(
+        attention.getLoc(), readers.front().getType(), inner[0], inner[1],
+        inner[2], attention.getMask(), attention.getScaleAttr(),
+        attention.getCausalAttr(), attention.getDropoutRatioAttr(),
+        rewriter.getBoolAttr(true));
+    // Discardable attributes (a dropout's rng_stream) ride along.
+    for (NamedAttribute attr : attention->getDiscardableAttrs())
+      fused->setAttr(attr.getName(), attr.getValue());
+    for (TransposeOp reader : readers)
+      rewriter.replaceOp(reader, fused.getResult());
+    rewriter.eraseOp(attention);
+    return success();
+  }
 };
 
 struct RaiseGraphPass
@@ -689,7 +752,7 @@ struct RaiseGraphPass
     }
     RewritePatternSet patterns(context);
     patterns.add<MatmulToLinear, FoldBiasIntoLinear, ErfToGelu, TanhToGelu,
-                 DecomposedLayerNorm>(context);
+                 DecomposedLayerNorm, AttentionHeadsInPlace>(context);
     ReshapeOp::getCanonicalizationPatterns(patterns, context);
     TransposeOp::getCanonicalizationPatterns(patterns, context);
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))

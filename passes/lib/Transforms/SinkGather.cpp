@@ -207,8 +207,8 @@ struct SinkGather : public OpRewritePattern<GatherOp> {
       // The query positions: every output row reads its query row and all
       // keys. Without a mask, causality or dropout, a row's result does
       // not depend on where it sits.
-      int64_t rank = rankOf(source);
-      if (axis != rank - 2 || attention.getMask() || attention.getCausal() ||
+      if (axis != attention.getSequenceAxis() || attention.getMask() ||
+          attention.getCausal() ||
           attention.getDropoutRatio().convertToDouble() != 0.0)
         return failure();
       Value rowIndices = indices;

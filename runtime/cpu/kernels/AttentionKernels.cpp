@@ -3,7 +3,8 @@
 // graph.attention, evaluated as PyTorch's explicit ("math") formula
 //   s = (q @ k^T) * scale + mask; s[i, j > i] = -inf if causal
 //   p = dropout(softmax(s, -1)); out = p @ v
-// one batch matrix at a time, in the same order of roundings: the products
+// one batch matrix at a time, in the same order of roundings (heads_inner
+// reads the same rows where they lie, heads apart): the products
 // are gemms in the element type, the softmax sums in double (f32 scores'
 // exponentials in float, vectorized: expAndSum). A row with
 // every score -inf (fully masked) gives NaN, as torch.softmax of an all -inf
@@ -45,6 +46,7 @@ Status attentionKernel(KernelContext &ctx) {
   const std::vector<int64_t> &maskStrides = plan.maskStrides;
   const double ratio = plan.ratio, scale = plan.scale;
   const bool causal = plan.causal;
+  const int64_t ldD = plan.ld(d), ldV = plan.ld(dv);
 
   return dispatchFloat(q.dtype, kOp, [&](auto tag) -> Status {
     using T = decltype(tag);
@@ -64,14 +66,17 @@ Status attentionKernel(KernelContext &ctx) {
       std::vector<T> e(static_cast<size_t>(t));
       for (int64_t b = first; b < last; ++b) {
         int64_t maskBase = mask ? maskOffset(batchShape, maskStrides, b) : 0;
-        const T *qb = pq + b * s * d, *kb = pk + b * t * d,
-                *vb = pv + b * t * dv;
+        // Batch matrix b's rows: ldD and ldV apart (heads_inner: the
+        // heads' rows interleave).
+        const T *qb = pq + plan.offset(b, s, d), *kb = pk + plan.offset(b, t, d),
+                *vb = pv + plan.offset(b, t, dv);
+        T *ob = po + plan.offset(b, s, dv);
         // Blocks of query rows: under a causal mask, rows [i0, i1) see keys
         // [0, i1) only, so the products skip the keys past the block.
         for (int64_t i0 = 0; i0 < s; i0 += kAttentionRows) {
           int64_t i1 = std::min(s, i0 + kAttentionRows), rows = i1 - i0;
           int64_t keys = causal ? std::min(t, i1) : t;
-          gemmEx<T>(false, true, rows, keys, d, qb + i0 * d, d, kb, d,
+          gemmEx<T>(false, true, rows, keys, d, qb + i0 * ldD, ldD, kb, ldD,
                     p.data() + i0 * t, t);
           for (int64_t i = i0; i < i1; ++i) {
             T *row = p.data() + i * t;
@@ -87,7 +92,7 @@ Status attentionKernel(KernelContext &ctx) {
               }
           }
           gemmEx<T>(false, false, rows, dv, keys, p.data() + i0 * t, t, vb,
-                    dv, po + (b * s + i0) * dv, dv);
+                    ldV, ob + i0 * ldV, ldV);
         }
       }
     });

@@ -309,6 +309,9 @@ Status attentionGradKernel(KernelContext &ctx) {
   const std::vector<int64_t> &maskStrides = plan.maskStrides;
   const double ratio = plan.ratio, scale = plan.scale;
   const bool causal = plan.causal;
+  // Batch matrix b's rows are ldD and ldV apart (heads_inner: the heads'
+  // rows interleave); its scratch rows are t apart.
+  const int64_t ldD = plan.ld(d), ldV = plan.ld(dv);
   if (t == 0) { // no keys: the forward's output is empty of terms
     for (TensorView &out : ctx.outputs)
       std::memset(out.data, 0, out.bytes());
@@ -335,9 +338,11 @@ Status attentionGradKernel(KernelContext &ctx) {
       T *pdData = ratio > 0 ? pd.data() : p.data();
       for (int64_t b = first; b < last; ++b) {
         int64_t maskBase = mask ? maskOffset(batchShape, maskStrides, b) : 0;
-        const T *qb = pq + b * s * d, *kb = pk + b * t * d,
-                *vb = pv + b * t * dv;
-        const T *dyb = pdy + b * s * dv;
+        const T *qb = pq + plan.offset(b, s, d), *kb = pk + plan.offset(b, t, d),
+                *vb = pv + plan.offset(b, t, dv);
+        const T *dyb = pdy + plan.offset(b, s, dv);
+        T *dqb = dq + plan.offset(b, s, d), *dkb = dk + plan.offset(b, t, d),
+          *dvb = dvOut + plan.offset(b, t, dv);
         // Blocks of query rows, as the forward: under a causal mask rows
         // [i0, i1) see keys [0, i1). P, Pd and dS past them are never
         // read: dQ takes the block's keys, and the key blocks of dV and dK
@@ -346,7 +351,7 @@ Status attentionGradKernel(KernelContext &ctx) {
         for (int64_t i0 = 0; i0 < s; i0 += kAttentionRows) {
           int64_t i1 = std::min(s, i0 + kAttentionRows), rows = i1 - i0;
           int64_t keys = causal ? std::min(t, i1) : t;
-          gemmEx<T>(false, true, rows, keys, d, qb + i0 * d, d, kb, d,
+          gemmEx<T>(false, true, rows, keys, d, qb + i0 * ldD, ldD, kb, ldD,
                     p.data() + i0 * t, t);
           for (int64_t i = i0; i < i1; ++i) {
             T *row = p.data() + i * t;
@@ -364,7 +369,7 @@ Status attentionGradKernel(KernelContext &ctx) {
               }
           }
           // dPd = dY V^T, then through dropout and softmax into dS.
-          gemmEx<T>(false, true, rows, keys, dv, dyb + i0 * dv, dv, vb, dv,
+          gemmEx<T>(false, true, rows, keys, dv, dyb + i0 * ldV, ldV, vb, ldV,
                     ds.data() + i0 * t, t);
           for (int64_t i = i0; i < i1; ++i) {
             T *dsRow = ds.data() + i * t;
@@ -373,8 +378,8 @@ Status attentionGradKernel(KernelContext &ctx) {
                              keys, scale);
           }
           // dQ = dS K, over the keys the block sees.
-          gemmEx<T>(false, false, rows, d, keys, ds.data() + i0 * t, t, kb, d,
-                    dq + (b * s + i0) * d, d);
+          gemmEx<T>(false, false, rows, d, keys, ds.data() + i0 * t, t, kb,
+                    ldD, dqb + i0 * ldD, ldD);
         }
         // dV = Pd^T dY, dK = dS^T Q, by blocks of keys. Under a causal
         // mask key j takes terms from query rows i >= j only (Pd and dS
@@ -386,9 +391,9 @@ Status attentionGradKernel(KernelContext &ctx) {
           int64_t cols = std::min(t, j0 + keyBlock) - j0;
           int64_t from = causal ? std::min(j0, s) : 0, inner = s - from;
           gemmEx<T>(true, false, cols, dv, inner, pdData + from * t + j0, t,
-                    dyb + from * dv, dv, dvOut + (b * t + j0) * dv, dv);
+                    dyb + from * ldV, ldV, dvb + j0 * ldV, ldV);
           gemmEx<T>(true, false, cols, d, inner, ds.data() + from * t + j0, t,
-                    qb + from * d, d, dk + (b * t + j0) * d, d);
+                    qb + from * ldD, ldD, dkb + j0 * ldD, ldD);
         }
       }
     });

@@ -27,6 +27,11 @@
 // A row whose statistics are bad has m = NaN, so every p of it is NaN, as
 // the CPU's are (and so are the dK, dV of its batch matrix).
 //
+// heads_inner (q [..., S, H, D] and so on, AttentionPlan.h) changes only
+// where a batch matrix's rows are read and written (matrixAt, rowStride);
+// the mask, dropout's index and the statistics stay in the logical
+// [..., H, S, *] order.
+//
 // All arithmetic is in the element type (f32 accumulators for f32), the CPU
 // sums the softmax in double: f32 results agree within ~1e-5 relative.
 //
@@ -194,6 +199,12 @@ template <typename T> struct Params {
   /// when the kernel runs, so a replayed CUDA graph draws afresh).
   const uint64_t *seedSlot = nullptr;
   bool dropout = false, causal = false;
+  /// heads_inner (AttentionPlan.h): q [..., S, H, D], k, v [..., T, H, *],
+  /// dy and the results likewise; batch matrix b = (outer, head) starts at
+  /// matrixAt(p, b, rows, width) and its rows are rowStride(p, width)
+  /// apart. Off: b * rows * width and width, the plain layout.
+  bool headsInner = false;
+  int64_t heads = 1;
   /// The mask's offset of batch matrix b: sum of its coordinates (in the
   /// merged dims maskSize) times maskStride; then i * maskRowStride +
   /// j * maskColStride.
@@ -236,6 +247,8 @@ bool fillParams(const Geometry &g, uint64_t seed, Params<T> &p) {
   p.seed = seed;
   p.dropout = g.ratio > 0;
   p.causal = g.causal;
+  p.headsInner = g.headsInner;
+  p.heads = g.heads;
   if (!g.hasMask)
     return true;
   return mergeMaskDims(g, p.maskDims, p.maskSize, p.maskStride,
@@ -261,6 +274,23 @@ template <typename T> __device__ __forceinline__ T quietNaN() {
 
 __device__ __forceinline__ int64_t minOf(int64_t a, int64_t b) {
   return a < b ? a : b;
+}
+
+/// Where batch matrix b of an operand or result of `rows` rows of `width`
+/// starts (AttentionPlan::offset), in elements.
+template <typename T>
+__device__ __forceinline__ int64_t matrixAt(const Params<T> &p, int64_t b,
+                                            int64_t rows, int64_t width) {
+  return p.headsInner ? ((b / p.heads) * rows * p.heads + b % p.heads) * width
+                      : b * rows * width;
+}
+
+/// The distance between a batch matrix's rows of `width` in an operand or
+/// result (AttentionPlan::ld), in elements.
+template <typename T>
+__device__ __forceinline__ int64_t rowStride(const Params<T> &p,
+                                             int64_t width) {
+  return p.headsInner ? p.heads * width : width;
 }
 
 /// The factor dropout leaves on probability (i, j) of batch matrix b.
@@ -300,13 +330,16 @@ __device__ __forceinline__ T scoreOf(const Params<T> &p, const T *qRow,
   return p.causal && j > i ? negInf<T>() : score;
 }
 
-/// Copies `rows` rows of `width` elements from global `src` (contiguous) to
-/// shared `dst` (rows `ld` apart).
+/// Copies `rows` rows of `width` elements from global `src` (rows `srcLd`
+/// apart) to shared `dst` (rows `ld` apart).
 template <typename T>
 __device__ __forceinline__ void loadRows(T *dst, int64_t ld, const T *src,
-                                         int64_t rows, int64_t width) {
-  for (int64_t e = threadIdx.x; e < rows * width; e += blockDim.x)
-    dst[(e / width) * ld + e % width] = src[e];
+                                         int64_t srcLd, int64_t rows,
+                                         int64_t width) {
+  for (int64_t e = threadIdx.x; e < rows * width; e += blockDim.x) {
+    int64_t r = e / width, x = e % width;
+    dst[r * ld + x] = src[r * srcLd + x];
+  }
 }
 
 /// The online-softmax pass over every key for the `rows` query rows at i0 of
@@ -330,14 +363,16 @@ __device__ void onlinePass(const Params<T> &p, T *sm, int64_t b, int64_t i0,
   for (int64_t e = threadIdx.x; e < B * L.ldAcc; e += blockDim.x)
     O[e] = 0;
   __syncthreads();
-  const T *kb = p.k + b * p.t * p.d, *vb = p.v + b * p.t * p.dvDim;
+  const T *kb = p.k + matrixAt(p, b, p.t, p.d),
+          *vb = p.v + matrixAt(p, b, p.t, p.dvDim);
+  const int64_t rowD = rowStride(p, p.d), rowV = rowStride(p, p.dvDim);
   const int64_t mBase = p.mask ? maskBase(p, b) : 0;
   // Causal: the keys after the tile's last row are -inf for all its rows.
   const int64_t kEnd = p.causal ? minOf(p.t, i0 + rows) : p.t;
   for (int64_t j0 = 0; j0 < kEnd; j0 += B) {
     const int64_t cols = minOf(B, p.t - j0);
-    loadRows(K, L.ldD, kb + j0 * p.d, cols, p.d);
-    loadRows(V, L.ldV, vb + j0 * p.dvDim, cols, p.dvDim);
+    loadRows(K, L.ldD, kb + j0 * rowD, rowD, cols, p.d);
+    loadRows(V, L.ldV, vb + j0 * rowV, rowV, cols, p.dvDim);
     __syncthreads();
     for (int64_t e = threadIdx.x; e < rows * cols; e += blockDim.x) {
       int64_t r = e / cols, c = e % cols, i = i0 + r, j = j0 + c;
@@ -400,15 +435,17 @@ __device__ void forwardBlocks(const Params<T> &p, T *sm) {
   const int64_t tiles = (p.s + B - 1) / B, work = p.batches * tiles;
   T *Q = sm + L.q, *O = sm + L.acc, *M = sm + L.m, *Lsum = sm + L.l,
     *Bad = sm + L.bad;
+  const int64_t rowD = rowStride(p, p.d), rowV = rowStride(p, p.dvDim);
   for (int64_t w = blockIdx.x; w < work; w += gridDim.x) {
     const int64_t b = w / tiles, i0 = (w % tiles) * B;
     const int64_t rows = minOf(B, p.s - i0);
-    loadRows(Q, L.ldD, p.q + (b * p.s + i0) * p.d, rows, p.d);
+    loadRows(Q, L.ldD, p.q + matrixAt(p, b, p.s, p.d) + i0 * rowD, rowD, rows,
+             p.d);
     onlinePass(p, sm, b, i0, rows);
-    T *out = p.out + (b * p.s + i0) * p.dvDim;
+    T *out = p.out + matrixAt(p, b, p.s, p.dvDim) + i0 * rowV;
     for (int64_t e = threadIdx.x; e < rows * p.dvDim; e += blockDim.x) {
       int64_t r = e / p.dvDim, x = e % p.dvDim;
-      out[e] = Bad[r] != 0 || M[r] == negInf<T>() ? quietNaN<T>()
+      out[r * rowV + x] = Bad[r] != 0 || M[r] == negInf<T>() ? quietNaN<T>()
                                                  : O[r * L.ldAcc + x] / Lsum[r];
     }
     __syncthreads();
@@ -425,11 +462,14 @@ __device__ void gradQueryBlocks(const Params<T> &p, T *sm) {
   T *Q = sm + L.q, *K = sm + L.k, *V = sm + L.v, *S = sm + L.s,
     *Acc = sm + L.acc, *dY = sm + L.dy, *M = sm + L.m, *Lsum = sm + L.l,
     *Bad = sm + L.bad, *Dot = sm + L.dot;
+  const int64_t rowD = rowStride(p, p.d), rowV = rowStride(p, p.dvDim);
   for (int64_t w = blockIdx.x; w < work; w += gridDim.x) {
     const int64_t b = w / tiles, i0 = (w % tiles) * B;
     const int64_t rows = minOf(B, p.s - i0);
-    loadRows(Q, L.ldD, p.q + (b * p.s + i0) * p.d, rows, p.d);
-    loadRows(dY, L.ldV, p.dy + (b * p.s + i0) * p.dvDim, rows, p.dvDim);
+    loadRows(Q, L.ldD, p.q + matrixAt(p, b, p.s, p.d) + i0 * rowD, rowD, rows,
+             p.d);
+    loadRows(dY, L.ldV, p.dy + matrixAt(p, b, p.s, p.dvDim) + i0 * rowV, rowV,
+             rows, p.dvDim);
     onlinePass(p, sm, b, i0, rows);
     // m, l and D = dY . o / l; a bad row gets m = NaN (so p = NaN).
     for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
@@ -452,13 +492,14 @@ __device__ void gradQueryBlocks(const Params<T> &p, T *sm) {
     for (int64_t e = threadIdx.x; e < B * L.ldAcc; e += blockDim.x)
       Acc[e] = 0;
     __syncthreads();
-    const T *kb = p.k + b * p.t * p.d, *vb = p.v + b * p.t * p.dvDim;
+    const T *kb = p.k + matrixAt(p, b, p.t, p.d),
+            *vb = p.v + matrixAt(p, b, p.t, p.dvDim);
     const int64_t mBase = p.mask ? maskBase(p, b) : 0;
     const int64_t kEnd = p.causal ? minOf(p.t, i0 + rows) : p.t;
     for (int64_t j0 = 0; j0 < kEnd; j0 += B) {
       const int64_t cols = minOf(B, p.t - j0);
-      loadRows(K, L.ldD, kb + j0 * p.d, cols, p.d);
-      loadRows(V, L.ldV, vb + j0 * p.dvDim, cols, p.dvDim);
+      loadRows(K, L.ldD, kb + j0 * rowD, rowD, cols, p.d);
+      loadRows(V, L.ldV, vb + j0 * rowV, rowV, cols, p.dvDim);
       __syncthreads();
       // dS = p (dPd keep - D) scale.
       for (int64_t e = threadIdx.x; e < rows * cols; e += blockDim.x) {
@@ -483,9 +524,11 @@ __device__ void gradQueryBlocks(const Params<T> &p, T *sm) {
       }
       __syncthreads();
     }
-    T *dq = p.dq + (b * p.s + i0) * p.d;
-    for (int64_t e = threadIdx.x; e < rows * p.d; e += blockDim.x)
-      dq[e] = Acc[(e / p.d) * L.ldAcc + e % p.d];
+    T *dq = p.dq + matrixAt(p, b, p.s, p.d) + i0 * rowD;
+    for (int64_t e = threadIdx.x; e < rows * p.d; e += blockDim.x) {
+      int64_t r = e / p.d, x = e % p.d;
+      dq[r * rowD + x] = Acc[r * L.ldAcc + x];
+    }
     __syncthreads();
   }
 }
@@ -500,11 +543,14 @@ __device__ void gradKeyBlocks(const Params<T> &p, T *sm) {
   T *K = sm + L.k, *V = sm + L.v, *Q = sm + L.q, *dY = sm + L.dy,
     *P = sm + L.s, *dS = sm + L.ds, *dK = sm + L.dk, *dV = sm + L.dvAcc,
     *M = sm + L.m, *Lsum = sm + L.l, *Dot = sm + L.dot;
+  const int64_t rowD = rowStride(p, p.d), rowV = rowStride(p, p.dvDim);
   for (int64_t w = blockIdx.x; w < work; w += gridDim.x) {
     const int64_t b = w / tiles, j0 = (w % tiles) * B;
     const int64_t cols = minOf(B, p.t - j0);
-    loadRows(K, L.ldD, p.k + (b * p.t + j0) * p.d, cols, p.d);
-    loadRows(V, L.ldV, p.v + (b * p.t + j0) * p.dvDim, cols, p.dvDim);
+    const int64_t kAt = matrixAt(p, b, p.t, p.d) + j0 * rowD,
+                  vAt = matrixAt(p, b, p.t, p.dvDim) + j0 * rowV;
+    loadRows(K, L.ldD, p.k + kAt, rowD, cols, p.d);
+    loadRows(V, L.ldV, p.v + vAt, rowV, cols, p.dvDim);
     for (int64_t e = threadIdx.x; e < B * L.ldD; e += blockDim.x)
       dK[e] = 0;
     for (int64_t e = threadIdx.x; e < B * L.ldV; e += blockDim.x)
@@ -527,8 +573,10 @@ __device__ void gradKeyBlocks(const Params<T> &p, T *sm) {
         if (M[r] != M[r])
           skip = false;
       if (!skip) {
-        loadRows(Q, L.ldD, p.q + (b * p.s + i0) * p.d, rows, p.d);
-        loadRows(dY, L.ldV, p.dy + (b * p.s + i0) * p.dvDim, rows, p.dvDim);
+        loadRows(Q, L.ldD, p.q + matrixAt(p, b, p.s, p.d) + i0 * rowD, rowD,
+                 rows, p.d);
+        loadRows(dY, L.ldV, p.dy + matrixAt(p, b, p.s, p.dvDim) + i0 * rowV,
+                 rowV, rows, p.dvDim);
         __syncthreads();
         for (int64_t e = threadIdx.x; e < rows * cols; e += blockDim.x) {
           int64_t r = e / cols, c = e % cols, i = i0 + r, j = j0 + c;
@@ -561,11 +609,15 @@ __device__ void gradKeyBlocks(const Params<T> &p, T *sm) {
       }
       __syncthreads();
     }
-    T *dk = p.dk + (b * p.t + j0) * p.d, *dv = p.dv + (b * p.t + j0) * p.dvDim;
-    for (int64_t e = threadIdx.x; e < cols * p.d; e += blockDim.x)
-      dk[e] = dK[(e / p.d) * L.ldD + e % p.d];
-    for (int64_t e = threadIdx.x; e < cols * p.dvDim; e += blockDim.x)
-      dv[e] = dV[(e / p.dvDim) * L.ldV + e % p.dvDim];
+    T *dk = p.dk + kAt, *dv = p.dv + vAt;
+    for (int64_t e = threadIdx.x; e < cols * p.d; e += blockDim.x) {
+      int64_t c = e / p.d, x = e % p.d;
+      dk[c * rowD + x] = dK[c * L.ldD + x];
+    }
+    for (int64_t e = threadIdx.x; e < cols * p.dvDim; e += blockDim.x) {
+      int64_t c = e / p.dvDim, x = e % p.dvDim;
+      dv[c * rowV + x] = dV[c * L.ldV + x];
+    }
     __syncthreads();
   }
 }

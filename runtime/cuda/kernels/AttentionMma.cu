@@ -4,7 +4,8 @@
 // graph.attention_grad when query, key and value (and the gradient) are
 // bf16 (or all fp16), a mask if any is f32 (mixed precision keeps it so:
 // -inf must survive), and the head dim (D = Dv) is 16, 32, 64 or 128.
-// Dropout is applied as the CPU applies it.
+// Dropout is applied as the CPU applies it; heads_inner operands
+// ([..., S, H, D]) are read and written where they lie.
 // NarrowFloatKernels.cu asks here first; the rest widens to f32 and takes
 // the tiled f32 kernels. STRATA_CUDA_ATTENTION=widened sends every
 // attention there (to compare, or to step around a fault).
@@ -137,6 +138,8 @@ bool paramsOf(const attention::Geometry &g, const KernelContext &ctx,
   p.t = g.t;
   p.scale = float(g.scale);
   p.causal = g.causal;
+  p.headsInner = g.headsInner;
+  p.heads = g.heads;
   p.ratio = g.ratio;
   p.dropScale = 1.0f / float(1.0 - g.ratio); // the CPU's T(1) / T(1 - ratio)
   p.seed = ctx.seed;

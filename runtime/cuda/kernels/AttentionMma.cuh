@@ -27,7 +27,9 @@
 // f32 mask and dropout (graph.dropout's Philox stream, the CPU's mask) are
 // applied as the CPU applies them; one head dim D = Dv in {16, 32, 64, 128};
 // other attentions take the widened f32 kernels (AttentionMma.cu decides,
-// `takes`).
+// `takes`). heads_inner operands ([..., S, H, D]) are read and written in
+// place: rows H * D apart from the batch matrix's first (matrixAt,
+// rowStride); the stats, the mask and dropout keep the logical order.
 //
 // The block functions are written in MmaPortable.cuh's primitives only, so
 // they also compile as host C++ and run emulated in
@@ -79,6 +81,12 @@ template <typename E> struct MmaParams {
   int64_t batches = 0, s = 0, t = 0;
   float scale = 1.0f;
   bool causal = false;
+  /// heads_inner (AttentionPlan.h): q, dy, out, dq [..., S, H, D] and k, v,
+  /// dk, dv [..., T, H, D]; batch matrix b = (outer, head) starts at
+  /// matrixAt(p, b, rows) * D and its rows are rowStride(p) * D apart.
+  /// Off: b * rows * D and D, the plain layout.
+  bool headsInner = false;
+  int64_t heads = 1;
   /// The additive f32 mask, or null: score (b, i, j) adds
   /// mask[base(b) + i * maskRow + j * maskCol], base(b) the sum of b's
   /// coordinates in the merged batch dims times their strides.
@@ -105,6 +113,21 @@ STRATA_MMA_FN int64_t maskBase(const MmaParams<E> &p, int64_t b) {
     b /= p.maskSize[dim];
   }
   return base;
+}
+
+/// Where batch matrix b of an operand or result of `rows` rows starts, in
+/// rows of the head dim (AttentionPlan::offset / D).
+template <typename E>
+STRATA_MMA_FN int64_t matrixAt(const MmaParams<E> &p, int64_t b,
+                               int64_t rows) {
+  return p.headsInner ? (b / p.heads) * rows * p.heads + b % p.heads
+                      : b * rows;
+}
+
+/// The distance between a batch matrix's rows, in rows of the head dim
+/// (AttentionPlan::ld / D).
+template <typename E> STRATA_MMA_FN int64_t rowStride(const MmaParams<E> &p) {
+  return p.headsInner ? p.heads : 1;
 }
 
 /// The random stream of this launch.
@@ -202,18 +225,19 @@ template <typename T> STRATA_MMA_FN T *at(unsigned char *shared, size_t offset) 
   return reinterpret_cast<T *>(shared + offset);
 }
 
-/// Rows [row0, row0 + Rows) of a [total, D] matrix into the tile `dst`
-/// (leading dim Ld<D>::e), zeros past `total`; 16 bytes (8 elements) a
-/// copy, as D is a multiple of 16 and every row starts 16-byte aligned.
+/// Rows [row0, row0 + Rows) of a [total, D] matrix (rows `ld` elements
+/// apart) into the tile `dst` (leading dim Ld<D>::e), zeros past `total`;
+/// 16 bytes (8 elements) a copy, as D and ld are multiples of 16 and every
+/// row starts 16-byte aligned.
 template <typename E, int D, int Rows>
-STRATA_MMA_FN void loadRows(E *dst, const E *src, int64_t row0, int64_t total,
-                            int thread) {
+STRATA_MMA_FN void loadRows(E *dst, const E *src, int64_t ld, int64_t row0,
+                            int64_t total, int thread) {
   constexpr int chunks = D / 8;
   for (int i = thread; i < Rows * chunks; i += kThreads) {
     int r = i / chunks, c = i % chunks * 8;
     int64_t row = row0 + r;
     if (row < total)
-      copy16(dst + r * Ld<D>::e + c, src + row * D + c);
+      copy16(dst + r * Ld<D>::e + c, src + row * ld + c);
     else
       zero16(dst + r * Ld<D>::e + c);
   }
@@ -320,14 +344,16 @@ STRATA_MMA_FN void forwardPass(const MmaParams<E> &p, int64_t b, int64_t q0,
   for (int i = thread; i < kRows * Ld<D>::f; i += kThreads)
     o[i] = 0.0f;
   const int warp = thread / 32, lane = thread % 32, r0 = warp * 16;
-  const E *keys = p.k + b * p.t * D, *values = p.v + b * p.t * D;
+  const E *keys = p.k + matrixAt(p, b, p.t) * D,
+          *values = p.v + matrixAt(p, b, p.t) * D;
+  const int64_t ld = rowStride(p) * D;
   const int64_t base = maskBase(p, b);
   const uint64_t seed = seedOf(p);
   const int64_t end = p.causal && q0 + kRows < p.t ? q0 + kRows : p.t;
   for (int64_t k0 = 0; k0 < end; k0 += kCols) {
     syncThreads(); // the last step is done with k and v
-    loadRows<E, D, kCols>(k, keys, k0, p.t, thread);
-    loadRows<E, D, kCols>(v, values, k0, p.t, thread);
+    loadRows<E, D, kCols>(k, keys, ld, k0, p.t, thread);
+    loadRows<E, D, kCols>(v, values, ld, k0, p.t, thread);
     syncThreads();
     productABt<E, D>(q + r0 * Ld<D>::e, k, s + r0 * kLdS);
     syncWarp();
@@ -346,7 +372,8 @@ STRATA_MMA_FN void forwardBlock(const MmaParams<E> &p, int64_t block,
   float *o = at<float>(shared, L::o), *l = at<float>(shared, L::l);
   const int64_t tiles = (p.s + kRows - 1) / kRows;
   const int64_t b = block / tiles, q0 = (block % tiles) * kRows;
-  loadRows<E, D, kRows>(q, p.q + b * p.s * D, q0, p.s, thread);
+  const int64_t at0 = matrixAt(p, b, p.s) * D, ld = rowStride(p) * D;
+  loadRows<E, D, kRows>(q, p.q + at0, ld, q0, p.s, thread);
   forwardPass<E, D>(p, b, q0, thread, q, at<E>(shared, L::k),
                     at<E>(shared, L::v), at<float>(shared, L::s),
                     at<E>(shared, L::p), o, at<float>(shared, L::m), l,
@@ -355,8 +382,7 @@ STRATA_MMA_FN void forwardBlock(const MmaParams<E> &p, int64_t block,
     int r = i / D, c = i % D;
     int64_t query = q0 + r;
     if (query < p.s)
-      p.out[(b * p.s + query) * D + c] =
-          fromFloat<E>(o[r * Ld<D>::f + c] / l[r]);
+      p.out[at0 + query * ld + c] = fromFloat<E>(o[r * Ld<D>::f + c] / l[r]);
   }
 }
 
@@ -373,8 +399,9 @@ STRATA_MMA_FN void gradQueryBlock(const MmaParams<E> &p, int64_t block,
   float *lse = at<float>(shared, L::lse), *delta = at<float>(shared, L::delta);
   const int64_t tiles = (p.s + kRows - 1) / kRows;
   const int64_t b = block / tiles, q0 = (block % tiles) * kRows;
-  loadRows<E, D, kRows>(q, p.q + b * p.s * D, q0, p.s, thread);
-  loadRows<E, D, kRows>(dy, p.dy + b * p.s * D, q0, p.s, thread);
+  const int64_t at0 = matrixAt(p, b, p.s) * D, ld = rowStride(p) * D;
+  loadRows<E, D, kRows>(q, p.q + at0, ld, q0, p.s, thread);
+  loadRows<E, D, kRows>(dy, p.dy + at0, ld, q0, p.s, thread);
   // Pass 1: the forward's statistics and O.
   forwardPass<E, D>(p, b, q0, thread, q, k, v, s, prob, o, m, l,
                     at<float>(shared, L::alpha),
@@ -402,14 +429,15 @@ STRATA_MMA_FN void gradQueryBlock(const MmaParams<E> &p, int64_t block,
     o[i] = 0.0f; // now dQ
   // Pass 2: dS and dQ.
   const int warp = thread / 32, lane = thread % 32, r0 = warp * 16;
-  const E *keys = p.k + b * p.t * D, *values = p.v + b * p.t * D;
+  const E *keys = p.k + matrixAt(p, b, p.t) * D,
+          *values = p.v + matrixAt(p, b, p.t) * D;
   const int64_t base = maskBase(p, b);
   const uint64_t seed = seedOf(p);
   const int64_t end = p.causal && q0 + kRows < p.t ? q0 + kRows : p.t;
   for (int64_t k0 = 0; k0 < end; k0 += kCols) {
     syncThreads();
-    loadRows<E, D, kCols>(k, keys, k0, p.t, thread);
-    loadRows<E, D, kCols>(v, values, k0, p.t, thread);
+    loadRows<E, D, kCols>(k, keys, ld, k0, p.t, thread);
+    loadRows<E, D, kCols>(v, values, ld, k0, p.t, thread);
     syncThreads();
     productABt<E, D>(q + r0 * Ld<D>::e, k, s + r0 * kLdS);
     productABt<E, D>(dy + r0 * Ld<D>::e, v, dp + r0 * kLdS);
@@ -431,8 +459,7 @@ STRATA_MMA_FN void gradQueryBlock(const MmaParams<E> &p, int64_t block,
     int r = i / D, c = i % D;
     int64_t query = q0 + r;
     if (query < p.s)
-      p.dq[(b * p.s + query) * D + c] =
-          fromFloat<E>(p.scale * o[r * Ld<D>::f + c]);
+      p.dq[at0 + query * ld + c] = fromFloat<E>(p.scale * o[r * Ld<D>::f + c]);
   }
 }
 
@@ -448,20 +475,22 @@ STRATA_MMA_FN void gradKeyBlock(const MmaParams<E> &p, int64_t block,
   float *lse = at<float>(shared, L::lse), *delta = at<float>(shared, L::delta);
   const int64_t tiles = (p.t + kRows - 1) / kRows;
   const int64_t b = block / tiles, k0 = (block % tiles) * kRows;
-  loadRows<E, D, kRows>(k, p.k + b * p.t * D, k0, p.t, thread);
-  loadRows<E, D, kRows>(v, p.v + b * p.t * D, k0, p.t, thread);
+  const int64_t at0 = matrixAt(p, b, p.t) * D, ld = rowStride(p) * D;
+  loadRows<E, D, kRows>(k, p.k + at0, ld, k0, p.t, thread);
+  loadRows<E, D, kRows>(v, p.v + at0, ld, k0, p.t, thread);
   for (int i = thread; i < kRows * Ld<D>::f; i += kThreads)
     dk[i] = dv[i] = 0.0f;
   const int warp = thread / 32, lane = thread % 32, r0 = warp * 16;
-  const E *queries = p.q + b * p.s * D, *grads = p.dy + b * p.s * D;
+  const E *queries = p.q + matrixAt(p, b, p.s) * D,
+          *grads = p.dy + matrixAt(p, b, p.s) * D;
   const int64_t base = maskBase(p, b);
   const uint64_t seed = seedOf(p);
   // Causal: the queries before the block's first key see none of them.
   const int64_t begin = p.causal ? k0 / kCols * kCols : 0;
   for (int64_t q0 = begin; q0 < p.s; q0 += kCols) {
     syncThreads();
-    loadRows<E, D, kCols>(q, queries, q0, p.s, thread);
-    loadRows<E, D, kCols>(dy, grads, q0, p.s, thread);
+    loadRows<E, D, kCols>(q, queries, ld, q0, p.s, thread);
+    loadRows<E, D, kCols>(dy, grads, ld, q0, p.s, thread);
     for (int c = thread; c < kCols; c += kThreads) {
       int64_t query = q0 + c;
       lse[c] = query < p.s ? p.stats[(b * p.s + query) * 2] : 0.0f;
@@ -492,9 +521,8 @@ STRATA_MMA_FN void gradKeyBlock(const MmaParams<E> &p, int64_t block,
     int r = i / D, c = i % D;
     int64_t key = k0 + r;
     if (key < p.t) {
-      p.dk[(b * p.t + key) * D + c] =
-          fromFloat<E>(p.scale * dk[r * Ld<D>::f + c]);
-      p.dv[(b * p.t + key) * D + c] = fromFloat<E>(dv[r * Ld<D>::f + c]);
+      p.dk[at0 + key * ld + c] = fromFloat<E>(p.scale * dk[r * Ld<D>::f + c]);
+      p.dv[at0 + key * ld + c] = fromFloat<E>(dv[r * Ld<D>::f + c]);
     }
   }
 }

@@ -379,3 +379,53 @@ func.func @attention_dropout_mask_used(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x
   %o = graph.matmul %d, %v : tensor<2x4x8x8xf32>, tensor<2x4x8x16xf32> -> tensor<2x4x8x16xf32>
   return %o, %dm : tensor<2x4x8x16xf32>, tensor<2x4x8x8xi1>
 }
+
+// -----
+
+// Attention between transposes that swap the sequence and head axes reads
+// the heads where the projection wrote them ([B, S, H, D]): heads_inner,
+// and no transpose left on either side.
+// CHECK-LABEL: func.func @attention_heads_in_place
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x8x4x16xf32>, %[[K:.*]]: tensor<2x8x4x16xf32>, %[[V:.*]]: tensor<2x8x4x16xf32>)
+// CHECK-NOT: graph.transpose
+// CHECK: %[[A:.*]] = graph.attention %[[Q]], %[[K]], %[[V]] {causal = true, heads_inner = true, scale = 2.500000e-01 : f64} : (tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>, tensor<2x8x4x16xf32>) -> tensor<2x8x4x16xf32>
+// CHECK-NOT: graph.transpose
+// CHECK: return %[[A]]
+func.func @attention_heads_in_place(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x4x16xf32>, %v: tensor<2x8x4x16xf32>) -> tensor<2x8x4x16xf32> {
+  %qt = graph.transpose %q {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x8x4x16xf32>) -> tensor<2x4x8x16xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x8x4x16xf32>) -> tensor<2x4x8x16xf32>
+  %vt = graph.transpose %v {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x8x4x16xf32>) -> tensor<2x4x8x16xf32>
+  %a = graph.attention %qt, %kt, %vt {causal = true, scale = 0.25 : f64} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  %y = graph.transpose %a {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x8x16xf32>) -> tensor<2x8x4x16xf32>
+  return %y : tensor<2x8x4x16xf32>
+}
+
+// -----
+
+// NEGATIVE: the result is also read in the [B, H, S, D] layout, so the
+// attention stays as it is.
+// CHECK-LABEL: func.func @attention_heads_result_read_as_is
+// CHECK-COUNT-4: graph.transpose
+// CHECK-NOT: heads_inner
+func.func @attention_heads_result_read_as_is(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x4x16xf32>, %v: tensor<2x8x4x16xf32>) -> (tensor<2x8x4x16xf32>, tensor<2x4x8x16xf32>) {
+  %qt = graph.transpose %q {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x8x4x16xf32>) -> tensor<2x4x8x16xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x8x4x16xf32>) -> tensor<2x4x8x16xf32>
+  %vt = graph.transpose %v {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x8x4x16xf32>) -> tensor<2x4x8x16xf32>
+  %a = graph.attention %qt, %kt, %vt {scale = 0.25 : f64} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  %y = graph.transpose %a {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x8x16xf32>) -> tensor<2x8x4x16xf32>
+  return %y, %a : tensor<2x8x4x16xf32>, tensor<2x4x8x16xf32>
+}
+
+// -----
+
+// NEGATIVE: the key's transpose moves the batch axis, not the heads.
+// CHECK-LABEL: func.func @attention_heads_other_perm
+// CHECK-NOT: heads_inner
+func.func @attention_heads_other_perm(%q: tensor<2x8x4x16xf32>, %k: tensor<4x2x8x16xf32>, %v: tensor<2x8x4x16xf32>) -> tensor<2x8x4x16xf32> {
+  %qt = graph.transpose %q {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x8x4x16xf32>) -> tensor<2x4x8x16xf32>
+  %kt = graph.transpose %k {perm = array<i64: 1, 0, 2, 3>} : (tensor<4x2x8x16xf32>) -> tensor<2x4x8x16xf32>
+  %vt = graph.transpose %v {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x8x4x16xf32>) -> tensor<2x4x8x16xf32>
+  %a = graph.attention %qt, %kt, %vt {scale = 0.25 : f64} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  %y = graph.transpose %a {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x8x16xf32>) -> tensor<2x8x4x16xf32>
+  return %y : tensor<2x8x4x16xf32>
+}

@@ -29,6 +29,21 @@ struct AttentionPlan {
   std::vector<int64_t> maskStrides;
   double ratio = 0, scale = 0;
   bool causal = false;
+  /// heads_inner: q [..., S, H, D], k [..., T, H, D], v [..., T, H, Dv]
+  /// and the result [..., S, H, Dv]. `batchShape` is then [..., H] (the
+  /// scores' batch dims, as without it) and batch matrix b = (outer, head)
+  /// reads rows `heads` rows apart.
+  bool headsInner = false;
+  int64_t heads = 1;
+
+  /// Where batch matrix b starts in a tensor of its `rows` rows of `width`
+  /// (q, dy, the result: S rows; k, v: T), in elements.
+  int64_t offset(int64_t b, int64_t rows, int64_t width) const {
+    return headsInner ? ((b / heads) * rows * heads + b % heads) * width
+                      : b * rows * width;
+  }
+  /// The distance between a batch matrix's rows of `width`, in elements.
+  int64_t ld(int64_t width) const { return headsInner ? heads * width : width; }
 };
 
 /// The mask's layout for kernels: its batch dims with size-1 dims dropped

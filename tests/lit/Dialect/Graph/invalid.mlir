@@ -207,6 +207,25 @@ func.func @attention_rank(%q: tensor<4x8xf32>, %k: tensor<2x4x8xf32>) {
 
 // -----
 
+func.func @attention_heads_inner_rank(%q: tensor<4x8xf32>) {
+  // expected-error @+2 {{query, key and value must have one rank >= 3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = graph.attention %q, %q, %q {heads_inner = true, scale = 1.0 : f64} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+// heads_inner: [B, S, H, D]; the key's 3 heads are not the query's 4.
+func.func @attention_heads_inner_heads(%q: tensor<2x8x4x16xf32>, %k: tensor<2x8x3x16xf32>) {
+  // expected-error @+2 {{batch dims differ: query 2x4x8x16, key 2x3x8x16, value 2x3x8x16}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = graph.attention %q, %k, %k {heads_inner = true, scale = 1.0 : f64} : (tensor<2x8x4x16xf32>, tensor<2x8x3x16xf32>, tensor<2x8x3x16xf32>) -> tensor<2x8x4x16xf32>
+  return
+}
+
+// -----
+
 func.func @attention_batch(%q: tensor<2x4x8xf32>, %k: tensor<3x4x8xf32>) {
   // expected-error @+2 {{batch dims differ: query 2x4x8, key 3x4x8, value 3x4x8}}
   // expected-error @+1 {{failed to infer returned types}}

@@ -406,7 +406,7 @@ LogicalResult gradient(AttentionOp op, GradBuilder &g, ValueRange dys,
                 op.getValue().getType()},
       dys[0], op.getQuery(), op.getKey(), op.getValue(), op.getMask(),
       op.getScaleAttr(), op.getCausalAttr(), op.getDropoutRatioAttr(),
-      op->getAttrOfType<IntegerAttr>("rng_stream"));
+      op->getAttrOfType<IntegerAttr>("rng_stream"), op.getHeadsInnerAttr());
   dxs[0] = grads.getQueryGrad();
   dxs[1] = grads.getKeyGrad();
   dxs[2] = grads.getValueGrad();

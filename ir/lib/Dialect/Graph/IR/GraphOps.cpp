@@ -479,10 +479,23 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *context,
   auto k = cast<RankedTensorType>(adaptor.getKey().getType());
   auto v = cast<RankedTensorType>(adaptor.getValue().getType());
   int64_t rank = q.getRank();
-  if (rank < 2 || k.getRank() != rank || v.getRank() != rank)
-    return emitOptionalError(location,
-                             "query, key and value must have one rank >= 2");
-  ArrayRef<int64_t> qs = q.getShape(), ks = k.getShape(), vs = v.getShape();
+  bool headsInner = adaptor.getHeadsInner();
+  if (rank < (headsInner ? 3 : 2) || k.getRank() != rank ||
+      v.getRank() != rank)
+    return emitOptionalError(location, "query, key and value must have one "
+                                       "rank >= ",
+                             headsInner ? 3 : 2);
+  // heads_inner: the checks below see [..., H, S, D], as without it.
+  auto logical = [&](ArrayRef<int64_t> shape) {
+    SmallVector<int64_t> out(shape);
+    if (headsInner)
+      std::swap(out[rank - 3], out[rank - 2]);
+    return out;
+  };
+  SmallVector<int64_t> qLogical = logical(q.getShape()),
+                       kLogical = logical(k.getShape()),
+                       vLogical = logical(v.getShape());
+  ArrayRef<int64_t> qs = qLogical, ks = kLogical, vs = vLogical;
   if (qs.drop_back(2) != ks.drop_back(2) || qs.drop_back(2) != vs.drop_back(2))
     return emitOptionalError(location, "batch dims differ: query ",
                              shapeString(qs), ", key ", shapeString(ks),
@@ -506,7 +519,7 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *context,
     return emitOptionalError(location, "dropout_ratio must be in [0, 1)");
   SmallVector<int64_t> shape(qs.drop_back());
   shape.push_back(vs.back());
-  inferred.push_back(RankedTensorType::get(shape, q.getElementType()));
+  inferred.push_back(RankedTensorType::get(logical(shape), q.getElementType()));
   return success();
 }
 

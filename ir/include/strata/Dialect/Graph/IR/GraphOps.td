@@ -417,15 +417,30 @@ def Graph_AttentionOp : Graph_Op<"attention", [InferTypeOpAdaptor]> {
     ```mlir
     %o = graph.attention %q, %k, %v {causal = true, dropout_ratio = 0.0 : f64, scale = 2.500000e-01 : f64} : (tensor<8x4x64x16xf32>, tensor<8x4x64x16xf32>, tensor<8x4x64x16xf32>) -> tensor<8x4x64x16xf32>
     ```
+    `heads_inner` reads the heads where a projection writes them: `q [...,
+    S, H, D]`, `k [..., T, H, D]`, `v [..., T, H, Dv]` and the result
+    `[..., S, H, Dv]`, the same as swapping the sequence and head axes of
+    every operand, attending, and swapping them back (the mask still
+    broadcasts to `[..., H, S, T]`). strata-raise-graph folds those
+    transposes into the attention.
   }];
   let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key,
                        Graph_FloatTensor:$value,
                        Optional<Graph_FloatTensor>:$mask, F64Attr:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$causal,
-                       DefaultValuedAttr<F64Attr, "0.0">:$dropout_ratio);
+                       DefaultValuedAttr<F64Attr, "0.0">:$dropout_ratio,
+                       DefaultValuedAttr<BoolAttr, "false">:$heads_inner);
   let results = (outs Graph_FloatTensor:$output);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`,` $mask^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    /// The sequence axis of the query, key, value and result: rank - 3
+    /// with heads_inner, rank - 2 otherwise.
+    int64_t getSequenceAxis() {
+      int64_t rank = ::mlir::cast<::mlir::RankedTensorType>(getQuery().getType()).getRank();
+      return getHeadsInner() ? rank - 3 : rank - 2;
+    }
   }];
 }
 

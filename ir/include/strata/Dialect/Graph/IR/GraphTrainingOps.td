@@ -58,13 +58,16 @@ def Graph_AttentionGradOp : Graph_GradOp<"attention_grad"> {
   let description = [{
     Recomputes the attention probabilities; with dropout it redraws the
     forward's mask, which the shared `rng_stream` attribute identifies.
+    `heads_inner` as the forward's: the gradient and the three results in
+    the `[..., S, H, D]` layout of the operands.
   }];
   let arguments = (ins Graph_FloatTensor:$grad, Graph_FloatTensor:$query,
                        Graph_FloatTensor:$key, Graph_FloatTensor:$value,
                        Optional<Graph_FloatTensor>:$mask, F64Attr:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$causal,
                        DefaultValuedAttr<F64Attr, "0.0">:$dropout_ratio,
-                       OptionalAttr<I64Attr>:$rng_stream);
+                       OptionalAttr<I64Attr>:$rng_stream,
+                       DefaultValuedAttr<BoolAttr, "false">:$heads_inner);
   let results = (outs Graph_FloatTensor:$query_grad, Graph_FloatTensor:$key_grad,
                       Graph_FloatTensor:$value_grad);
 }
