@@ -6,16 +6,19 @@
 // dominate a kernel (attention, cross entropy, softmax, gelu and its
 // gradient); PyTorch's CPU kernels compute these in float, vectorized, too.
 //
-// Each function is compiled twice (VectorMath.cpp): for the baseline ISA
-// and for x86-64-v4 (AVX-512), picked once at load time by the CPU. Both
-// evaluate the same IEEE operations in the same order (no FMA
-// contraction, no reassociation), so the results are bit-identical on
-// every x86-64 CPU; only the vector width differs. (A NaN result's sign
+// Each function is compiled three times (VectorMath.cpp): for the baseline
+// ISA, x86-64-v3 (AVX2, FMA) and x86-64-v4 (AVX-512), picked once at load
+// time by the CPU. All evaluate the same IEEE operations in the same order
+// (no contraction the compiler chooses, no reassociation; the fused
+// multiply-adds are written out, one instruction on v3 and v4, libm's
+// exactly rounded fmaf on the baseline), so the results are bit-identical
+// on every x86-64 CPU; only the vector width differs. (A NaN result's sign
 // aside: which operand's NaN an operation returns follows the operand
 // order the compiler picks, and IEEE 754 leaves it unspecified.)
 //
 // Accuracy: within 2 ulp of exp over [-86.6, 88.7] (Cephes' expf:
-// Cody-Waite reduction by ln 2, a degree-6 polynomial), +inf above, and 0
+// Cody-Waite reduction by ln 2, a degree-6 polynomial, in fused
+// multiply-adds as PyTorch's vectorized exp computes it), +inf above, and 0
 // below -86.6 instead of the denormals expf would give (a softmax term
 // below 1e-38 of the largest). NaN gives NaN. erf by Abramowitz and Stegun
 // 7.1.26, |error| <= 1.5e-7 (absolute), the formula of PyTorch's vectorized
@@ -40,6 +43,13 @@ namespace strata::runtime::cpu {
 /// bit-identical whichever runs; only the vector width differs.
 #define STRATA_VECTOR_DISPATCHED                                               \
   __attribute__((target_clones("arch=x86-64-v4", "default")))
+
+/// The same for loops that fuse multiply-adds (VectorMath.cpp's fma): an
+/// x86-64-v3 (AVX2 and FMA) build as well, so a CPU without AVX-512 runs
+/// them in FMA instructions and not libm's fmaf, which the baseline build
+/// calls (exactly rounded too: every build gives the same bits).
+#define STRATA_VECTOR_DISPATCHED_FMA                                           \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 
 /// out[i] = exp(in[i] - shift) for i < n (out may be in).
 void expShifted(const float *in, float shift, float *out, int64_t n);
