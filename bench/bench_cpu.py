@@ -20,7 +20,10 @@ weight decay 0.01), one process:
              batch 16, 10 classes
 
 Systems: `strata` (strata-compile, then strata-run --backend cpu; its
-step log gives the step times) and `eager` (the PyTorch module, one fixed
+step log gives the step times; compiled for a CPU, so attention keeps its
+probabilities for its gradient, --keep-attention-probabilities, as
+PyTorch's autograd keeps a softmax's output; --recompute-attention
+compiles without it) and `eager` (the PyTorch module, one fixed
 random batch, in a subprocess of its own; bf16 under
 torch.autocast("cpu", bfloat16)). Threads: strata-run with
 STRATA_NUM_THREADS, OPENBLAS_NUM_THREADS and OMP_NUM_THREADS set to N;
@@ -186,6 +189,8 @@ def compile_strata(name, dtype, args):
            "--eps", str(EPS), "--weight-decay", str(WEIGHT_DECAY)]
     if dtype == "bf16":
         cmd += ["--dtype", "bf16"]
+    if not args.recompute_attention:
+        cmd += ["--keep-attention-probabilities"]
     r = subprocess.run(cmd, capture_output=True, text=True,
                        timeout=args.timeout)
     if r.returncode != 0:
@@ -309,6 +314,10 @@ def main():
                     help="also give each system's CPU milliseconds per "
                          "timed step (all its threads; Strata runs once "
                          "more, warm-up only, to subtract the start)")
+    ap.add_argument("--recompute-attention", action="store_true",
+                    help="compile Strata without "
+                         "--keep-attention-probabilities (the gradient "
+                         "makes attention's probabilities again)")
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--worker-dtype", help=argparse.SUPPRESS)

@@ -677,6 +677,10 @@ private:
           isa<sched::GroupAttr, sched::TierAttr>(attr.getValue()) ||
           isa<sched::ReloadOp, sched::OffloadOp>(op))
         continue; // the plan's, not the kernel's (a move's tensors say it)
+      // Which optional operands are there: the instruction's inputs list
+      // them, and the op's own attributes say which (keep_probabilities).
+      if (attrName == "operandSegmentSizes")
+        continue;
       if (Error e = setAttribute(*inst.add_attributes(), attr, &op))
         return e;
     }

@@ -54,6 +54,21 @@ void fill(const KernelContext &ctx, DType dtype, std::vector<int64_t> batch,
   g.scale = ctx.attrs.getFloat("scale");
   g.headsInner = ctx.attrs.getBool("heads_inner", false);
   g.heads = g.headsInner ? g.batchShape.back() : 1;
+  g.keepProbabilities = ctx.attrs.getBool("keep_probabilities", false);
+}
+
+/// The probabilities' checks: [batch..., s, t] (the scores' order) in the
+/// element type.
+Status checkProbabilities(const char *op, const TensorView &p, DType dtype,
+                          const std::vector<int64_t> &batch, int64_t s,
+                          int64_t t) {
+  std::vector<int64_t> expected = batch;
+  expected.push_back(s);
+  expected.push_back(t);
+  if (p.shape != expected || p.dtype != dtype)
+    return Status::error(std::string(op) + ": probabilities " + p.describe() +
+                         " must have the scores' shape and the element type");
+  return Status::ok();
 }
 
 /// An operand's shape as the checks see it: [..., H, S, D] with
@@ -70,7 +85,8 @@ std::vector<int64_t> logicalShape(const KernelContext &ctx,
 
 Status planAttention(const KernelContext &ctx, AttentionPlan &g) {
   constexpr const char *kOp = "graph.attention";
-  if (Status s = checkArity(ctx, kOp, 3, 4, 1); !s)
+  bool keep = ctx.attrs.getBool("keep_probabilities", false);
+  if (Status s = checkArity(ctx, kOp, 3, 4, keep ? 2 : 1); !s)
     return s;
   if (!ctx.attrs.has("scale"))
     return Status::error("graph.attention: missing attribute 'scale'");
@@ -114,6 +130,11 @@ Status planAttention(const KernelContext &ctx, AttentionPlan &g) {
   for (int64_t dim : {s, t, d, dv})
     if (dim > INT_MAX)
       return Status::error("graph.attention: sizes exceed BLAS int range");
+  if (keep)
+    if (Status st = checkProbabilities(kOp, ctx.outputs[1], q.dtype,
+                                       batchShape, s, t);
+        !st)
+      return st;
   fill(ctx, q.dtype, std::move(batchShape), s, t, d, dv, mask != nullptr,
        std::move(maskStrides), ratio, g);
   return Status::ok();
@@ -121,13 +142,16 @@ Status planAttention(const KernelContext &ctx, AttentionPlan &g) {
 
 Status planAttentionGrad(const KernelContext &ctx, AttentionPlan &g) {
   constexpr const char *kOp = "graph.attention_grad";
-  if (Status s = checkArity(ctx, kOp, 4, 5, 3); !s)
+  // keep_probabilities: the forward's probabilities come last.
+  size_t keep = ctx.attrs.getBool("keep_probabilities", false) ? 1 : 0;
+  if (Status s = checkArity(ctx, kOp, 4 + keep, 5 + keep, 3); !s)
     return s;
   if (Status s = checkGradDTypes(kOp, ctx); !s)
     return s;
   const TensorView &dy = ctx.inputs[0], &q = ctx.inputs[1], &k = ctx.inputs[2],
                    &v = ctx.inputs[3];
-  const TensorView *mask = ctx.inputs.size() > 4 ? &ctx.inputs[4] : nullptr;
+  const TensorView *mask =
+      ctx.inputs.size() > 4 + keep ? &ctx.inputs[4] : nullptr;
   if (Status s = requireAttributes(ctx, kOp, {"scale"}); !s)
     return s;
   int64_t rank = q.rank();
@@ -164,8 +188,14 @@ Status planAttentionGrad(const KernelContext &ctx, AttentionPlan &g) {
   if (!(ratio >= 0 && ratio < 1))
     return Status::error("graph.attention_grad: dropout_ratio must be in "
                          "[0, 1)");
+  if (keep)
+    if (Status st = checkProbabilities(kOp, ctx.inputs.back(), q.dtype,
+                                       batchShape, s, t);
+        !st)
+      return st;
   fill(ctx, q.dtype, std::move(batchShape), s, t, d, dv, mask != nullptr,
        std::move(maskStrides), ratio, g);
+  g.probabilities = keep ? int64_t(ctx.inputs.size()) - 1 : -1;
   return Status::ok();
 }
 

@@ -173,8 +173,12 @@ public:
       const plan::Attribute *causal = findAttr(inst, "causal");
       if (causal && causal->int_value())
         f /= 2;
-      // Backward: the scores again, and four products of that size.
-      return op == "graph.attention" ? f : 2.5 * f;
+      // Backward: the scores again, and four products of that size; with
+      // the forward's probabilities kept, the four alone.
+      const plan::Attribute *kept = findAttr(inst, "keep_probabilities");
+      if (forward)
+        return f;
+      return kept && kept->int_value() ? 2.0 * f : 2.5 * f;
     }
     double n = 0;
     for (uint32_t o : inst.outputs())

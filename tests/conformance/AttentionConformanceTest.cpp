@@ -8,13 +8,16 @@
 // masks), fully masked rows (NaN), no keys, and the CPU's errors. Then
 // heads_inner (q [..., S, H, D], k and v [..., T, H, *]): the tiled kernels
 // and the tensor-core ones against the CPU, and bit for bit against the
-// plain layout's results on transposed operands.
+// plain layout's results on transposed operands. Then keep_probabilities:
+// the forward's second result (the probabilities before dropout, [..., H,
+// S, T] in either layout) against the CPU's, and the gradient given them.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Conformance.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -49,6 +52,9 @@ struct Options {
   bool hasMask = false;
   /// q [..., S, H, D] and so on (the attribute heads_inner).
   bool headsInner = false;
+  /// keep_probabilities: the forward's second result, the gradient's last
+  /// operand (the CPU forward's probabilities of its q, k, v and mask).
+  bool keep = false;
 };
 
 void setTolerance(Case &c, DType dtype) {
@@ -65,7 +71,38 @@ void setAttrs(Case &c, const Shape &shape, const Options &o) {
     c.attrs.set("dropout_ratio", o.ratio);
   if (o.headsInner)
     c.attrs.set("heads_inner", int64_t(1));
+  if (o.keep)
+    c.attrs.set("keep_probabilities", int64_t(1));
   c.seed = 0x5eed0123456789abull;
+}
+
+/// Runs `c` on the CPU kernels alone (the specification): its results'
+/// bytes, or the kernel's error.
+Status runOnCpu(const Case &c,
+                std::vector<std::vector<unsigned char>> &results) {
+  std::vector<std::vector<unsigned char>> in;
+  for (const CaseTensor &t : c.inputs)
+    in.push_back(t.bytes);
+  results.clear();
+  for (const CaseTensor &t : c.outputs)
+    results.push_back(t.bytes);
+  auto view = [](const CaseTensor &t, void *data) {
+    TensorView v;
+    v.data = data;
+    v.dtype = t.dtype;
+    v.shape = t.shape;
+    return v;
+  };
+  std::vector<TensorView> inViews, outViews;
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    inViews.push_back(view(c.inputs[i], in[i].data()));
+  for (size_t i = 0; i < c.outputs.size(); ++i)
+    outViews.push_back(view(c.outputs[i], results[i].data()));
+  const KernelFn *fn = getCpuKernels().lookup(c.op);
+  if (!fn)
+    return Status::error("the cpu backend has no kernel for " + c.op);
+  KernelContext ctx{inViews, outViews, c.attrs, c.seed};
+  return (*fn)(ctx);
 }
 
 Case forward(DType dtype, const Shape &shape, const Options &o,
@@ -83,6 +120,11 @@ Case forward(DType dtype, const Shape &shape, const Options &o,
   if (o.hasMask)
     c.inputs.push_back(o.mask);
   c.outputs.push_back(zeros(dtype, shape.dims(shape.s, shape.dv, hi)));
+  // keep_probabilities: [..., H, S, T] (the scores' order in both layouts),
+  // over garbage the kernel must overwrite, hidden keys included.
+  if (o.keep)
+    c.outputs.push_back(
+        randomTensor(dtype, shape.dims(shape.s, shape.t), rng, 5.0, 6.0));
   setAttrs(c, shape, o);
   setTolerance(c, dtype);
   return c;
@@ -109,6 +151,22 @@ Case gradient(DType dtype, const Shape &shape, const Options &o,
   c.outputs.push_back(zeros(dtype, shape.dims(shape.t, shape.dv, hi)));
   setAttrs(c, shape, o);
   setTolerance(c, dtype);
+  if (o.keep) {
+    // The probabilities the CPU's forward keeps for these q, k, v and mask
+    // (zeros where it refuses them: an error case).
+    Case f;
+    f.op = "graph.attention";
+    f.inputs.assign(c.inputs.begin() + 1, c.inputs.end());
+    f.outputs.push_back(zeros(dtype, shape.dims(shape.s, shape.dv, hi)));
+    f.outputs.push_back(zeros(dtype, shape.dims(shape.s, shape.t)));
+    f.attrs = c.attrs;
+    f.seed = c.seed;
+    std::vector<std::vector<unsigned char>> results;
+    CaseTensor probs = f.outputs[1];
+    if (runOnCpu(f, results))
+      probs.bytes = results[1];
+    c.inputs.push_back(probs);
+  }
   return c;
 }
 
@@ -573,6 +631,259 @@ TEST(AttentionConformance, HeadsInnerErrors) {
   expectConformance(c);
   c = gradient(DType::F32, {{2, 3}, 5, 7, 4, 4}, o, 1505);
   c.inputs[0] = randomTensor(DType::F32, {2, 3, 5, 4}, rng);
+  expectConformance(c);
+}
+
+//===----------------------------------------------------------------------===//
+// keep_probabilities
+//===----------------------------------------------------------------------===//
+
+/// f32 or f64 bytes as doubles.
+std::vector<double> valuesOf(DType dtype,
+                             const std::vector<unsigned char> &bytes) {
+  std::vector<double> out;
+  if (dtype == DType::F32) {
+    out.resize(bytes.size() / 4);
+    for (size_t i = 0; i < out.size(); ++i) {
+      float x;
+      std::memcpy(&x, bytes.data() + i * 4, 4);
+      out[i] = x;
+    }
+  } else {
+    out.resize(bytes.size() / 8);
+    std::memcpy(out.data(), bytes.data(), out.size() * 8);
+  }
+  return out;
+}
+
+/// `c` (keep_probabilities) without it: one result, or no probabilities
+/// operand.
+Case withoutKeep(const Case &c) {
+  Case plain = c;
+  plain.attrs.set("keep_probabilities", int64_t(0));
+  if (c.op == "graph.attention")
+    plain.outputs.pop_back();
+  else
+    plain.inputs.pop_back();
+  return plain;
+}
+
+TEST(AttentionConformance, KeepProbabilities) {
+  STRATA_REQUIRE_GPU();
+  // Both results against the CPU's (the probabilities over garbage: every
+  // column must be written), and the gradient given the CPU's
+  // probabilities, in both layouts.
+  uint64_t seed = 1600;
+  for (DType dtype : {DType::F32, DType::F64})
+    for (bool inner : {false, true})
+      for (bool causal : {false, true}) {
+        Options o;
+        o.keep = true;
+        o.headsInner = inner;
+        o.causal = causal;
+        // One partial tile; several, more queries than keys, D != Dv; fewer
+        // queries than keys (causal: whole key tiles hidden past the rows).
+        expectBoth(dtype, {{2, 3}, 17, 17, 16, 16}, o, seed++);
+        expectBoth(dtype, {{2, 3}, 70, 45, 24, 40}, o, seed++);
+        expectBoth(dtype, {{1, 2}, 33, 100, 8, 8}, o, seed++);
+      }
+  // Wide heads: small tiles, many key tiles per row.
+  Options o;
+  o.keep = true;
+  o.causal = true;
+  expectBoth(DType::F64, {{2}, 20, 37, 256, 256}, o, seed++);
+  expectBoth(DType::F32, {{1}, 9, 9, 1000, 8}, o, seed++);
+}
+
+TEST(AttentionConformance, KeepProbabilitiesMasksDropout) {
+  STRATA_REQUIRE_GPU();
+  // The probabilities are the ones before dropout, as the CPU's; the masks
+  // (logical [B, H, S, T] order in both layouts) and their -inf keys.
+  uint64_t seed = 1700;
+  for (DType dtype : {DType::F32, DType::F64})
+    for (bool inner : {false, true}) {
+      std::mt19937_64 rng(seed);
+      Options o;
+      o.keep = true;
+      o.headsInner = inner;
+      o.hasMask = true;
+      o.mask = paddingMask(dtype, {14, 17}, 17);
+      o.causal = true;
+      expectBoth(dtype, {{2, 3}, 17, 17, 16, 16}, o, seed++);
+      o.mask = randomTensor(dtype, {2, 3, 17, 33}, rng, -2.0, 0.5);
+      o.causal = false;
+      expectBoth(dtype, {{2, 3}, 17, 33, 16, 24}, o, seed++);
+      o.mask = randomTensor(dtype, {2, 1, 40, 1}, rng, -2.0, 0.5);
+      o.causal = true;
+      o.ratio = 0.1;
+      expectBoth(dtype, {{2, 3}, 40, 40, 16, 16}, o, seed++);
+      o.hasMask = false;
+      o.causal = false;
+      o.ratio = 0.5;
+      expectBoth(dtype, {{2, 3}, 70, 70, 32, 32}, o, seed++);
+    }
+}
+
+TEST(AttentionConformance, KeepProbabilitiesFullyMaskedRowIsNaN) {
+  STRATA_REQUIRE_GPU();
+  // Row 3 of the [6, 6] mask is all -inf: its probabilities are NaN (the
+  // CPU's softmax of an all -inf row), as its output row is.
+  std::vector<double> values(36, 0.0);
+  for (int j = 0; j < 6; ++j)
+    values[3 * 6 + j] = -std::numeric_limits<double>::infinity();
+  for (DType dtype : {DType::F32, DType::F64})
+    for (bool inner : {false, true})
+      for (bool causal : {false, true}) {
+        Options o;
+        o.keep = true;
+        o.causal = causal;
+        o.headsInner = inner;
+        o.hasMask = true;
+        o.mask = fromValues(dtype, {6, 6}, values);
+        expectBoth(dtype, {{2, 3}, 6, 6, 4, 4}, o, 1800 + 2 * inner + causal);
+      }
+}
+
+TEST(AttentionConformance, KeepProbabilitiesChangeNothingElse) {
+  STRATA_REQUIRE_GPU();
+  // On the device itself: the output with keep_probabilities is the one
+  // without, bit for bit; the probabilities are dropout's operand (each
+  // row sums to 1, none of its visible keys dropped to 0, hidden keys 0);
+  // the gradient given them is the one without them, bit for bit (the
+  // kernels make them again: the tiled ones for f32 / f64, the tensor-core
+  // ones for bf16, which must still take the gradient with the
+  // probabilities operand after the mask).
+  const bool queued = std::getenv("STRATA_CONFORMANCE_QUEUED") != nullptr;
+  uint64_t seed = 1900;
+  for (DType dtype : {DType::F32, DType::F64, DType::BF16})
+    for (bool inner : {false, true})
+      for (bool masked : {false, true}) {
+        SCOPED_TRACE(std::string(name(dtype)) + (inner ? " heads_inner" : "") +
+                     (masked ? " masked" : ""));
+        std::mt19937_64 rng(seed);
+        Options o;
+        o.keep = true;
+        o.headsInner = inner;
+        o.causal = true;
+        o.ratio = 0.5;
+        o.hasMask = masked;
+        if (masked)
+          o.mask = randomTensor(dtype == DType::BF16 ? DType::F32 : dtype,
+                                {2, 1, 1, 70}, rng, -2.0, 0.5);
+        Shape shape{{2, 3}, 70, 70, 64, 64};
+        std::vector<std::vector<unsigned char>> kept, plain;
+        if (dtype != DType::BF16) {
+          Case fwd = forward(dtype, shape, o, seed + 1);
+          Status st = runOnCuda(fwd, kept);
+          ASSERT_TRUE(st.isOk()) << st.message();
+          st = runOnCuda(withoutKeep(fwd), plain);
+          ASSERT_TRUE(st.isOk()) << st.message();
+          EXPECT_TRUE(kept[0] == plain[0]) << "the output differs";
+          std::vector<double> p = valuesOf(dtype, kept[1]);
+          ASSERT_EQ(p.size(), size_t(6 * 70 * 70));
+          int64_t zeros = 0, wrongSums = 0, visibleHidden = 0;
+          for (int64_t row = 0; row < 6 * 70; ++row) {
+            double sum = 0;
+            for (int64_t j = 0; j < 70; ++j) {
+              double x = p[row * 70 + j];
+              sum += x;
+              if (j > row % 70)
+                visibleHidden += x != 0;
+              else
+                zeros += !(x > 0);
+            }
+            wrongSums += !(std::fabs(sum - 1) < 1e-5);
+          }
+          EXPECT_EQ(zeros, 0) << "visible keys with a probability <= 0";
+          EXPECT_EQ(wrongSums, 0) << "rows that do not sum to 1";
+          EXPECT_EQ(visibleHidden, 0) << "hidden keys with a probability";
+        }
+        if (dtype == DType::BF16 && queued)
+          continue; // the CPU's gradient reads the rounded probabilities
+        Case bwd = gradient(dtype, shape, o, seed + 2);
+        Status st = runOnCuda(bwd, kept);
+        ASSERT_TRUE(st.isOk()) << st.message();
+        st = runOnCuda(withoutKeep(bwd), plain);
+        ASSERT_TRUE(st.isOk()) << st.message();
+        ASSERT_EQ(kept.size(), plain.size());
+        for (size_t r = 0; r < kept.size(); ++r)
+          EXPECT_TRUE(kept[r] == plain[r]) << "gradient " << r << " differs";
+        seed += 3;
+      }
+}
+
+TEST(AttentionConformance, KeepProbabilitiesNarrow) {
+  STRATA_REQUIRE_GPU();
+  // bf16 / fp16 with a tensor-core head dim: the forward with
+  // keep_probabilities takes the widened f32 kernels (they write the
+  // probabilities), the gradient the tensor-core ones, which make the
+  // probabilities again (the CPU reads its kept ones, rounded to the
+  // element type).
+  uint64_t seed = 2000;
+  for (DType dtype : {DType::BF16, DType::F16})
+    for (bool inner : {false, true})
+      for (bool causal : {false, true}) {
+        Options o;
+        o.keep = true;
+        o.causal = causal;
+        o.headsInner = inner;
+        if (causal) {
+          o.hasMask = true;
+          o.mask = paddingMask(DType::F32, {50, 70}, 70);
+          o.ratio = 0.1;
+        }
+        Shape shape{{2, 3}, 70, 70, 64, 64};
+        Case fwd = forward(dtype, shape, o, seed);
+        setNarrowTolerance(fwd, dtype, false);
+        expectConformance(fwd);
+        Case bwd = gradient(dtype, shape, o, seed + 1);
+        setNarrowTolerance(bwd, dtype, true);
+        expectConformance(bwd);
+        seed += 2;
+      }
+}
+
+TEST(AttentionConformance, KeepProbabilitiesEmptyDimsAndErrors) {
+  STRATA_REQUIRE_GPU();
+  Options o;
+  o.keep = true;
+  for (DType dtype : {DType::F32, DType::F64}) {
+    // Dv = 0: an empty output, probabilities all the same; D = 0; no keys,
+    // no queries, an empty batch.
+    expectBoth(dtype, {{2}, 5, 7, 3, 0}, o, 2101);
+    expectBoth(dtype, {{2}, 5, 7, 0, 4}, o, 2102);
+    expectConformance(forward(dtype, {{2}, 9, 0, 4, 4}, o, 2103));
+    expectConformance(gradient(dtype, {{2}, 9, 0, 4, 4}, o, 2104));
+    expectBoth(dtype, {{2}, 0, 5, 4, 4}, o, 2105);
+    expectBoth(dtype, {{0, 2}, 5, 5, 3, 3}, o, 2106);
+  }
+  Shape shape{{2}, 5, 7, 4, 4};
+  // The forward without its second result, or with one of another shape or
+  // element type.
+  Case c = forward(DType::F32, shape, o, 2110);
+  c.outputs.pop_back();
+  expectConformance(c);
+  c = forward(DType::F32, shape, o, 2111);
+  c.outputs[1] = zeros(DType::F32, {2, 5, 6});
+  expectConformance(c);
+  c = forward(DType::F32, shape, o, 2112);
+  c.outputs[1] = zeros(DType::F64, {2, 5, 7});
+  expectConformance(c);
+  // heads_inner: the probabilities stay [B, H, S, T].
+  Options inner = o;
+  inner.headsInner = true;
+  c = forward(DType::F32, {{2, 3}, 5, 7, 4, 4}, inner, 2113);
+  c.outputs[1] = zeros(DType::F32, {2, 5, 3, 7});
+  expectConformance(c);
+  // The gradient without its probabilities, or with ones of another shape.
+  c = gradient(DType::F32, shape, o, 2114);
+  c.inputs.pop_back();
+  expectConformance(c);
+  c = gradient(DType::F32, shape, o, 2115);
+  c.inputs.back() = zeros(DType::F32, {2, 7, 5});
+  expectConformance(c);
+  c = gradient(DType::F32, {{2, 3}, 5, 7, 4, 4}, inner, 2116);
+  c.inputs.back() = zeros(DType::F32, {2, 5, 3, 7});
   expectConformance(c);
 }
 

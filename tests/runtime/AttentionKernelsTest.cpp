@@ -367,3 +367,92 @@ TEST(AttentionKernels, HeadsInnerIsThePlainLayoutTransposed) {
   ASSERT_FALSE(s);
   EXPECT_NE(s.message().find("do not fit"), std::string::npos) << s.message();
 }
+
+TEST(AttentionKernels, KeptProbabilitiesGiveTheSameGradients) {
+  // keep_probabilities: the forward writes softmax(q k^T * scale + mask
+  // [causal]) before dropout into its second result ([B, H, S, T], 0 where
+  // a key is hidden), and the gradient reads it instead of making it
+  // again: the same output and the same gradients, bit for bit, in both
+  // layouts, with causality, a mask and dropout.
+  const int64_t B = 2, S = 70, T = 70, H = 3, D = 8, Dv = 5;
+  std::vector<float> qv = noise(B * S * H * D, 11), kv = noise(B * T * H * D, 12),
+                     vv = noise(B * T * H * Dv, 13),
+                     dyv = noise(B * S * H * Dv, 14), mv = noise(B * H * S * T, 15);
+  const uint64_t seed = 78;
+  for (int inner = 0; inner < 2; ++inner)
+    for (int variant = 0; variant < 3; ++variant) {
+      SCOPED_TRACE(inner * 10 + variant);
+      bool causal = variant == 0, masked = variant == 1;
+      double ratio = variant == 2 ? 0.3 : 0.0;
+      std::vector<int64_t> qs = inner ? std::vector<int64_t>{B, S, H, D}
+                                      : std::vector<int64_t>{B, H, S, D},
+                           ks = inner ? std::vector<int64_t>{B, T, H, D}
+                                      : std::vector<int64_t>{B, H, T, D},
+                           vs = inner ? std::vector<int64_t>{B, T, H, Dv}
+                                      : std::vector<int64_t>{B, H, T, Dv},
+                           ys = inner ? std::vector<int64_t>{B, S, H, Dv}
+                                      : std::vector<int64_t>{B, H, S, Dv};
+      OwnedTensor q = f32(qs, qv), k = f32(ks, kv), v = f32(vs, vv),
+                  dy = f32(ys, dyv), mask = f32({B, H, S, T}, mv);
+      KernelAttrs plain = attnAttrs(0.5, causal, ratio);
+      if (inner)
+        plain.set("heads_inner", int64_t(1));
+      KernelAttrs keep = plain;
+      keep.set("keep_probabilities", int64_t(1));
+      std::vector<const OwnedTensor *> in = {&q, &k, &v};
+      if (masked)
+        in.push_back(&mask);
+      OwnedTensor y(DType::F32, ys), yKeep(DType::F32, ys),
+          probs(DType::F32, {B, H, S, T});
+      // Garbage where the kernel must write zeros.
+      std::fill_n(probs.view().as<float>(), B * H * S * T, 7.0f);
+      ASSERT_TRUE(runCpuKernel("graph.attention", in, {&y}, plain, seed));
+      ASSERT_TRUE(
+          runCpuKernel("graph.attention", in, {&yKeep, &probs}, keep, seed));
+      EXPECT_EQ(yKeep.values<float>(), y.values<float>());
+      // Rows of probabilities: sum to 1, 0 past the diagonal when causal.
+      std::vector<float> pv = probs.values<float>();
+      for (int64_t r = 0; r < B * H * S; r += 13) {
+        double sum = 0;
+        for (int64_t j = 0; j < T; ++j) {
+          sum += pv[r * T + j];
+          if (causal && j > r % S)
+            EXPECT_EQ(pv[r * T + j], 0.0f) << r << " " << j;
+        }
+        EXPECT_NEAR(sum, 1.0, 1e-5) << r;
+      }
+
+      std::vector<const OwnedTensor *> gradIn = {&dy, &q, &k, &v};
+      if (masked)
+        gradIn.push_back(&mask);
+      std::vector<const OwnedTensor *> gradKeep = gradIn;
+      gradKeep.push_back(&probs);
+      OwnedTensor dq(DType::F32, qs), dk(DType::F32, ks), dv(DType::F32, vs);
+      OwnedTensor dq2(DType::F32, qs), dk2(DType::F32, ks), dv2(DType::F32, vs);
+      ASSERT_TRUE(runCpuKernel("graph.attention_grad", gradIn, {&dq, &dk, &dv},
+                               plain, seed));
+      ASSERT_TRUE(runCpuKernel("graph.attention_grad", gradKeep,
+                               {&dq2, &dk2, &dv2}, keep, seed));
+      EXPECT_EQ(dq2.values<float>(), dq.values<float>());
+      EXPECT_EQ(dk2.values<float>(), dk.values<float>());
+      EXPECT_EQ(dv2.values<float>(), dv.values<float>());
+    }
+
+  // Probabilities of another shape are refused, forward and gradient.
+  KernelAttrs keep = attnAttrs(0.5);
+  keep.set("keep_probabilities", int64_t(1));
+  OwnedTensor q = f32({B, H, S, D}, qv), k = f32({B, H, T, D}, kv),
+              v = f32({B, H, T, Dv}, vv), dy = f32({B, H, S, Dv}, dyv);
+  OwnedTensor y(DType::F32, {B, H, S, Dv}), wrong(DType::F32, {B, H, S, T - 1});
+  Status st = runCpuKernel("graph.attention", {&q, &k, &v}, {&y, &wrong}, keep);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("probabilities"), std::string::npos)
+      << st.message();
+  OwnedTensor dq(DType::F32, {B, H, S, D}), dk(DType::F32, {B, H, T, D}),
+      dv(DType::F32, {B, H, T, Dv});
+  st = runCpuKernel("graph.attention_grad", {&dy, &q, &k, &v, &wrong},
+                    {&dq, &dk, &dv}, keep);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("probabilities"), std::string::npos)
+      << st.message();
+}

@@ -65,6 +65,8 @@ void strata::buildTrainingPipeline(OpPassManager &pm,
   autodiff.lossWeight =
       1.0 / std::max(1u, unsigned(options.world) / stages);
   pm.addPass(createAutodiffPass(autodiff));
+  if (options.keepAttentionProbabilities)
+    pm.addNestedPass<func::FuncOp>(createKeepAttentionProbabilitiesPass());
   OptimizerPassOptions optimizer;
   optimizer.optimizer = options.optimizer;
   optimizer.beta1 = options.beta1;

@@ -660,7 +660,7 @@ struct SoftmaxToAttention : public OpRewritePattern<SoftmaxOp> {
         maskValue, rewriter.getF64FloatAttr(scale),
         rewriter.getBoolAttr(mask->causal),
         rewriter.getF64FloatAttr(forward->dropoutRatio),
-        rewriter.getBoolAttr(false));
+        rewriter.getBoolAttr(false), rewriter.getBoolAttr(false));
     // Dropout is not Pure (it draws a mask), so it would keep the unfused
     // chain alive; its draw now happens inside the attention.
     if (forward->dropout)
@@ -702,7 +702,10 @@ struct AttentionHeadsInPlace : public OpRewritePattern<AttentionOp> {
                                 PatternRewriter &rewriter) const override {
     if (attention.getHeadsInner())
       return failure();
-    int64_t rank = cast<RankedTensorType>(attention.getType()).getRank();
+    if (attention.getKeepProbabilities())
+      return failure();
+    int64_t rank =
+        cast<RankedTensorType>(attention.getOutput().getType()).getRank();
     SmallVector<Value, 3> inner;
     for (Value operand :
          {attention.getQuery(), attention.getKey(), attention.getValue()}) {
@@ -724,12 +727,12 @@ struct AttentionHeadsInPlace : public OpRewritePattern<AttentionOp> {
         attention.getLoc(), readers.front().getType(), inner[0], inner[1],
         inner[2], attention.getMask(), attention.getScaleAttr(),
         attention.getCausalAttr(), attention.getDropoutRatioAttr(),
-        rewriter.getBoolAttr(true));
+        rewriter.getBoolAttr(true), rewriter.getBoolAttr(false));
     // Discardable attributes (a dropout's rng_stream) ride along.
     for (NamedAttribute attr : attention->getDiscardableAttrs())
       fused->setAttr(attr.getName(), attr.getValue());
     for (TransposeOp reader : readers)
-      rewriter.replaceOp(reader, fused.getResult());
+      rewriter.replaceOp(reader, fused.getOutput());
     rewriter.eraseOp(attention);
     return success();
   }

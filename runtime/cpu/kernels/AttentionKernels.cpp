@@ -53,6 +53,10 @@ Status attentionKernel(KernelContext &ctx) {
     const T *pq = q.as<T>(), *pk = k.as<T>(), *pv = v.as<T>();
     const T *pm = mask ? mask->as<T>() : nullptr;
     T *po = out.as<T>();
+    // keep_probabilities: the probabilities are made in the second result
+    // (dropped, when there is dropout, in the scratch: the result keeps
+    // them before it).
+    T *kept = plan.keepProbabilities ? ctx.outputs[1].as<T>() : nullptr;
     const T tScale = static_cast<T>(scale);
     const T dropScale = T(1) / T(1 - ratio);
     int64_t batches = 1;
@@ -62,9 +66,12 @@ Status attentionKernel(KernelContext &ctx) {
     // with its own scratch (the scores of one matrix and one row's
     // exponentials, kept so each is computed once).
     parallelFor(batches, 1, [&](int64_t first, int64_t last) {
-      std::vector<T> p(static_cast<size_t>(s * t));
+      std::vector<T> p(static_cast<size_t>(!kept || ratio > 0 ? s * t : 0));
       std::vector<T> e(static_cast<size_t>(t));
       for (int64_t b = first; b < last; ++b) {
+        // The probabilities' rows (t apart), and the rows p @ v reads.
+        T *probs = kept ? kept + b * s * t : p.data();
+        T *used = kept && ratio > 0 ? p.data() : probs;
         int64_t maskBase = mask ? maskOffset(batchShape, maskStrides, b) : 0;
         // Batch matrix b's rows: ldD and ldV apart (heads_inner: the
         // heads' rows interleave).
@@ -77,22 +84,30 @@ Status attentionKernel(KernelContext &ctx) {
           int64_t i1 = std::min(s, i0 + kAttentionRows), rows = i1 - i0;
           int64_t keys = causal ? std::min(t, i1) : t;
           gemmEx<T>(false, true, rows, keys, d, qb + i0 * ldD, ldD, kb, ldD,
-                    p.data() + i0 * t, t);
+                    probs + i0 * t, t);
           for (int64_t i = i0; i < i1; ++i) {
-            T *row = p.data() + i * t;
+            T *row = probs + i * t;
             attentionRowProbabilities(
                 row, i, keys, tScale, pm,
                 pm ? maskBase + i * maskStrides[rank - 2] : 0,
                 pm ? maskStrides[rank - 1] : 0, causal, e.data());
-            if (ratio > 0)
+            // The kept row's keys past the block: hidden, so 0 (NaN in a
+            // row with every key hidden, as softmax gives it).
+            if (kept)
+              std::fill(row + keys, row + t,
+                        keys > 0 && row[0] != row[0] ? row[0] : T(0));
+            if (ratio > 0) {
+              T *dropped = used + i * t;
               for (int64_t j = 0; j < keys; ++j) {
                 uint64_t index = static_cast<uint64_t>((b * s + i) * t + j);
-                row[j] *= dropoutKeeps(seedOf(ctx), index, ratio) ? dropScale
-                                                                  : T(0);
+                dropped[j] = row[j] * (dropoutKeeps(seedOf(ctx), index, ratio)
+                                           ? dropScale
+                                           : T(0));
               }
+            }
           }
-          gemmEx<T>(false, false, rows, dv, keys, p.data() + i0 * t, t, vb,
-                    ldV, ob + i0 * ldV, ldV);
+          gemmEx<T>(false, false, rows, dv, keys, used + i0 * t, t, vb, ldV,
+                    ob + i0 * ldV, ldV);
         }
       }
     });

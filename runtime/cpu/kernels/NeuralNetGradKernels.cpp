@@ -324,6 +324,10 @@ Status attentionGradKernel(KernelContext &ctx) {
     const T *pm = mask ? mask->as<T>() : nullptr;
     T *dq = ctx.outputs[0].as<T>(), *dk = ctx.outputs[1].as<T>(),
       *dvOut = ctx.outputs[2].as<T>();
+    // keep_probabilities: the forward's probabilities, read, not made.
+    const T *kept = plan.probabilities >= 0
+                        ? ctx.inputs[plan.probabilities].as<T>()
+                        : nullptr;
     const T tScale = static_cast<T>(scale);
     const T dropScale = T(1) / T(1 - ratio);
     // Batch matrices are independent: blocks of them run on the pool, each
@@ -333,10 +337,13 @@ Status attentionGradKernel(KernelContext &ctx) {
       // scratch: probabilities, dropped probabilities (the probabilities
       // themselves without dropout: x * 1 is x, bit for bit), dS, the
       // dropout mask (when there is one) and one row's exponentials.
-      std::vector<T> p(s * t), pd(ratio > 0 ? s * t : 0), ds(s * t), e(t);
+      std::vector<T> p(kept ? 0 : s * t), pd(ratio > 0 ? s * t : 0),
+          ds(s * t), e(kept ? 0 : t);
       std::vector<T> keepMask(ratio > 0 ? s * t : 0);
-      T *pdData = ratio > 0 ? pd.data() : p.data();
       for (int64_t b = first; b < last; ++b) {
+        // The probabilities' rows (t apart): kept, or made here.
+        const T *probs = kept ? kept + b * s * t : p.data();
+        const T *pdData = ratio > 0 ? pd.data() : probs;
         int64_t maskBase = mask ? maskOffset(batchShape, maskStrides, b) : 0;
         const T *qb = pq + plan.offset(b, s, d), *kb = pk + plan.offset(b, t, d),
                 *vb = pv + plan.offset(b, t, dv);
@@ -351,14 +358,16 @@ Status attentionGradKernel(KernelContext &ctx) {
         for (int64_t i0 = 0; i0 < s; i0 += kAttentionRows) {
           int64_t i1 = std::min(s, i0 + kAttentionRows), rows = i1 - i0;
           int64_t keys = causal ? std::min(t, i1) : t;
-          gemmEx<T>(false, true, rows, keys, d, qb + i0 * ldD, ldD, kb, ldD,
-                    p.data() + i0 * t, t);
+          if (!kept)
+            gemmEx<T>(false, true, rows, keys, d, qb + i0 * ldD, ldD, kb,
+                      ldD, p.data() + i0 * t, t);
           for (int64_t i = i0; i < i1; ++i) {
-            T *row = p.data() + i * t;
-            attentionRowProbabilities(
-                row, i, keys, tScale, pm,
-                pm ? maskBase + i * maskStrides[rank - 2] : 0,
-                pm ? maskStrides[rank - 1] : 0, causal, e.data());
+            const T *row = probs + i * t;
+            if (!kept)
+              attentionRowProbabilities(
+                  p.data() + i * t, i, keys, tScale, pm,
+                  pm ? maskBase + i * maskStrides[rank - 2] : 0,
+                  pm ? maskStrides[rank - 1] : 0, causal, e.data());
             if (ratio > 0)
               for (int64_t j = 0; j < keys; ++j) {
                 uint64_t index = static_cast<uint64_t>((b * s + i) * t + j);
@@ -373,7 +382,7 @@ Status attentionGradKernel(KernelContext &ctx) {
                     ds.data() + i0 * t, t);
           for (int64_t i = i0; i < i1; ++i) {
             T *dsRow = ds.data() + i * t;
-            attentionGradRow(dsRow, p.data() + i * t,
+            attentionGradRow(dsRow, probs + i * t,
                              ratio > 0 ? keepMask.data() + i * t : nullptr,
                              keys, scale);
           }

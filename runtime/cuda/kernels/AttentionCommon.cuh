@@ -24,6 +24,11 @@
 //      buffer of 3 per query row.
 //   2. per key tile: every query tile, from those statistics, for
 //      dV = pd^T dY and dK = dS^T Q.
+// keep_probabilities: once a query tile's statistics are final, the
+// forward sweeps the keys again and writes p = exp(s - m) / l (before
+// dropout; 0 where a key is hidden) into its second result, every one of
+// the T columns of each row. The gradient does not read them back: it
+// makes them again as above (the same numbers, in the kernel's rounding).
 // A row whose statistics are bad has m = NaN, so every p of it is NaN, as
 // the CPU's are (and so are the dK, dV of its batch matrix).
 //
@@ -187,6 +192,9 @@ template <typename T> struct Params {
   const T *q = nullptr, *k = nullptr, *v = nullptr, *mask = nullptr,
           *dy = nullptr;
   T *out = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  /// keep_probabilities: the forward's second result [batches, S, T] (the
+  /// logical order, heads_inner or not); null: none.
+  T *probs = nullptr;
   /// GradQuery writes, GradKey reads: (m, l, D) per query row.
   T *stats = nullptr;
   int64_t batches = 0, s = 0, t = 0, d = 0, dvDim = 0;
@@ -427,7 +435,59 @@ __device__ void onlinePass(const Params<T> &p, T *sm, int64_t b, int64_t i0,
   }
 }
 
-/// graph.attention: out for every (batch matrix, query tile), grid-stride.
+/// keep_probabilities: after onlinePass, whose m, l and bad are final for
+/// the `rows` query rows at i0 of batch matrix b (Q still in shared
+/// memory), a second sweep over the key tiles writes every column of those
+/// rows of p.probs: exp(s - m) / l before dropout, 0 where the key is
+/// hidden (causal j > i, a -inf score); a row whose output is NaN (a score
+/// NaN or +inf, or every score -inf) is NaN in every column, as
+/// softmax(s) is (the CPU's, too, over the keys it multiplies). Ends with a
+/// barrier after its last read of K; it writes no shared memory the caller
+/// reads.
+template <typename T>
+__device__ void writeProbabilities(const Params<T> &p, T *sm, int64_t b,
+                                   int64_t i0, int64_t rows) {
+  const Layout &L = p.layout;
+  const int64_t B = L.tile;
+  const T *Q = sm + L.q, *M = sm + L.m, *Lsum = sm + L.l, *Bad = sm + L.bad;
+  T *K = sm + L.k;
+  const T *kb = p.k + matrixAt(p, b, p.t, p.d);
+  const int64_t rowD = rowStride(p, p.d);
+  const int64_t mBase = p.mask ? maskBase(p, b) : 0;
+  T *probs = p.probs + (b * p.s + i0) * p.t;
+  // Causal: the keys after the tile's last row are hidden from all its rows.
+  const int64_t kEnd = p.causal ? minOf(p.t, i0 + rows) : p.t;
+  for (int64_t j0 = 0; j0 < kEnd; j0 += B) {
+    const int64_t cols = minOf(B, p.t - j0);
+    loadRows(K, L.ldD, kb + j0 * rowD, rowD, cols, p.d);
+    __syncthreads();
+    for (int64_t e = threadIdx.x; e < rows * cols; e += blockDim.x) {
+      int64_t r = e / cols, c = e % cols, i = i0 + r, j = j0 + c;
+      T prob;
+      if (Bad[r] != 0 || M[r] == negInf<T>())
+        prob = quietNaN<T>();
+      else if (p.causal && j > i)
+        prob = 0;
+      else
+        prob = expOf(scoreOf(p, Q + r * L.ldD, K + c * L.ldD,
+                             mBase + i * p.maskRowStride + j * p.maskColStride,
+                             i, j) -
+                     M[r]) /
+               Lsum[r];
+      probs[r * p.t + j] = prob;
+    }
+    __syncthreads(); // K is loaded again
+  }
+  const int64_t hiddenCols = p.t - kEnd;
+  for (int64_t e = threadIdx.x; e < rows * hiddenCols; e += blockDim.x) {
+    int64_t r = e / hiddenCols;
+    probs[r * p.t + kEnd + e % hiddenCols] =
+        Bad[r] != 0 || M[r] == negInf<T>() ? quietNaN<T>() : T(0);
+  }
+}
+
+/// graph.attention: out for every (batch matrix, query tile), grid-stride;
+/// keep_probabilities: the probabilities too (writeProbabilities).
 template <typename T>
 __device__ void forwardBlocks(const Params<T> &p, T *sm) {
   const Layout &L = p.layout;
@@ -448,6 +508,10 @@ __device__ void forwardBlocks(const Params<T> &p, T *sm) {
       out[r * rowV + x] = Bad[r] != 0 || M[r] == negInf<T>() ? quietNaN<T>()
                                                  : O[r * L.ldAcc + x] / Lsum[r];
     }
+    // It reads what onlinePass left (Q, m, l, bad) and overwrites K, which
+    // the loop above does not read: no barrier first.
+    if (p.probs)
+      writeProbabilities(p, sm, b, i0, rows);
     __syncthreads();
   }
 }

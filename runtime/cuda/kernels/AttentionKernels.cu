@@ -8,11 +8,15 @@
 // recomputes the probabilities and sums dK, dV per key tile in a fixed
 // order (deterministic, no atomics).
 //
-// The forward saves nothing (graph.attention has one result), so the
-// backward's first kernel recomputes each query row's softmax statistics
-// and hands them to the second through a scratch buffer of 3 values per
-// query row, allocated by attention_grad's prepare function (the one
-// allocation; it lives as long as the instruction).
+// The forward saves no statistics, so the backward's first kernel
+// recomputes each query row's softmax statistics and hands them to the
+// second through a scratch buffer of 3 values per query row, allocated by
+// attention_grad's prepare function (the one allocation; it lives as long
+// as the instruction). With keep_probabilities the forward also writes the
+// probabilities into its second result (a second sweep over the keys per
+// query tile); the gradient takes them as its last operand and ignores
+// them, making them again as without (AttentionPlan's `hasMask` says
+// whether operand 4 is a mask).
 //
 // Tiles are 32 x 32 when shared memory allows, smaller for wide heads (each
 // kernel takes the largest of 32, 16, ..., 1 that fits the GPU's opt-in
@@ -101,10 +105,13 @@ Status attentionKernel(KernelContext &ctx) {
   return dispatchFloat(g.dtype, kOp, [&](auto tag) -> Status {
     using T = decltype(tag);
     TensorView &out = ctx.outputs[0];
-    if (out.numel() == 0)
+    // keep_probabilities: [..., S, T], which Dv = 0 does not empty.
+    T *probs = g.keepProbabilities ? ctx.outputs[1].as<T>() : nullptr;
+    if (out.numel() == 0 && (!probs || ctx.outputs[1].numel() == 0))
       return Status::ok();
     const CudaStream &stream = streamOf(ctx);
-    if (g.t == 0) // no keys: the product with no terms is zero
+    if (g.t == 0) // no keys: the product with no terms is zero (and there
+                  // are no probabilities)
       return cudaStatus(
           cudaMemsetAsync(out.data, 0, out.bytes(), stream.stream),
           std::string(kOp) + ": cudaMemsetAsync");
@@ -117,6 +124,7 @@ Status attentionKernel(KernelContext &ctx) {
     p.v = ctx.inputs[2].as<T>();
     p.mask = g.hasMask ? ctx.inputs[3].as<T>() : nullptr;
     p.out = out.as<T>();
+    p.probs = probs;
     return launchTiles<T>(stream, attentionForwardKernel<T>, Kernel::Forward,
                           p, g.s, kOp);
   });

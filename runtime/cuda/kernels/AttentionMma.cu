@@ -5,7 +5,10 @@
 // bf16 (or all fp16), a mask if any is f32 (mixed precision keeps it so:
 // -inf must survive), and the head dim (D = Dv) is 16, 32, 64 or 128.
 // Dropout is applied as the CPU applies it; heads_inner operands
-// ([..., S, H, D]) are read and written where they lie.
+// ([..., S, H, D]) are read and written where they lie. keep_probabilities:
+// the forward is left to the widened f32 kernels (which write the second
+// result); the gradient takes its probabilities operand (last, after the
+// mask if any) and ignores it, making them again as without.
 // NarrowFloatKernels.cu asks here first; the rest widens to f32 and takes
 // the tiled f32 kernels. STRATA_CUDA_ATTENTION=widened sends every
 // attention there (to compare, or to step around a fault).
@@ -81,20 +84,25 @@ bool fitsSharedMemory(const CudaStream &stream, size_t bytes) {
 
 /// The shared checks on `ctx` with an f32 mask (operand `maskAt`) read as
 /// the other operands' narrow type: the tensor-core kernels read it as f32.
-/// False (and `g` unset) where they cannot take the instruction.
+/// The gradient's probabilities (keep_probabilities: its last operand,
+/// after the mask if any) are not read. False (and `g` unset) where they
+/// cannot take the instruction.
 bool planNarrow(const KernelContext &ctx, size_t maskAt, bool grad,
                 attention::Geometry &g) {
   static const bool widened = [] {
     const char *env = std::getenv("STRATA_CUDA_ATTENTION");
     return env && std::strcmp(env, "widened") == 0;
   }();
-  if (widened || ctx.inputs.size() < maskAt)
+  // The operands after the mask: the gradient's probabilities.
+  const size_t after =
+      grad && ctx.attrs.getBool("keep_probabilities", false) ? 1 : 0;
+  if (widened || ctx.inputs.size() < maskAt + after)
     return false;
   DType t = ctx.inputs[grad ? 1 : 0].dtype;
   if (t != DType::BF16 && t != DType::F16)
     return false;
   std::vector<TensorView> inputs(ctx.inputs.begin(), ctx.inputs.end());
-  if (inputs.size() > maskAt) {
+  if (inputs.size() > maskAt + after) {
     if (inputs[maskAt].dtype != DType::F32)
       return false;
     inputs[maskAt].dtype = t;
@@ -159,6 +167,10 @@ Status runMmaAttention(KernelContext &ctx, bool &handled) {
   attention::Geometry g;
   if (!planNarrow(ctx, 3, false, g))
     return Status::ok(); // the widened path takes it, or reports the error
+  // keep_probabilities: the widened kernels write the probabilities (a
+  // second sweep over the keys that these kernels do not have).
+  if (g.keepProbabilities)
+    return Status::ok();
   return dispatchMma(g, [&](auto e, auto dim) -> Status {
     using E = decltype(e);
     constexpr int D = decltype(dim)::value;

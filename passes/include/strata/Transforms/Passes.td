@@ -50,6 +50,40 @@ def RaiseGraphPass : Pass<"strata-raise-graph", "::mlir::func::FuncOp"> {
 }
 
 
+def KeepAttentionProbabilitiesPass
+    : Pass<"strata-keep-attention-probabilities", "::mlir::func::FuncOp"> {
+  let summary = "Keep attention's probabilities for its gradient";
+  let description = [{
+    `graph.attention_grad` makes the forward's probabilities again from the
+    query and the key (a product of S x T x D and an exponential per score
+    in each batch matrix). This pass has the forward attention whose
+    operands and attributes the gradient repeats keep them instead
+    (`keep_probabilities`: a second result, `[..., H, S, T]`) and passes
+    them to the gradient, which then skips that product and those
+    exponentials: memory for FLOPs, as PyTorch's eager autograd saves a
+    softmax's output. The kernels compute the probabilities the same way
+    in both places, so the gradients are bit-identical either way.
+
+    Only f32 and f64 attentions: a bf16 or fp16 one would keep rounded
+    probabilities, which the gradient does not compute from now.
+    `strata-compile --keep-attention-probabilities` runs it after autodiff;
+    a layer that `--recompute layers` makes again keeps them in its clone.
+
+    Before:
+    ```mlir
+    %o = graph.attention %q, %k, %v {causal = true, scale = 0.25 : f64} : ...
+    ...
+    %dq, %dk, %dv = graph.attention_grad %do, %q, %k, %v {causal = true, scale = 0.25 : f64} : ...
+    ```
+    After:
+    ```mlir
+    %o, %p = graph.attention %q, %k, %v {causal = true, keep_probabilities = true, scale = 0.25 : f64} : ...
+    ...
+    %dq, %dk, %dv = graph.attention_grad %do, %q, %k, %v probabilities %p {causal = true, keep_probabilities = true, scale = 0.25 : f64} : ...
+    ```
+  }];
+}
+
 def SinkGatherPass : Pass<"strata-sink-gather", "::mlir::func::FuncOp"> {
   let summary = "Compute only the positions a gather keeps";
   let description = [{

@@ -35,6 +35,12 @@ struct AttentionPlan {
   /// reads rows `heads` rows apart.
   bool headsInner = false;
   int64_t heads = 1;
+  /// keep_probabilities: the forward writes the softmax probabilities
+  /// [..., H, S, T] (before dropout, 0 where a key is hidden) into its
+  /// second result; the gradient reads them from its last operand
+  /// (`probabilities`, an input index) instead of making them again.
+  bool keepProbabilities = false;
+  int64_t probabilities = -1;
 
   /// Where batch matrix b starts in a tensor of its `rows` rows of `width`
   /// (q, dy, the result: S rows; k, v: T), in elements.

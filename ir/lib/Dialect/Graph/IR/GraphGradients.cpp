@@ -405,8 +405,10 @@ LogicalResult gradient(AttentionOp op, GradBuilder &g, ValueRange dys,
       TypeRange{op.getQuery().getType(), op.getKey().getType(),
                 op.getValue().getType()},
       dys[0], op.getQuery(), op.getKey(), op.getValue(), op.getMask(),
-      op.getScaleAttr(), op.getCausalAttr(), op.getDropoutRatioAttr(),
-      op->getAttrOfType<IntegerAttr>("rng_stream"), op.getHeadsInnerAttr());
+      op.getProbabilities(), op.getScaleAttr(), op.getCausalAttr(),
+      op.getDropoutRatioAttr(),
+      op->getAttrOfType<IntegerAttr>("rng_stream"), op.getHeadsInnerAttr(),
+      op.getKeepProbabilitiesAttr());
   dxs[0] = grads.getQueryGrad();
   dxs[1] = grads.getKeyGrad();
   dxs[2] = grads.getValueGrad();

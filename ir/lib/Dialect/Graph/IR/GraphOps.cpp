@@ -520,6 +520,36 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *context,
   SmallVector<int64_t> shape(qs.drop_back());
   shape.push_back(vs.back());
   inferred.push_back(RankedTensorType::get(logical(shape), q.getElementType()));
+  // The probabilities, in the scores' [..., H, S, T] order either way.
+  if (adaptor.getKeepProbabilities())
+    inferred.push_back(RankedTensorType::get(scores, q.getElementType()));
+  return success();
+}
+
+LogicalResult AttentionGradOp::verify() {
+  if (getKeepProbabilities() != bool(getProbabilities()))
+    return emitOpError("takes the forward's probabilities exactly when "
+                       "keep_probabilities is set");
+  if (!getProbabilities())
+    return success();
+  // [..., H, S, T]: the query's batch dims and rows, the key's rows.
+  auto q = cast<RankedTensorType>(getQuery().getType());
+  auto k = cast<RankedTensorType>(getKey().getType());
+  int64_t rank = q.getRank();
+  if (rank < (getHeadsInner() ? 3 : 2) || k.getRank() != rank)
+    return emitOpError("query and key must have one rank >= ")
+           << (getHeadsInner() ? 3 : 2);
+  SmallVector<int64_t> scores(q.getShape());
+  int64_t keys = k.getShape()[getHeadsInner() ? rank - 3 : rank - 2];
+  if (getHeadsInner())
+    std::swap(scores[rank - 3], scores[rank - 2]);
+  scores.back() = keys;
+  auto p = cast<RankedTensorType>(getProbabilities().getType());
+  if (p.getShape() != ArrayRef<int64_t>(scores) ||
+      p.getElementType() != q.getElementType())
+    return emitOpError("probabilities must be ")
+           << RankedTensorType::get(scores, q.getElementType())
+           << " (the scores' shape), got " << p;
   return success();
 }
 

@@ -423,14 +423,21 @@ def Graph_AttentionOp : Graph_Op<"attention", [InferTypeOpAdaptor]> {
     every operand, attending, and swapping them back (the mask still
     broadcasts to `[..., H, S, T]`). strata-raise-graph folds those
     transposes into the attention.
+
+    `keep_probabilities` adds a second result, the softmax probabilities
+    `[..., H, S, T]` (before dropout; 0 where the mask or causality hides a
+    key), for `graph.attention_grad` to read instead of making them again
+    (strata-keep-attention-probabilities).
   }];
   let arguments = (ins Graph_FloatTensor:$query, Graph_FloatTensor:$key,
                        Graph_FloatTensor:$value,
                        Optional<Graph_FloatTensor>:$mask, F64Attr:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$causal,
                        DefaultValuedAttr<F64Attr, "0.0">:$dropout_ratio,
-                       DefaultValuedAttr<BoolAttr, "false">:$heads_inner);
-  let results = (outs Graph_FloatTensor:$output);
+                       DefaultValuedAttr<BoolAttr, "false">:$heads_inner,
+                       DefaultValuedAttr<BoolAttr, "false">:$keep_probabilities);
+  let results = (outs Graph_FloatTensor:$output,
+                      Optional<Graph_FloatTensor>:$probabilities);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`,` $mask^)? attr-dict `:` functional-type(operands, results)
   }];

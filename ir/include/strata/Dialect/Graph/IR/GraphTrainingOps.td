@@ -53,23 +53,35 @@ def Graph_BatchNormGradOp : Graph_GradOp<"batch_norm_grad"> {
                       Graph_FloatTensor:$bias_grad);
 }
 
-def Graph_AttentionGradOp : Graph_GradOp<"attention_grad"> {
+def Graph_AttentionGradOp : Graph_GradOp<"attention_grad",
+                                         [AttrSizedOperandSegments]> {
   let summary = "Gradients of attention: query, key, value";
   let description = [{
     Recomputes the attention probabilities; with dropout it redraws the
     forward's mask, which the shared `rng_stream` attribute identifies.
     `heads_inner` as the forward's: the gradient and the three results in
-    the `[..., S, H, D]` layout of the operands.
+    the `[..., S, H, D]` layout of the operands. `probabilities`: the
+    forward's second result, read instead of made again; given exactly
+    when `keep_probabilities` is set (the kernels read it last).
   }];
   let arguments = (ins Graph_FloatTensor:$grad, Graph_FloatTensor:$query,
                        Graph_FloatTensor:$key, Graph_FloatTensor:$value,
-                       Optional<Graph_FloatTensor>:$mask, F64Attr:$scale,
+                       Optional<Graph_FloatTensor>:$mask,
+                       Optional<Graph_FloatTensor>:$probabilities,
+                       F64Attr:$scale,
                        DefaultValuedAttr<BoolAttr, "false">:$causal,
                        DefaultValuedAttr<F64Attr, "0.0">:$dropout_ratio,
                        OptionalAttr<I64Attr>:$rng_stream,
-                       DefaultValuedAttr<BoolAttr, "false">:$heads_inner);
+                       DefaultValuedAttr<BoolAttr, "false">:$heads_inner,
+                       DefaultValuedAttr<BoolAttr, "false">:$keep_probabilities);
   let results = (outs Graph_FloatTensor:$query_grad, Graph_FloatTensor:$key_grad,
                       Graph_FloatTensor:$value_grad);
+  let hasVerifier = 1;
+  let assemblyFormat = [{
+    $grad `,` $query `,` $key `,` $value (`mask` $mask^)?
+    (`probabilities` $probabilities^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
 }
 
 def Graph_EmbeddingGradOp : Graph_GradOp<"embedding_grad"> {
