@@ -543,7 +543,7 @@ void measureRound(Bench &b, int world, int perNode, bool spans, Figures &f) {
   for (int64_t T : {32, 64, 256, 1024}) {
     const int64_t H = std::max<int64_t>(1, 4096 / T);
     double fwd[2] = {0, 0}, bwd[2] = {0, 0}, causalFwd[2] = {0, 0},
-           causalBwd[2] = {0, 0};
+           causalBwd[2] = {0, 0}, keptFwd[2] = {0, 0}, keptBwd[2] = {0, 0};
     const int64_t widths[2] = {16, 64};
     for (int i = 0; i < 2; ++i) {
       int64_t D = widths[i];
@@ -567,6 +567,14 @@ void measureRound(Bench &b, int world, int perNode, bool spans, Figures &f) {
       causalBwd[i] = b.kernel("graph.attention_grad", {&dy, &q, &k, &v},
                               {&dq, &dk, &dv}, a) /
                      (scores / 2);
+      // Causal, the probabilities kept (--keep-attention-probabilities).
+      Owned p(DType::F32, {H, T, T});
+      a.set("keep_probabilities", int64_t(1));
+      keptFwd[i] = b.kernel("graph.attention", {&q, &k, &v}, {&y, &p}, a) /
+                   (scores / 2);
+      keptBwd[i] = b.kernel("graph.attention_grad", {&dy, &q, &k, &v, &p},
+                            {&dq, &dk, &dv}, a) /
+                   (scores / 2);
     }
     auto solve = [&](const double s[2], const std::string &name) {
       double mac = std::max(0.0, (s[1] - s[0]) / double(widths[1] - widths[0]));
@@ -579,6 +587,8 @@ void measureRound(Bench &b, int world, int perNode, bool spans, Figures &f) {
     solve(bwd, "attention_grad");
     solve(causalFwd, "attention_causal");
     solve(causalBwd, "attention_grad_causal");
+    solve(keptFwd, "attention_kept_causal");
+    solve(keptBwd, "attention_grad_kept_causal");
   }
 
   // Per element of a kernel's operands, at five sizes (in cache, about the

@@ -216,6 +216,13 @@ public:
         score = forward ? &c.causalScore : &c.causalGradScore;
         mac = forward ? &c.causalMac : &c.causalGradMac;
       }
+      // Kept probabilities (measured causal, as the models that keep them
+      // are): the forward writes them, the gradient reads them.
+      const plan::Attribute *kept = findAttr(inst, "keep_probabilities");
+      if (isCausal && kept && kept->int_value() && !c.keptScore.empty()) {
+        score = forward ? &c.keptScore : &c.keptGradScore;
+        mac = forward ? &c.keptMac : &c.keptGradMac;
+      }
       if (score->empty() || mac->empty())
         return -1;
       // The operands: attention (q, k, v, ...), its gradient (dy, q, k, ...).
@@ -854,6 +861,10 @@ Status loadCluster(const std::string &path, Cluster &out) {
         {"attention_causal_mac", &c.causalMac},
         {"attention_grad_causal_score", &c.causalGradScore},
         {"attention_grad_causal_mac", &c.causalGradMac},
+        {"attention_kept_causal_score", &c.keptScore},
+        {"attention_kept_causal_mac", &c.keptMac},
+        {"attention_grad_kept_causal_score", &c.keptGradScore},
+        {"attention_grad_kept_causal_mac", &c.keptGradMac},
         {"collective_sync_group", &c.collectiveSyncByGroup}})
     if (Status s = table(key, *rows); !s)
       return s;

@@ -8,12 +8,14 @@ figure's effect on the predicted step or on one op kind's summed spans in
 strata-sim's trace. No timing: every number comes from the cost model.
 
     check_calibrated_costs.py --sim BIN/strata-sim --plain ART --offload ART
-                              --unfused ART [--sharded ART]
+                              --unfused ART [--kept ART] [--sharded ART]
 
 ART --plain: gpt_tiny (rows of 64, AdamW over parameters of at most 16K
 elements); --unfused: gpt_tiny with its attention as the exporter wrote
 it (--no-fuse-attention: the heads' transposes, which the fused
-attention reads in place); --offload: an artifact with tier
+attention reads in place); --kept: gpt_tiny with
+--keep-attention-probabilities (causal attention that keeps its
+probabilities); --offload: an artifact with tier
 moves on the copy streams that the compute stream waits for; --sharded:
 an artifact of 2 ranks whose all-gathers and reduce-scatters run on side
 streams (ZeRO-3).
@@ -89,6 +91,7 @@ def main():
     ap.add_argument("--plain", required=True)
     ap.add_argument("--offload", required=True)
     ap.add_argument("--unfused", required=True)
+    ap.add_argument("--kept")
     ap.add_argument("--sharded")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="strata-calibrated-costs-")
@@ -119,6 +122,28 @@ def main():
         {"op.graph.transpose_rows": [1e3, 2e-9, 1e7, 2e-9]}), work, "heads")
     print("transpose keeping the last axis: %.2f times the transpose table" %
           (heads["graph.transpose"] / unfused["graph.transpose"]))
+
+    # Kept probabilities: causal attention and its gradient take the kept
+    # tables when the artifact keeps them, the causal ones otherwise.
+    if args.kept:
+        tables = {"attention_causal_score": [32, 1e-9, 1024, 1e-9],
+                  "attention_causal_mac": [32, 1e-10, 1024, 1e-10],
+                  "attention_grad_causal_score": [32, 4e-9, 1024, 4e-9],
+                  "attention_grad_causal_mac": [32, 4e-10, 1024, 4e-10],
+                  "attention_kept_causal_score": [32, 2e-9, 1024, 2e-9],
+                  "attention_kept_causal_mac": [32, 2e-10, 1024, 2e-10],
+                  "attention_grad_kept_causal_score": [32, 1e-9, 1024, 1e-9],
+                  "attention_grad_kept_causal_mac": [32, 1e-10, 1024, 1e-10]}
+        # Every table must be there or none is read: the kept artifact
+        # without the kept tables takes the causal ones.
+        causal_only = {k: v for k, v in tables.items() if "kept" not in k}
+        _, plain = predict(args.sim, args.kept, changed(causal_only), work,
+                           "kept-causal")
+        _, kept = predict(args.sim, args.kept, changed(tables), work, "kept")
+        print("kept attention: forward %.2f, gradient %.2f times the causal "
+              "tables" % (kept["graph.attention"] / plain["graph.attention"],
+                          kept["graph.attention_grad"] /
+                          plain["graph.attention_grad"]))
 
     # The offloaded plan: its tier moves are copies (copy_seconds), a
     # blocking wait on a copy stream costs event_wait, and each byte a

@@ -60,6 +60,9 @@ struct Cluster {
   using Table = std::vector<std::pair<double, double>>;
   Table attentionScore, attentionMac, attentionGradScore, attentionGradMac;
   Table causalScore, causalMac, causalGradScore, causalGradMac;
+  /// The same with the probabilities kept (keep_probabilities): the
+  /// forward writing them, the gradient reading them; causal.
+  Table keptScore, keptMac, keptGradScore, keptGradMac;
   /// Seconds per element of a kernel's operands, by op, as [elements,
   /// seconds] rows; and seconds per byte of a copy by its bytes (any other
   /// kernel, and on a calibrated CPU a tier move: a copy of its operands or
