@@ -321,9 +321,9 @@ std::vector<GradCase> cases() {
                  "scale = 0.5 : f64}> : (tensor<2x4x4xf64>, tensor<2x4x4xf64>, "
                  "tensor<2x4x4xf64>) -> tensor<2x4x4xf64>",
                  {{"%y", {2, 4, 4}}}});
-  // Three blocks of query rows and of keys (kAttentionRows 64), the last
-  // short: the causal gradient's dK and dV take each key block's rows from
-  // its first key on.
+  // Five blocks of query rows and of keys (attentionRows: 32 when causal),
+  // the last short: the causal gradient's dK and dV take each key block's
+  // rows from its first key on.
   all.push_back({"attention_causal_blocks",
                  {{"p0", {1, 150, 2}}, {"p1", {1, 150, 2}}, {"p2", {1, 150, 2}}},
                  "    %y = \"graph.attention\"(%p0, %p1, %p2) <{causal = true, "

@@ -47,6 +47,7 @@ Status attentionKernel(KernelContext &ctx) {
   const double ratio = plan.ratio, scale = plan.scale;
   const bool causal = plan.causal;
   const int64_t ldD = plan.ld(d), ldV = plan.ld(dv);
+  const int64_t blockRows = attentionRows(causal);
 
   return dispatchFloat(q.dtype, kOp, [&](auto tag) -> Status {
     using T = decltype(tag);
@@ -80,8 +81,8 @@ Status attentionKernel(KernelContext &ctx) {
         T *ob = po + plan.offset(b, s, dv);
         // Blocks of query rows: under a causal mask, rows [i0, i1) see keys
         // [0, i1) only, so the products skip the keys past the block.
-        for (int64_t i0 = 0; i0 < s; i0 += kAttentionRows) {
-          int64_t i1 = std::min(s, i0 + kAttentionRows), rows = i1 - i0;
+        for (int64_t i0 = 0; i0 < s; i0 += blockRows) {
+          int64_t i1 = std::min(s, i0 + blockRows), rows = i1 - i0;
           int64_t keys = causal ? std::min(t, i1) : t;
           gemmEx<T>(false, true, rows, keys, d, qb + i0 * ldD, ldD, kb, ldD,
                     probs + i0 * t, t);

@@ -312,6 +312,7 @@ Status attentionGradKernel(KernelContext &ctx) {
   // Batch matrix b's rows are ldD and ldV apart (heads_inner: the heads'
   // rows interleave); its scratch rows are t apart.
   const int64_t ldD = plan.ld(d), ldV = plan.ld(dv);
+  const int64_t blockRows = attentionRows(causal);
   if (t == 0) { // no keys: the forward's output is empty of terms
     for (TensorView &out : ctx.outputs)
       std::memset(out.data, 0, out.bytes());
@@ -353,10 +354,10 @@ Status attentionGradKernel(KernelContext &ctx) {
         // Blocks of query rows, as the forward: under a causal mask rows
         // [i0, i1) see keys [0, i1). P, Pd and dS past them are never
         // read: dQ takes the block's keys, and the key blocks of dV and dK
-        // below start at a multiple of kAttentionRows no later than the
+        // below start at a multiple of blockRows no later than the
         // row's own block, so end at or before its keys.
-        for (int64_t i0 = 0; i0 < s; i0 += kAttentionRows) {
-          int64_t i1 = std::min(s, i0 + kAttentionRows), rows = i1 - i0;
+        for (int64_t i0 = 0; i0 < s; i0 += blockRows) {
+          int64_t i1 = std::min(s, i0 + blockRows), rows = i1 - i0;
           int64_t keys = causal ? std::min(t, i1) : t;
           if (!kept)
             gemmEx<T>(false, true, rows, keys, d, qb + i0 * ldD, ldD, kb,
@@ -395,7 +396,7 @@ Status attentionGradKernel(KernelContext &ctx) {
         // are 0 above the diagonal), so key block [j0, j1) multiplies rows
         // [j0, s): half the products. Without one, one block of every key
         // and every row.
-        const int64_t keyBlock = causal ? kAttentionRows : t;
+        const int64_t keyBlock = causal ? blockRows : t;
         for (int64_t j0 = 0; j0 < t; j0 += keyBlock) {
           int64_t cols = std::min(t, j0 + keyBlock) - j0;
           int64_t from = causal ? std::min(j0, s) : 0, inner = s - from;
