@@ -81,6 +81,34 @@ std::vector<int64_t> logicalShape(const KernelContext &ctx,
   return out;
 }
 
+/// Query, key and value as both kernels' checks see them: their logical
+/// shapes (logicalShape), the sizes and the batch dims.
+struct Operands {
+  std::vector<int64_t> ks, vs, batch;
+  int64_t s = 0, t = 0, d = 0, dv = 0;
+};
+
+/// Query, key and value must share one rank of at least 2 (3 with
+/// heads_inner); `o` on success. Whether their dims fit is the caller's.
+Status readOperands(const KernelContext &ctx, const char *op,
+                    const TensorView &q, const TensorView &k,
+                    const TensorView &v, Operands &o) {
+  int64_t rank = q.rank();
+  int64_t least = ctx.attrs.getBool("heads_inner", false) ? 3 : 2;
+  if (rank < least || k.rank() != rank || v.rank() != rank)
+    return Status::error(std::string(op) + ": query, key and value must "
+                         "have one rank >= " + std::to_string(least));
+  std::vector<int64_t> qs = logicalShape(ctx, q.shape);
+  o.ks = logicalShape(ctx, k.shape);
+  o.vs = logicalShape(ctx, v.shape);
+  o.s = qs[rank - 2];
+  o.d = qs[rank - 1];
+  o.t = o.ks[rank - 2];
+  o.dv = o.vs[rank - 1];
+  o.batch.assign(qs.begin(), qs.end() - 2);
+  return Status::ok();
+}
+
 } // namespace
 
 Status planAttention(const KernelContext &ctx, AttentionPlan &g) {
@@ -97,17 +125,12 @@ Status planAttention(const KernelContext &ctx, AttentionPlan &g) {
       (mask && mask->dtype != q.dtype))
     return Status::error("graph.attention: operands and result must share "
                          "one element type");
-  int64_t rank = q.rank();
-  int64_t least = ctx.attrs.getBool("heads_inner", false) ? 3 : 2;
-  if (rank < least || k.rank() != rank || v.rank() != rank)
-    return Status::error("graph.attention: query, key and value must have "
-                         "one rank >= " + std::to_string(least));
-  std::vector<int64_t> qs = logicalShape(ctx, q.shape),
-                       ks = logicalShape(ctx, k.shape),
-                       vs = logicalShape(ctx, v.shape);
-  int64_t s = qs[rank - 2], d = qs[rank - 1];
-  int64_t t = ks[rank - 2], dv = vs[rank - 1];
-  std::vector<int64_t> batchShape(qs.begin(), qs.end() - 2);
+  Operands o;
+  if (Status st = readOperands(ctx, kOp, q, k, v, o); !st)
+    return st;
+  const int64_t rank = q.rank(), s = o.s, t = o.t, d = o.d, dv = o.dv;
+  const std::vector<int64_t> &ks = o.ks, &vs = o.vs;
+  std::vector<int64_t> batchShape = std::move(o.batch);
   if (!std::equal(batchShape.begin(), batchShape.end(), ks.begin()) ||
       !std::equal(batchShape.begin(), batchShape.end(), vs.begin()) ||
       ks[rank - 1] != d || vs[rank - 2] != t)
@@ -154,17 +177,12 @@ Status planAttentionGrad(const KernelContext &ctx, AttentionPlan &g) {
       ctx.inputs.size() > 4 + keep ? &ctx.inputs[4] : nullptr;
   if (Status s = requireAttributes(ctx, kOp, {"scale"}); !s)
     return s;
-  int64_t rank = q.rank();
-  int64_t least = ctx.attrs.getBool("heads_inner", false) ? 3 : 2;
-  if (rank < least || k.rank() != rank || v.rank() != rank)
-    return Status::error("graph.attention_grad: query, key and value must "
-                         "have one rank >= " + std::to_string(least));
-  std::vector<int64_t> qs = logicalShape(ctx, q.shape),
-                       ks = logicalShape(ctx, k.shape),
-                       vs = logicalShape(ctx, v.shape);
-  int64_t s = qs[rank - 2], d = qs[rank - 1];
-  int64_t t = ks[rank - 2], dv = vs[rank - 1];
-  std::vector<int64_t> batchShape(qs.begin(), qs.end() - 2);
+  Operands o;
+  if (Status st = readOperands(ctx, kOp, q, k, v, o); !st)
+    return st;
+  const int64_t rank = q.rank(), s = o.s, t = o.t, d = o.d, dv = o.dv;
+  const std::vector<int64_t> &ks = o.ks, &vs = o.vs;
+  std::vector<int64_t> batchShape = std::move(o.batch);
   std::vector<int64_t> outShape = batchShape;
   outShape.push_back(s);
   outShape.push_back(dv);

@@ -76,35 +76,6 @@ void setAttrs(Case &c, const Shape &shape, const Options &o) {
   c.seed = 0x5eed0123456789abull;
 }
 
-/// Runs `c` on the CPU kernels alone (the specification): its results'
-/// bytes, or the kernel's error.
-Status runOnCpu(const Case &c,
-                std::vector<std::vector<unsigned char>> &results) {
-  std::vector<std::vector<unsigned char>> in;
-  for (const CaseTensor &t : c.inputs)
-    in.push_back(t.bytes);
-  results.clear();
-  for (const CaseTensor &t : c.outputs)
-    results.push_back(t.bytes);
-  auto view = [](const CaseTensor &t, void *data) {
-    TensorView v;
-    v.data = data;
-    v.dtype = t.dtype;
-    v.shape = t.shape;
-    return v;
-  };
-  std::vector<TensorView> inViews, outViews;
-  for (size_t i = 0; i < c.inputs.size(); ++i)
-    inViews.push_back(view(c.inputs[i], in[i].data()));
-  for (size_t i = 0; i < c.outputs.size(); ++i)
-    outViews.push_back(view(c.outputs[i], results[i].data()));
-  const KernelFn *fn = getCpuKernels().lookup(c.op);
-  if (!fn)
-    return Status::error("the cpu backend has no kernel for " + c.op);
-  KernelContext ctx{inViews, outViews, c.attrs, c.seed};
-  return (*fn)(ctx);
-}
-
 Case forward(DType dtype, const Shape &shape, const Options &o,
              uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -186,6 +157,39 @@ CaseTensor paddingMask(DType dtype, const std::vector<int64_t> &valid,
     for (int64_t j = 0; j < t; ++j)
       values.push_back(j < v ? 0.0 : -std::numeric_limits<double>::infinity());
   return fromValues(dtype, {int64_t(valid.size()), 1, 1, t}, values);
+}
+
+/// A [6, 6] mask whose row 3 is all -inf (the rest 0): that row's
+/// softmax, and so its output row, is NaN.
+CaseTensor fullyMaskedRow(DType dtype) {
+  std::vector<double> values(36, 0.0);
+  for (int j = 0; j < 6; ++j)
+    values[3 * 6 + j] = -std::numeric_limits<double>::infinity();
+  return fromValues(dtype, {6, 6}, values);
+}
+
+/// `o` (its layout and keep_probabilities) with a padding mask, causal; a
+/// full [B, H, S, T] mask across S != T; a [B, 1, S, 1] mask with dropout;
+/// then dropout alone on `dropoutShape`. The masks broadcast to the
+/// logical scores [B, H, S, T] and come from `rng`; leaves `o` with
+/// dropout 0.5 and no mask.
+void expectMasksAndDropout(DType dtype, Options &o, std::mt19937_64 &rng,
+                           uint64_t &seed, const Shape &dropoutShape) {
+  o.hasMask = true;
+  o.mask = paddingMask(dtype, {14, 17}, 17);
+  o.causal = true;
+  expectBoth(dtype, {{2, 3}, 17, 17, 16, 16}, o, seed++);
+  o.mask = randomTensor(dtype, {2, 3, 17, 33}, rng, -2.0, 0.5);
+  o.causal = false;
+  expectBoth(dtype, {{2, 3}, 17, 33, 16, 24}, o, seed++);
+  o.mask = randomTensor(dtype, {2, 1, 40, 1}, rng, -2.0, 0.5);
+  o.causal = true;
+  o.ratio = 0.1;
+  expectBoth(dtype, {{2, 3}, 40, 40, 16, 16}, o, seed++);
+  o.hasMask = false;
+  o.causal = false;
+  o.ratio = 0.5;
+  expectBoth(dtype, dropoutShape, o, seed++);
 }
 
 TEST(AttentionConformance, SequenceLengthsHeadDimsCausal) {
@@ -278,15 +282,12 @@ TEST(AttentionConformance, FullyMaskedRowIsNaN) {
   STRATA_REQUIRE_GPU();
   for (DType dtype : {DType::F32, DType::F64})
     for (bool causal : {false, true}) {
-      // Row 3 of the [6, 6] mask is all -inf: its output row is NaN, and in
-      // the gradient its dQ row and all of dK and dV.
-      std::vector<double> values(36, 0.0);
-      for (int j = 0; j < 6; ++j)
-        values[3 * 6 + j] = -std::numeric_limits<double>::infinity();
+      // Row 3 of the mask is all -inf: its output row is NaN, and in the
+      // gradient its dQ row and all of dK and dV.
       Options o;
       o.causal = causal;
       o.hasMask = true;
-      o.mask = fromValues(dtype, {6, 6}, values);
+      o.mask = fullyMaskedRow(dtype);
       expectBoth(dtype, {{2}, 6, 6, 4, 4}, o, 600 + causal);
     }
 }
@@ -492,23 +493,8 @@ TEST(AttentionConformance, HeadsInnerMasksDropoutCrossAttention) {
     std::mt19937_64 rng(seed);
     Options o;
     o.headsInner = true;
-    o.hasMask = true;
-    // The masks broadcast to the logical scores [B, H, S, T].
-    o.mask = paddingMask(dtype, {14, 17}, 17);
-    o.causal = true;
-    expectBoth(dtype, {{2, 3}, 17, 17, 16, 16}, o, seed++);
-    o.mask = randomTensor(dtype, {2, 3, 17, 33}, rng, -2.0, 0.5);
-    o.causal = false;
-    expectBoth(dtype, {{2, 3}, 17, 33, 16, 24}, o, seed++);
-    o.mask = randomTensor(dtype, {2, 1, 40, 1}, rng, -2.0, 0.5);
-    o.causal = true;
-    o.ratio = 0.1;
-    expectBoth(dtype, {{2, 3}, 40, 40, 16, 16}, o, seed++);
-    // Dropout alone (its index is the logical one), a long sequence.
-    o.hasMask = false;
-    o.causal = false;
-    o.ratio = 0.5;
-    expectBoth(dtype, {{2, 3}, 128, 128, 64, 64}, o, seed++);
+    // Dropout alone on a long sequence (its index is the logical one).
+    expectMasksAndDropout(dtype, o, rng, seed, {{2, 3}, 128, 128, 64, 64});
     o.ratio = 0;
     // Cross attention, S != T and D != Dv; [S, H, D] (no outer dims);
     // two outer dims.
@@ -523,15 +509,12 @@ TEST(AttentionConformance, HeadsInnerMasksDropoutCrossAttention) {
 
 TEST(AttentionConformance, HeadsInnerFullyMaskedRowIsNaN) {
   STRATA_REQUIRE_GPU();
-  std::vector<double> values(36, 0.0);
-  for (int j = 0; j < 6; ++j)
-    values[3 * 6 + j] = -std::numeric_limits<double>::infinity();
   for (bool causal : {false, true}) {
     Options o;
     o.causal = causal;
     o.headsInner = true;
     o.hasMask = true;
-    o.mask = fromValues(DType::F32, {6, 6}, values);
+    o.mask = fullyMaskedRow(DType::F32);
     expectBoth(DType::F32, {{2, 3}, 6, 6, 4, 4}, o, 1200 + causal);
   }
 }
@@ -706,21 +689,7 @@ TEST(AttentionConformance, KeepProbabilitiesMasksDropout) {
       Options o;
       o.keep = true;
       o.headsInner = inner;
-      o.hasMask = true;
-      o.mask = paddingMask(dtype, {14, 17}, 17);
-      o.causal = true;
-      expectBoth(dtype, {{2, 3}, 17, 17, 16, 16}, o, seed++);
-      o.mask = randomTensor(dtype, {2, 3, 17, 33}, rng, -2.0, 0.5);
-      o.causal = false;
-      expectBoth(dtype, {{2, 3}, 17, 33, 16, 24}, o, seed++);
-      o.mask = randomTensor(dtype, {2, 1, 40, 1}, rng, -2.0, 0.5);
-      o.causal = true;
-      o.ratio = 0.1;
-      expectBoth(dtype, {{2, 3}, 40, 40, 16, 16}, o, seed++);
-      o.hasMask = false;
-      o.causal = false;
-      o.ratio = 0.5;
-      expectBoth(dtype, {{2, 3}, 70, 70, 32, 32}, o, seed++);
+      expectMasksAndDropout(dtype, o, rng, seed, {{2, 3}, 70, 70, 32, 32});
     }
 }
 
@@ -728,9 +697,6 @@ TEST(AttentionConformance, KeepProbabilitiesFullyMaskedRowIsNaN) {
   STRATA_REQUIRE_GPU();
   // Row 3 of the [6, 6] mask is all -inf: its probabilities are NaN (the
   // CPU's softmax of an all -inf row), as its output row is.
-  std::vector<double> values(36, 0.0);
-  for (int j = 0; j < 6; ++j)
-    values[3 * 6 + j] = -std::numeric_limits<double>::infinity();
   for (DType dtype : {DType::F32, DType::F64})
     for (bool inner : {false, true})
       for (bool causal : {false, true}) {
@@ -739,7 +705,7 @@ TEST(AttentionConformance, KeepProbabilitiesFullyMaskedRowIsNaN) {
         o.causal = causal;
         o.headsInner = inner;
         o.hasMask = true;
-        o.mask = fromValues(dtype, {6, 6}, values);
+        o.mask = fullyMaskedRow(dtype);
         expectBoth(dtype, {{2, 3}, 6, 6, 4, 4}, o, 1800 + 2 * inner + causal);
       }
 }

@@ -79,33 +79,6 @@ int aliasOf(const Case &c, size_t output) {
   return output < c.aliases.size() ? c.aliases[output] : -1;
 }
 
-/// The CPU's answer: results' bytes (an aliased result is its operand's
-/// buffer after the run), or the kernel's error.
-Status runCpu(const Case &c, std::vector<std::vector<unsigned char>> &results) {
-  std::vector<std::vector<unsigned char>> in;
-  for (const CaseTensor &t : c.inputs)
-    in.push_back(t.bytes);
-  results.clear();
-  for (const CaseTensor &t : c.outputs)
-    results.push_back(t.bytes);
-  std::vector<TensorView> inViews, outViews;
-  for (size_t i = 0; i < c.inputs.size(); ++i)
-    inViews.push_back(viewOf(c.inputs[i], in[i].data()));
-  for (size_t i = 0; i < c.outputs.size(); ++i) {
-    int alias = aliasOf(c, i);
-    outViews.push_back(viewOf(c.outputs[i], alias >= 0 ? in[alias].data()
-                                                       : results[i].data()));
-  }
-  const KernelFn *fn = getCpuKernels().lookup(c.op);
-  if (!fn)
-    return Status::error("the cpu backend has no kernel for " + c.op);
-  KernelContext ctx{inViews, outViews, c.attrs, c.seed};
-  Status s = (*fn)(ctx);
-  for (size_t i = 0; i < c.outputs.size(); ++i)
-    if (int alias = aliasOf(c, i); alias >= 0)
-      results[i] = in[alias];
-  return s;
-}
 
 Status runCuda(Device &device, const Case &c,
                std::vector<std::vector<unsigned char>> &results) {
@@ -177,6 +150,33 @@ Status runCuda(Device &device, const Case &c,
 }
 
 } // namespace
+
+Status runOnCpu(const Case &c,
+                std::vector<std::vector<unsigned char>> &results) {
+  std::vector<std::vector<unsigned char>> in;
+  for (const CaseTensor &t : c.inputs)
+    in.push_back(t.bytes);
+  results.clear();
+  for (const CaseTensor &t : c.outputs)
+    results.push_back(t.bytes);
+  std::vector<TensorView> inViews, outViews;
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    inViews.push_back(viewOf(c.inputs[i], in[i].data()));
+  for (size_t i = 0; i < c.outputs.size(); ++i) {
+    int alias = aliasOf(c, i);
+    outViews.push_back(viewOf(c.outputs[i], alias >= 0 ? in[alias].data()
+                                                       : results[i].data()));
+  }
+  const KernelFn *fn = getCpuKernels().lookup(c.op);
+  if (!fn)
+    return Status::error("the cpu backend has no kernel for " + c.op);
+  KernelContext ctx{inViews, outViews, c.attrs, c.seed};
+  Status s = (*fn)(ctx);
+  for (size_t i = 0; i < c.outputs.size(); ++i)
+    if (int alias = aliasOf(c, i); alias >= 0)
+      results[i] = in[alias];
+  return s;
+}
 
 int64_t CaseTensor::numel() const {
   int64_t n = 1;
@@ -262,7 +262,7 @@ void expectConformance(const Case &c) {
   ASSERT_NE(device, nullptr) << why;
   std::string what = describeCase(c);
   std::vector<std::vector<unsigned char>> cpu, gpu;
-  Status cpuStatus = runCpu(c, cpu);
+  Status cpuStatus = runOnCpu(c, cpu);
   Status gpuStatus = runCuda(*device, c, gpu);
   if (!cpuStatus) {
     if (std::getenv("STRATA_CONFORMANCE_REJECTS"))

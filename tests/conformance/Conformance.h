@@ -67,6 +67,12 @@ struct Case {
 /// The process's CUDA device, created once; null with the reason.
 Device *getCudaDevice(std::string &why);
 
+/// Runs `c` on the CPU kernels alone (the specification): the results'
+/// bytes into `results` (an aliased result is its operand's buffer after
+/// the run), or the kernel's error.
+Status runOnCpu(const Case &c,
+                std::vector<std::vector<unsigned char>> &results);
+
 /// Runs `c` on the CUDA device alone, for the checks the CPU cannot share
 /// (what a kernel does with bad data a CPU kernel rejects): the results'
 /// bytes into `results`, or why it could not run.

@@ -68,8 +68,7 @@ struct KeepAttentionProbabilitiesPass
           forward.getValue(), forward.getMask(), forward.getScaleAttr(),
           forward.getCausalAttr(), forward.getDropoutRatioAttr(),
           forward.getHeadsInnerAttr(), builder.getBoolAttr(true));
-      for (NamedAttribute attr : forward->getDiscardableAttrs())
-        kept->setAttr(attr.getName(), attr.getValue());
+      kept->setDiscardableAttrs(forward->getDiscardableAttrDictionary());
       forward.getOutput().replaceAllUsesWith(kept.getOutput());
       forward.erase();
       grad.getProbabilitiesMutable().assign(kept.getProbabilities());

@@ -729,8 +729,7 @@ struct AttentionHeadsInPlace : public OpRewritePattern<AttentionOp> {
         attention.getCausalAttr(), attention.getDropoutRatioAttr(),
         rewriter.getBoolAttr(true), rewriter.getBoolAttr(false));
     // Discardable attributes (a dropout's rng_stream) ride along.
-    for (NamedAttribute attr : attention->getDiscardableAttrs())
-      fused->setAttr(attr.getName(), attr.getValue());
+    fused->setDiscardableAttrs(attention->getDiscardableAttrDictionary());
     for (TransposeOp reader : readers)
       rewriter.replaceOp(reader, fused.getOutput());
     rewriter.eraseOp(attention);
