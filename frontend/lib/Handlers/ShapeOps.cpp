@@ -254,15 +254,18 @@ LogicalResult importSlice(NodeImporter &n) {
       start += dim;
     if (end < 0 && end > std::numeric_limits<int64_t>::min() / 2)
       end += dim;
+    // ceil(span / |step|) as (span - 1) / |step| + 1, in unsigned: a step
+    // near +-2^63 neither overflows the sum nor its negation.
+    uint64_t stride = step > 0 ? uint64_t(step) : 0 - uint64_t(step);
     int64_t size;
     if (step > 0) {
       start = std::clamp<int64_t>(start, 0, dim);
       end = std::clamp<int64_t>(end, 0, dim);
-      size = end > start ? (end - start + step - 1) / step : 0;
+      size = end > start ? int64_t(uint64_t(end - start - 1) / stride) + 1 : 0;
     } else {
       start = std::clamp<int64_t>(start, 0, dim - 1);
       end = std::clamp<int64_t>(end, -1, dim - 1);
-      size = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+      size = start > end ? int64_t(uint64_t(start - end - 1) / stride) + 1 : 0;
     }
     offsets[*axis] = start;
     sizes[*axis] = size;
