@@ -173,12 +173,17 @@ public:
       const plan::Attribute *causal = findAttr(inst, "causal");
       if (causal && causal->int_value())
         f /= 2;
-      // Backward: the scores again, and four products of that size; with
-      // the forward's probabilities kept, the four alone.
+      // Backward: the scores again, and four products of that size. With
+      // the forward's probabilities kept (keep_probabilities), what the
+      // backend does with them: the CPU's kernels (a calibrated file, its
+      // kept tables) do the four alone; the CUDA kernels (the roofline)
+      // make the scores a second time in the forward to write them, and
+      // make them again in the gradient, which ignores them.
       const plan::Attribute *kept = findAttr(inst, "keep_probabilities");
+      bool byCuda = keptByCuda(inst);
       if (forward)
-        return f;
-      return kept && kept->int_value() ? 2.0 * f : 2.5 * f;
+        return byCuda ? 1.5 * f : f;
+      return kept && kept->int_value() && !byCuda ? 2.0 * f : 2.5 * f;
     }
     double n = 0;
     for (uint32_t o : inst.outputs())
@@ -186,10 +191,24 @@ public:
     return n;
   }
 
+  /// A kept-probabilities attention (either direction) that the CUDA
+  /// kernels run: the cluster is no calibrated CPU (it has no attention
+  /// tables), so the roofline costs it as the GPU presets' kernels run.
+  bool keptByCuda(const plan::Instruction &inst) const {
+    const plan::Attribute *kept = findAttr(inst, "keep_probabilities");
+    return kept && kept->int_value() && c.attentionScore.empty() &&
+           c.causalScore.empty() && c.keptScore.empty();
+  }
+
   double bytes(const plan::Instruction &inst) const {
     double b = 0;
-    for (uint32_t i : inst.inputs())
-      b += double(runtime::tensorBytes(tensor(i)));
+    // The CUDA gradient does not read the kept probabilities (its last
+    // operand).
+    int read = inst.inputs_size();
+    if (inst.op() == "graph.attention_grad" && keptByCuda(inst))
+      --read;
+    for (int i = 0; i < read; ++i)
+      b += double(runtime::tensorBytes(tensor(inst.inputs(i))));
     for (uint32_t o : inst.outputs())
       b += double(runtime::tensorBytes(tensor(o)));
     return b;

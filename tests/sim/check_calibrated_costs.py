@@ -145,6 +145,27 @@ def main():
                           kept["graph.attention_grad"] /
                           plain["graph.attention_grad"]))
 
+    # Kept probabilities on the roofline (no attention tables: a GPU
+    # preset) cost what the CUDA kernels do: the forward makes the scores
+    # a second time to write them (1.5 times the products) and the
+    # gradient ignores them (the same products, and it does not read
+    # them). Compute-bound, then memory-bound.
+    if args.kept:
+        fast_memory = changed({"memory_bandwidth": 1e18})
+        _, plain = predict(args.sim, args.plain, fast_memory, work, "roof")
+        _, kept = predict(args.sim, args.kept, fast_memory, work, "roof-kept")
+        print("kept attention on the roofline, compute-bound: forward %.2f, "
+              "gradient %.2f times without" %
+              (kept["graph.attention"] / plain["graph.attention"],
+               kept["graph.attention_grad"] / plain["graph.attention_grad"]))
+        fast_compute = changed({"flops_f32": 1e21})
+        _, plain = predict(args.sim, args.plain, fast_compute, work, "bw")
+        _, kept = predict(args.sim, args.kept, fast_compute, work, "bw-kept")
+        print("kept attention on the roofline, memory-bound: forward %.2f, "
+              "gradient %.2f times without" %
+              (kept["graph.attention"] / plain["graph.attention"],
+               kept["graph.attention_grad"] / plain["graph.attention_grad"]))
+
     # The offloaded plan: its tier moves are copies (copy_seconds), a
     # blocking wait on a copy stream costs event_wait, and each byte a
     # copy stream moves takes copy_compute_cost of the compute stream.
