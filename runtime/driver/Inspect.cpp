@@ -384,6 +384,26 @@ uint64_t persistentTotal(const Inspection &in) {
   return total;
 }
 
+/// The attentions of the training step (not of the `forward` program,
+/// which has no backward) and how many keep their probabilities for the
+/// backward (--keep-attention-probabilities).
+std::pair<int, int> keptAttentions(const plan::Plan &p) {
+  int attentions = 0, kept = 0;
+  for (const auto &program : p.programs()) {
+    if (program.name() == "forward")
+      continue;
+    for (const plan::Instruction *inst : kernelsOf(program)) {
+      if (inst->op() != "graph.attention")
+        continue;
+      ++attentions;
+      for (const plan::Attribute &a : inst->attributes())
+        if (a.name() == "keep_probabilities" && a.int_value())
+          ++kept;
+    }
+  }
+  return {attentions, kept};
+}
+
 /// The artifact, its programs and its training step.
 void printPrograms(const std::string &dir, const plan::Plan &p,
                    std::ostream &os) {
@@ -404,7 +424,11 @@ void printPrograms(const std::string &dir, const plan::Plan &p,
     const plan::Training &t = p.training();
     os << "training     " << t.optimizer() << ", lr " << t.lr()
        << ", accumulation " << std::max<uint32_t>(t.accum(), 1)
-       << ", micro-batch " << t.batch() << ", " << t.dtype() << "\n";
+       << ", micro-batch " << t.batch() << ", " << t.dtype();
+    if (auto [attentions, kept] = keptAttentions(p); kept)
+      os << ", attention probabilities kept (" << kept << " of "
+         << attentions << " attentions)";
+    os << "\n";
   }
 }
 

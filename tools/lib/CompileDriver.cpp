@@ -113,6 +113,7 @@ struct CompileOptions {
       "auto",
       cl::desc("With -o and --world: choose the partition group, "
                "hierarchical all-gather, gradient sync, prefetch depth, "
+               "recomputation, kept attention probabilities (fp32), "
                "bucket size, pipeline stages and (a dynamic batch, with "
                "--batch) the micro-batch by predicting each candidate's "
                "step on --cluster (strata-sim), under its GPUs' memory; "
@@ -591,6 +592,19 @@ double parameterElements(ModuleOp module) {
   return n;
 }
 
+/// Whether the model has a fused attention (graph.attention).
+bool hasAttention(ModuleOp module) {
+  bool found = false;
+  module.walk([&](Operation *op) {
+    if (op->getName().getStringRef() == "graph.attention") {
+      found = true;
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return found;
+}
+
 /// Where --auto imports the model from, at another micro-batch.
 struct ModelSource {
   std::string path;
@@ -647,9 +661,10 @@ struct AutoChoice {
 /// states, fp32) exceed a rank's share of GPU and host memory is dropped
 /// before compiling, and a plan the budget cannot hold is dropped before
 /// simulating. In three rounds: every (partition group, hierarchical)
-/// with 2-hop sync and depth 1; the sync and depth around the two
-/// fastest; then bucket size, stages and micro-batch, one at a time,
-/// around the fastest. Returns the fastest; prints the ranked table of
+/// with 2-hop sync and depth 1; around the two fastest, how activations
+/// fit (offload, every layer checkpointed), attention's probabilities
+/// kept or made again (fp32), then the sync and depth; then bucket size,
+/// stages and micro-batch, one at a time, around the fastest. Returns the fastest; prints the ranked table of
 /// everything tried.
 llvm::Expected<AutoChoice>
 searchConfigurations(MLIRContext &context, ModuleOp imported,
@@ -737,6 +752,10 @@ searchConfigurations(MLIRContext &context, ModuleOp imported,
                  : config.recompute == strata::Recompute::Layers
                      ? " --recompute layers"
                      : " --recompute always";
+    if (config.keepAttentionProbabilities != base.keepAttentionProbabilities)
+      t.label += config.keepAttentionProbabilities
+                     ? " --keep-attention-probabilities"
+                     : " --keep-attention-probabilities=false";
     if (config.bucketBytes != base.bucketBytes)
       t.label += llvm::formatv(" --bucket-bytes {0}", config.bucketBytes);
     if (config.pipelineStages > 1)
@@ -914,13 +933,26 @@ searchConfigurations(MLIRContext &context, ModuleOp imported,
   // two fastest so far, the other gradient sync and prefetch depth 2.
   // The activations first, then the sync and depth around the two
   // fastest of all so far.
-  for (const auto &[config, micro] : ranked())
+  // And attention's probabilities kept for the backward or made again
+  // (fp32 attention: mixed precision leaves its attention alone): the
+  // simulator costs both as the cluster's kernels run them (a calibrated
+  // CPU reads its kept tables; the GPU presets' CUDA kernels make the
+  // scores again either way), and the budget holds the kept ones or not.
+  bool keepable = base.dtype == strata::Precision::FP32 &&
+                  hasAttention(imported);
+  for (const auto &[config, micro] : ranked()) {
     for (strata::Recompute recompute :
          {strata::Recompute::None, strata::Recompute::Layers}) {
       strata::TrainingConfig c = config;
       c.recompute = recompute;
       propose(c, micro);
     }
+    if (keepable) {
+      strata::TrainingConfig c = config;
+      c.keepAttentionProbabilities = !c.keepAttentionProbabilities;
+      propose(c, micro);
+    }
+  }
   if (llvm::Error e = runRound())
     return std::move(e);
   for (const auto &[config, micro] : ranked())
@@ -982,18 +1014,24 @@ searchConfigurations(MLIRContext &context, ModuleOp imported,
   llvm::outs() << llvm::formatv(
       "strata-compile: --auto on {0}: {1} configurations, {2} fit\n",
       cluster.name, tried.size(), fit);
-  llvm::outs() << llvm::formatv("{0,4}  {1,-100} {2,9} {3,12} {4,12}\n",
-                                "rank", "configuration", "peak GiB",
-                                "step ms", "tokens/s");
+  // The configuration column as wide as its longest label.
+  size_t width = 100;
+  for (const Tried &t : tried)
+    width = std::max(width, t.label.size());
+  llvm::outs() << llvm::formatv("{0,4}  {1} {2,9} {3,12} {4,12}\n", "rank",
+                                llvm::left_justify("configuration", width),
+                                "peak GiB", "step ms", "tokens/s");
   for (size_t i = 0; i < tried.size(); ++i) {
     const Tried &t = tried[i];
     if (t.dropped.empty())
       llvm::outs() << llvm::formatv(
-          "{0,4}  {1,-100} {2,9:f2} {3,12:f3} {4,12:f0}\n", i + 1, t.label,
+          "{0,4}  {1} {2,9:f2} {3,12:f3} {4,12:f0}\n", i + 1,
+          llvm::left_justify(t.label, width),
           double(t.peak) / double(1ull << 30), t.step * 1e3,
           t.tokensPerSecond);
     else
-      llvm::outs() << llvm::formatv("   -  {0,-100} dropped: {1}\n", t.label,
+      llvm::outs() << llvm::formatv("   -  {0} dropped: {1}\n",
+                                    llvm::left_justify(t.label, width),
                                     t.dropped);
   }
   if (!fit)
