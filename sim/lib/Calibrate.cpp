@@ -539,57 +539,68 @@ void measureRound(Bench &b, int world, int perNode, bool spans, Figures &f) {
 
   // Attention: seconds per score and per score and head element (from two
   // head widths), forward and backward, plain and causal, by the sequence
-  // length (the work per row sets how well a row's loops run).
-  for (int64_t T : {32, 64, 256, 1024}) {
-    const int64_t H = std::max<int64_t>(1, 4096 / T);
-    double fwd[2] = {0, 0}, bwd[2] = {0, 0}, causalFwd[2] = {0, 0},
-           causalBwd[2] = {0, 0}, keptFwd[2] = {0, 0}, keptBwd[2] = {0, 0};
-    const int64_t widths[2] = {16, 64};
-    for (int i = 0; i < 2; ++i) {
-      int64_t D = widths[i];
-      Owned q(DType::F32, {H, T, D}, 3), k(DType::F32, {H, T, D}, 4),
-          v(DType::F32, {H, T, D}, 5), y(DType::F32, {H, T, D}),
-          dy(DType::F32, {H, T, D}, 6), dq(DType::F32, {H, T, D}),
-          dk(DType::F32, {H, T, D}), dv(DType::F32, {H, T, D});
-      KernelAttrs a;
-      a.set("scale", 1.0 / std::sqrt(double(D)));
-      a.set("causal", int64_t(0));
-      a.set("dropout_ratio", 0.0);
-      double scores = double(H * T * T);
-      fwd[i] = b.kernel("graph.attention", {&q, &k, &v}, {&y}, a) / scores;
-      bwd[i] = b.kernel("graph.attention_grad", {&dy, &q, &k, &v},
-                        {&dq, &dk, &dv}, a) /
-               scores;
-      // Causal: per score the simulator counts (half of them).
-      a.set("causal", int64_t(1));
-      causalFwd[i] = b.kernel("graph.attention", {&q, &k, &v}, {&y}, a) /
+  // length (the work per row sets how well a row's loops run); on
+  // [H, T, D] operands, and again on [T, H, D] with heads_inner (the
+  // layout strata-raise-graph gives the exported models, whose rows are
+  // H D apart: "heads_inner." tables).
+  for (bool inner : {false, true})
+    for (int64_t T : {32, 64, 256, 1024}) {
+      const int64_t H = std::max<int64_t>(1, 4096 / T);
+      double fwd[2] = {0, 0}, bwd[2] = {0, 0}, causalFwd[2] = {0, 0},
+             causalBwd[2] = {0, 0}, keptFwd[2] = {0, 0}, keptBwd[2] = {0, 0};
+      const int64_t widths[2] = {16, 64};
+      for (int i = 0; i < 2; ++i) {
+        int64_t D = widths[i];
+        std::vector<int64_t> shape =
+            inner ? std::vector<int64_t>{T, H, D} : std::vector<int64_t>{H, T, D};
+        Owned q(DType::F32, shape, 3), k(DType::F32, shape, 4),
+            v(DType::F32, shape, 5), y(DType::F32, shape),
+            dy(DType::F32, shape, 6), dq(DType::F32, shape),
+            dk(DType::F32, shape), dv(DType::F32, shape);
+        KernelAttrs a;
+        a.set("scale", 1.0 / std::sqrt(double(D)));
+        a.set("causal", int64_t(0));
+        a.set("dropout_ratio", 0.0);
+        if (inner)
+          a.set("heads_inner", int64_t(1));
+        double scores = double(H * T * T);
+        fwd[i] = b.kernel("graph.attention", {&q, &k, &v}, {&y}, a) / scores;
+        bwd[i] = b.kernel("graph.attention_grad", {&dy, &q, &k, &v},
+                          {&dq, &dk, &dv}, a) /
+                 scores;
+        // Causal: per score the simulator counts (half of them).
+        a.set("causal", int64_t(1));
+        causalFwd[i] = b.kernel("graph.attention", {&q, &k, &v}, {&y}, a) /
+                       (scores / 2);
+        causalBwd[i] = b.kernel("graph.attention_grad", {&dy, &q, &k, &v},
+                                {&dq, &dk, &dv}, a) /
+                       (scores / 2);
+        // Causal, the probabilities kept (--keep-attention-probabilities),
+        // [H, T, T] in either layout.
+        Owned p(DType::F32, {H, T, T});
+        a.set("keep_probabilities", int64_t(1));
+        keptFwd[i] = b.kernel("graph.attention", {&q, &k, &v}, {&y, &p}, a) /
                      (scores / 2);
-      causalBwd[i] = b.kernel("graph.attention_grad", {&dy, &q, &k, &v},
+        keptBwd[i] = b.kernel("graph.attention_grad", {&dy, &q, &k, &v, &p},
                               {&dq, &dk, &dv}, a) /
                      (scores / 2);
-      // Causal, the probabilities kept (--keep-attention-probabilities).
-      Owned p(DType::F32, {H, T, T});
-      a.set("keep_probabilities", int64_t(1));
-      keptFwd[i] = b.kernel("graph.attention", {&q, &k, &v}, {&y, &p}, a) /
-                   (scores / 2);
-      keptBwd[i] = b.kernel("graph.attention_grad", {&dy, &q, &k, &v, &p},
-                            {&dq, &dk, &dv}, a) /
-                   (scores / 2);
+      }
+      const std::string layout = inner ? "heads_inner." : "";
+      auto solve = [&](const double s[2], const std::string &name) {
+        double mac =
+            std::max(0.0, (s[1] - s[0]) / double(widths[1] - widths[0]));
+        // Both positive (the table's values are): a floor of 1e-15.
+        double score = std::max(1e-15, s[0] - mac * double(widths[0]));
+        f.row(layout + name + "_score", double(T), score);
+        f.row(layout + name + "_mac", double(T), std::max(1e-15, mac));
+      };
+      solve(fwd, "attention");
+      solve(bwd, "attention_grad");
+      solve(causalFwd, "attention_causal");
+      solve(causalBwd, "attention_grad_causal");
+      solve(keptFwd, "attention_kept_causal");
+      solve(keptBwd, "attention_grad_kept_causal");
     }
-    auto solve = [&](const double s[2], const std::string &name) {
-      double mac = std::max(0.0, (s[1] - s[0]) / double(widths[1] - widths[0]));
-      // Both positive (the table's values are): a floor of 1e-15.
-      double score = std::max(1e-15, s[0] - mac * double(widths[0]));
-      f.row(name + "_score", double(T), score);
-      f.row(name + "_mac", double(T), std::max(1e-15, mac));
-    };
-    solve(fwd, "attention");
-    solve(bwd, "attention_grad");
-    solve(causalFwd, "attention_causal");
-    solve(causalBwd, "attention_grad_causal");
-    solve(keptFwd, "attention_kept_causal");
-    solve(keptBwd, "attention_grad_kept_causal");
-  }
 
   // Per element of a kernel's operands, at five sizes (in cache, about the
   // pool's grain, in the last-level cache, in memory), rows of 256; the row

@@ -196,8 +196,7 @@ public:
   /// tables), so the roofline costs it as the GPU presets' kernels run.
   bool keptByCuda(const plan::Instruction &inst) const {
     const plan::Attribute *kept = findAttr(inst, "keep_probabilities");
-    return kept && kept->int_value() && c.attentionScore.empty() &&
-           c.causalScore.empty() && c.keptScore.empty();
+    return kept && kept->int_value() && c.attention.empty();
   }
 
   double bytes(const plan::Instruction &inst) const {
@@ -227,22 +226,35 @@ public:
     if ((forward || op == "graph.attention_grad") && inst.inputs_size() >= 2) {
       const plan::Attribute *causal = findAttr(inst, "causal");
       bool isCausal = causal && causal->int_value();
-      const Cluster::Table *score = forward ? &c.attentionScore
-                                            : &c.attentionGradScore;
-      const Cluster::Table *mac = forward ? &c.attentionMac
-                                          : &c.attentionGradMac;
-      if (isCausal && !c.causalScore.empty()) {
-        score = forward ? &c.causalScore : &c.causalGradScore;
-        mac = forward ? &c.causalMac : &c.causalGradMac;
-      }
       // Kept probabilities (measured causal, as the models that keep them
       // are): the forward writes them, the gradient reads them.
       const plan::Attribute *kept = findAttr(inst, "keep_probabilities");
-      if (isCausal && kept && kept->int_value() && !c.keptScore.empty()) {
-        score = forward ? &c.keptScore : &c.keptGradScore;
-        mac = forward ? &c.keptMac : &c.keptGradMac;
+      bool isKept = isCausal && kept && kept->int_value();
+      const plan::Attribute *inner = findAttr(inst, "heads_inner");
+      bool isInner = inner && inner->int_value();
+      // The table of `name` in this instruction's layout where measured,
+      // else the [H, T, D] one.
+      auto find = [&](const std::string &name) -> const Cluster::Table * {
+        if (isInner)
+          if (auto it = c.attention.find("heads_inner." + name);
+              it != c.attention.end())
+            return &it->second;
+        auto it = c.attention.find(name);
+        return it == c.attention.end() ? nullptr : &it->second;
+      };
+      // The most specific variant measured: kept, causal, plain.
+      std::string direction = forward ? "attention" : "attention_grad";
+      const Cluster::Table *score = nullptr, *mac = nullptr;
+      for (const char *variant : {"_kept_causal", "_causal", ""}) {
+        if ((variant[0] == '_' && !isCausal) ||
+            (std::string(variant) == "_kept_causal" && !isKept))
+          continue;
+        score = find(direction + variant + "_score");
+        mac = find(direction + variant + "_mac");
+        if (score && mac)
+          break;
       }
-      if (score->empty() || mac->empty())
+      if (!score || !mac || score->empty() || mac->empty())
         return -1;
       // The operands: attention (q, k, v, ...), its gradient (dy, q, k, ...).
       const plan::Tensor &q = tensor(inst.inputs(forward ? 0 : 1));
@@ -872,21 +884,21 @@ Status loadCluster(const std::string &path, Cluster &out) {
        {std::pair<const char *, Cluster::Table *>{"gemm_rate", &c.gemmRate},
         {"gemm_grad_rate", &c.gemmGradRate},
         {"copy_seconds", &c.copySeconds},
-        {"attention_score", &c.attentionScore},
-        {"attention_mac", &c.attentionMac},
-        {"attention_grad_score", &c.attentionGradScore},
-        {"attention_grad_mac", &c.attentionGradMac},
-        {"attention_causal_score", &c.causalScore},
-        {"attention_causal_mac", &c.causalMac},
-        {"attention_grad_causal_score", &c.causalGradScore},
-        {"attention_grad_causal_mac", &c.causalGradMac},
-        {"attention_kept_causal_score", &c.keptScore},
-        {"attention_kept_causal_mac", &c.keptMac},
-        {"attention_grad_kept_causal_score", &c.keptGradScore},
-        {"attention_grad_kept_causal_mac", &c.keptGradMac},
         {"collective_sync_group", &c.collectiveSyncByGroup}})
     if (Status s = table(key, *rows); !s)
       return s;
+  // The attention tables, each layout's.
+  for (const char *layout : {"", "heads_inner."})
+    for (const char *direction : {"attention", "attention_grad"})
+      for (const char *variant : {"", "_causal", "_kept_causal"})
+        for (const char *figure : {"_score", "_mac"}) {
+          std::string key =
+              std::string(layout) + direction + variant + figure;
+          if (!kv.count(key))
+            continue;
+          if (Status s = table(key, c.attention[key]); !s)
+            return s;
+        }
   for (const auto &entry : kv) {
     if (entry.first.rfind("op.", 0) != 0)
       continue;

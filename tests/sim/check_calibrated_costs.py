@@ -145,6 +145,28 @@ def main():
                           kept["graph.attention_grad"] /
                           plain["graph.attention_grad"]))
 
+    # Heads read in place (heads_inner, as gpt_tiny's attention is): the
+    # "heads_inner." tables where the file has them, the [H, T, D] ones
+    # otherwise (above).
+    if args.kept:
+        inner = dict(tables)
+        inner.update({"heads_inner." + k: [v[0], 3 * v[1], v[2], 3 * v[3]]
+                      for k, v in tables.items()})
+        _, both = predict(args.sim, args.kept, changed(inner), work,
+                          "inner")
+        _, plain_layout = predict(args.sim, args.plain, changed(tables),
+                                  work, "plain-layout")
+        _, inner_plain = predict(args.sim, args.plain, changed(inner), work,
+                                 "inner-plain")
+        print("heads in place: kept forward %.2f, gradient %.2f; causal "
+              "forward %.2f, gradient %.2f times the [H, T, D] tables" %
+              (both["graph.attention"] / kept["graph.attention"],
+               both["graph.attention_grad"] / kept["graph.attention_grad"],
+               inner_plain["graph.attention"] /
+               plain_layout["graph.attention"],
+               inner_plain["graph.attention_grad"] /
+               plain_layout["graph.attention_grad"]))
+
     # Kept probabilities on the roofline (no attention tables: a GPU
     # preset) cost what the CUDA kernels do: the forward makes the scores
     # a second time to write them (1.5 times the products) and the

@@ -55,14 +55,16 @@ struct Cluster {
   /// ascending: graph.linear / matmul, and linear_grad_weight.
   std::vector<std::pair<double, double>> gemmRate, gemmGradRate;
   /// Attention seconds per score (query-key pair) and per score and head
-  /// element, by the sequence length: forward and backward, and causal
-  /// (per score it computes, half).
+  /// element, by the sequence length, under the cluster file's keys:
+  /// "attention" (the forward) or "attention_grad", then "" or "_causal"
+  /// (per score it computes, half) or "_kept_causal" (keep_probabilities:
+  /// the forward writing them, the gradient reading them), then "_score"
+  /// or "_mac"; e.g. "attention_grad_kept_causal_mac". Measured on
+  /// [H, T, D] operands; the same keys after "heads_inner." measured on
+  /// [T, H, D] (heads_inner: the heads read in place), which such an
+  /// instruction takes where the file has them.
   using Table = std::vector<std::pair<double, double>>;
-  Table attentionScore, attentionMac, attentionGradScore, attentionGradMac;
-  Table causalScore, causalMac, causalGradScore, causalGradMac;
-  /// The same with the probabilities kept (keep_probabilities): the
-  /// forward writing them, the gradient reading them; causal.
-  Table keptScore, keptMac, keptGradScore, keptGradMac;
+  std::map<std::string, Table> attention;
   /// Seconds per element of a kernel's operands, by op, as [elements,
   /// seconds] rows; and seconds per byte of a copy by its bytes (any other
   /// kernel, and on a calibrated CPU a tier move: a copy of its operands or
