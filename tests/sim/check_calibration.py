@@ -14,10 +14,10 @@ the others.
                          [--models gpt_tiny bert_tiny] [--steps 24]
                          [--launches 3] [--calibrations 3]
 
-Each rank count is calibrated --calibrations times, spread over its
-measured runs (one before the first configuration, the others after
-evenly spaced ones), and the figures merged, each the median of the
-calibrations': on a shared machine the speed of the kernels and of the
+Each configuration is launched --launches times, one launch of every
+configuration a round, and each rank count is calibrated --calibrations
+times, spread evenly between the rounds (one before the first), and the
+figures merged, each the median of the calibrations': on a shared machine the speed of the kernels and of the
 links moves by 30% and more from one minute to the next (a calibration's
 2-thread GEMM rate read 98 and 188 GFLOP/s a minute apart), and a
 calibration taken at one moment predicts the runs of another.
@@ -114,20 +114,17 @@ def peak_bytes(bin_dir, art):
     return int(info["memory"]["device"]["planned_peak_bytes"])
 
 
-def measure(bin_dir, art, ranks, steps, work, launches):
-    """The median step (after the first four) of each of `launches` runs,
-    and the median of those: with ranks sharing the cores, one launch's
-    steps can all run slow or all fast (where the threads landed, what
-    else ran), by 20% at 2 ranks here."""
+def measure(bin_dir, art, ranks, steps, work):
+    """The median step (after the first four) of one launch. The measured
+    step is the median of these over the rounds: with ranks sharing the
+    cores, one launch's steps can all run slow or all fast (where the
+    threads landed, what else ran), by 20% at 2 ranks here."""
     log = os.path.join(work, "run.jsonl")
-    medians = []
-    for _ in range(launches):
-        run(mpirun(ranks) + [os.path.join(bin_dir, "strata-run"), art,
-                             "--steps", str(steps), "--log", log,
-                             "--print-every", str(steps)], cwd=work)
-        times = [json.loads(line)["step_ms"] for line in open(log)]
-        medians.append(statistics.median(times[4:]) / 1e3)
-    return statistics.median(medians)
+    run(mpirun(ranks) + [os.path.join(bin_dir, "strata-run"), art,
+                         "--steps", str(steps), "--log", log,
+                         "--print-every", str(steps)], cwd=work)
+    times = [json.loads(line)["step_ms"] for line in open(log)]
+    return statistics.median(times[4:]) / 1e3
 
 
 def merge_figures(values):
@@ -196,8 +193,9 @@ def main():
     ap.add_argument("--models", nargs="+", default=["gpt_tiny", "bert_tiny"])
     ap.add_argument("--steps", type=int, default=24)
     ap.add_argument("--launches", type=int, default=3,
-                    help="runs of each configuration (the median of their "
-                         "median steps is the measured step)")
+                    help="runs of each configuration, one a round over all "
+                         "of them (the median of their median steps is the "
+                         "measured step)")
     ap.add_argument("--tolerance", type=float, default=0.15,
                     help="largest |predicted - measured| / measured")
     ap.add_argument("--max-ratio", type=float,
@@ -240,10 +238,32 @@ def main():
             cluster = os.path.join(work, "cpu-%d.json" % ranks)
             runs = [(model, name, flags) for model in args.models
                     for name, flags in configurations(ranks)]
-            # Calibration c runs before configuration at[c] (the last ones
-            # after every configuration where at[c] is past the end).
+            # Every configuration compiled first; then the calibrations and
+            # the launches alternate: round r launches every configuration
+            # once, and the calibrations are spread evenly between the
+            # rounds (before the first, ..., after the last where there are
+            # more calibrations than rounds). So each configuration's
+            # launches and the calibrations sample the same minutes of a
+            # machine whose speed moves from one minute to the next.
+            arts = []
+            for index, (model, name, flags) in enumerate(runs):
+                onnx = os.path.join(MODELS, model + ".onnx")
+                art = os.path.join(work, "art-%d-%d" % (ranks, index))
+                if "@half" in flags:
+                    base = os.path.join(work, "base")
+                    shutil.rmtree(base, ignore_errors=True)
+                    run([os.path.join(args.bin, "strata-compile"), onnx,
+                         "-o", base])
+                    half = peak_bytes(args.bin, base) // 2
+                    flags = [str(half) if f == "@half" else f for f in flags]
+                run([os.path.join(args.bin, "strata-compile"), onnx, "-o",
+                     art] + flags)
+                arts.append(art)
             count = max(1, args.calibrations)
-            at = [round(c * len(runs) / count) for c in range(count)]
+            rounds = max(1, args.launches)
+            # Calibration c runs before round at[c] (after the last round
+            # where at[c] is past it).
+            at = [round(c * rounds / count) for c in range(count)]
             calibrations = []
 
             def calibrate_until(index):
@@ -259,25 +279,19 @@ def main():
                            len(calibrations), count, load_average()),
                           flush=True)
 
+            medians = [[] for _ in runs]
+            loads = [[] for _ in runs]
+            for r in range(rounds):
+                calibrate_until(r)
+                for index, art in enumerate(arts):
+                    medians[index].append(
+                        measure(args.bin, art, ranks, args.steps, work))
+                    loads[index].append(load_average())
+            calibrate_until(rounds)
             # (model, configuration, artifact, measured step, load average)
-            measured = []
-            for index, (model, name, flags) in enumerate(runs):
-                calibrate_until(index)
-                onnx = os.path.join(MODELS, model + ".onnx")
-                art = os.path.join(work, "art-%d-%d" % (ranks, index))
-                if "@half" in flags:
-                    base = os.path.join(work, "base")
-                    shutil.rmtree(base, ignore_errors=True)
-                    run([os.path.join(args.bin, "strata-compile"), onnx,
-                         "-o", base])
-                    half = peak_bytes(args.bin, base) // 2
-                    flags = [str(half) if f == "@half" else f for f in flags]
-                run([os.path.join(args.bin, "strata-compile"), onnx, "-o",
-                     art] + flags)
-                step = measure(args.bin, art, ranks, args.steps, work,
-                               args.launches)
-                measured.append((model, name, art, step, load_average()))
-            calibrate_until(len(runs))
+            measured = [(model, name, arts[i], statistics.median(medians[i]),
+                         statistics.mean(loads[i]))
+                        for i, (model, name, _) in enumerate(runs)]
             figures = [json.load(open(path)) for path in calibrations]
             with open(cluster, "w") as f:
                 json.dump(merge_figures(figures), f, indent=2)

@@ -226,6 +226,11 @@ private:
   /// Every rank's host name (MPI_Get_processor_name), for the messages
   /// that name a node.
   std::vector<std::string> hosts_;
+  /// Whether a waiter's pauses between polls are kept short (a timer
+  /// slack of 1 us): where the ranks on this machine (namespaces
+  /// included: one boot id) do not outnumber its cores. With more, the
+  /// default slack lets the ranks computing keep the cores longer.
+  bool precisePauses_ = false;
   /// Point-to-point between stages: a duplicate of the world communicator,
   /// and the sends still in flight.
   void *p2p_ = nullptr;
