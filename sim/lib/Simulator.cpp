@@ -243,12 +243,15 @@ public:
         return it == c.attention.end() ? nullptr : &it->second;
       };
       // The most specific variant measured: kept, causal, plain.
+      std::vector<std::string> variants;
+      if (isKept)
+        variants.push_back("_kept_causal");
+      if (isCausal)
+        variants.push_back("_causal");
+      variants.push_back("");
       std::string direction = forward ? "attention" : "attention_grad";
       const Cluster::Table *score = nullptr, *mac = nullptr;
-      for (const char *variant : {"_kept_causal", "_causal", ""}) {
-        if ((variant[0] == '_' && !isCausal) ||
-            (std::string(variant) == "_kept_causal" && !isKept))
-          continue;
+      for (const std::string &variant : variants) {
         score = find(direction + variant + "_score");
         mac = find(direction + variant + "_mac");
         if (score && mac)
