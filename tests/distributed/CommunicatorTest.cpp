@@ -13,6 +13,10 @@
 // never joins a reduce-stream collective: rank 0's timeout diagnostic must
 // name it with the reduce stream's own sequence number.
 //
+// With STRATA_COMM_TEST_FOUR=1 (ctest distributed.communicator.four) the
+// world is 4 ranks: more than the cores of a 2-core machine, where a
+// waiter's pauses keep the default timer slack.
+//
 // With STRATA_COMM_TEST_CHAIN=1 (ctest distributed.communicator.chain, 4
 // ranks on two "nodes" of 2) rank 0 waits for rank 1, which waits for rank 3,
 // which is gone: rank 1's diagnostic must name rank 3, and rank 0 must not
@@ -24,6 +28,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/prctl.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -38,10 +45,11 @@ namespace {
 Communicator &communicator() {
   static std::unique_ptr<Communicator> comm = [] {
     TopologyInfo topology;
-    bool chain = std::getenv("STRATA_COMM_TEST_CHAIN");
-    topology.world = chain ? 4 : 2;
+    bool four = std::getenv("STRATA_COMM_TEST_CHAIN") ||
+                std::getenv("STRATA_COMM_TEST_FOUR");
+    topology.world = four ? 4 : 2;
     topology.ranksPerNode = 2;
-    topology.partition = chain ? 4 : 2;
+    topology.partition = four ? 4 : 2;
     std::unique_ptr<Communicator> c;
     const char *timeout = std::getenv("STRATA_COMM_TEST_TIMEOUT");
     Status s =
@@ -192,6 +200,36 @@ TEST(Communicator, StalledChainNamesTheRankAtItsEnd) {
       pause(1000);
   }
   FAIL() << "the stalled all-gather returned: " << s.message();
+}
+
+TEST(Communicator, WaiterPausesPreciselyWhereRanksHaveCores) {
+  // Rank 1 comes 20 ms late, so rank 0's waiter spins out and pauses
+  // between polls. Where this machine's ranks do not outnumber its cores,
+  // the waiting thread's timer slack is then 1 us (a 50 us pause that ends
+  // on time); where they do, it keeps the slack it had (here 50 us, set
+  // first, so that neither outcome is inherited).
+  Communicator &comm = communicator();
+  std::vector<float> in(16, float(comm.rank()));
+  std::vector<float> out(16 * size_t(comm.world()));
+  unsigned long slack = 0;
+  Status gathered = Status::ok();
+  std::thread waiter([&] {
+    (void)prctl(PR_SET_TIMERSLACK, 50000UL, 0UL, 0UL, 0UL);
+    if (comm.rank() != 0)
+      pause(20);
+    gathered = comm.allGather(Group::World,
+                              {{DType::F32, in.data(), out.data(), in.size()}});
+    slack = (unsigned long)prctl(PR_GET_TIMERSLACK, 0UL, 0UL, 0UL, 0UL);
+  });
+  waiter.join();
+  ASSERT_TRUE(gathered) << gathered.message();
+  if (comm.rank() != 0)
+    return;
+  bool ownCores =
+      unsigned(comm.world()) <= std::max(1u, std::thread::hardware_concurrency());
+  EXPECT_EQ(slack, ownCores ? 1000UL : 50000UL)
+      << comm.world() << " ranks on " << std::thread::hardware_concurrency()
+      << " cores";
 }
 
 TEST(Communicator, UnknownChannel) {
