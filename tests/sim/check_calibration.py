@@ -22,6 +22,9 @@ links moves by 30% and more from one minute to the next (a calibration's
 2-thread GEMM rate read 98 and 188 GFLOP/s a minute apart), and a
 calibration taken at one moment predicts the runs of another.
 
+--max-mean also fails a rank count whose mean |error| over its
+configurations is above it.
+
 --max-ratio alone checks the --check-ranks by the ratio instead; with
 --ratio-ranks it checks those rank counts by the ratio and the
 --check-ranks by --tolerance.
@@ -205,6 +208,9 @@ def main():
                     help="with --max-ratio: the rank counts it checks, the "
                          "--check-ranks keeping --tolerance (default: "
                          "--max-ratio checks the --check-ranks instead)")
+    ap.add_argument("--max-mean", type=float,
+                    help="also fail when a rank count's mean |error| over "
+                         "its configurations is above this")
     ap.add_argument("--calibrations", type=int, default=3,
                     help="calibrations a rank count, spread over its runs "
                          "and merged (each figure their median)")
@@ -329,9 +335,13 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
     for ranks in sorted(set(r[0] for r in rows)):
         errs = [abs(r[5]) for r in rows if r[0] == ranks]
+        mean = statistics.mean(errs)
         print("%d rank%s: mean |error| %.1f%%, worst %.1f%% over %d runs" %
-              (ranks, "" if ranks == 1 else "s", 100 * statistics.mean(errs),
+              (ranks, "" if ranks == 1 else "s", 100 * mean,
                100 * max(errs), len(errs)))
+        if args.max_mean is not None and mean > args.max_mean:
+            failures.append("%d ranks: mean |error| %.1f%% (past %.0f%%)" %
+                            (ranks, 100 * mean, 100 * args.max_mean))
     if failures:
         sys.exit("FAILED: predictions off: " + "; ".join(failures))
     print("PASSED")
