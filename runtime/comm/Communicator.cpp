@@ -13,13 +13,14 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <sys/prctl.h>
 #include <cstring>
 #include <limits>
 #include <mutex>
 #include <set>
 #include <string>
 #include <thread>
+
+#include <sys/prctl.h>
 
 namespace strata::runtime {
 namespace {
@@ -356,9 +357,10 @@ Status Communicator::create(const TopologyInfo &topology, double timeoutSeconds,
   std::vector<uint64_t> machines(size_t(size), 0);
   MPI_Allgather(&machine, 1, MPI_UINT64_T, machines.data(), 1, MPI_UINT64_T,
                 MPI_COMM_WORLD);
-  size_t sharing = size_t(std::count(machines.begin(), machines.end(), machine));
-  c->precisePauses_ =
-      machine != 0 && sharing <= std::max(1u, std::thread::hardware_concurrency());
+  size_t sharing =
+      size_t(std::count(machines.begin(), machines.end(), machine));
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  c->precisePauses_ = machine != 0 && sharing <= cores;
   // Colours in Group order; within a colour, ranks keep their order.
   int colors[kGroups] = {r / p, r % (p * std::max(topology.stages, 1)), 0,
                          r / p * k + r % k, r / k};

@@ -551,8 +551,8 @@ void measureRound(Bench &b, int world, int perNode, bool spans, Figures &f) {
       const int64_t widths[2] = {16, 64};
       for (int i = 0; i < 2; ++i) {
         int64_t D = widths[i];
-        std::vector<int64_t> shape =
-            inner ? std::vector<int64_t>{T, H, D} : std::vector<int64_t>{H, T, D};
+        std::vector<int64_t> shape = inner ? std::vector<int64_t>{T, H, D}
+                                           : std::vector<int64_t>{H, T, D};
         Owned q(DType::F32, shape, 3), k(DType::F32, shape, 4),
             v(DType::F32, shape, 5), y(DType::F32, shape),
             dy(DType::F32, shape, 6), dq(DType::F32, shape),

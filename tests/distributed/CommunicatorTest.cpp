@@ -225,8 +225,8 @@ TEST(Communicator, WaiterPausesPreciselyWhereRanksHaveCores) {
   ASSERT_TRUE(gathered) << gathered.message();
   if (comm.rank() != 0)
     return;
-  bool ownCores =
-      unsigned(comm.world()) <= std::max(1u, std::thread::hardware_concurrency());
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  bool ownCores = unsigned(comm.world()) <= cores;
   EXPECT_EQ(slack, ownCores ? 1000UL : 50000UL)
       << comm.world() << " ranks on " << std::thread::hardware_concurrency()
       << " cores";

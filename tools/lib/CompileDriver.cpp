@@ -664,8 +664,8 @@ struct AutoChoice {
 /// with 2-hop sync and depth 1; around the two fastest, how activations
 /// fit (offload, every layer checkpointed), attention's probabilities
 /// kept or made again (fp32), then the sync and depth; then bucket size,
-/// stages and micro-batch, one at a time, around the fastest. Returns the fastest; prints the ranked table of
-/// everything tried.
+/// stages and micro-batch, one at a time, around the fastest. Returns the
+/// fastest; prints the ranked table of everything tried.
 llvm::Expected<AutoChoice>
 searchConfigurations(MLIRContext &context, ModuleOp imported,
                      const ModelSource &source, int64_t batch,
