@@ -173,20 +173,17 @@ def main():
     # gradient ignores them (the same products, and it does not read
     # them). Compute-bound, then memory-bound.
     if args.kept:
-        fast_memory = changed({"memory_bandwidth": 1e18})
-        _, plain = predict(args.sim, args.plain, fast_memory, work, "roof")
-        _, kept = predict(args.sim, args.kept, fast_memory, work, "roof-kept")
-        print("kept attention on the roofline, compute-bound: forward %.2f, "
-              "gradient %.2f times without" %
-              (kept["graph.attention"] / plain["graph.attention"],
-               kept["graph.attention_grad"] / plain["graph.attention_grad"]))
-        fast_compute = changed({"flops_f32": 1e21})
-        _, plain = predict(args.sim, args.plain, fast_compute, work, "bw")
-        _, kept = predict(args.sim, args.kept, fast_compute, work, "bw-kept")
-        print("kept attention on the roofline, memory-bound: forward %.2f, "
-              "gradient %.2f times without" %
-              (kept["graph.attention"] / plain["graph.attention"],
-               kept["graph.attention_grad"] / plain["graph.attention_grad"]))
+        for bound, cluster in (
+                ("compute-bound", changed({"memory_bandwidth": 1e18})),
+                ("memory-bound", changed({"flops_f32": 1e21}))):
+            _, plain = predict(args.sim, args.plain, cluster, work, bound)
+            _, kept = predict(args.sim, args.kept, cluster, work,
+                              bound + "-kept")
+            print("kept attention on the roofline, %s: forward %.2f, "
+                  "gradient %.2f times without" %
+                  (bound, kept["graph.attention"] / plain["graph.attention"],
+                   kept["graph.attention_grad"] /
+                   plain["graph.attention_grad"]))
 
     # The offloaded plan: its tier moves are copies (copy_seconds), a
     # blocking wait on a copy stream costs event_wait, and each byte a
