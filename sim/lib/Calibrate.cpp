@@ -837,6 +837,11 @@ void measureRound(Bench &b, int world, int perNode, bool spans, Figures &f) {
 } // namespace
 
 Status calibrate(const CalibrateOptions &options, std::string &json) {
+  if (options.backend == "cuda")
+    return calibrateCuda(options, json);
+  if (options.backend != "cpu")
+    return Status::error("--backend takes cpu or cuda, got '" +
+                         options.backend + "'");
   std::unique_ptr<runtime::Communicator> comm;
   int world = 1;
   if (const char *w = std::getenv("OMPI_COMM_WORLD_SIZE"))
@@ -912,6 +917,7 @@ Status calibrate(const CalibrateOptions &options, std::string &json) {
   out << "{\n";
   out << "  \"name\": \"this machine, " << world << " rank"
       << (world == 1 ? "" : "s") << " (strata-sim --calibrate)\",\n";
+  out << "  \"device\": \"cpu\",\n";
   out << "  \"gpus_per_node\": " << perNode << ",\n";
   out << "  \"emulated_nodes\": " << (spans ? 0 : 1) << ",\n";
   out << "  \"flops_f32\": " << number(peak) << ",\n";

@@ -192,11 +192,25 @@ public:
   }
 
   /// A kept-probabilities attention (either direction) that the CUDA
-  /// kernels run: the cluster is no calibrated CPU (it has no attention
-  /// tables), so the roofline costs it as the GPU presets' kernels run.
+  /// kernels run (Cluster::device), costed as they run it.
   bool keptByCuda(const plan::Instruction &inst) const {
     const plan::Attribute *kept = findAttr(inst, "keep_probabilities");
-    return kept && kept->int_value() && c.attention.empty();
+    return kept && kept->int_value() &&
+           (c.device == "cuda" || (c.device.empty() && c.attention.empty()));
+  }
+
+  /// The tables measured for the dtype of `inst`'s first result where a
+  /// GPU calibration has them (f16: then bf16's), else null.
+  const Cluster::KernelTables *narrowTables(const plan::Instruction &inst) const {
+    if (c.narrow.empty() || inst.outputs_size() == 0)
+      return nullptr;
+    std::string key = peakKey(tensor(inst.outputs(0)).dtype());
+    if (key == "f32")
+      return nullptr;
+    auto it = c.narrow.find(key);
+    if (it == c.narrow.end() && key == "f16")
+      it = c.narrow.find("bf16");
+    return it == c.narrow.end() ? nullptr : &it->second;
   }
 
   double bytes(const plan::Instruction &inst) const {
@@ -217,11 +231,22 @@ public:
   /// cluster has no measurement for it (the roofline then).
   double measured(const plan::Instruction &inst, double counted) const {
     const std::string &op = inst.op();
+    const Cluster::KernelTables *narrow = narrowTables(inst);
+    // The narrow dtype's table where measured, else the f32 one.
+    auto pick = [](const Cluster::Table *n,
+                   const Cluster::Table &f32) -> const Cluster::Table & {
+      return n && !n->empty() ? *n : f32;
+    };
+    const Cluster::Table &gemm =
+        pick(narrow ? &narrow->gemmRate : nullptr, c.gemmRate);
+    const Cluster::Table &gemmGrad = pick(
+        narrow ? &narrow->gemmGradRate : nullptr,
+        pick(narrow ? &narrow->gemmRate : nullptr,
+             c.gemmGradRate.empty() ? c.gemmRate : c.gemmGradRate));
     if (op == "graph.linear" || op == "graph.matmul")
-      return fromTable(c.gemmRate, counted);
+      return fromTable(gemm, counted);
     if (op == "graph.linear_grad_weight")
-      return fromTable(c.gemmGradRate.empty() ? c.gemmRate : c.gemmGradRate,
-                       counted);
+      return fromTable(gemmGrad, counted);
     bool forward = op == "graph.attention";
     if ((forward || op == "graph.attention_grad") && inst.inputs_size() >= 2) {
       const plan::Attribute *causal = findAttr(inst, "causal");
@@ -233,14 +258,20 @@ public:
       const plan::Attribute *inner = findAttr(inst, "heads_inner");
       bool isInner = inner && inner->int_value();
       // The table of `name` in this instruction's layout where measured,
-      // else the [H, T, D] one.
-      auto find = [&](const std::string &name) -> const Cluster::Table * {
+      // else the [H, T, D] one; in its dtype where measured, else f32.
+      auto findIn = [&](const std::map<std::string, Cluster::Table> &tables,
+                        const std::string &name) -> const Cluster::Table * {
         if (isInner)
-          if (auto it = c.attention.find("heads_inner." + name);
-              it != c.attention.end())
+          if (auto it = tables.find("heads_inner." + name); it != tables.end())
             return &it->second;
-        auto it = c.attention.find(name);
-        return it == c.attention.end() ? nullptr : &it->second;
+        auto it = tables.find(name);
+        return it == tables.end() ? nullptr : &it->second;
+      };
+      auto find = [&](const std::string &name) -> const Cluster::Table * {
+        if (narrow)
+          if (const Cluster::Table *t = findIn(narrow->attention, name))
+            return t;
+        return findIn(c.attention, name);
       };
       // The most specific variant measured: kept, causal, plain.
       std::vector<std::string> variants;
@@ -269,7 +300,11 @@ public:
         scores /= 2;
       return scores * (interpolate(*score, t) + interpolate(*mac, t) * d);
     }
-    if (const std::vector<std::pair<double, double>> *rows = opTable(inst)) {
+    const std::vector<std::pair<double, double>> *rows =
+        narrow ? opTable(inst, narrow->opSeconds) : nullptr;
+    if (!rows)
+      rows = opTable(inst, c.opSeconds);
+    if (rows) {
       // An update or a gradient norm of several parameters costs each
       // parameter's operands at their own size (a small tensor's loop does
       // not split over the pool).
@@ -305,9 +340,10 @@ public:
   /// an op's tables by row length ("OP/64"; "OP": rows of 256) the one
   /// nearest the instruction's last dimension.
   const std::vector<std::pair<double, double>> *
-  opTable(const plan::Instruction &inst) const {
+  opTable(const plan::Instruction &inst,
+          const std::map<std::string, Cluster::Table> &tables) const {
     std::string op = inst.op();
-    if (op == "graph.transpose" && c.opSeconds.count("graph.transpose_rows")) {
+    if (op == "graph.transpose" && tables.count("graph.transpose_rows")) {
       const plan::Attribute *perm = findAttr(inst, "perm");
       if (perm && perm->has_ints_value() && perm->ints_value().values_size() &&
           perm->ints_value().values(perm->ints_value().values_size() - 1) ==
@@ -317,8 +353,8 @@ public:
     const std::vector<std::pair<double, double>> *best = nullptr;
     double distance = 0;
     double row = inst.inputs_size() ? lastDim(tensor(inst.inputs(0))) : 256;
-    for (auto it = c.opSeconds.lower_bound(op);
-         it != c.opSeconds.end() && it->first.compare(0, op.size(), op) == 0;
+    for (auto it = tables.lower_bound(op);
+         it != tables.end() && it->first.compare(0, op.size(), op) == 0;
          ++it) {
       const std::string &key = it->first;
       double length = 256;
@@ -453,7 +489,7 @@ public:
     bool ssd = out.tier() == plan::SSD || in.tier() == plan::SSD;
     double b = double(runtime::tensorBytes(out));
     // A calibrated CPU's host tier is its memory: a copy of that size.
-    if (!ssd && !c.copySeconds.empty())
+    if (!ssd && c.device != "cuda" && !c.copySeconds.empty())
       return c.kernelLaunch + b * interpolate(c.copySeconds, b);
     double bandwidth =
         ssd ? c.ssdBandwidth / double(topo.ranksPerNode) : c.pcieBandwidth;
@@ -884,40 +920,77 @@ Status loadCluster(const std::string &path, Cluster &out) {
     return Status::ok();
   };
   for (auto [key, rows] :
-       {std::pair<const char *, Cluster::Table *>{"gemm_rate", &c.gemmRate},
-        {"gemm_grad_rate", &c.gemmGradRate},
-        {"copy_seconds", &c.copySeconds},
+       {std::pair<const char *, Cluster::Table *>{"copy_seconds",
+                                                  &c.copySeconds},
         {"collective_sync_group", &c.collectiveSyncByGroup}})
     if (Status s = table(key, *rows); !s)
       return s;
-  // The attention tables, each layout's.
-  for (const char *layout : {"", "heads_inner."})
-    for (const char *direction : {"attention", "attention_grad"})
-      for (const char *variant : {"", "_causal", "_kept_causal"})
-        for (const char *figure : {"_score", "_mac"}) {
-          std::string key =
-              std::string(layout) + direction + variant + figure;
-          if (!kv.count(key))
-            continue;
-          if (Status s = table(key, c.attention[key]); !s)
-            return s;
-        }
-  for (const auto &entry : kv) {
-    if (entry.first.rfind("op.", 0) != 0)
-      continue;
-    // "op.NAME/W": NAME's table on rows of W elements.
-    size_t slash = entry.first.find('/');
-    if (slash != std::string::npos) {
-      std::string width = entry.first.substr(slash + 1);
-      if (width.empty() ||
-          width.find_first_not_of("0123456789") != std::string::npos ||
-          std::atof(width.c_str()) < 1)
-        return Status::error("cluster file '" + path + "': '" + entry.first +
-                             "': the row length after '/' must be a "
-                             "positive whole number");
-    }
-    if (Status s = table(entry.first, c.opSeconds[entry.first.substr(3)]); !s)
+  // The kernel tables: unprefixed (f32), then a GPU calibration's narrow
+  // dtypes' ("bf16.gemm_rate", ...).
+  auto kernelTables = [&](const std::string &prefix, Cluster::Table &gemm,
+                          Cluster::Table &gemmGrad,
+                          std::map<std::string, Cluster::Table> &attention,
+                          std::map<std::string, Cluster::Table> &ops) -> Status {
+    if (Status s = table(prefix + "gemm_rate", gemm); !s)
       return s;
+    if (Status s = table(prefix + "gemm_grad_rate", gemmGrad); !s)
+      return s;
+    // The attention tables, each layout's.
+    for (const char *layout : {"", "heads_inner."})
+      for (const char *direction : {"attention", "attention_grad"})
+        for (const char *variant : {"", "_causal", "_kept_causal"})
+          for (const char *figure : {"_score", "_mac"}) {
+            std::string key =
+                std::string(layout) + direction + variant + figure;
+            if (!kv.count(prefix + key))
+              continue;
+            if (Status s = table(prefix + key, attention[key]); !s)
+              return s;
+          }
+    std::string opPrefix = prefix + "op.";
+    for (const auto &entry : kv) {
+      if (entry.first.rfind(opPrefix, 0) != 0)
+        continue;
+      // "op.NAME/W": NAME's table on rows of W elements.
+      size_t slash = entry.first.find('/');
+      if (slash != std::string::npos) {
+        std::string width = entry.first.substr(slash + 1);
+        if (width.empty() ||
+            width.find_first_not_of("0123456789") != std::string::npos ||
+            std::atof(width.c_str()) < 1)
+          return Status::error("cluster file '" + path + "': '" +
+                               entry.first +
+                               "': the row length after '/' must be a "
+                               "positive whole number");
+      }
+      if (Status s = table(entry.first,
+                           ops[entry.first.substr(opPrefix.size())]);
+          !s)
+        return s;
+    }
+    return Status::ok();
+  };
+  if (Status s = kernelTables("", c.gemmRate, c.gemmGradRate, c.attention,
+                              c.opSeconds);
+      !s)
+    return s;
+  for (const char *dtype : {"bf16", "f16"}) {
+    Cluster::KernelTables t;
+    if (Status s = kernelTables(std::string(dtype) + ".", t.gemmRate,
+                                t.gemmGradRate, t.attention, t.opSeconds);
+        !s)
+      return s;
+    if (!t.gemmRate.empty() || !t.gemmGradRate.empty() ||
+        !t.attention.empty() || !t.opSeconds.empty())
+      c.narrow[dtype] = std::move(t);
+  }
+  // The device a calibration measured.
+  if (auto it = kv.find("device"); it != kv.end()) {
+    if (it->second != "cpu" && it->second != "cuda")
+      return Status::error("cluster file '" + path +
+                           "': 'device' must be \"cpu\" or \"cuda\", got '" +
+                           it->second + "'");
+    c.device = it->second;
   }
   c.emulatedNodes = emulated != 0;
   c.gpusPerNode = int(k);
@@ -1111,13 +1184,17 @@ int simMain(int argc, char **argv) {
            "describes\n"
            "  (sim/clusters/*.json)\n"
            "       strata-sim --calibrate [-o FILE] [--seconds S] [--rounds R]\n"
+           "                  [--backend cpu|cuda] [--tf32]\n"
            "  measures this machine with microbenchmarks (the CPU kernels, "
            "memory, the\n"
            "  per-instruction cost, and under mpirun -np N the collectives "
            "of N ranks\n"
            "  sharing it) into a cluster file; S: each benchmark's time "
            "(0.05),\n"
-           "  shared among R rounds whose median each figure is (3)\n"
+           "  shared among R rounds whose median each figure is (3); "
+           "--backend cuda:\n"
+           "  GPU 0's kernels by dtype, its copies and kernel gap instead "
+           "(one GPU)\n"
            "       strata-sim --cluster FILE --all-gather MIB:RANKS:PER_NODE\n"
            "  one all-gather of MIB MiB over RANKS ranks, flat and "
            "hierarchical\n";
@@ -1148,6 +1225,15 @@ int simMain(int argc, char **argv) {
         return 1;
       }
       calibration.rounds = int(rounds);
+    } else if (a == "--backend" && i + 1 < argc) {
+      calibration.backend = argv[++i];
+      if (calibration.backend != "cpu" && calibration.backend != "cuda") {
+        std::cerr << "strata-sim: error: --backend takes cpu or cuda, got '"
+                  << calibration.backend << "'\n";
+        return 1;
+      }
+    } else if (a == "--tf32") {
+      calibration.tf32 = true;
     } else if (a == "--all-gather" && i + 1 < argc) {
       gatherSpec = argv[++i];
     } else if (a == "--cluster" && i + 1 < argc) {
@@ -1179,6 +1265,11 @@ int simMain(int argc, char **argv) {
     if (!artifactDir.empty() || !clusterPath.empty())
       return fail("--calibrate measures this machine; it takes no artifact "
                   "or --cluster");
+  } else if (calibration.backend != "cpu" || calibration.tf32) {
+    return fail("--backend and --tf32 choose what --calibrate measures; "
+                "give --calibrate");
+  }
+  if (calibrating) {
     std::string text;
     if (Status s = calibrate(calibration, text); !s)
       return fail(s.message());

@@ -93,6 +93,8 @@ def main():
     ap.add_argument("--unfused", required=True)
     ap.add_argument("--kept")
     ap.add_argument("--sharded")
+    ap.add_argument("--bf16", help="gpt_tiny compiled --dtype bf16")
+    ap.add_argument("--fp16", help="gpt_tiny compiled --dtype fp16")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="strata-calibrated-costs-")
     _, spans = predict(args.sim, args.plain, BASE, work, "base")
@@ -207,6 +209,36 @@ def main():
     print("copy_compute_cost 1 ns/byte: step %s" %
           ("longer" if shared["step_s"] > off["step_s"] and added > 0 else
            "NOT longer (%g -> %g)" % (off["step_s"], shared["step_s"])))
+    # A CUDA calibration (device "cuda"): a tier move crosses PCIe, whatever
+    # copy_seconds says.
+    cuda = dict(BASE, device="cuda")
+    _, onCuda = predict(args.sim, args.offload, cuda, work, "cuda-off")
+    _, onCudaDearer = predict(args.sim, args.offload, dict(
+        cuda, copy_seconds=[1e3, 3e-10, 1e7, 3e-10]), work, "cuda-dearer")
+    _, onCudaPcie = predict(args.sim, args.offload, dict(
+        cuda, pcie_bandwidth=5e9), work, "cuda-pcie")
+    cudaMoves = onCuda["sched.reload"] + onCuda["sched.offload"]
+    print("moves on a cuda file at copy_seconds x3: %.2f times; at half the "
+          "pcie bandwidth: %.2f times" %
+          ((onCudaDearer["sched.reload"] + onCudaDearer["sched.offload"]) /
+           cudaMoves,
+           (onCudaPcie["sched.reload"] + onCudaPcie["sched.offload"]) /
+           cudaMoves))
+    # A GPU calibration's narrow tables: the bf16 plan's bf16 products take
+    # "bf16.gemm_rate" (a quarter of the f32 rate: 4 times the time), the
+    # f32 plan's keep the f32 table, and an f16 plan takes the bf16 tables
+    # where it has no f16 ones.
+    if args.bf16:
+        slow = dict(cuda, **{"bf16.gemm_rate": [8, 2.5e9, 1024, 2.5e10],
+                             "bf16.op.graph.cast": [1e3, 5e-9, 1e7, 5e-9]})
+        for label, art in (("bf16", args.bf16), ("fp32", args.plain),
+                           ("fp16", args.fp16)):
+            if not art:
+                continue
+            _, before = predict(args.sim, art, cuda, work, label + "-f32t")
+            _, after = predict(args.sim, art, slow, work, label + "-bf16t")
+            print("%s plan with bf16 tables: products %.2f times" %
+                  (label, after["graph.linear"] / before["graph.linear"]))
     if args.sharded:
         # A collective on a side stream takes the compute stream's CPU: its
         # ring bytes at gather_compute_cost or reduce_compute_cost, and

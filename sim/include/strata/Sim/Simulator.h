@@ -74,6 +74,24 @@ struct Cluster {
   /// "graph.transpose_rows" costs a transpose that keeps the last axis.
   std::map<std::string, std::vector<std::pair<double, double>>> opSeconds;
   std::vector<std::pair<double, double>> copySeconds;
+  /// A GPU calibration's kernel tables for the narrow dtypes, by dtype
+  /// ("bf16", "f16"): the file's keys above after "bf16." or "f16." (e.g.
+  /// "bf16.gemm_rate", "bf16.op.graph.add"). An instruction whose first
+  /// result has such a dtype takes its table there where it is measured
+  /// (an f16 one then the bf16 tables: the same width), else the ones above
+  /// (measured in f32).
+  struct KernelTables {
+    Table gemmRate, gemmGradRate;
+    std::map<std::string, Table> attention, opSeconds;
+  };
+  std::map<std::string, KernelTables> narrow;
+  /// The device a calibration measured: "cpu" (strata-sim --calibrate),
+  /// "cuda" (--backend cuda), or "" (the presets, and files calibrated
+  /// before the key). On "cuda" and on "" without attention tables, kept
+  /// attention probabilities are costed as the CUDA kernels make them (the
+  /// forward makes the scores again, the gradient ignores them); on "cuda"
+  /// a tier move crosses PCIe even with copy_seconds in the file.
+  std::string device;
   /// A calibrated CPU's streams are threads on shared cores: a wait on
   /// another stream's event that blocks costs the waiting thread's
   /// wake-up (seconds), and each byte a tier move copies on a side stream
@@ -112,11 +130,23 @@ struct CalibrateOptions {
   /// Every benchmark runs once a round; the file holds each figure's
   /// median over the rounds.
   int rounds = 3;
+  /// "cpu": the CPU backend's kernels and the MPI ranks' collectives;
+  /// "cuda": the CUDA backend's kernels on GPU 0 (calibrateCuda).
+  std::string backend = "cpu";
+  /// cuda: f32 products may round to TF32 (strata-run --tf32).
+  bool tf32 = false;
 };
 
 /// Measures this machine (with every rank the launch started, at once) into
 /// a cluster file's JSON text, on rank 0 (other ranks: empty).
 runtime::Status calibrate(const CalibrateOptions &options, std::string &json);
+
+/// Measures GPU 0 through the CUDA backend's own kernels (products by size
+/// and dtype, attention, the elementwise, normalization, loss and
+/// optimizer kernels in f32 and bf16, device and host copies, the
+/// per-kernel gap) into a one-GPU cluster file's JSON text.
+runtime::Status calibrateCuda(const CalibrateOptions &options,
+                              std::string &json);
 
 /// Reads a cluster file; one-line errors naming the key.
 runtime::Status loadCluster(const std::string &path, Cluster &out);
