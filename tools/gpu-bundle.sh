@@ -3,7 +3,7 @@
 # has CUDA and PyTorch but none of Debian's MLIR, OpenMPI, OpenBLAS or
 # protobuf (the device machines): strata-compile linked statically against
 # MLIR and LLVM (-DSTRATA_STATIC_MLIR=ON), strata-run, strata-inspect,
-# strata-cuda-tests, strata-device-tests, libStrataRuntimeCUDA.so and the shared libraries they
+# strata-sim, strata-cuda-tests, strata-device-tests, libStrataRuntimeCUDA.so and the shared libraries they
 # load that are not glibc's, libstdc++'s or CUDA's, into
 # .gpu/strata-gpu.tar.xz (ignored by git: name .gpu in the device tool's
 # carry). There:
@@ -20,13 +20,13 @@ if [[ ! -f "$build/build.ninja" ]]; then
   cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
     -DSTRATA_STATIC_MLIR=ON
 fi
-ninja -C "$build" strata-compile strata-run strata-inspect strata-cuda-tests \
-  strata-device-tests StrataRuntimeCUDA
+ninja -C "$build" strata-compile strata-run strata-inspect strata-sim \
+  strata-cuda-tests strata-device-tests StrataRuntimeCUDA
 
 stage="$(mktemp -d)/strata-gpu"
 mkdir -p "$stage/bin" "$stage/lib"
-for tool in strata-compile strata-run strata-inspect strata-cuda-tests \
-    strata-device-tests; do
+for tool in strata-compile strata-run strata-inspect strata-sim \
+    strata-cuda-tests strata-device-tests; do
   cp "$build/bin/$tool" "$stage/bin/"
 done
 cp "$build/lib/libStrataRuntimeCUDA.so" "$stage/lib/"

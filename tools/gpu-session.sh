@@ -18,13 +18,15 @@
 #                     committed ones (CPU work, beside the checks)
 #   trace-SIZE.json   one step's strata-run --trace for each of TRACE_SIZES
 #                     (default 124M)
+#   cuda-calibrated.json  strata-sim --calibrate --backend cuda's file (its
+#                     predictions against the measured steps: session.log)
 #
 # What runs is chosen by variables: CHECKS (check_cuda.py --only; empty:
 # none), BENCH_SIZES and BENCH_SYSTEMS (bench_gpt.py; empty: none; the
 # default systems are strata, strata-unstaged (the same artifact without
 # the products' aligned copies: what they gain), eager and compile),
 # SANITIZER=1 (the compute-sanitizer check last, with the time left),
-# TRACE=1, DYNAMO=1, BENCH_STEPS / BENCH_WARMUP.
+# TRACE=1, DYNAMO=1, CALIBRATE=1, BENCH_STEPS / BENCH_WARMUP.
 set -u
 budget="${1:-420}"
 start=$(date +%s)
@@ -97,6 +99,22 @@ for size in ${TRACE_SIZES-124M}; do
       > /tmp/strata-trace-summary.txt &&
     cat /tmp/strata-trace-summary.txt
 done
+
+# strata-sim --calibrate --backend cuda (the GPU's own kernels measured
+# into a cluster file), and its predictions of gpt_tiny's steps and of the
+# benchmark's compiled ones against strata-run's (issue 20). The file
+# comes back as cuda-calibrated.json; the table is in session.log.
+if [[ "${CALIBRATE:-1}" == 1 && $(left) -gt 60 ]]; then
+  stage "calibrate the GPU, predict the measured steps"
+  arts=()
+  for size in $sizes; do
+    [[ -d "$work/gpt-$size.strata" ]] && arts+=("$work/gpt-$size.strata")
+  done
+  PYTHONUNBUFFERED=1 timeout "$(left)" python3 \
+    tests/sim/check_cuda_calibration.py --bin "$bin" --work /tmp/strata-cal \
+    --seconds 0.05 --rounds 1 --steps 12 --artifact "${arts[@]}"
+  cp /tmp/strata-cal/cuda-calibrated.json "$out/" 2>/dev/null
+fi
 
 if [[ -n "$dynamo_pid" ]]; then
   stage "dynamo exports"
