@@ -34,6 +34,8 @@
 
 #include "strata/Sim/Simulator.h"
 
+#include "CalibrationFigures.h"
+
 #include "strata/Runtime/Communicator.h"
 #include "strata/Runtime/Device.h"
 #include "strata/Runtime/FusedProgram.h"
@@ -65,12 +67,7 @@ using runtime::KernelAttrs;
 using runtime::KernelContext;
 using runtime::Status;
 using runtime::TensorView;
-
-double now() {
-  return std::chrono::duration<double>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+using namespace calibration;
 
 /// A tensor that owns its bytes (filled with small random values).
 struct Owned {
@@ -234,51 +231,6 @@ struct Bench {
     return t;
   }
 };
-
-std::string number(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-/// What one round of benchmarks measured: single figures by key, and
-/// tables of [size, value] rows by key.
-struct Figures {
-  std::map<std::string, double> values;
-  std::map<std::string, std::map<double, double>> tables;
-
-  void row(const std::string &table, double size, double value) {
-    if (value > 0 && std::isfinite(value))
-      tables[table][size] = value;
-  }
-};
-
-/// The median over the rounds of each figure (a row some round lacks, from
-/// a kernel that failed, takes the median of the rounds that have it).
-Figures medianOf(const std::vector<Figures> &rounds) {
-  std::map<std::string, std::vector<double>> values;
-  std::map<std::string, std::map<double, std::vector<double>>> tables;
-  for (const Figures &f : rounds) {
-    for (const auto &[key, v] : f.values)
-      values[key].push_back(v);
-    for (const auto &[key, rows] : f.tables)
-      for (const auto &[size, v] : rows)
-        tables[key][size].push_back(v);
-  }
-  Figures out;
-  for (const auto &[key, v] : values)
-    out.values[key] = median(v);
-  for (const auto &[key, rows] : tables)
-    for (const auto &[size, v] : rows)
-      out.tables[key][size] = median(v);
-  return out;
-}
 
 /// A GEMM loop (graph.linear on 256 x 256 products) standing for the
 /// compute stream's kernels while another thread takes CPU beside them:
@@ -501,22 +453,6 @@ double oversubscribedSync(Bench &b, runtime::Communicator *comm,
   double with = loop(true);
   alone = std::min(alone, loop(false));
   return meanOverRanks(comm, std::max(0.0, with - alone) / iterations);
-}
-
-/// A fused program of `adds` adds over `adds + 1` inputs (a chain, as
-/// strata-fuse-elementwise writes a residual sum or a bias and scale).
-KernelAttrs addChain(int adds) {
-  std::vector<int64_t> program;
-  int64_t last = 0; // the inputs are values 0 .. adds, the sums follow
-  for (int i = 0; i < adds; ++i) {
-    program.insert(program.end(), {int64_t(runtime::FusedOpcode::Add), 0, last,
-                                   int64_t(i + 1), -1});
-    last = adds + 1 + i;
-  }
-  KernelAttrs a;
-  a.set("program", program);
-  a.set("result_values", std::vector<int64_t>{last});
-  return a;
 }
 
 /// One round: every benchmark once, into `f`.
@@ -903,12 +839,6 @@ Status calibrate(const CalibrateOptions &options, std::string &json) {
     auto it = f.values.find(key);
     return it == f.values.end() ? 0.0 : it->second;
   };
-  auto table = [&](const std::string &key) {
-    std::ostringstream row;
-    for (const auto &[size, v] : f.tables[key])
-      row << (row.tellp() ? ", " : "") << number(size) << ", " << number(v);
-    return "[" + row.str() + "]";
-  };
   double peak = 0;
   for (const auto &[size, rate] : f.tables["gemm_rate"])
     peak = std::max(peak, rate);
@@ -922,7 +852,7 @@ Status calibrate(const CalibrateOptions &options, std::string &json) {
   out << "  \"emulated_nodes\": " << (spans ? 0 : 1) << ",\n";
   out << "  \"flops_f32\": " << number(peak) << ",\n";
   for (const auto &[key, rows] : f.tables)
-    out << "  \"" << key << "\": " << table(key) << ",\n";
+    out << "  \"" << key << "\": " << f.array(key) << ",\n";
   out << "  \"memory_bandwidth\": " << number(2.0 * copyBandwidth) << ",\n";
   out << "  \"memory_efficiency\": 1,\n";
   out << "  \"kernel_launch\": " << number(value("kernel_launch")) << ",\n";

@@ -27,6 +27,8 @@
 
 #include "strata/Sim/Simulator.h"
 
+#include "CalibrationFigures.h"
+
 #include "strata/Runtime/Backend.h"
 #include "strata/Runtime/Device.h"
 #include "strata/Runtime/FusedProgram.h"
@@ -57,6 +59,7 @@ using runtime::KernelContext;
 using runtime::MemoryKind;
 using runtime::Status;
 using runtime::TensorView;
+using namespace calibration;
 
 /// A benchmark's sizes grow while the next size's call (wall time, launch
 /// to completion, scaled by the work the size adds) stays under this.
@@ -64,24 +67,6 @@ constexpr double kMaxCallSeconds = 0.05;
 /// The operands of successive calls span this many bytes: twice the 50 MB
 /// L2 of an H100 or H200.
 constexpr size_t kRotateBytes = size_t(128) << 20;
-
-double now() {
-  return std::chrono::duration<double>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string number(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 /// "" for f32 (the unprefixed tables), else "bf16." or "f16.".
 std::string prefixOf(DType t) {
@@ -150,18 +135,6 @@ std::vector<unsigned char> fill(const Spec &s, uint64_t seed) {
   }
   return bytes;
 }
-
-/// What one round measured: single figures, and tables of [size, value]
-/// rows, by the cluster file's keys.
-struct Figures {
-  std::map<std::string, double> values;
-  std::map<std::string, std::map<double, double>> tables;
-
-  void row(const std::string &table, double size, double value) {
-    if (value > 0 && std::isfinite(value))
-      tables[table][size] = value;
-  }
-};
 
 class DeviceBench {
 public:
@@ -372,22 +345,6 @@ private:
   std::vector<std::pair<MemoryKind, void *>> blocks_;
   std::map<DType, std::vector<unsigned char>> pools_;
 };
-
-/// A fused program of `adds` adds over `adds + 1` inputs (the chain
-/// strata-fuse-elementwise writes for a residual sum or a bias and scale).
-KernelAttrs addChain(int adds) {
-  std::vector<int64_t> program;
-  int64_t last = 0;
-  for (int i = 0; i < adds; ++i) {
-    program.insert(program.end(), {int64_t(runtime::FusedOpcode::Add), 0, last,
-                                   int64_t(i + 1), -1});
-    last = adds + 1 + i;
-  }
-  KernelAttrs a;
-  a.set("program", program);
-  a.set("result_values", std::vector<int64_t>{last});
-  return a;
-}
 
 /// Products: graph.linear and graph.linear_grad_weight on square operands,
 /// FLOP/s by the side.
@@ -703,24 +660,7 @@ Status calibrateCuda(const CalibrateOptions &options, std::string &json) {
   std::vector<Figures> measured(static_cast<size_t>(rounds));
   for (Figures &f : measured)
     measureRound(b, f);
-  // The median over the rounds of each figure.
-  Figures f;
-  {
-    std::map<std::string, std::vector<double>> values;
-    std::map<std::string, std::map<double, std::vector<double>>> tables;
-    for (const Figures &r : measured) {
-      for (const auto &[key, v] : r.values)
-        values[key].push_back(v);
-      for (const auto &[key, rows] : r.tables)
-        for (const auto &[size, v] : rows)
-          tables[key][size].push_back(v);
-    }
-    for (const auto &[key, v] : values)
-      f.values[key] = median(v);
-    for (const auto &[key, rows] : tables)
-      for (const auto &[size, v] : rows)
-        f.tables[key][size] = median(v);
-  }
+  Figures f = medianOf(measured);
   if (!f.values.count("kernel_launch") || !f.tables.count("gemm_rate") ||
       !f.values.count("memory_bandwidth")) {
     std::string why;
@@ -735,12 +675,6 @@ Status calibrateCuda(const CalibrateOptions &options, std::string &json) {
     for (const auto &[size, rate] : f.tables[key])
       p = std::max(p, rate);
     return p;
-  };
-  auto table = [&](const std::string &key) {
-    std::ostringstream row;
-    for (const auto &[size, v] : f.tables[key])
-      row << (row.tellp() ? ", " : "") << number(size) << ", " << number(v);
-    return "[" + row.str() + "]";
   };
   const double bandwidth = f.values["memory_bandwidth"];
   const double pcie = f.values.count("pcie_bandwidth")
@@ -758,7 +692,7 @@ Status calibrateCuda(const CalibrateOptions &options, std::string &json) {
     if (double p = peak(std::string(dtype) + ".gemm_rate"); p > 0)
       out << "  \"flops_" << dtype << "\": " << number(p) << ",\n";
   for (const auto &[key, rows] : f.tables)
-    out << "  \"" << key << "\": " << table(key) << ",\n";
+    out << "  \"" << key << "\": " << f.array(key) << ",\n";
   out << "  \"memory_bandwidth\": " << number(bandwidth) << ",\n";
   out << "  \"memory_efficiency\": 1,\n";
   out << "  \"kernel_launch\": " << number(f.values["kernel_launch"]) << ",\n";

@@ -24,20 +24,10 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-MODELS = os.path.join(HERE, "..", "..", "models")
-
-
-def run(cmd):
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       text=True)
-    if r.returncode != 0:
-        sys.exit("FAILED: " + " ".join(cmd) + "\n" + r.stdout[-3000:])
-    return r.stdout
+from check_calibration import MODELS, predict, run
 
 
 def measure(bin_dir, art, steps, work):
@@ -49,12 +39,6 @@ def measure(bin_dir, art, steps, work):
          "--steps", str(steps), "--log", log, "--quiet"])
     times = [json.loads(line)["step_ms"] for line in open(log)]
     return statistics.median(times[2:] or times) / 1e3
-
-
-def predict(bin_dir, art, cluster):
-    out = run([os.path.join(bin_dir, "strata-sim"), art, "--cluster", cluster,
-               "--json"])
-    return json.loads(out)["step_s"]
 
 
 def main():
