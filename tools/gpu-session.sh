@@ -102,8 +102,9 @@ done
 
 # strata-sim --calibrate --backend cuda (the GPU's own kernels measured
 # into a cluster file), and its predictions of gpt_tiny's steps and of the
-# benchmark's compiled ones against strata-run's (issue 20). The file
-# comes back as cuda-calibrated.json; the table is in session.log.
+# benchmark's compiled ones against strata-run's (issue 20), each also
+# traced and compared per op kind. The file comes back as
+# cuda-calibrated.json; the tables are in session.log.
 if [[ "${CALIBRATE:-1}" == 1 && $(left) -gt 60 ]]; then
   stage "calibrate the GPU, predict the measured steps"
   arts=()
@@ -112,7 +113,7 @@ if [[ "${CALIBRATE:-1}" == 1 && $(left) -gt 60 ]]; then
   done
   PYTHONUNBUFFERED=1 timeout "$(left)" python3 \
     tests/sim/check_cuda_calibration.py --bin "$bin" --work /tmp/strata-cal \
-    --seconds 0.05 --rounds 1 --steps 12 --artifact "${arts[@]}"
+    --seconds 0.05 --rounds 1 --steps 12 --compare --artifact "${arts[@]}"
   cp /tmp/strata-cal/cuda-calibrated.json "$out/" 2>/dev/null
 fi
 

@@ -10,7 +10,7 @@ prediction misses the measured step by more than --tolerance.
     check_cuda_calibration.py --bin BUILD/bin [--models gpt_tiny]
         [--dtypes fp32 bf16] [--artifact A.strata ...] [--cluster FILE]
         [--steps 6] [--tolerance 0.15] [--seconds 0.05] [--rounds 3]
-        [--report OUT.md]
+        [--report OUT.md] [--compare]
 
 --models compiles the committed models (one artifact a dtype); --artifact
 adds compiled ones (a GPU session's GPT sizes). --cluster predicts from a
@@ -29,6 +29,8 @@ import tempfile
 
 from check_calibration import MODELS, predict, run
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
 
 def measure(bin_dir, art, steps, work):
     """The median step of one launch after the first two (seconds)."""
@@ -39,6 +41,19 @@ def measure(bin_dir, art, steps, work):
          "--steps", str(steps), "--log", log, "--quiet"])
     times = [json.loads(line)["step_ms"] for line in open(log)]
     return statistics.median(times[2:] or times) / 1e3
+
+
+def compare(bin_dir, art, cluster, work):
+    """compare_traces.py's table of one traced step of `art` against its
+    predicted timeline."""
+    base = os.path.join(work, os.path.basename(art))
+    run([os.path.join(bin_dir, "strata-run"), art, "--backend", "cuda",
+         "--quiet", "--steps", "3", "--seed", "0", "--trace",
+         base + ".run.json"])
+    run([os.path.join(bin_dir, "strata-sim"), art, "--cluster", cluster,
+         "--trace", base + ".sim.json"])
+    return run([sys.executable, os.path.join(HERE, "compare_traces.py"),
+                base + ".run.json", base + ".sim.json", "--top", "25"])
 
 
 def main():
@@ -56,6 +71,10 @@ def main():
                     help="strata-sim --calibrate --rounds")
     ap.add_argument("--report", help="also write the table here (markdown)")
     ap.add_argument("--work", help="keep the artifacts and logs here")
+    ap.add_argument("--compare", action="store_true",
+                    help="also trace one step of each with strata-run and "
+                         "strata-sim and print them side by side per op "
+                         "kind (compare_traces.py)")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="strata-cuda-cal-") as tmp:
@@ -93,6 +112,8 @@ def main():
             print("%-28s measured %10.3f ms  predicted %10.3f ms  %+6.1f%%" %
                   (label, measured * 1e3, predicted * 1e3, error * 100),
                   flush=True)
+            if args.compare:
+                print(compare(args.bin, art, cluster, work), flush=True)
         table = ["calibrated on: " + name, "",
                  "| artifact | measured ms | predicted ms | error |",
                  "|---|---:|---:|---:|"]
