@@ -582,8 +582,15 @@ void measureRound(Bench &b, int world, int perNode, bool spans, Figures &f) {
     gelu.set("kind", std::string("gelu"));
     add("graph.unary_grad",
         b.kernel("graph.unary_grad", {&dy, &a, &c}, {&y}, gelu));
-    add("graph.fused_elementwise",
-        b.kernel("graph.fused_elementwise", {&a, &c, &d}, {&y}, addChain(2)));
+    double chain =
+        b.kernel("graph.fused_elementwise", {&a, &c, &d}, {&y}, addChain(2));
+    add("graph.fused_elementwise", chain);
+    // The same kernel on a longer program (its cost per instruction).
+    double longer = b.kernel("graph.fused_elementwise", {&a}, {&y},
+                             longChain(kLongChain));
+    double gelus = b.kernel("graph.fused_elementwise", {&a}, {&y},
+                            geluChain(kLongChain));
+    fusedCosts(f, "", n, 4, chain, longer, gelus);
     KernelAttrs perm;
     perm.set("perm", std::vector<int64_t>{1, 0});
     add("graph.transpose", b.kernel("graph.transpose", {&a}, {&t}, perm));

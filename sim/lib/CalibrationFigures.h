@@ -101,6 +101,83 @@ inline runtime::KernelAttrs addChain(int adds) {
   return a;
 }
 
+/// A fused program of `length` instructions over one input, alternating
+/// add and mul of the last value with the input: what a fused kernel pays
+/// per instruction, against addChain's operands.
+inline runtime::KernelAttrs longChain(int length) {
+  std::vector<int64_t> program;
+  int64_t last = 0;
+  for (int i = 0; i < length; ++i) {
+    auto op = i % 2 ? runtime::FusedOpcode::Mul : runtime::FusedOpcode::Add;
+    program.insert(program.end(), {int64_t(op), 0, last, 0, -1});
+    last = 1 + i;
+  }
+  runtime::KernelAttrs a;
+  a.set("program", program);
+  a.set("result_values", std::vector<int64_t>{last});
+  return a;
+}
+
+/// A fused program of `length` instructions over one input alternating a
+/// GELU of the last value and an add of the input (which keeps the values
+/// spread as activations are: GELUs alone shrink them toward 0, where erf
+/// takes its cheapest branch): what a fused kernel pays for a
+/// transcendental instruction (exp, erf, tanh and the like).
+inline runtime::KernelAttrs geluChain(int length) {
+  std::vector<int64_t> program;
+  for (int i = 0; i < length; ++i) {
+    if (i % 2 == 0)
+      program.insert(program.end(),
+                     {int64_t(runtime::FusedOpcode::Gelu), 0, i, -1, -1});
+    else
+      program.insert(program.end(),
+                     {int64_t(runtime::FusedOpcode::Add), 0, i, 0, -1});
+  }
+  runtime::KernelAttrs a;
+  a.set("program", program);
+  a.set("result_values", std::vector<int64_t>{length});
+  return a;
+}
+
+/// The two fused programs a calibration times, of `n` result elements of
+/// `width` bytes each: addChain(2) (three inputs, two instructions) in
+/// `chain` seconds and longChain(kLongChain) (one input) in `longer`
+/// seconds; into `f` as a fused kernel's seconds per byte of its operands
+/// and results ("OP.byte") and per result element and instruction
+/// ("OP.instruction"), by n: t = bytes x byte + n x instructions x
+/// instruction solved for the two. With geluChain(kLongChain)'s `gelus`
+/// seconds, also the seconds per result element of a transcendental
+/// instruction ("OP.transcendental").
+inline constexpr int kLongChain = 10;
+inline void fusedCosts(Figures &f, const std::string &prefix, double n,
+                       double width, double chain, double longer,
+                       double gelus) {
+  if (!(chain > 0) || !(longer > 0))
+    return;
+  // chain:  4 n w byte +  2 n instruction
+  // longer: 2 n w byte + 10 n instruction
+  const double a = 4 * n * width, b = 2 * n, c = 2 * n * width,
+               d = kLongChain * n;
+  const double det = a * d - b * c;
+  double byte = (chain * d - b * longer) / det;
+  double instruction = (a * longer - c * chain) / det;
+  // A negative share (noise, or a kernel whose instructions cost nothing
+  // beside its bytes): the other figure alone explains the longer chain.
+  if (byte <= 0) {
+    byte = 1e-15;
+    instruction = longer / d;
+  } else if (instruction <= 0) {
+    instruction = 1e-15;
+    byte = chain / a;
+  }
+  f.row(prefix + "op.graph.fused_elementwise.byte", n, byte);
+  f.row(prefix + "op.graph.fused_elementwise.instruction", n, instruction);
+  // Half its instructions are GELUs, half adds.
+  if (gelus > 0)
+    f.row(prefix + "op.graph.fused_elementwise.transcendental", n,
+          std::max(1e-15, (gelus - c * byte - d / 2 * instruction) / (d / 2)));
+}
+
 } // namespace strata::sim::calibration
 
 #endif // STRATA_SIM_LIB_CALIBRATIONFIGURES_H

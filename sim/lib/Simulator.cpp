@@ -5,6 +5,7 @@
 #include "strata/Runtime/Artifact.h"
 #include "strata/Runtime/DType.h"
 #include "strata/Runtime/Footprint.h"
+#include "strata/Runtime/FusedProgram.h"
 #include "strata/Runtime/Topology.h"
 
 #include "plan.pb.h"
@@ -300,6 +301,9 @@ public:
         scores /= 2;
       return scores * (interpolate(*score, t) + interpolate(*mac, t) * d);
     }
+    if (op == "graph.fused_elementwise")
+      if (double t = fusedSeconds(inst, narrow); t >= 0)
+        return t;
     const std::vector<std::pair<double, double>> *rows =
         narrow ? opTable(inst, narrow->opSeconds) : nullptr;
     if (!rows)
@@ -333,6 +337,69 @@ public:
       out += double(runtime::tensorBytes(tensor(o)));
     double bytes = std::max(in, out);
     return bytes * interpolate(c.copySeconds, bytes);
+  }
+
+  /// A fused elementwise kernel's seconds from the calibrated costs of its
+  /// bytes and its instructions ("graph.fused_elementwise.byte" and
+  /// ".instruction", by its result elements; in its dtype's tables where
+  /// measured): its operands' and results' bytes, and each result element
+  /// run through each instruction of its program. Negative where the
+  /// cluster has neither.
+  double fusedSeconds(const plan::Instruction &inst,
+                      const Cluster::KernelTables *narrow) const {
+    auto find = [&](const std::string &key) -> const Cluster::Table * {
+      for (const std::map<std::string, Cluster::Table> *tables :
+           {narrow ? &narrow->opSeconds : nullptr, &c.opSeconds}) {
+        if (!tables)
+          continue;
+        auto it = tables->find(key);
+        if (it != tables->end() && !it->second.empty())
+          return &it->second;
+      }
+      return nullptr;
+    };
+    const Cluster::Table *byte = find("graph.fused_elementwise.byte");
+    const Cluster::Table *instruction =
+        find("graph.fused_elementwise.instruction");
+    const Cluster::Table *transcendental =
+        find("graph.fused_elementwise.transcendental");
+    const plan::Attribute *program = findAttr(inst, "program");
+    if (!byte || !instruction || !program || !program->has_ints_value() ||
+        inst.outputs_size() == 0)
+      return -1;
+    // The program's instructions, the transcendental ones apart where the
+    // cluster measured them.
+    double cheap = 0, dear = 0;
+    const auto &code = program->ints_value().values();
+    for (int i = 0; i + 4 < code.size(); i += 5)
+      (transcendental && isTranscendental(code[i]) ? dear : cheap) += 1;
+    double n = std::max(elements(tensor(inst.outputs(0))), 1.0);
+    return bytes(inst) * interpolate(*byte, n) +
+           n * cheap * interpolate(*instruction, n) +
+           (dear > 0 ? n * dear * interpolate(*transcendental, n) : 0);
+  }
+
+  /// A fused opcode whose formula calls exp, erf, tanh, log or the like
+  /// (FusedProgram.h): GELU, the unary gradients, and the table's
+  /// transcendental unary ops.
+  static bool isTranscendental(int64_t opcode) {
+    using runtime::FusedOpcode;
+    switch (opcode) {
+    case int64_t(FusedOpcode::Gelu):
+    case int64_t(FusedOpcode::GeluTanh):
+    case int64_t(FusedOpcode::Grad):
+    case int64_t(FusedOpcode::Exp):
+    case int64_t(FusedOpcode::Log):
+    case int64_t(FusedOpcode::Tanh):
+    case int64_t(FusedOpcode::Erf):
+    case int64_t(FusedOpcode::Sin):
+    case int64_t(FusedOpcode::Cos):
+    case int64_t(FusedOpcode::Sigmoid):
+    case int64_t(FusedOpcode::Softplus):
+      return true;
+    default:
+      return false;
+    }
   }
 
   /// The per-element table that costs `inst`, or null: by its op, a

@@ -239,6 +239,40 @@ def main():
             _, after = predict(args.sim, art, slow, work, label + "-bf16t")
             print("%s plan with bf16 tables: products %.2f times" %
                   (label, after["graph.linear"] / before["graph.linear"]))
+    # A fused kernel costs its bytes and its program's instructions, the
+    # transcendental ones (GELU here) at their own table where the file has
+    # one; else the per-element table (above).
+    if args.bf16:
+        tiny = [1e3, 1e-20, 1e7, 1e-20]
+        fused = dict(BASE, **{
+            "op.graph.fused_elementwise.byte": [1e3, 1e-11, 1e7, 1e-11],
+            "op.graph.fused_elementwise.instruction": [1e3, 1e-10, 1e7, 1e-10]})
+        _, f1 = predict(args.sim, args.bf16, fused, work, "fused")
+        for key, label in ((".instruction", "instruction"), (".byte", "byte")):
+            other = ".byte" if key == ".instruction" else ".instruction"
+            one = dict(fused, **{"op.graph.fused_elementwise" + other: tiny})
+            two = dict(one, **{"op.graph.fused_elementwise" + key:
+                               [v * 2 if i % 2 else v for i, v in enumerate(
+                                   fused["op.graph.fused_elementwise" + key])]})
+            _, a = predict(args.sim, args.bf16, one, work, "fused-" + label)
+            _, b = predict(args.sim, args.bf16, two, work, "fused2-" + label)
+            print("fused at twice the %s cost (the other negligible): %.2f "
+                  "times" % (label, b["graph.fused_elementwise"] /
+                             a["graph.fused_elementwise"]))
+        same = dict(fused, **{"op.graph.fused_elementwise.transcendental":
+                              [1e3, 1e-10, 1e7, 1e-10]})
+        dear = dict(fused, **{"op.graph.fused_elementwise.transcendental":
+                              [1e3, 1e-9, 1e7, 1e-9]})
+        _, f2 = predict(args.sim, args.bf16, same, work, "fused-same")
+        _, f3 = predict(args.sim, args.bf16, dear, work, "fused-dear")
+        _, f0 = predict(args.sim, args.bf16, BASE, work, "fused-none")
+        print("fused: transcendental at the instruction's cost %.2f times "
+              "without the table; at 10x dearer: %s; without the fused "
+              "tables the per-element one: %s" % (
+                  f2["graph.fused_elementwise"] / f1["graph.fused_elementwise"],
+                  f3["graph.fused_elementwise"] > f1["graph.fused_elementwise"],
+                  abs(f0["graph.fused_elementwise"] -
+                      f1["graph.fused_elementwise"]) > 1e-9))
     if args.sharded:
         # A collective on a side stream takes the compute stream's CPU: its
         # ring bytes at gather_compute_cost or reduce_compute_cost, and
