@@ -26,21 +26,52 @@ namespace {
 
 constexpr int64_t kChunk = 512;
 
-/// Reads `len` elements of `v` from flat result index `start` into `out`:
-/// at the same index (`map` empty, v of the result's size), at 0 (one
-/// element), or through `map`. The type switch is outside the loop.
+/// How an input's element of flat result index i is found: at i (the
+/// result's size), at 0 (one element), at i mod `modulo` (an input that
+/// broadcasts over leading dimensions only: [T, C] or [1, T, C] over
+/// [B, T, C]), or through `map` (any other broadcast).
+struct InputRead {
+  int64_t modulo = 0;
+  std::vector<int64_t> map;
+};
+
+/// The InputRead of an input of `in` elements in shape `inShape` against
+/// a result of shape `out` (`n` elements).
+InputRead inputRead(const std::vector<int64_t> &inShape,
+                    const std::vector<int64_t> &out, int64_t in, int64_t n) {
+  InputRead r;
+  if (in == n || in == 1)
+    return r;
+  if (in > 0 && isTrailingBroadcast(inShape, out)) {
+    r.modulo = in;
+    return r;
+  }
+  r.map = broadcastIndexMap(inShape, out);
+  return r;
+}
+
+/// Reads `len` elements of `v` from flat result index `start` into `out`
+/// as `r` says. The type switch is outside the loop.
 template <typename T>
-void loadChunk(const TensorView &v, const std::vector<int64_t> &map,
-               int64_t start, int64_t len, T *out) {
+void loadChunk(const TensorView &v, const InputRead &r, int64_t start,
+               int64_t len, T *out) {
   auto read = [&](auto get) {
-    if (!map.empty())
+    if (!r.map.empty()) {
       for (int64_t j = 0; j < len; ++j)
-        out[j] = get(map[start + j]);
-    else if (v.numel() == 1)
+        out[j] = get(r.map[start + j]);
+    } else if (r.modulo > 0) {
+      int64_t i = start % r.modulo;
+      for (int64_t j = 0; j < len; ++j) {
+        out[j] = get(i);
+        if (++i == r.modulo)
+          i = 0;
+      }
+    } else if (v.numel() == 1) {
       std::fill(out, out + len, get(0));
-    else
+    } else {
       for (int64_t j = 0; j < len; ++j)
         out[j] = get(start + j);
+    }
   };
   switch (v.dtype) {
   case DType::BF16: {
@@ -161,12 +192,9 @@ Status runFused(const FusedProgram &p, KernelContext &ctx) {
   const std::vector<int64_t> &shape = ctx.outputs[0].shape;
   int64_t n = ctx.outputs[0].numel();
   // Where each input's element of flat output index i is.
-  std::vector<std::vector<int64_t>> maps(ctx.inputs.size());
-  for (size_t k = 0; k < ctx.inputs.size(); ++k) {
-    const TensorView &v = ctx.inputs[k];
-    if (v.numel() != n && v.numel() != 1)
-      maps[k] = broadcastIndexMap(v.shape, shape);
-  }
+  std::vector<InputRead> reads;
+  for (const TensorView &v : ctx.inputs)
+    reads.push_back(inputRead(v.shape, shape, v.numel(), n));
   // Chunks are independent: blocks of them run on the pool, each with its
   // own registers.
   int64_t chunks = (n + kChunk - 1) / kChunk;
@@ -177,7 +205,7 @@ Status runFused(const FusedProgram &p, KernelContext &ctx) {
     for (int64_t c = first; c < last; ++c) {
       int64_t start = c * kChunk, len = std::min(kChunk, n - start);
       for (size_t k = 0; k < ctx.inputs.size(); ++k)
-        loadChunk<T>(ctx.inputs[k], maps[k], start, len, reg(int(k)));
+        loadChunk<T>(ctx.inputs[k], reads[k], start, len, reg(int(k)));
       for (size_t i = 0; i < p.code.size(); ++i) {
         const FusedInstruction &in = p.code[i];
         auto arg = [&](int k) -> const T * {
