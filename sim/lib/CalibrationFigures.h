@@ -85,6 +85,16 @@ inline Figures medianOf(const std::vector<Figures> &rounds) {
   return out;
 }
 
+/// graph.fused_elementwise's attributes: `program` (five integers an
+/// instruction, FusedProgram.h), returning value `result`.
+inline runtime::KernelAttrs fusedAttrs(std::vector<int64_t> program,
+                                       int64_t result) {
+  runtime::KernelAttrs a;
+  a.set("program", std::move(program));
+  a.set("result_values", std::vector<int64_t>{result});
+  return a;
+}
+
 /// A fused program of `adds` adds over `adds + 1` inputs (a chain, as
 /// strata-fuse-elementwise writes a residual sum or a bias and scale).
 inline runtime::KernelAttrs addChain(int adds) {
@@ -95,10 +105,7 @@ inline runtime::KernelAttrs addChain(int adds) {
                                    int64_t(i + 1), -1});
     last = adds + 1 + i;
   }
-  runtime::KernelAttrs a;
-  a.set("program", program);
-  a.set("result_values", std::vector<int64_t>{last});
-  return a;
+  return fusedAttrs(std::move(program), last);
 }
 
 /// A fused program of `length` instructions over one input, alternating
@@ -112,10 +119,7 @@ inline runtime::KernelAttrs longChain(int length) {
     program.insert(program.end(), {int64_t(op), 0, last, 0, -1});
     last = 1 + i;
   }
-  runtime::KernelAttrs a;
-  a.set("program", program);
-  a.set("result_values", std::vector<int64_t>{last});
-  return a;
+  return fusedAttrs(std::move(program), last);
 }
 
 /// A fused program of `length` instructions over one input alternating a
@@ -133,10 +137,7 @@ inline runtime::KernelAttrs geluChain(int length) {
       program.insert(program.end(),
                      {int64_t(runtime::FusedOpcode::Add), 0, i, 0, -1});
   }
-  runtime::KernelAttrs a;
-  a.set("program", program);
-  a.set("result_values", std::vector<int64_t>{length});
-  return a;
+  return fusedAttrs(std::move(program), length);
 }
 
 /// The two fused programs a calibration times, of `n` result elements of
