@@ -145,7 +145,9 @@ public:
   mlir::FailureOr<mlir::Value> reshape(mlir::Value value,
                                        llvm::ArrayRef<int64_t> shape);
   mlir::Value constant(mlir::DenseElementsAttr value);
-  mlir::Value scalarLike(mlir::Value like, double value);
+  /// A scalar of `like`'s element type holding `value`; fails where an
+  /// integer element type cannot hold it (NaN, infinite, past int64).
+  mlir::FailureOr<mlir::Value> scalarLike(mlir::Value like, double value);
 
   mlir::NamedAttribute attr(llvm::StringRef name, mlir::Attribute value) {
     return builder.getNamedAttr(name, value);

@@ -45,6 +45,7 @@
 #include "onnx/defs/schema.h"
 #include "onnx/shape_inference/implementation.h"
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 
@@ -517,7 +518,7 @@ Value NodeImporter::constant(DenseElementsAttr value) {
   return builder.create<graph::ConstantOp>(loc, value);
 }
 
-Value NodeImporter::scalarLike(Value like, double value) {
+FailureOr<Value> NodeImporter::scalarLike(Value like, double value) {
   Type element = getElementTypeOrSelf(like.getType());
   auto type = RankedTensorType::get({}, element);
   if (auto floatType = dyn_cast<FloatType>(element)) {
@@ -525,6 +526,15 @@ Value NodeImporter::scalarLike(Value like, double value) {
     bool lost;
     v.convert(floatType.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
     return constant(DenseElementsAttr::get(type, v));
+  }
+  // An integer element type: the value truncated toward zero, where int64
+  // holds it (converting NaN or a value past it is undefined).
+  if (!std::isfinite(value) || value >= 0x1p63 || value < -0x1p63) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << "the value " << value << " does not fit the element type "
+       << element;
+    return fail(os.str());
   }
   return constant(DenseElementsAttr::get(
       type, APInt(element.getIntOrFloatBitWidth(),

@@ -146,7 +146,10 @@ LogicalResult importClip(NodeImporter &n) {
 /// PRelu(x, slope) = x < 0 ? slope * x : x.
 LogicalResult importPRelu(NodeImporter &n) {
   Value x = n.getInput(0), slope = n.getInput(1);
-  FailureOr<Value> negative = n.create<g::LessOp>({x, n.scalarLike(x, 0.0)});
+  FailureOr<Value> zero = n.scalarLike(x, 0.0);
+  if (failed(zero))
+    return failure();
+  FailureOr<Value> negative = n.create<g::LessOp>({x, *zero});
   FailureOr<Value> scaled = n.create<g::MulOp>({x, slope});
   if (failed(negative) || failed(scaled))
     return failure();
@@ -165,9 +168,11 @@ LogicalResult importSelu(NodeImporter &n) {
   FailureOr<Value> elu = n.createTyped<g::EluOp>(
       x.getType(), x,
       {n.f64Attr("alpha", n.getAttrFloat("alpha", 1.67326319217681884765625))});
-  if (failed(elu))
+  FailureOr<Value> gamma =
+      n.scalarLike(x, n.getAttrFloat("gamma", 1.05070102214813232421875));
+  if (failed(elu) || failed(gamma))
     return failure();
-  return n.setResult(n.create<g::MulOp>( {*elu, n.scalarLike(x, n.getAttrFloat("gamma", 1.05070102214813232421875))}));
+  return n.setResult(n.create<g::MulOp>({*elu, *gamma}));
 }
 
 } // namespace

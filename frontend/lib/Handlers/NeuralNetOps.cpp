@@ -60,7 +60,10 @@ LogicalResult importGemm(NodeImporter &n) {
     a = *t;
   }
   if (alpha != 1.0) {
-    FailureOr<Value> scaled = n.create<g::MulOp>({a, n.scalarLike(a, alpha)});
+    FailureOr<Value> factor = n.scalarLike(a, alpha);
+    if (failed(factor))
+      return failure();
+    FailureOr<Value> scaled = n.create<g::MulOp>({a, *factor});
     if (failed(scaled))
       return failure();
     a = *scaled;
@@ -81,7 +84,10 @@ LogicalResult importGemm(NodeImporter &n) {
   if (c && !bias) {
     Value addend = c;
     if (beta != 1.0) {
-      FailureOr<Value> scaled = n.create<g::MulOp>({c, n.scalarLike(c, beta)});
+      FailureOr<Value> factor = n.scalarLike(c, beta);
+      if (failed(factor))
+        return failure();
+      FailureOr<Value> scaled = n.create<g::MulOp>({c, *factor});
       if (failed(scaled))
         return failure();
       addend = *scaled;
@@ -145,8 +151,10 @@ FailureOr<Value> normalizeOver(NodeImporter &n, Value x,
   FailureOr<Value> var = n.create<g::ReduceMeanOp>({*squared}, reduce);
   if (failed(var))
     return failure();
-  FailureOr<Value> shifted =
-      n.create<g::AddOp>({*var, n.scalarLike(x, epsilon)});
+  FailureOr<Value> eps = n.scalarLike(x, epsilon);
+  if (failed(eps))
+    return failure();
+  FailureOr<Value> shifted = n.create<g::AddOp>({*var, *eps});
   if (failed(shifted))
     return failure();
   FailureOr<Value> std = n.createTyped<g::SqrtOp>(shifted->getType(), *shifted);
