@@ -40,6 +40,7 @@
 #include "strata/Runtime/Device.h"
 #include "strata/Runtime/FusedProgram.h"
 #include "strata/Runtime/Kernel.h"
+#include "strata/Runtime/NarrowFloat.h"
 
 #include <algorithm>
 #include <atomic>
@@ -81,6 +82,9 @@ struct Owned {
     if (dtype == DType::F32)
       for (int64_t i = 0; i < view.numel(); ++i)
         view.as<float>()[i] = u(rng);
+    if (dtype == DType::BF16)
+      for (int64_t i = 0; i < view.numel(); ++i)
+        view.as<uint16_t>()[i] = runtime::bf16Bits(u(rng));
   }
   std::vector<unsigned char> bytes;
   TensorView view;
@@ -459,19 +463,23 @@ double oversubscribedSync(Bench &b, runtime::Communicator *comm,
 void measureRound(Bench &b, int world, int perNode, bool spans, Figures &f) {
   runtime::Communicator *comm = b.comm;
 
-  // GEMMs: graph.linear and graph.linear_grad_weight on square products.
-  for (int64_t n : {8, 16, 32, 64, 128, 256, 512, 1024}) {
-    Owned x(DType::F32, {n, n}), w(DType::F32, {n, n}, 2), y(DType::F32, {n, n});
-    double flops = 2.0 * double(n) * double(n) * double(n);
-    double t = b.kernel("graph.linear", {&x, &w}, {&y}, {});
-    KernelAttrs transposed;
-    transposed.set("transpose_weight", int64_t(1));
-    double tg = b.kernel("graph.linear_grad_weight", {&y, &x}, {&w}, transposed);
-    if (t > 0)
-      f.row("gemm_rate", double(n), flops / t);
-    if (tg > 0)
-      f.row("gemm_grad_rate", double(n), flops / tg);
-  }
+  // GEMMs: graph.linear and graph.linear_grad_weight on square products,
+  // in f32 and in bf16 ("bf16." tables: a --dtype bf16 plan's products).
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (int64_t n : {8, 16, 32, 64, 128, 256, 512, 1024}) {
+      const std::string prefix = dtype == DType::BF16 ? "bf16." : "";
+      Owned x(dtype, {n, n}), w(dtype, {n, n}, 2), y(dtype, {n, n});
+      double flops = 2.0 * double(n) * double(n) * double(n);
+      double t = b.kernel("graph.linear", {&x, &w}, {&y}, {});
+      KernelAttrs transposed;
+      transposed.set("transpose_weight", int64_t(1));
+      double tg =
+          b.kernel("graph.linear_grad_weight", {&y, &x}, {&w}, transposed);
+      if (t > 0)
+        f.row(prefix + "gemm_rate", double(n), flops / t);
+      if (tg > 0)
+        f.row(prefix + "gemm_grad_rate", double(n), flops / tg);
+    }
 
   // Attention: seconds per score and per score and head element (from two
   // head widths), forward and backward, plain and causal, by the sequence
@@ -591,6 +599,25 @@ void measureRound(Bench &b, int world, int perNode, bool spans, Figures &f) {
     double gelus = b.kernel("graph.fused_elementwise", {&a}, {&y},
                             geluChain(kLongChain));
     fusedCosts(f, "", n, 4, chain, longer, gelus);
+    // bf16 operands and results (a --dtype bf16 plan's fused casts and
+    // sums: "bf16." tables), and the casts between bf16 and f32, each
+    // under its result's dtype.
+    {
+      Owned a16(DType::BF16, {R, C}, 7), c16(DType::BF16, {R, C}, 8),
+          d16(DType::BF16, {R, C}, 14), y16(DType::BF16, {R, C});
+      double chain16 = b.kernel("graph.fused_elementwise", {&a16, &c16, &d16},
+                                {&y16}, addChain(2));
+      double longer16 = b.kernel("graph.fused_elementwise", {&a16}, {&y16},
+                                 longChain(kLongChain));
+      double gelus16 = b.kernel("graph.fused_elementwise", {&a16}, {&y16},
+                                geluChain(kLongChain));
+      fusedCosts(f, "bf16.", n, 2, chain16, longer16, gelus16);
+      KernelAttrs none16;
+      if (double t = b.kernel("graph.cast", {&a}, {&y16}, none16); t > 0)
+        f.row("bf16.op.graph.cast", n, t / n);
+      if (double t = b.kernel("graph.cast", {&a16}, {&y}, none16); t > 0)
+        f.row("op.graph.cast", n, t / n);
+    }
     KernelAttrs perm;
     perm.set("perm", std::vector<int64_t>{1, 0});
     add("graph.transpose", b.kernel("graph.transpose", {&a}, {&t}, perm));

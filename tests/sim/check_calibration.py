@@ -177,9 +177,26 @@ def self_test():
     print("PASSED")
 
 
+# Tables every CPU calibration writes (besides the figures the predictions
+# here read): a --dtype bf16 plan's products, casts and fused kernels, and
+# the fused kernels' costs by program.
+EXPECTED_TABLES = ["gemm_rate", "bf16.gemm_rate", "bf16.gemm_grad_rate",
+                   "op.graph.cast", "bf16.op.graph.cast",
+                   "op.graph.fused_elementwise.byte",
+                   "op.graph.fused_elementwise.instruction",
+                   "op.graph.fused_elementwise.transcendental",
+                   "bf16.op.graph.fused_elementwise.instruction"]
+
+
 def calibrate(bin_dir, ranks, seconds, work, path):
     run(mpirun(ranks) + [os.path.join(bin_dir, "strata-sim"), "--calibrate",
                          "-o", path, "--seconds", str(seconds)], cwd=work)
+    with open(path) as f:
+        cluster = json.load(f)
+    missing = [k for k in EXPECTED_TABLES if k not in cluster]
+    if missing:
+        sys.exit("FAILED: the calibration of %d rank(s) lacks %s" %
+                 (ranks, ", ".join(missing)))
 
 
 def predict(bin_dir, art, cluster):
