@@ -108,7 +108,7 @@ done
 if [[ "${CALIBRATE:-1}" == 1 && $(left) -gt 60 ]]; then
   stage "calibrate the GPU, predict the measured steps"
   arts=()
-  for size in $sizes; do
+  for size in ${sizes//,/ }; do
     [[ -d "$work/gpt-$size.strata" ]] && arts+=("$work/gpt-$size.strata")
   done
   PYTHONUNBUFFERED=1 timeout "$(left)" python3 \
