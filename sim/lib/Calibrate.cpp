@@ -530,20 +530,14 @@ void measureRound(Bench &b, int world, int perNode, bool spans, Figures &f) {
                      (scores / 2);
       }
       const std::string layout = inner ? "heads_inner." : "";
-      auto solve = [&](const double s[2], const std::string &name) {
-        double mac =
-            std::max(0.0, (s[1] - s[0]) / double(widths[1] - widths[0]));
-        // Both positive (the table's values are): a floor of 1e-15.
-        double score = std::max(1e-15, s[0] - mac * double(widths[0]));
-        f.row(layout + name + "_score", double(T), score);
-        f.row(layout + name + "_mac", double(T), std::max(1e-15, mac));
-      };
-      solve(fwd, "attention");
-      solve(bwd, "attention_grad");
-      solve(causalFwd, "attention_causal");
-      solve(causalBwd, "attention_grad_causal");
-      solve(keptFwd, "attention_kept_causal");
-      solve(keptBwd, "attention_grad_kept_causal");
+      for (auto [seconds, name] :
+           {std::pair<const double *, const char *>{fwd, "attention"},
+            {bwd, "attention_grad"},
+            {causalFwd, "attention_causal"},
+            {causalBwd, "attention_grad_causal"},
+            {keptFwd, "attention_kept_causal"},
+            {keptBwd, "attention_grad_kept_causal"}})
+        attentionCosts(f, layout + name, double(T), widths, seconds);
     }
 
   // Per element of a kernel's operands, at five sizes (in cache, about the
@@ -590,34 +584,33 @@ void measureRound(Bench &b, int world, int perNode, bool spans, Figures &f) {
     gelu.set("kind", std::string("gelu"));
     add("graph.unary_grad",
         b.kernel("graph.unary_grad", {&dy, &a, &c}, {&y}, gelu));
-    double chain =
-        b.kernel("graph.fused_elementwise", {&a, &c, &d}, {&y}, addChain(2));
-    add("graph.fused_elementwise", chain);
-    // The same kernel on a longer program (its cost per instruction).
-    double longer = b.kernel("graph.fused_elementwise", {&a}, {&y},
-                             longChain(kLongChain));
-    double gelus = b.kernel("graph.fused_elementwise", {&a}, {&y},
-                            geluChain(kLongChain));
-    fusedCosts(f, "", n, 4, chain, longer, gelus);
-    // bf16 operands and results (a --dtype bf16 plan's fused casts and
-    // sums: "bf16." tables), and the casts between bf16 and f32, each
-    // under its result's dtype.
-    {
-      Owned a16(DType::BF16, {R, C}, 7), c16(DType::BF16, {R, C}, 8),
-          d16(DType::BF16, {R, C}, 14), y16(DType::BF16, {R, C});
-      double chain16 = b.kernel("graph.fused_elementwise", {&a16, &c16, &d16},
-                                {&y16}, addChain(2));
-      double longer16 = b.kernel("graph.fused_elementwise", {&a16}, {&y16},
-                                 longChain(kLongChain));
-      double gelus16 = b.kernel("graph.fused_elementwise", {&a16}, {&y16},
-                                geluChain(kLongChain));
-      fusedCosts(f, "bf16.", n, 2, chain16, longer16, gelus16);
-      KernelAttrs none16;
-      if (double t = b.kernel("graph.cast", {&a}, {&y16}, none16); t > 0)
-        f.row("bf16.op.graph.cast", n, t / n);
-      if (double t = b.kernel("graph.cast", {&a16}, {&y}, none16); t > 0)
-        f.row("op.graph.cast", n, t / n);
-    }
+    // The fused kernel on the three programs CalibrationFigures.h solves
+    // for its costs by bytes, instructions and transcendental ones; the
+    // first (two adds) is also its per-operand table. Its operands in f32,
+    // then in bf16 ("bf16." tables: a --dtype bf16 plan's fused casts and
+    // sums).
+    auto fused = [&](const std::string &prefix, Owned &x, Owned &u, Owned &v,
+                     Owned &out) {
+      double chain =
+          b.kernel("graph.fused_elementwise", {&x, &u, &v}, {&out}, addChain(2));
+      if (prefix.empty())
+        add("graph.fused_elementwise", chain);
+      double longer = b.kernel("graph.fused_elementwise", {&x}, {&out},
+                               longChain(kLongChain));
+      double gelus = b.kernel("graph.fused_elementwise", {&x}, {&out},
+                              geluChain(kLongChain));
+      fusedCosts(f, prefix, n, double(runtime::byteWidth(x.view.dtype)),
+                 chain, longer, gelus);
+    };
+    fused("", a, c, d, y);
+    Owned a16(DType::BF16, {R, C}, 7), c16(DType::BF16, {R, C}, 8),
+        d16(DType::BF16, {R, C}, 14), y16(DType::BF16, {R, C});
+    fused("bf16.", a16, c16, d16, y16);
+    // The casts between bf16 and f32, each under its result's dtype.
+    if (double t = b.kernel("graph.cast", {&a}, {&y16}, none); t > 0)
+      f.row("bf16.op.graph.cast", n, t / n);
+    if (double t = b.kernel("graph.cast", {&a16}, {&y}, none); t > 0)
+      f.row("op.graph.cast", n, t / n);
     KernelAttrs perm;
     perm.set("perm", std::vector<int64_t>{1, 0});
     add("graph.transpose", b.kernel("graph.transpose", {&a}, {&t}, perm));

@@ -94,20 +94,19 @@ std::vector<unsigned char> fill(const Spec &s, uint64_t seed) {
   std::vector<unsigned char> bytes(std::max<size_t>(s.bytes(), 1), 0);
   // xorshift: values in [-1, 1), cheap for the largest operands.
   uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
-  auto u = [&state](uint64_t &) {
+  auto u = [&state] {
     state ^= state << 13;
     state ^= state >> 7;
     state ^= state << 17;
     return float(int64_t(state >> 40) - (int64_t(1) << 23)) /
            float(int64_t(1) << 23);
   };
-  uint64_t rng = 0;
   const int64_t n = s.numel();
   switch (s.dtype) {
   case DType::F32: {
     auto *p = reinterpret_cast<float *>(bytes.data());
     for (int64_t i = 0; i < n; ++i)
-      p[i] = u(rng);
+      p[i] = u();
     break;
   }
   case DType::F64: {
@@ -120,8 +119,8 @@ std::vector<unsigned char> fill(const Spec &s, uint64_t seed) {
   case DType::F16: {
     auto *p = reinterpret_cast<uint16_t *>(bytes.data());
     for (int64_t i = 0; i < n; ++i)
-      p[i] = s.dtype == DType::BF16 ? runtime::bf16Bits(u(rng))
-                                    : runtime::fp16Bits(u(rng));
+      p[i] = s.dtype == DType::BF16 ? runtime::bf16Bits(u())
+                                    : runtime::fp16Bits(u());
     break;
   }
   case DType::I64: {
@@ -435,20 +434,10 @@ void measureAttention(DeviceBench &b, DType dtype, Figures &f) {
           slow |= 4 * b.lastCall >= kMaxCallSeconds;
         }
         const std::string layout = prefix + (inner ? "heads_inner." : "");
-        auto solve = [&](const double s[2], const std::string &name) {
-          if (!(s[0] > 0))
-            return;
-          // One width measured: its whole cost per score.
-          double mac =
-              s[1] > 0 ? std::max(0.0, (s[1] - s[0]) /
-                                           double(widths[1] - widths[0]))
-                       : 0.0;
-          double score = std::max(1e-15, s[0] - mac * double(widths[0]));
-          f.row(layout + name + "_score", double(T), score);
-          f.row(layout + name + "_mac", double(T), std::max(1e-15, mac));
-        };
-        solve(fwd, std::string("attention") + v.name);
-        solve(bwd, std::string("attention_grad") + v.name);
+        attentionCosts(f, layout + "attention" + v.name, double(T), widths,
+                       fwd);
+        attentionCosts(f, layout + "attention_grad" + v.name, double(T),
+                       widths, bwd);
       }
     if (slow)
       break;

@@ -108,6 +108,24 @@ inline runtime::KernelAttrs addChain(int adds) {
   return fusedAttrs(std::move(program), last);
 }
 
+/// An attention kernel's seconds per score at two head widths (`seconds`
+/// at `widths`; a second of 0: not measured) as the cluster file's
+/// "NAME_score" (per score) and "NAME_mac" (per score and head element)
+/// rows at sequence length `t`, both positive (a floor of 1e-15). Nothing
+/// where the first width failed; with one width, its whole cost per score.
+inline void attentionCosts(Figures &f, const std::string &name, double t,
+                           const int64_t widths[2], const double seconds[2]) {
+  if (!(seconds[0] > 0))
+    return;
+  double mac = seconds[1] > 0
+                   ? std::max(0.0, (seconds[1] - seconds[0]) /
+                                       double(widths[1] - widths[0]))
+                   : 0.0;
+  double score = std::max(1e-15, seconds[0] - mac * double(widths[0]));
+  f.row(name + "_score", t, score);
+  f.row(name + "_mac", t, std::max(1e-15, mac));
+}
+
 /// A fused program of `length` instructions over one input, alternating
 /// add and mul of the last value with the input: what a fused kernel pays
 /// per instruction, against addChain's operands.

@@ -233,21 +233,23 @@ public:
   double measured(const plan::Instruction &inst, double counted) const {
     const std::string &op = inst.op();
     const Cluster::KernelTables *narrow = narrowTables(inst);
-    // The narrow dtype's table where measured, else the f32 one.
-    auto pick = [](const Cluster::Table *n,
-                   const Cluster::Table &f32) -> const Cluster::Table & {
-      return n && !n->empty() ? *n : f32;
-    };
-    const Cluster::Table &gemm =
-        pick(narrow ? &narrow->gemmRate : nullptr, c.gemmRate);
-    const Cluster::Table &gemmGrad = pick(
-        narrow ? &narrow->gemmGradRate : nullptr,
-        pick(narrow ? &narrow->gemmRate : nullptr,
-             c.gemmGradRate.empty() ? c.gemmRate : c.gemmGradRate));
-    if (op == "graph.linear" || op == "graph.matmul")
-      return fromTable(gemm, counted);
-    if (op == "graph.linear_grad_weight")
-      return fromTable(gemmGrad, counted);
+    // A product: the narrow dtype's table where measured, else the f32
+    // one; a weight gradient the products' where it has none of its own.
+    if (op == "graph.linear" || op == "graph.matmul" ||
+        op == "graph.linear_grad_weight") {
+      std::vector<const Cluster::Table *> choices;
+      if (op == "graph.linear_grad_weight" && narrow)
+        choices.push_back(&narrow->gemmGradRate);
+      if (narrow)
+        choices.push_back(&narrow->gemmRate);
+      if (op == "graph.linear_grad_weight")
+        choices.push_back(&c.gemmGradRate);
+      choices.push_back(&c.gemmRate);
+      for (const Cluster::Table *rows : choices)
+        if (!rows->empty())
+          return fromTable(*rows, counted);
+      return -1;
+    }
     bool forward = op == "graph.attention";
     if ((forward || op == "graph.attention_grad") && inst.inputs_size() >= 2) {
       const plan::Attribute *causal = findAttr(inst, "causal");
