@@ -255,7 +255,7 @@ def main():
             # CI, where they exist, fails.
             sys.exit(1 if os.environ.get("CI") == "true" else 77)
     work = tempfile.mkdtemp(prefix="strata-calibration-")
-    rows, failures = [], []
+    rows, failures, spreads = [], [], []
     try:
         for ranks in args.ranks:
             cluster = os.path.join(work, "cpu-%d.json" % ranks)
@@ -315,6 +315,14 @@ def main():
             measured = [(model, name, arts[i], statistics.median(medians[i]),
                          statistics.mean(loads[i]))
                         for i, (model, name, _) in enumerate(runs)]
+            # The noise floor: how far each launch's median step lies from
+            # its configuration's median over the launches (a prediction
+            # that knew that median exactly would be this far from a
+            # single launch).
+            for i, (model, name, _) in enumerate(runs):
+                middle = statistics.median(medians[i])
+                spreads.append((ranks, model, name, [
+                    (m - middle) / middle for m in medians[i]]))
             figures = [json.load(open(path)) for path in calibrations]
             with open(cluster, "w") as f:
                 json.dump(merge_figures(figures), f, indent=2)
@@ -351,6 +359,20 @@ def main():
     finally:
         shutil.rmtree(work, ignore_errors=True)
     for ranks in sorted(set(r[0] for r in rows)):
+        offs = [(model, name, o) for r, model, name, o in spreads
+                if r == ranks]
+        if offs and len(offs[0][2]) > 1:
+            every = [d for _, _, o in offs for d in o]
+            wide = [(model, name, o) for model, name, o in offs
+                    if max(o) - min(o) > 0]
+            model, name, o = max(wide or offs,
+                                 key=lambda w: max(w[2]) - min(w[2]))
+            print("%d rank%s: launches against their configuration's "
+                  "median: %d of %d within 15%%, widest %s %s %+.1f%% to "
+                  "%+.1f%%" % (ranks, "" if ranks == 1 else "s",
+                              sum(abs(d) <= 0.15 for d in every),
+                              len(every), model, name, 100 * min(o),
+                              100 * max(o)))
         errs = [abs(r[5]) for r in rows if r[0] == ranks]
         mean = statistics.mean(errs)
         print("%d rank%s: mean |error| %.1f%%, worst %.1f%% over %d runs" %
