@@ -515,15 +515,34 @@ public:
     // call per block: the latency once per block.
     const plan::Attribute *blocks = findAttr(inst, "blocks");
     double calls = blocks ? std::max<double>(double(blocks->int_value()), 1) : 1;
-    double bandwidth = c.intraBandwidth, latency = c.intraLatency;
+    // The bytes each ring step moves on a link, per call.
+    double chunk = onRing / (steps * calls);
+    plan::CollectiveKind kind = inst.collective();
+    double bandwidth = linkBandwidth(false, chunk, kind),
+           latency = c.intraLatency;
     if (ring.crossesNodes) {
       // The node's NICs, shared by every ring of this collective that
       // crosses them at once.
-      bandwidth = std::min(c.intraBandwidth,
-                           c.interBandwidth / double(ring.concurrent));
+      bandwidth = std::min(bandwidth, linkBandwidth(true, chunk, kind) /
+                                          double(ring.concurrent));
       latency = c.interLatency;
     }
     return steps * calls * latency + onRing / bandwidth + syncCost(g);
+  }
+
+  /// A link's bandwidth for messages of `bytes` (a ring step's, or a
+  /// send's): the calibrated table's where the file has one, else the
+  /// scalar figure. Inter-node: the node's.
+  double linkBandwidth(bool inter, double bytes,
+                       plan::CollectiveKind kind = plan::ALL_GATHER) const {
+    const Cluster::Table *table = &c.bandwidthByBytes[inter];
+    if (kind == plan::REDUCE_SCATTER && !c.reduceBandwidthByBytes[inter].empty())
+      table = &c.reduceBandwidthByBytes[inter];
+    if (kind == plan::ALL_REDUCE && !c.allReduceBandwidthByBytes[inter].empty())
+      table = &c.allReduceBandwidthByBytes[inter];
+    if (!table->empty() && bytes > 0)
+      return interpolate(*table, bytes);
+    return inter ? c.interBandwidth : c.intraBandwidth;
   }
 
   /// An oversubscribed host's wait for a collective's members: the
@@ -596,14 +615,15 @@ public:
     uint32_t id = inst.kind() == plan::SEND ? inst.inputs(0) : inst.outputs(0);
     int peer = runtime::rankOnStage(topo, rank, int(inst.peer_stage()));
     bool sameNode = peer / topo.ranksPerNode == rank / topo.ranksPerNode;
-    double bandwidth = sameNode ? c.intraBandwidth
-                                : c.interBandwidth / double(topo.ranksPerNode);
+    double bytes = double(runtime::tensorBytes(tensor(id)));
+    double bandwidth =
+        sameNode ? linkBandwidth(false, bytes)
+                 : linkBandwidth(true, bytes) / double(topo.ranksPerNode);
     // (No collective_sync: a send is posted without waiting for its peer,
     // and charging a group of two's wait to each send and receive put
     // gpt_tiny's 2-stage pipeline on 8 ranks at 28.2 ms, against 20.9
     // without it and 15.6 measured.)
-    return (sameNode ? c.intraLatency : c.interLatency) +
-           double(runtime::tensorBytes(tensor(id))) / bandwidth;
+    return (sameNode ? c.intraLatency : c.interLatency) + bytes / bandwidth;
   }
 
   runtime::TopologyInfo topo;
@@ -991,7 +1011,13 @@ Status loadCluster(const std::string &path, Cluster &out) {
   for (auto [key, rows] :
        {std::pair<const char *, Cluster::Table *>{"copy_seconds",
                                                   &c.copySeconds},
-        {"collective_sync_group", &c.collectiveSyncByGroup}})
+        {"collective_sync_group", &c.collectiveSyncByGroup},
+        {"intra_bandwidth_by_bytes", &c.bandwidthByBytes[0]},
+        {"inter_bandwidth_by_bytes", &c.bandwidthByBytes[1]},
+        {"intra_reduce_bandwidth_by_bytes", &c.reduceBandwidthByBytes[0]},
+        {"inter_reduce_bandwidth_by_bytes", &c.reduceBandwidthByBytes[1]},
+        {"intra_allreduce_bandwidth_by_bytes", &c.allReduceBandwidthByBytes[0]},
+        {"inter_allreduce_bandwidth_by_bytes", &c.allReduceBandwidthByBytes[1]}})
     if (Status s = table(key, *rows); !s)
       return s;
   // The kernel tables: unprefixed (f32), then a GPU calibration's narrow

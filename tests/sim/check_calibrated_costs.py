@@ -319,6 +319,26 @@ def main():
               "collective_sync 2 ms: %s" % (table["step_s"] == scalar["step_s"]
                                              and table["step_s"] >
                                              synced[0]["step_s"]))
+        # A link's bandwidth by the bytes a ring step moves
+        # (*_bandwidth_by_bytes), by collective: a table at half the
+        # scalar figure doubles every collective's time (latency 0); a
+        # reduce-scatter table of its own at a quarter makes those 4 times
+        # as long and leaves the all-gathers at the gather table's.
+        def collectives(cluster, name):
+            spans = predict(args.sim, args.sharded, cluster, work, name)[1]
+            return [spans["sched.all_gather"], spans["sched.reduce_scatter"]]
+        scalar = collectives(two, "links")
+        half = collectives(dict(two, intra_bandwidth_by_bytes=[1, 5e9, 1e9, 5e9]),
+                           "linkhalf")
+        own = collectives(dict(two, intra_bandwidth_by_bytes=[1, 5e9, 1e9, 5e9],
+                               intra_reduce_bandwidth_by_bytes=[1, 2.5e9,
+                                                                1e9, 2.5e9]),
+                          "linkown")
+        print("link tables at half the bandwidth: all-gathers %.2f, "
+              "reduce-scatters %.2f times; a reduce-scatter table at a "
+              "quarter: all-gathers %.2f, reduce-scatters %.2f times" %
+              (half[0] / scalar[0], half[1] / scalar[1], own[0] / scalar[0],
+               own[1] / scalar[1]))
     return 0
 
 

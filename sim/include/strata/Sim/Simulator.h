@@ -111,6 +111,16 @@ struct Cluster {
   /// ... measured by group size where the calibration could (a group of
   /// g ranks: its seconds a call), which then takes precedence.
   Table collectiveSyncByGroup;
+  /// A calibrated link's bandwidth by the bytes a ring step moves on it
+  /// ([bytes, bytes a second] rows, the inter-node one the node's), by
+  /// collective: a link's speed depends on the message (a TCP window, a
+  /// shaper's bucket, the caches) and on the algorithm MPI runs. Where a
+  /// file has one, it takes the place of the scalar bandwidth on that link:
+  /// all-gathers and messages take `*BandwidthByBytes`, reduce-scatters
+  /// and all-reduces their own table where the file has it, else that one.
+  /// Index 0 intra-node, 1 inter-node.
+  Table bandwidthByBytes[2], reduceBandwidthByBytes[2],
+      allReduceBandwidthByBytes[2];
   /// The nodes are emulated on one host (a calibrated CPU): every link is
   /// the same shared memory, and an artifact of any --gpus-per-node runs.
   bool emulatedNodes = false;
