@@ -459,6 +459,13 @@ double oversubscribedSync(Bench &b, runtime::Communicator *comm,
   return meanOverRanks(comm, std::max(0.0, with - alone) / iterations);
 }
 
+/// The suffixes of a link's bandwidth tables by message size (after
+/// "intra" or "inter"), by collective: all-gathers, reduce-scatters,
+/// all-reduces.
+constexpr const char *kLinkTables[] = {"_bandwidth_by_bytes",
+                                       "_reduce_bandwidth_by_bytes",
+                                       "_allreduce_bandwidth_by_bytes"};
+
 /// One round: every benchmark once, into `f`.
 void measureRound(Bench &b, int world, int perNode, bool spans, Figures &f) {
   runtime::Communicator *comm = b.comm;
@@ -776,7 +783,7 @@ void measureRound(Bench &b, int world, int perNode, bool spans, Figures &f) {
   // K rings at once through its NIC: its bandwidth is K times a ring's).
   auto measureLink = [&](runtime::Group group, int members,
                          const std::string &name, double scale) {
-    enum Kind { Gather, Reduce, AllReduce };
+    enum Kind { Gather, Reduce, AllReduce }; // kLinkTables' order
     // One call of `kind` whose ring steps move `chunk` bytes on each link
     // (a shard of an all-gather or of a reduce-scatter's result; an
     // all-reduce of `members` such shards).
@@ -816,9 +823,7 @@ void measureRound(Bench &b, int world, int perNode, bool spans, Figures &f) {
     // 4 MiB. Reductions up to 1 MiB (beyond it the table holds its last
     // figure): each calibration's slowest benchmarks.
     for (Kind kind : {Gather, Reduce, AllReduce}) {
-      const char *table = kind == Gather   ? "_bandwidth_by_bytes"
-                          : kind == Reduce ? "_reduce_bandwidth_by_bytes"
-                                           : "_allreduce_bandwidth_by_bytes";
+      const char *table = kLinkTables[kind];
       double callSteps = kind == AllReduce ? 2 * steps : steps;
       for (size_t chunk : {size_t(16) << 10, size_t(64) << 10,
                            size_t(256) << 10, size_t(1) << 20,
@@ -962,8 +967,7 @@ Status calibrate(const CalibrateOptions &options, std::string &json) {
   out << "  \"inter_bandwidth\": " << number(interBandwidth) << ",\n";
   out << "  \"inter_latency\": " << number(interLatency) << ",\n";
   if (comm && !spans)
-    for (const char *table : {"_bandwidth_by_bytes", "_reduce_bandwidth_by_bytes",
-                              "_allreduce_bandwidth_by_bytes"})
+    for (const char *table : kLinkTables)
       if (f.tables.count(std::string("intra") + table))
         out << "  \"inter" << table
             << "\": " << f.array(std::string("intra") + table) << ",\n";

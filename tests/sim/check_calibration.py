@@ -363,10 +363,7 @@ def main():
                 if r == ranks]
         if offs and len(offs[0][2]) > 1:
             every = [d for _, _, o in offs for d in o]
-            wide = [(model, name, o) for model, name, o in offs
-                    if max(o) - min(o) > 0]
-            model, name, o = max(wide or offs,
-                                 key=lambda w: max(w[2]) - min(w[2]))
+            model, name, o = max(offs, key=lambda w: max(w[2]) - min(w[2]))
             print("%d rank%s: launches against their configuration's "
                   "median: %d of %d within 15%%, widest %s %s %+.1f%% to "
                   "%+.1f%%" % (ranks, "" if ranks == 1 else "s",
