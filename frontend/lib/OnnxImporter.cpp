@@ -430,6 +430,15 @@ NodeImporter::getConstantInts(unsigned i, StringRef what) {
     (void)fail(Twine(what) + " must be a compile-time integer tensor");
     return failure();
   }
+  // Every such operand is a list by dimension or by output (a shape,
+  // axes, starts, pads, split sizes): a longer one is damage, and a splat
+  // of 2^40 (ConstantOfShape) would be expanded here value by value.
+  constexpr int64_t kMaxIntList = int64_t(1) << 16;
+  if (attr.getNumElements() > kMaxIntList) {
+    (void)fail(Twine(what) + " holds " + Twine(attr.getNumElements()) +
+               " values; at most " + Twine(kMaxIntList) + " are supported");
+    return failure();
+  }
   SmallVector<int64_t> ints;
   for (const APInt &v : attr.getValues<APInt>())
     ints.push_back(v.getSExtValue());

@@ -365,6 +365,13 @@ LogicalResult importConstantOfShape(NodeImporter &n) {
   FailureOr<SmallVector<int64_t>> shape = n.getConstantInts(0, "the shape");
   if (failed(shape))
     return failure();
+  // Each entry a size (found by fuzz-onnx-import: a shape of [-1] made a
+  // splat whose element count read as -1, expanded value by value).
+  int64_t count = 1;
+  for (int64_t d : *shape)
+    if (d < 0 || __builtin_mul_overflow(count, d, &count))
+      return n.fail("the shape's entries must be sizes whose product fits "
+                    "int64");
   DenseElementsAttr fill = DenseElementsAttr::get(
       RankedTensorType::get({1}, n.getBuilder().getF32Type()), 0.0f);
   if (const onnx::AttributeProto *attr = n.findAttr("value")) {
